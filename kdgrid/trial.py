@@ -1,0 +1,124 @@
+"""A trial: one student distilled once. Frozen, hashable, and identified by a hash of its canonical JSON.
+
+The id is what the store and resume key on (design decision 1): the same configuration gives the same id on any
+machine and in any sweep. Executor settings, paths of the store and sweep/study names are not part of a trial.
+Names (knowledge, strategy, student, task) are validated and canonicalised by `kdgrid.grid` before a Trial is
+built; this module only fixes the fields, their defaults, the canonical form and the grouping key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Bump only when the meaning of an existing field changes: every id changes with it.
+TRIAL_ID_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One distillation run.
+
+    Attributes:
+        task: GLUE task name (``sst2``, ``mnli``, ...) or a local task name (``polarity``, ``synthetic-...``).
+        teacher: a Hub name, a registered teacher alias (``minilm-l6``) or a local directory.
+        student: a student name (``bert-tiny``, ``bert-mini``, ``bert-small``, ``bert-medium``) or a shape
+            ``w{width}-l{layers}[-h{heads}][-f{ffn}]`` for the width-depth study.
+        init: ``random`` | ``pretrain`` | ``general_distillation`` | ``preload``.
+        init_from: where ``pretrain`` / ``general_distillation`` / ``preload`` take weights from (Hub name or
+            alias); ``None`` means the scheme's default for this student.
+        knowledge: the knowledge types added to the soft labels (0, 1 or 2 names of ``kdgrid.core.knowledge``).
+        strategy: the matching strategy (``First``, ``Last``, ``Dilatation``, ``First-1``, ``Last-1``, ...);
+            ``None`` when ``knowledge`` is empty.
+        beta: weight of every knowledge term (paper eq. 9), or ``"auto"``: calibrated on warm-up batches to
+            about 1/10 of the soft loss (the weighted single-match study).
+        soft_weight: weight of the soft-label loss; 0 trains on hard labels alone (a baseline).
+        temperature: softmax temperature T of the soft labels.
+        alpha: weight of the hard-label loss.
+        lr, batch_size, max_length, epochs, warmup_ratio, weight_decay: the optimisation recipe (AdamW with
+            linear warm-up and decay; ``max_length`` in tokens; ``warmup_ratio`` of all optimizer steps).
+        seed: seeds the student's initialisation, its RNG stream and the data order.
+        projection: ``linear`` | ``mlp``: student-to-teacher width projections where a knowledge needs one.
+        relation_heads: relation heads of the q/k/v relations; ``None`` = the student's head count.
+        max_train_samples: keep only this many training examples (quick runs); ``None`` = all.
+        options: loss variants by name (e.g. ``soft_t2``), stored sorted so the id does not depend on order.
+    """
+
+    task: str
+    teacher: str
+    student: str
+    init: str = "pretrain"
+    init_from: str | None = None
+    knowledge: tuple[str, ...] = ()
+    strategy: str | None = None
+    beta: float | str = 1.0
+    soft_weight: float = 1.0
+    temperature: float = 1.0
+    alpha: float = 0.1
+    lr: float = 1e-4
+    batch_size: int = 32
+    max_length: int = 128
+    epochs: int = 3
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    seed: int = 0
+    projection: str = "linear"
+    relation_heads: int | None = None
+    max_train_samples: int | None = None
+    options: tuple[tuple[str, Any], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        # Normalise containers and numbers so equal configurations compare (and hash) equal.
+        object.__setattr__(self, "knowledge", tuple(self.knowledge))
+        options = self.options.items() if isinstance(self.options, Mapping) else self.options
+        object.__setattr__(self, "options", tuple(sorted((str(k), v) for k, v in options)))
+        for name in ("soft_weight", "temperature", "alpha", "lr", "warmup_ratio", "weight_decay"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        if not isinstance(self.beta, str):
+            object.__setattr__(self, "beta", float(self.beta))
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any]) -> Trial:
+        """Build a trial from a plain mapping; unknown keys raise, naming them and the allowed ones."""
+        allowed = cls.field_names()
+        unknown = sorted(set(config) - set(allowed))
+        if unknown:
+            raise KeyError(f"unknown trial key(s) {unknown}; allowed: {', '.join(allowed)}")
+        return cls(**dict(config))
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields, defaults filled in, as JSON-ready values (tuples become lists)."""
+        config = dataclasses.asdict(self)
+        config["knowledge"] = list(self.knowledge)
+        config["options"] = {k: v for k, v in self.options}
+        return config
+
+    def canonical_json(self) -> str:
+        """Sorted keys, no whitespace, defaults filled in: the text the id hashes."""
+        return json.dumps({"v": TRIAL_ID_VERSION, **self.to_dict()}, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def trial_id(self) -> str:
+        """16 hex digits of the SHA-256 of the canonical JSON."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
+
+
+# Trials that agree on these fields see the same batches in the same order and can share one teacher pass
+# (design decision 6). Everything else (student, knowledge, strategy, weights, lr, ...) may differ in a job.
+GROUP_FIELDS: tuple[str, ...] = ("task", "teacher", "seed", "batch_size", "max_length", "epochs", "max_train_samples")
+
+
+def group_key(trial: Trial) -> tuple[Any, ...]:
+    """The key under which trials share a teacher pass."""
+    return tuple(getattr(trial, name) for name in GROUP_FIELDS)
