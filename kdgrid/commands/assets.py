@@ -8,7 +8,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-assets_app = typer.Typer(help="The offline teacher and polarity corpus that tests and the demo use.", no_args_is_help=True)
+assets_app = typer.Typer(
+    help="The offline teacher and polarity corpus that tests and the demo use.", no_args_is_help=True
+)
 
 
 def _asset_table() -> Table:
@@ -18,7 +20,10 @@ def _asset_table() -> Table:
     table = Table(title="kdgrid offline assets")
     for column in ("asset", "where", "state"):
         table.add_column(column)
-    for name, locate in (("teacher (all-MiniLM-L6-v2)", assets.teacher_dir), ("polarity corpus", assets.polarity_dir)):
+    for name, locate in (
+        ("teacher (all-MiniLM-L6-v2)", assets.teacher_dir),
+        ("polarity corpus", assets.polarity_dir),
+    ):
         try:
             path = locate()
             if locate is assets.polarity_dir:

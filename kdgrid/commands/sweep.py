@@ -11,7 +11,9 @@ from kdgrid.commands.common import not_yet
 
 SweepArg = Annotated[Path, typer.Argument(help="A sweep file (sweeps/*.yaml).", show_default=False)]
 StoreOpt = Annotated[Path, typer.Option("--store", help="The results store (a directory of Parquet files).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (keys: trials, jobs, done, failed, pending).")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object (keys: trials, jobs, done, failed, pending).")
+]
 ExecutorOpt = Annotated[str, typer.Option("--executor", "-e", help="Where jobs run: local, ray or slurm.")]
 
 DEFAULT_STORE = Path("results")
@@ -37,7 +39,9 @@ def resume(
     sweep: SweepArg,
     store: StoreOpt = DEFAULT_STORE,
     executor: ExecutorOpt = "local",
-    max_attempts: Annotated[int, typer.Option(help="Give up on a trial after this many failed attempts.")] = 3,
+    max_attempts: Annotated[
+        int, typer.Option(help="Give up on a trial after this many failed attempts.")
+    ] = 3,
 ) -> None:
     """Run what is missing plus what failed (up to --max-attempts), nothing else."""
     raise not_yet("resume", "sweeps issue")
