@@ -1,0 +1,1 @@
+"""The distillation core: models, capture, knowledge, matching, data, training, metrics."""
