@@ -1,0 +1,243 @@
+"""Layer-matching strategies: which student layer learns from which teacher layer.
+
+Layers are numbered as ``output_hidden_states`` numbers them: 0 is the embedding output, 1..L the transformer
+layers. Every strategy returns explicit ``(student layer, teacher layer)`` pairs over the transformer layers
+(1..L_S, 1..L_T); TinyBERT's embedding loss is a knowledge type placed on (0, 0), not a strategy.
+
+The paper's five (Section 4.4, `PAPER_STRATEGIES`), for a student of L_S and a teacher of L_T layers:
+
+============  =================================================  ===================================
+strategy      pairs                                              L_S = 4, L_T = 12
+============  =================================================  ===================================
+First         i -> i, i = 1..L_S                                 (1,1) (2,2) (3,3) (4,4)
+Last          i -> L_T - L_S + i                                 (1,9) (2,10) (3,11) (4,12)
+Dilatation    i -> floor(i * L_T / L_S)                          (1,3) (2,6) (3,9) (4,12)
+First-1       1 -> 1                                             (1,1)
+Last-1        L_S -> L_T                                         (4,12)
+============  =================================================  ===================================
+
+From the other documents: ``PKD-skip`` and ``PKD-last`` (PKD's patient schemes: Dilatation / Last without the
+final student layer, whose output PKD distils through the logits instead), ``MiniLM`` (the last layer only, as
+Last-1; MiniLM pairs it with attention and value-relation knowledge, see `MINILM_KNOWLEDGE`). ``Uniform``
+(TinyBERT, the survey) is the same map as Dilatation and is an alias of it.
+
+Defined behaviour at the edges:
+
+* L_S == L_T: First, Last and Dilatation all give the identity i -> i.
+* L_T not divisible by L_S: Dilatation takes the floor, ``i * L_T // L_S`` (integer arithmetic, so exact);
+  the last student layer always meets the last teacher layer and no teacher layer is used twice.
+* L_S > L_T: First, Last, Dilatation, PKD-skip and PKD-last need a distinct teacher layer for every student
+  layer and raise `ConfigError` naming the strategy and both depths; First-1, Last-1 and MiniLM work for any
+  depths.
+* Depths below 1 raise `ConfigError`; PKD-skip / PKD-last need L_S >= 2 (they leave the last layer out).
+
+Strategy names are matched case-insensitively, ignoring spaces, ``-`` and ``_`` (``"first_1"``, ``"First1"``
+as Table 8 writes it, ``"LAST-1"``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kdgrid.errors import ConfigError
+
+LayerPairs = list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class MatchingStrategy:
+    """A named layer map.
+
+    Attributes:
+        name: the canonical name (the paper's spelling for its five).
+        pairs: ``(student_layers, teacher_layers) -> [(student layer, teacher layer), ...]`` for valid depths.
+        in_paper: one of the paper's five strategies.
+        distinct_teacher_layers: every student layer takes its own teacher layer, so L_S <= L_T is required.
+        min_student_layers: the smallest student depth the strategy is defined for.
+        description: one line for listings.
+    """
+
+    name: str
+    pairs: Callable[[int, int], LayerPairs]
+    in_paper: bool
+    distinct_teacher_layers: bool
+    min_student_layers: int
+    description: str
+
+
+STRATEGIES: dict[str, MatchingStrategy] = {}
+STRATEGY_ALIASES: dict[str, str] = {}
+_KEYS: dict[str, str] = {}
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name.strip().lower())
+
+
+def register_strategy(
+    name: str,
+    *,
+    in_paper: bool,
+    distinct_teacher_layers: bool,
+    description: str,
+    min_student_layers: int = 1,
+    aliases: Sequence[str] = (),
+) -> Callable[[Callable[[int, int], LayerPairs]], Callable[[int, int], LayerPairs]]:
+    """Register the decorated ``(student_layers, teacher_layers) -> pairs`` function as strategy ``name``."""
+
+    def decorate(fn: Callable[[int, int], LayerPairs]) -> Callable[[int, int], LayerPairs]:
+        if _key(name) in _KEYS:
+            raise ValueError(f"strategy {name!r} is registered twice")
+        STRATEGIES[name] = MatchingStrategy(
+            name=name,
+            pairs=fn,
+            in_paper=in_paper,
+            distinct_teacher_layers=distinct_teacher_layers,
+            min_student_layers=min_student_layers,
+            description=description,
+        )
+        _KEYS[_key(name)] = name
+        for alias in aliases:
+            STRATEGY_ALIASES[alias] = name
+            _KEYS[_key(alias)] = name
+        return fn
+
+    return decorate
+
+
+@register_strategy(
+    "First",
+    in_paper=True,
+    distinct_teacher_layers=True,
+    description="student i <- teacher i (first L_S layers)",
+)
+def _first(student_layers: int, teacher_layers: int) -> LayerPairs:
+    return [(i, i) for i in range(1, student_layers + 1)]
+
+
+@register_strategy(
+    "Last",
+    in_paper=True,
+    distinct_teacher_layers=True,
+    description="student i <- teacher L_T - L_S + i (last L_S layers)",
+)
+def _last(student_layers: int, teacher_layers: int) -> LayerPairs:
+    offset = teacher_layers - student_layers
+    return [(i, offset + i) for i in range(1, student_layers + 1)]
+
+
+@register_strategy(
+    "Dilatation",
+    in_paper=True,
+    distinct_teacher_layers=True,
+    description="student i <- teacher floor(i * L_T / L_S) (evenly spread)",
+    aliases=("Uniform", "Dilation"),
+)
+def _dilatation(student_layers: int, teacher_layers: int) -> LayerPairs:
+    return [(i, i * teacher_layers // student_layers) for i in range(1, student_layers + 1)]
+
+
+@register_strategy(
+    "First-1", in_paper=True, distinct_teacher_layers=False, description="student 1 <- teacher 1"
+)
+def _first_one(student_layers: int, teacher_layers: int) -> LayerPairs:
+    return [(1, 1)]
+
+
+@register_strategy(
+    "Last-1", in_paper=True, distinct_teacher_layers=False, description="student L_S <- teacher L_T"
+)
+def _last_one(student_layers: int, teacher_layers: int) -> LayerPairs:
+    return [(student_layers, teacher_layers)]
+
+
+@register_strategy(
+    "PKD-skip",
+    in_paper=False,
+    distinct_teacher_layers=True,
+    min_student_layers=2,
+    description="PKD-Skip: Dilatation without the last student layer (i < L_S)",
+)
+def _pkd_skip(student_layers: int, teacher_layers: int) -> LayerPairs:
+    return _dilatation(student_layers, teacher_layers)[:-1]
+
+
+@register_strategy(
+    "PKD-last",
+    in_paper=False,
+    distinct_teacher_layers=True,
+    min_student_layers=2,
+    description="PKD-Last: Last without the last student layer (i < L_S)",
+)
+def _pkd_last(student_layers: int, teacher_layers: int) -> LayerPairs:
+    return _last(student_layers, teacher_layers)[:-1]
+
+
+@register_strategy(
+    "MiniLM",
+    in_paper=False,
+    distinct_teacher_layers=False,
+    description="MiniLM: the last layer only (student L_S <- teacher L_T)",
+)
+def _minilm(student_layers: int, teacher_layers: int) -> LayerPairs:
+    return [(student_layers, teacher_layers)]
+
+
+# The paper's five settings in the order of its tables' columns.
+PAPER_STRATEGIES: tuple[str, ...] = ("First", "Last", "Dilatation", "First-1", "Last-1")
+
+# The knowledge MiniLM distils on its single pair (self-attention distributions and value relation), in
+# `kdgrid.core.knowledge` names; a sweep using the MiniLM strategy usually names these.
+MINILM_KNOWLEDGE: tuple[str, ...] = ("attention_ce_mean", "value_relation")
+
+
+def canonical_strategy(name: str) -> str:
+    """The canonical name of a strategy (case, spaces, ``-`` and ``_`` ignored; ``Uniform`` -> ``Dilatation``).
+
+    Raises ConfigError listing the valid names.
+    """
+    if not isinstance(name, str) or _key(name) not in _KEYS:
+        aliases = ", ".join(f"{alias} (= {target})" for alias, target in STRATEGY_ALIASES.items())
+        raise ConfigError(
+            f"unknown matching strategy {name!r}; valid strategies: {', '.join(STRATEGIES)}; aliases: {aliases}"
+        )
+    return _KEYS[_key(name)]
+
+
+def get_strategy(name: str) -> MatchingStrategy:
+    """The `MatchingStrategy` of a name (any accepted spelling)."""
+    return STRATEGIES[canonical_strategy(name)]
+
+
+def layer_pairs(strategy: str, student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
+    """The (student layer, teacher layer) pairs of ``strategy`` for an L_S-layer student and L_T-layer teacher.
+
+    Layer 0 is the embedding output and 1..L the transformer layers; the pairs use 1..L only, in increasing
+    student layer. See the module docstring for the table of strategies and the edge cases (equal depths,
+    L_T not divisible by L_S: floor; a student deeper than its teacher: ConfigError for strategies that need a
+    distinct teacher layer per student layer).
+
+    Raises:
+        ConfigError: an unknown strategy (listing the valid ones) or depths the strategy is not defined for
+            (naming the strategy and both depths).
+    """
+    spec = get_strategy(strategy)
+    for what, depth in (("student", student_layers), ("teacher", teacher_layers)):
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ConfigError(
+                f"strategy {spec.name!r}: {what} depth must be a positive integer, got {depth!r}"
+            )
+    if spec.distinct_teacher_layers and student_layers > teacher_layers:
+        raise ConfigError(
+            f"strategy {spec.name!r} gives every student layer its own teacher layer, so it needs a student no "
+            f"deeper than its teacher; got student depth {student_layers}, teacher depth {teacher_layers} "
+            "(First-1, Last-1 and MiniLM work for any depths)"
+        )
+    if student_layers < spec.min_student_layers:
+        raise ConfigError(
+            f"strategy {spec.name!r} leaves the last student layer out and needs a student of at least "
+            f"{spec.min_student_layers} layers; got student depth {student_layers}, teacher depth {teacher_layers}"
+        )
+    return spec.pairs(student_layers, teacher_layers)
