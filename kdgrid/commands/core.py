@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from kdgrid.commands.common import not_yet
+from kdgrid.errors import ConfigError
 
 teacher_app = typer.Typer(
     help="Fine-tune and inspect task teachers (cached by content hash).", no_args_is_help=True
@@ -20,18 +21,145 @@ def finetune(
     base: Annotated[
         str, typer.Option(help="Base weights: a Hub name, a local directory or minilm-l6.")
     ] = "minilm-l6",
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, linear warm-up and decay).")] = 5e-5,
+    batch_size: Annotated[int, typer.Option(help="Examples per batch.")] = 32,
+    max_length: Annotated[int, typer.Option(help="Tokens per example, specials included.")] = 128,
+    max_train_samples: Annotated[
+        int | None, typer.Option(help="Train on this many examples only (quick runs).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seeds the head's initialisation, dropout and data order.")] = 0,
+    min_margin: Annotated[
+        float, typer.Option(help="The dev score must beat the majority class by more than this.")
+    ] = 0.0,
+    force: Annotated[bool, typer.Option(help="Fine-tune again even if the teacher is cached.")] = False,
 ) -> None:
-    """Fine-tune a teacher on a task, evaluate it and cache it, so every trial reuses it."""
-    raise not_yet("teacher finetune", "distillation core issue")
+    """Fine-tune a teacher on a task, evaluate it and cache it, so every trial reuses it.
+
+    Trials naming the teacher `minilm-l6` use the teacher made with the default recipe; a teacher made with
+    another recipe is used by naming its printed directory as the trial's teacher.
+    """
+    from rich.console import Console
+
+    from kdgrid.core.teacher import TeacherRecipe, finetune_teacher
+
+    console = Console(stderr=True)
+    recipe = TeacherRecipe(
+        lr=lr,
+        epochs=epochs,
+        batch_size=batch_size,
+        max_length=max_length,
+        seed=seed,
+        max_train_samples=max_train_samples,
+        min_margin=min_margin,
+    )
+    record = finetune_teacher(
+        task, base, recipe, force=force, log=lambda m: console.print(m, highlight=False)
+    )
+    typer.echo(json.dumps({"path": str(record.path), **record.info}, indent=1, sort_keys=True))
+
+
+def read_trials(path: Path) -> list[Any]:
+    """Trials from a YAML/JSON file: one mapping, a list of mappings, or ``{"trials": [...]}``."""
+    import yaml
+
+    from kdgrid.trial import Trial
+
+    if not path.is_file():
+        raise ConfigError(f"trial config {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML/JSON ({error})") from None
+    if isinstance(data, dict) and "trials" in data:
+        data = data["trials"]
+    items = data if isinstance(data, list) else [data]
+    trials = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ConfigError(f"{path}: trial {index} is not a mapping of trial fields")
+        try:
+            trials.append(Trial.from_dict(item))
+        except (KeyError, TypeError) as error:
+            message = error.args[0] if isinstance(error, KeyError) else str(error)
+            raise ConfigError(f"{path}: trial {index}: {message}") from None
+    if not trials:
+        raise ConfigError(f"{path}: no trials")
+    return trials
+
+
+def result_row(result: Any) -> dict[str, Any]:
+    """A `TrialResult` as a JSON-ready mapping (the trial's fields under ``trial``, plus its id)."""
+    import dataclasses
+
+    row = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name != "trial"}
+    row["layer_pairs"] = [list(pair) for pair in result.layer_pairs]
+    return {"trial_id": result.trial.trial_id, "trial": result.trial.to_dict(), **row}
+
+
+def _table(results: list[Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="trial results")
+    for column in ("trial", "student", "knowledge", "strategy", "status", "best", "last", "epoch", "seconds"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        trial = result.trial
+
+        def first(scores: dict[str, dict[str, float]]) -> str:
+            if not scores:
+                return "-"
+            dev = next(iter(scores.values()))
+            return ", ".join(f"{k}={v:.4f}" for k, v in dev.items())
+
+        status = result.status if result.status == "done" else f"failed: {result.error_message}"
+        table.add_row(
+            trial.trial_id,
+            trial.student,
+            "+".join(trial.knowledge) or "-",
+            trial.strategy or "-",
+            status,
+            first(result.scores),
+            first(result.last_scores),
+            str(result.best_epoch or "-"),
+            f"{result.wall_time_s:.1f}" if result.wall_time_s is not None else "-",
+        )
+    return table
 
 
 def trial(
     config: Annotated[
         Path, typer.Argument(help="A YAML or JSON trial config (or a list of them: a small group).")
     ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result rows as JSON lines.")] = False,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    checkpoint_dir: Annotated[
+        Path | None, typer.Option(help="Save end-of-epoch checkpoints here; a rerun resumes from them.")
+    ] = None,
+    save_student: Annotated[
+        Path | None, typer.Option(help="Save each finished student here, in <dir>/<trial id>/.")
+    ] = None,
 ) -> None:
     """Run one trial (or a small group sharing one teacher pass) and print its result row."""
-    raise not_yet("trial", "distillation core issue")
+    from rich.console import Console
+
+    from kdgrid.core.train import run_job, validate_trials
+
+    trials = read_trials(config)
+    validate_trials(trials)
+
+    def save(trial: Any, model: Any) -> None:
+        if save_student is not None:
+            model.save_pretrained(save_student / trial.trial_id)
+
+    results = run_job(trials, device=device, checkpoint_dir=checkpoint_dir, on_model=save)
+    if as_json:
+        for result in results:
+            typer.echo(json.dumps(result_row(result), default=str, sort_keys=True))
+    else:
+        Console().print(_table(results))
+    if any(r.status == "failed" for r in results):
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

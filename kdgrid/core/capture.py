@@ -1,0 +1,164 @@
+"""Capture, don't fork: what a BERT computes, read through forward hooks (design decision 4).
+
+Forward hooks on each self-attention's ``query`` / ``key`` / ``value`` Linear modules give Q, K, V
+``[B, L, d]`` (before the head split); ``output_hidden_states`` gives the hidden states ``[B, L, d]`` of the
+embeddings (layer 0) and of each transformer layer (1..L). Attention scores are recomputed from Q and K:
+
+    scores[b, h, i, j] = <q_{b,h,i}, k_{b,h,j}> / sqrt(d / H) + PAD_BIAS * (1 - mask[b, j])
+
+i.e. pre-softmax, dropout-free, with a padding bias on the key columns; ``softmax(scores, -1)`` equals what an
+eager BERT returns with ``output_attentions=True``. Only what ``needs`` asks for is kept (a subset of
+``{"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"}``), so a soft-label-only
+group pays for nothing but the logits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+ALL_NEEDS = frozenset({"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"})
+
+# BERT's classic additive padding bias: exp(-10000) underflows to 0 in fp32/bf16 like HF's finfo.min mask, but the
+# scores stay finite, so a loss that squares masked entries before masking them cannot overflow to inf / NaN.
+PAD_BIAS = -10000.0
+
+_QKV = ("query", "key", "value")
+
+
+@dataclass
+class Features:
+    """One forward pass's captured features.
+
+    Attributes:
+        logits: ``[B, C]`` classifier outputs (always present).
+        mask: ``[B, L]`` attention mask, 1 = real token.
+        hidden: per layer 0..L: ``[B, L, d]`` (layer 0 = embeddings output); empty unless needed.
+        query, key, value: per transformer layer 1..L (index 0 is ``None``): ``[B, L, d]``; empty unless needed.
+        scores: per transformer layer 1..L (index 0 is ``None``): ``[B, H, L, L]`` pre-softmax; empty unless needed.
+        heads: the model's attention head count (to split Q/K/V).
+    """
+
+    logits: torch.Tensor
+    mask: torch.Tensor
+    heads: int
+    hidden: list[torch.Tensor] = field(default_factory=list)
+    query: list[torch.Tensor | None] = field(default_factory=list)
+    key: list[torch.Tensor | None] = field(default_factory=list)
+    value: list[torch.Tensor | None] = field(default_factory=list)
+    scores: list[torch.Tensor | None] = field(default_factory=list)
+
+    @property
+    def sentence(self) -> torch.Tensor:
+        """``[B, d]``: the [CLS] vector of the last layer."""
+        return self.hidden[-1][:, 0]
+
+    @property
+    def embeddings(self) -> torch.Tensor:
+        """``[B, L, d]``: the embedding layer's output (hidden state 0)."""
+        return self.hidden[0]
+
+    def layer_feature(self, need: str, layer: int) -> torch.Tensor:
+        """The feature ``need`` of ``layer`` (0 = embeddings; attention features exist for layers 1..L)."""
+        if need == "hidden":
+            return self.hidden[layer]
+        if need in ("scores", "query", "key", "value"):
+            if layer < 1:
+                raise ValueError(f"{need} exists for transformer layers 1..L, not layer {layer}")
+            tensor = getattr(self, need)[layer]
+            assert tensor is not None
+            return tensor
+        raise ValueError(f"{need!r} is not a per-layer feature")
+
+
+def attention_scores(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor, heads: int) -> torch.Tensor:
+    """Pre-softmax attention scores ``[B, H, L, L]`` from Q, K ``[B, L, d]`` and mask ``[B, L]``.
+
+    Scaled by ``1 / sqrt(d / H)`` like BERT; ``PAD_BIAS`` is added on padded key columns.
+    """
+    batch, length, width = query.shape
+    head_size = width // heads
+    q = query.view(batch, length, heads, head_size).transpose(1, 2)
+    k = key.view(batch, length, heads, head_size).transpose(1, 2)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * head_size**-0.5
+    bias = (1.0 - mask[:, None, None, :].to(scores.dtype)) * PAD_BIAS
+    return scores + bias
+
+
+def self_attention_modules(model: nn.Module) -> list[nn.Module]:
+    """Each layer's self-attention (the module holding ``query``/``key``/``value``), in layer order."""
+    bert = model.bert if hasattr(model, "bert") else model
+    return [layer.attention.self for layer in bert.encoder.layer]
+
+
+class FeatureCapture:
+    """Hooks on a BERT that collect the features a set of knowledge types needs.
+
+    Usage::
+
+        capture = FeatureCapture(model, needs={"hidden", "scores"})
+        features = capture(batch)          # runs the model, returns Features
+        capture.remove()                   # detach the hooks
+
+    ``needs`` may be changed later with `set_needs`. The hooks are inert while ``needs`` asks for no Q/K/V.
+    """
+
+    def __init__(self, model: nn.Module, needs: Iterable[str] = ()) -> None:
+        self.model = model
+        self.heads = int(model.config.num_attention_heads)
+        self._store: dict[tuple[str, int], torch.Tensor] = {}
+        self._handles = []
+        self._record: set[str] = set()
+        for index, attention in enumerate(self_attention_modules(model), start=1):
+            for name in _QKV:
+                self._handles.append(getattr(attention, name).register_forward_hook(self._hook(name, index)))
+        self.set_needs(needs)
+
+    def set_needs(self, needs: Iterable[str]) -> None:
+        self.needs = frozenset(needs)
+        unknown = self.needs - ALL_NEEDS
+        if unknown:
+            raise ValueError(f"unknown feature(s) {sorted(unknown)}; known: {sorted(ALL_NEEDS)}")
+        record = {n for n in _QKV if n in self.needs}
+        if "scores" in self.needs:
+            record |= {"query", "key"}
+        self._record = record
+
+    def _hook(self, name: str, layer: int):
+        def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+            if name in self._record:
+                self._store[(name, layer)] = output
+
+        return hook
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def __call__(self, batch: Mapping[str, torch.Tensor]) -> Features:
+        """Run the model on a batch (``input_ids``, ``attention_mask``, optional ``token_type_ids``)."""
+        want_hidden = bool(self.needs & {"hidden", "sentence", "embeddings"})
+        self._store.clear()
+        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+        try:
+            output = self.model(**inputs, output_hidden_states=want_hidden, return_dict=True)
+            mask = batch["attention_mask"]
+            layers = len(self._handles) // 3
+            features = Features(logits=output.logits, mask=mask, heads=self.heads)
+            if want_hidden:
+                features.hidden = list(output.hidden_states)
+            for name in _QKV:
+                if name in self.needs:
+                    setattr(features, name, [None] + [self._store[(name, i)] for i in range(1, layers + 1)])
+            if "scores" in self.needs:
+                features.scores = [None] + [
+                    attention_scores(self._store[("query", i)], self._store[("key", i)], mask, self.heads)
+                    for i in range(1, layers + 1)
+                ]
+        finally:
+            self._store.clear()
+        return features

@@ -1,0 +1,244 @@
+"""The paper's objective (eq. 9) for one trial:
+
+    L = soft_weight * L_soft(T) + alpha * L_hard + sum_k sum_l beta_kl * L_kl(f_T^l, f_S^l)
+
+- ``L_soft``: cross-entropy of the student's softmax(z_S / T) against the teacher's softmax(z_T / T), averaged over
+  the batch (regression: MSE between the two outputs). Option ``soft_t2`` multiplies it by T^2 (Hinton's scaling;
+  the paper's numbers do not use it).
+- ``L_hard``: cross-entropy with the gold labels (regression: MSE), averaged over the batch.
+- ``L_kl``: knowledge type k (`kdgrid.core.knowledge`) on matched layer pair l = (student layer, teacher layer)
+  from `kdgrid.core.matching`; student features go through a learned `Projection` to the teacher's width where the
+  knowledge needs one (one projection per term). Knowledge on attention features (scores, Q, K, V) skips pairs
+  that involve layer 0 (the embeddings have no attention).
+- ``beta_kl``: the trial's ``beta``, or ``"auto"``: calibrated once on warm-up batches so that each term's mean
+  equals 1/10 of the soft loss's mean (`calibrate`); the chosen weights are recorded.
+
+Terms are named ``soft``, ``hard`` and ``{knowledge}@{student layer}-{teacher layer}`` (``{knowledge}`` alone
+for a knowledge without layers); `term_values` returns each unweighted, so the row can report them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from kdgrid.core.capture import Features
+from kdgrid.core.models import StudentShape
+from kdgrid.errors import ConfigError
+from kdgrid.trial import Trial
+
+LAYER_FEATURES = ("scores", "hidden", "query", "key", "value")
+ATTENTION_FEATURES = frozenset({"scores", "query", "key", "value"})
+AUTO_TARGET_RATIO = 0.1  # auto weights bring each knowledge term to 1/10 of the soft loss
+RESPONSE_KNOWLEDGE = ("soft_label", "hard_label")  # the objective's own soft/hard terms cover these
+
+
+class DivergenceError(RuntimeError):
+    """A loss term became NaN or infinite; names the step, the term and the layer pair."""
+
+    def __init__(self, step: int, term: str, pair: tuple[int, int] | None, value: float) -> None:
+        where = f" on layer pair (student {pair[0]}, teacher {pair[1]})" if pair is not None else ""
+        super().__init__(f"diverged at step {step}: loss term {term!r}{where} is {value}")
+        self.step, self.term, self.pair, self.value = step, term, pair, value
+
+
+@dataclass(frozen=True)
+class Term:
+    """One knowledge term: a knowledge type applied on one (student layer, teacher layer) pair, or once
+    (``pair`` None) for a knowledge without layers."""
+
+    name: str
+    knowledge: str
+    pair: tuple[int, int] | None
+    projected: bool
+
+
+def knowledge_options(trial: Trial, knowledge: str) -> dict[str, Any]:
+    """A knowledge's variants from the trial's options, written ``{knowledge}.{option}`` (``pkd.scale``)."""
+    prefix = f"{knowledge}."
+    return {key[len(prefix) :]: value for key, value in trial.options if key.startswith(prefix)}
+
+
+def knowledge_terms(
+    trial: Trial, pairs: list[tuple[int, int]], student: StudentShape, teacher: StudentShape
+) -> list[Term]:
+    """The terms of a trial (its knowledge x the strategy's pairs, by each knowledge's placement).
+
+    Raises `ConfigError` for an unknown knowledge or option, or a knowledge that needs a projection the trial
+    forbids (``projection: none`` with different widths).
+    """
+    from kdgrid.core.knowledge import get_knowledge, term_name, term_pairs
+
+    terms: list[Term] = []
+    for name in trial.knowledge:
+        spec = get_knowledge(name)
+        if spec.name in RESPONSE_KNOWLEDGE:
+            continue  # always part of eq. 9, weighted by soft_weight / alpha
+        unknown = sorted(set(knowledge_options(trial, spec.name)) - set(spec.options()))
+        if unknown:
+            raise ConfigError(
+                f"knowledge {spec.name!r} has no option(s) {unknown}; allowed: {sorted(spec.options()) or 'none'}"
+            )
+        projected = bool(spec.needs_projection) and student.width != teacher.width
+        if projected and trial.projection == "none":
+            raise ConfigError(
+                f"knowledge {spec.name!r} needs a projection from the student's width {student.width} to the "
+                f"teacher's {teacher.width}, but projection is 'none'; use projection 'linear' or 'mlp'"
+            )
+        attention = bool(spec.needs & ATTENTION_FEATURES)
+        for pair in term_pairs(spec.name, pairs):
+            if pair is not None and attention and 0 in pair:
+                continue  # the embedding layer has no attention
+            terms.append(Term(term_name(spec.name, pair), spec.name, pair, projected))
+    return terms
+
+
+def _features_for(features: Features, needs: frozenset[str], layer: int | None) -> dict[str, torch.Tensor]:
+    """The feature dict `kdgrid.core.knowledge.compute_knowledge` reads for one side of one term."""
+    out: dict[str, torch.Tensor] = {}
+    for need in needs:
+        if need in LAYER_FEATURES:
+            out[need] = features.layer_feature(need, 0 if layer is None else layer)
+        elif need == "embeddings":
+            out[need] = features.embeddings
+        elif need == "sentence":
+            out[need] = features.sentence
+        elif need == "logits":
+            out[need] = features.logits
+    return out
+
+
+class Objective(nn.Module):
+    """Eq. 9 for one trial; owns the trial's projections (their parameters train with the student).
+
+    Args:
+        trial: the trial (weights, temperature, knowledge, projection kind, relation heads, options).
+        terms: from `knowledge_terms`.
+        student, teacher: the two shapes (for projections and relation heads).
+        regression: the task has one output (MSE losses).
+    """
+
+    def __init__(
+        self, trial: Trial, terms: list[Term], student: StudentShape, teacher: StudentShape, regression: bool
+    ) -> None:
+        super().__init__()
+        from kdgrid.core.knowledge import get_knowledge
+        from kdgrid.core.projection import Projection
+
+        self.trial = trial
+        self.terms = terms
+        self.regression = regression
+        self.relation_heads = trial.relation_heads or student.heads
+        self.heads = (student.heads, teacher.heads)
+        self.options = {term.knowledge: knowledge_options(trial, term.knowledge) for term in terms}
+        self.specs = {term.knowledge: get_knowledge(term.knowledge) for term in terms}
+        self.projections = nn.ModuleDict(
+            {
+                _module_key(term.name): Projection(student.width, teacher.width, kind=trial.projection)
+                for term in terms
+                if term.projected
+            }
+        )
+        self.auto = isinstance(trial.beta, str)
+        self.betas: dict[str, float] = {} if self.auto else {term.name: float(trial.beta) for term in terms}
+        self.soft_t2 = bool(trial.option("soft_t2", False))
+
+    @property
+    def calibrated(self) -> bool:
+        return len(self.betas) == len(self.terms)
+
+    def weights(self) -> dict[str, float]:
+        """Every term's weight (auto weights once calibrated)."""
+        return {"soft": self.trial.soft_weight, "hard": self.trial.alpha, **self.betas}
+
+    def term_values(
+        self, student: Features, teacher: Features, labels: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """Each term's unweighted value (0-dim tensors) for one batch; ``soft`` at the trial's temperature
+        (times T^2 with the option ``soft_t2``), ``hard`` against the gold labels."""
+        from kdgrid.core.knowledge import compute_knowledge
+
+        s_logits, t_logits = {"logits": student.logits.float()}, {"logits": teacher.logits.float()}
+        values = {
+            "soft": compute_knowledge(
+                "soft_label",
+                s_logits,
+                t_logits,
+                temperature=self.trial.temperature,
+                options={"t2": self.soft_t2, "regression": self.regression},
+            ),
+            "hard": compute_knowledge(
+                "hard_label", s_logits, {}, labels=labels, options={"regression": self.regression}
+            ),
+        }
+        for term in self.terms:
+            spec = self.specs[term.knowledge]
+            s_layer, t_layer = term.pair if term.pair is not None else (None, None)
+            s_feats = {k: v.float() for k, v in _features_for(student, spec.needs, s_layer).items()}
+            t_feats = {k: v.float() for k, v in _features_for(teacher, spec.needs, t_layer).items()}
+            values[term.name] = compute_knowledge(
+                term.knowledge,
+                s_feats,
+                t_feats,
+                student.mask,
+                projection=self.projections[_module_key(term.name)] if term.projected else None,
+                heads_s=self.heads[0],
+                heads_t=self.heads[1],
+                relation_heads=self.relation_heads,
+                temperature=self.trial.temperature,
+                labels=labels,
+                options=self.options[term.knowledge],
+            )
+        return values
+
+    def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher)."""
+        weights = self.weights()
+        total = torch.zeros((), device=values["soft"].device)
+        for name, value in values.items():
+            weight = weights[name]
+            if weight != 0:
+                total = total + weight * value
+        return total
+
+    def check_finite(self, values: Mapping[str, torch.Tensor], total: torch.Tensor, step: int) -> None:
+        """Raise `DivergenceError` naming the first non-finite weighted term (or the total)."""
+        if torch.isfinite(total):
+            return
+        weights = self.weights()
+        pairs = {term.name: term.pair for term in self.terms}
+        for name, value in values.items():
+            weighted = value.item() * weights[name] if weights[name] != 0 else 0.0
+            if not math.isfinite(value.item()) or not math.isfinite(weighted):
+                raise DivergenceError(
+                    step, name, pairs.get(name), weighted if math.isfinite(value.item()) else value.item()
+                )
+        raise DivergenceError(step, "total", None, total.item())
+
+    def calibrate(self, means: Mapping[str, float]) -> dict[str, float]:
+        """Set every knowledge term's weight to ``AUTO_TARGET_RATIO * mean(soft) / mean(term)`` (1 when the term
+        is ~0 on the warm-up batches) from mean unweighted values; returns the chosen weights."""
+        soft = means["soft"]
+        for term in self.terms:
+            value = means[term.name]
+            self.betas[term.name] = (
+                AUTO_TARGET_RATIO * soft / value if value > 1e-12 and math.isfinite(value) else 1.0
+            )
+        return dict(self.betas)
+
+
+def _module_key(term_name: str) -> str:
+    return term_name.replace("@", "_at_").replace("-", "_").replace(".", "_")
+
+
+def teacher_needs(terms: list[Term], specs: Mapping[str, Any]) -> frozenset[str]:
+    """What the teacher (and the student) must capture for these terms (logits always)."""
+    needs: set[str] = {"logits"}
+    for term in terms:
+        needs |= set(specs[term.knowledge].needs)
+    return frozenset(needs)

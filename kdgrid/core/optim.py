@@ -1,0 +1,52 @@
+"""The optimisation recipe shared by students and teachers: AdamW with linear warm-up then linear decay to 0."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+
+def decay_groups(modules: Iterable[nn.Module], weight_decay: float) -> list[dict[str, object]]:
+    """Parameter groups: biases and LayerNorm weights get no weight decay (BERT's habit), the rest do."""
+    decay, no_decay = [], []
+    for module in modules:
+        for name, param in module.named_parameters():
+            if not param.requires_grad:
+                continue
+            (no_decay if name.endswith("bias") or "LayerNorm" in name or param.ndim < 2 else decay).append(
+                param
+            )
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def warmup_steps(total_steps: int, warmup_ratio: float) -> int:
+    return math.ceil(total_steps * warmup_ratio)
+
+
+def linear_schedule(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """lr x step/warmup during warm-up, then lr x (total - step)/(total - warmup), reaching 0 at ``total_steps``."""
+    warmup = warmup_steps(total_steps, warmup_ratio)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def build_optimizer(
+    modules: Iterable[nn.Module], lr: float, weight_decay: float, total_steps: int, warmup_ratio: float
+) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW over every trainable parameter of ``modules`` and its linear warm-up/decay scheduler.
+
+    The fused implementation (CPU and CUDA) is used: on CPU it makes a BERT-tiny step about a third cheaper
+    than the per-tensor loop that is PyTorch's CPU default.
+    """
+    optimizer = torch.optim.AdamW(decay_groups(modules, weight_decay), lr=lr, fused=True)
+    return optimizer, linear_schedule(optimizer, total_steps, warmup_ratio)

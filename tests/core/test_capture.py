@@ -1,0 +1,86 @@
+"""Capture: recomputed attention scores equal HF's eager attentions; only what is needed is captured."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import BertForSequenceClassification
+
+from kdgrid.core.capture import PAD_BIAS, FeatureCapture, attention_scores
+from kdgrid.core.models import StudentShape
+
+
+def tiny_bert(
+    layers: int = 2, width: int = 32, heads: int = 4, seed: int = 0
+) -> BertForSequenceClassification:
+    torch.manual_seed(seed)
+    config = StudentShape(layers=layers, width=width, heads=heads, ffn=2 * width).bert_config(
+        3, vocab_size=100
+    )
+    return BertForSequenceClassification(config).eval()
+
+
+def padded_batch() -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 100, (3, 7), generator=generator)
+    mask = torch.ones(3, 7, dtype=torch.long)
+    mask[1, 5:] = 0
+    mask[2, 2:] = 0
+    ids[mask == 0] = 0
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+
+
+def test_softmax_of_recomputed_scores_equals_hf_attentions() -> None:
+    model = tiny_bert()
+    batch = padded_batch()
+    features = FeatureCapture(model, {"scores", "hidden"})(batch)
+    reference = model(**batch, output_attentions=True)
+    assert len(features.scores) == 3 and features.scores[0] is None
+    for layer in (1, 2):
+        probs = torch.softmax(features.scores[layer], dim=-1)
+        assert probs.shape == (3, 4, 7, 7)
+        torch.testing.assert_close(probs, reference.attentions[layer - 1], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(features.logits, reference.logits)
+
+
+def test_captured_qkv_and_hidden_have_the_agreed_shapes() -> None:
+    model = tiny_bert(layers=3, width=48, heads=6)
+    batch = padded_batch()
+    features = FeatureCapture(model, {"query", "key", "value", "hidden"})(batch)
+    assert len(features.hidden) == 4
+    assert all(h.shape == (3, 7, 48) for h in features.hidden)
+    for name in ("query", "key", "value"):
+        tensors = getattr(features, name)
+        assert tensors[0] is None and all(t.shape == (3, 7, 48) for t in tensors[1:])
+    # The value of layer 1 is the value projection of the embeddings' output.
+    attention = model.bert.encoder.layer[0].attention.self
+    torch.testing.assert_close(features.value[1], attention.value(features.hidden[0]))
+    assert features.sentence.shape == (3, 48)
+
+
+def test_only_needed_features_are_kept() -> None:
+    model = tiny_bert()
+    capture = FeatureCapture(model, {"logits"})
+    features = capture(padded_batch())
+    assert features.hidden == [] and features.scores == [] and features.query == []
+    capture.set_needs({"key"})
+    features = capture(padded_batch())
+    assert features.query == [] and len(features.key) == 3
+    capture.remove()
+    with pytest.raises(ValueError, match="unknown feature"):
+        FeatureCapture(model, {"attention"})
+
+
+def test_scores_carry_the_padding_bias_on_key_columns_only() -> None:
+    q = torch.zeros(1, 3, 4)
+    mask = torch.tensor([[1, 1, 0]])
+    scores = attention_scores(q, q, mask, heads=2)
+    assert scores.shape == (1, 2, 3, 3)
+    assert torch.all(scores[..., :2] == 0) and torch.all(scores[..., 2] == PAD_BIAS)
+
+
+def test_gradients_flow_through_captured_student_features() -> None:
+    model = tiny_bert().train()
+    features = FeatureCapture(model, {"scores"})(padded_batch())
+    features.scores[2].sum().backward()
+    assert model.bert.encoder.layer[1].attention.self.query.weight.grad is not None

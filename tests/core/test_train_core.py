@@ -1,0 +1,253 @@
+"""run_job: group == solo (bitwise), resume == uninterrupted, divergence fails alone, auto weights, validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertForSequenceClassification
+
+from kdgrid.assets import teacher_dir
+from kdgrid.core.models import StudentShape
+from kdgrid.errors import ConfigError
+from kdgrid.result import TrialResult
+from kdgrid.trial import Trial
+
+TASK = "synthetic-single-binary-n96-d32"
+TEACHER_SHAPE = StudentShape(layers=3, width=64, heads=4, ffn=128)
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A tiny random BERT teacher (3 layers, width 64) with the MiniLM tokenizer, saved as a local directory."""
+    root = tmp_path_factory.mktemp("kdcore")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("KDGRID_CACHE", str(root / "cache"))
+    path = root / "teacher"
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        BertForSequenceClassification(TEACHER_SHAPE.bert_config(2)).save_pretrained(path)
+    AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
+    yield str(path)
+    mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def deterministic() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(False)
+    torch.set_num_threads(threads)
+
+
+def make_trial(teacher: str, **overrides: object) -> Trial:
+    config: dict[str, object] = dict(
+        task=TASK,
+        teacher=teacher,
+        student="w32-l2-h2-f64",
+        init="random",
+        batch_size=16,
+        max_length=24,
+        epochs=2,
+        lr=2e-3,
+        seed=3,
+    )
+    config.update(overrides)
+    return Trial(**config)  # type: ignore[arg-type]
+
+
+def run(
+    trials: list[Trial], **kwargs: object
+) -> tuple[list[TrialResult], dict[str, dict[str, torch.Tensor]]]:
+    from kdgrid.core.train import run_job
+
+    weights: dict[str, dict[str, torch.Tensor]] = {}
+
+    def keep(trial: Trial, model: torch.nn.Module) -> None:
+        weights[trial.trial_id] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    return run_job(trials, device="cpu", on_model=keep, **kwargs), weights  # type: ignore[arg-type]
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_a_trial_in_a_group_equals_the_trial_alone(teacher: str) -> None:
+    target = make_trial(teacher, knowledge=("hidden_mse",), strategy="Last")
+    mates = [
+        make_trial(teacher),  # soft labels only: the teacher pass captures less for it
+        make_trial(teacher, knowledge=("attention_ce_mean",), strategy="First", student="w48-l3-h4-f96"),
+        make_trial(teacher, knowledge=("value_relation",), strategy="Last-1", lr=5e-3),
+    ]
+    group, group_weights = run([mates[0], target, *mates[1:]])
+    alone, alone_weights = run([target])
+    assert all(r.status == "done" for r in group + alone)
+    assert group[1].trial == target
+    assert group[1].curve == alone[0].curve  # per-epoch scores and loss terms, exactly
+    assert group[1].scores == alone[0].scores and group[1].loss_terms == alone[0].loss_terms
+    assert_same_weights(group_weights[target.trial_id], alone_weights[target.trial_id])
+    # Mates really trained differently (the invariant is not trivially met by identical students).
+    assert not torch.equal(
+        group_weights[mates[0].trial_id]["classifier.weight"],
+        group_weights[target.trial_id]["classifier.weight"],
+    )
+
+
+def test_result_rows_are_filled(teacher: str) -> None:
+    trial = make_trial(teacher, knowledge=("hidden_mse", "attention_mse_sum"), strategy="Dilatation")
+    (result,), _ = run([trial])
+    shape = StudentShape(layers=2, width=32, heads=2, ffn=64)
+    assert result.status == "done" and result.best_epoch in (1, 2)
+    assert [c["epoch"] for c in result.curve] == [1, 2]
+    assert set(result.scores["validation"]) == {"accuracy", "f1"}
+    assert result.last_scores == result.curve[-1]["scores"]
+    assert result.layer_pairs == [(1, 1), (2, 3)]
+    assert set(result.loss_terms) == {
+        "soft",
+        "hard",
+        "hidden_mse@1-1",
+        "hidden_mse@2-3",
+        "attention_mse_sum@1-1",
+        "attention_mse_sum@2-3",
+    }
+    assert result.weights == {k: (0.1 if k == "hard" else 1.0) for k in result.loss_terms}
+    assert result.student_params == shape.param_count(2)
+    assert result.student_flops == shape.flops_per_sequence(24, 2)
+    assert result.device == "cpu" and result.started_at and result.ended_at and result.wall_time_s > 0
+    assert result.extra["projection_params"] == 2 * (32 * 64 + 64)  # two hidden_mse projections 32 -> 64
+
+
+def test_resume_from_an_epoch_checkpoint_equals_an_uninterrupted_run(
+    teacher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kdgrid.core.data.batching as batching
+
+    trials = [
+        make_trial(teacher, knowledge=("cos",), strategy="First", beta="auto", epochs=3),
+        make_trial(teacher, epochs=3, seed=3, lr=1e-3),
+    ]
+    straight, straight_weights = run(trials)
+
+    class Preempted(BaseException):
+        pass
+
+    original = batching.train_batches
+
+    def preempt_in_epoch_3(tokenized, batch_size, seed, epoch, **kw):  # type: ignore[no-untyped-def]
+        if epoch == 2:
+            raise Preempted
+        return original(tokenized, batch_size, seed, epoch, **kw)
+
+    monkeypatch.setattr(batching, "train_batches", preempt_in_epoch_3)
+    with pytest.raises(Preempted):
+        run(trials, checkpoint_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == sorted(f"{t.trial_id}.pt" for t in trials)
+    monkeypatch.setattr(batching, "train_batches", original)
+    resumed, resumed_weights = run(trials, checkpoint_dir=tmp_path)
+    for a, b in zip(straight, resumed, strict=True):
+        assert b.extra["resumed_from_epoch"] == 2
+        assert a.curve == b.curve and a.scores == b.scores and a.weights == b.weights
+        assert_same_weights(straight_weights[a.trial.trial_id], resumed_weights[b.trial.trial_id])
+    assert list(tmp_path.glob("*.pt")) == []  # finished trials drop their checkpoints
+
+
+def test_a_diverging_trial_fails_alone(teacher: str) -> None:
+    healthy = make_trial(teacher, knowledge=("pkd",), strategy="Last")
+    infinite = make_trial(teacher, knowledge=("value_relation",), strategy="Last-1", beta=math.inf)
+    exploding = make_trial(teacher, lr=1e10)
+    seen: list[str] = []
+    results, _ = run([infinite, healthy, exploding], on_result=lambda r: seen.append(r.trial.trial_id))
+    bad, good, boom = results
+    assert good.status == "done" and len(good.curve) == 2
+    assert bad.status == "failed" and bad.error_type == "DivergenceError"
+    assert bad.extra["diverged_at_step"] == 1
+    assert bad.extra["diverged_term"] == "value_relation@2-3" and bad.extra["diverged_pair"] == [2, 3]
+    assert "value_relation@2-3" in bad.error_message and "(student 2, teacher 3)" in bad.error_message
+    assert boom.status == "failed" and boom.error_type == "DivergenceError"
+    assert seen[0] == infinite.trial_id and sorted(seen) == sorted(
+        t.trial_id for t in (infinite, healthy, exploding)
+    )
+    solo, _ = run([healthy])
+    assert solo[0].curve == good.curve  # the failures did not disturb it
+
+
+def test_auto_weights_bring_each_term_to_a_tenth_of_the_soft_loss(teacher: str) -> None:
+    trial = make_trial(teacher, knowledge=("attention_ce_mean",), strategy="Last", beta="auto", epochs=1)
+    (result,), _ = run([trial])
+    calibration = result.extra["auto_calibration"]
+    assert calibration["batches"] == 6  # min(10 warm-up batches, 96 / 16 batches per epoch)
+    means = calibration["means"]
+    for term in ("attention_ce_mean@1-2", "attention_ce_mean@2-3"):
+        assert result.weights[term] == pytest.approx(0.1 * means["soft"] / means[term])
+        assert result.weights[term] * means[term] == pytest.approx(0.1 * means["soft"])
+
+
+def test_a_bad_trial_fails_without_stopping_its_mates(teacher: str) -> None:
+    good = make_trial(teacher, epochs=1)
+    bad = make_trial(teacher, epochs=1, knowledge=("hidden_mse",), strategy="First", projection="none")
+    results, _ = run([bad, good])
+    assert results[0].status == "failed" and results[0].error_type == "ConfigError"
+    assert results[1].status == "done"
+
+
+def test_validate_trials_reports_every_problem_before_training(teacher: str) -> None:
+    from kdgrid.core.train import validate_trials
+
+    plans = validate_trials([make_trial(teacher, knowledge=("key_relation",), strategy="Dilatation")])
+    assert plans[0].pairs == [(1, 1), (2, 3)] and plans[0].teacher.shape == TEACHER_SHAPE
+    cases = {
+        "projection is 'none'": make_trial(
+            teacher, knowledge=("hidden_mse",), strategy="First", projection="none"
+        ),
+        "unknown task": make_trial(teacher, task="no-such-task"),
+        "unknown matching strategy": make_trial(teacher, knowledge=("cos",), strategy="Sideways"),
+        "needs a strategy": make_trial(teacher, knowledge=("cos",)),
+        "unknown knowledge": make_trial(teacher, knowledge=("telepathy",), strategy="First"),
+        "unknown student": make_trial(teacher, student="bert-enormous"),
+        "unknown init": make_trial(teacher, init="magic"),
+        "lr=": make_trial(teacher, lr=-1.0),
+        "relation_heads=3": make_trial(
+            teacher, knowledge=("value_relation",), strategy="First", relation_heads=3
+        ),
+        "has no option": make_trial(
+            teacher, knowledge=("pkd",), strategy="First", options={"pkd.colour": "red"}
+        ),
+    }
+    for message, trial in cases.items():
+        with pytest.raises(ConfigError, match=message):
+            validate_trials([trial])
+    with pytest.raises(ConfigError, match=r"teacher '/no/such/teacher-dir' is neither"):
+        validate_trials([dataclasses.replace(make_trial(teacher), teacher="/no/such/teacher-dir")])
+    with pytest.raises(ConfigError, match=r"must agree on"):
+        validate_trials([make_trial(teacher), make_trial(teacher, seed=4)])
+    # A student deeper than the teacher cannot be matched layer by layer.
+    with pytest.raises(ConfigError, match=r"First"):
+        validate_trials([make_trial(teacher, student="w32-l5-h2-f64", knowledge=("cos",), strategy="First")])
+    # Every problem of a job is listed at once, each with its trial id.
+    bad = [make_trial(teacher, lr=-1.0), make_trial(teacher, temperature=0.0)]
+    with pytest.raises(ConfigError) as caught:
+        validate_trials(bad)
+    assert all(t.trial_id in str(caught.value) for t in bad)
+
+
+def test_gradient_checkpointing_trains_the_same_student(
+    teacher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wide students recompute activations in backward; knowledge on captured Q/K/V must still reach them."""
+    trial = make_trial(teacher, knowledge=("query_relation",), strategy="Last", epochs=1)
+    (plain,), plain_weights = run([trial])
+    monkeypatch.setenv("KDGRID_CHECKPOINT_WIDTH", "32")
+    (checkpointed,), checkpointed_weights = run([trial])
+    assert checkpointed.extra.get("gradient_checkpointing") and "gradient_checkpointing" not in plain.extra
+    assert checkpointed.loss_terms == pytest.approx(plain.loss_terms, rel=1e-5)
+    for key, value in plain_weights[trial.trial_id].items():
+        torch.testing.assert_close(checkpointed_weights[trial.trial_id][key], value, rtol=1e-4, atol=1e-6)
