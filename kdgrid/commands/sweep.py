@@ -1,38 +1,333 @@
-"""`kdgrid plan | run | status | resume`: sweeps against the results store."""
+"""`kdgrid plan | run | status | resume`: sweeps against the results store.
+
+The store is the only state: ``run`` runs the trials without any row, ``resume`` also retries failed trials (up
+to ``--max-attempts`` failed rows each), and neither ever runs a trial that has a done row.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kdgrid.commands.common import not_yet
+if TYPE_CHECKING:
+    from kdgrid.grid import Sweep
+    from kdgrid.grid.state import SweepState
+    from kdgrid.trial import Trial
 
 SweepArg = Annotated[Path, typer.Argument(help="A sweep file (sweeps/*.yaml).", show_default=False)]
 StoreOpt = Annotated[Path, typer.Option("--store", help="The results store (a directory of Parquet files).")]
 JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print one JSON object (keys: trials, jobs, done, failed, pending).")
+    bool,
+    typer.Option("--json", help="Print one JSON object (keys: trials, jobs, done, failed, pending, ...)."),
 ]
 ExecutorOpt = Annotated[str, typer.Option("--executor", "-e", help="Where jobs run: local, ray or slurm.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="An executor setting KEY=VALUE (repeatable), e.g. local_workers=2, ray_gpus_per_job=0.25, "
+        "slurm_partition=gpu; VALUE is read as YAML.",
+    ),
+]
+ProfileOpt = Annotated[
+    str | None, typer.Option("--profile", help="SLURM: a profile in slurm/profiles (or a YAML path).")
+]
+GroupOpt = Annotated[
+    int, typer.Option("--max-group-size", help="At most this many trials per job (0 = no limit).")
+]
+MemoryOpt = Annotated[
+    float,
+    typer.Option("--memory-budget-gb", help="Split jobs whose students need more memory together (0 = off)."),
+]
+PreflightOpt = Annotated[
+    bool,
+    typer.Option(
+        "--preflight/--no-preflight",
+        help="Check every trial against this machine (teachers, init checkpoints) before submitting.",
+    ),
+]
+CompactOpt = Annotated[
+    bool, typer.Option("--compact/--no-compact", help="Merge the store's small files when the run ends.")
+]
 
 DEFAULT_STORE = Path("results")
+DEFAULT_MAX_GROUP_SIZE = 0  # no limit: the memory budget splits big groups
+DEFAULT_MEMORY_BUDGET_GB = 16.0
+COMPACT_ABOVE_FILES = 500
 
 
-def plan(sweep: SweepArg, store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
+def _print_json(payload: dict[str, Any]) -> None:
+    typer.echo(json.dumps(payload, indent=1, sort_keys=True, default=str))
+
+
+def _plan_jobs(trials: list[Trial], max_group_size: int, memory_budget_gb: float) -> list[list[Trial]]:
+    from kdgrid.grid import plan_jobs
+
+    return plan_jobs(
+        trials,
+        max_group_size=max_group_size or None,
+        memory_budget_gb=memory_budget_gb or None,
+    )
+
+
+def _jobs_by_study(
+    sweep: Sweep, trials: list[Trial], max_group_size: int, memory_budget_gb: float
+) -> dict[str, list[list[Trial]]]:
+    """Jobs per study (a job never mixes studies: each row records its study)."""
+    study_of = sweep.study_of()
+    by_study: dict[str, list[Trial]] = {name: [] for name in sweep.studies}
+    for trial in trials:
+        by_study[study_of[trial.trial_id]].append(trial)
+    return {
+        name: _plan_jobs(members, max_group_size, memory_budget_gb)
+        for name, members in by_study.items()
+        if members
+    }
+
+
+def _summary(sweep: Sweep, state: SweepState, max_group_size: int, memory_budget_gb: float) -> dict[str, Any]:
+    from kdgrid.grid.state import estimate_cost
+
+    all_trials = [p.trial for p in sweep.trials]
+    jobs = _jobs_by_study(sweep, all_trials, max_group_size, memory_budget_gb)
+    pending_jobs = _jobs_by_study(sweep, state.pending, max_group_size, memory_budget_gb)
+    per_study: dict[str, int] = {}
+    for planned in sweep.trials:
+        per_study[planned.study] = per_study.get(planned.study, 0) + 1
+    estimate = estimate_cost(state.pending + state.failed, state.timings)
+    return {
+        "sweep": sweep.name,
+        "file": str(sweep.path),
+        "trials": len(sweep.trials),
+        "grid_points": sweep.grid_points,
+        "repeated": sweep.repeated,
+        "studies": per_study,
+        "jobs": sum(len(j) for j in jobs.values()),
+        "pending_jobs": sum(len(j) for j in pending_jobs.values()),
+        "done": len(state.done),
+        "failed": len(state.failed),
+        "pending": len(state.pending),
+        "estimate": estimate.to_dict(),
+    }
+
+
+def _failed_lines(state: SweepState, study_of: dict[str, str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "trial_id": t.trial_id,
+            "study": study_of.get(t.trial_id),
+            "attempts": state.failures.get(t.trial_id, 0),
+            "error": state.errors.get(t.trial_id, ""),
+        }
+        for t in state.failed
+    ]
+
+
+def _print_summary(summary: dict[str, Any], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_header=True)
+    table.add_column("")
+    table.add_column("value", justify="right")
+    rows = [
+        ("trials", f"{summary['trials']:,}"),
+        ("grid points (repeated merged)", f"{summary['grid_points']:,} ({summary['repeated']:,})"),
+        ("jobs (shared teacher pass)", f"{summary['jobs']:,}"),
+        ("done", f"{summary['done']:,}"),
+        ("failed", f"{summary['failed']:,}"),
+        ("pending", f"{summary['pending']:,}"),
+        ("jobs to run for pending", f"{summary['pending_jobs']:,}"),
+    ]
+    estimate = summary["estimate"]
+    rows.append(
+        (
+            "estimated cost of pending + failed",
+            "unknown" if estimate["seconds"] is None else f"{estimate['hours']:.2f} h",
+        )
+    )
+    for name, value in rows:
+        table.add_row(name, value)
+    console = Console()
+    console.print(table)
+    if len(summary["studies"]) > 1:
+        console.print("studies: " + ", ".join(f"{k} {v:,}" for k, v in summary["studies"].items()))
+    if estimate["seconds"] is not None:
+        console.print(f"[dim]estimate: {estimate['basis']}[/]")
+
+
+def plan(
+    sweep: SweepArg,
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+    max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
+    memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET_GB,
+) -> None:
     """Expand and validate a sweep: its trials, how they group into jobs sharing one teacher pass, how many are
     already done / failed / pending in the store, and a cost estimate from the store's own timings."""
-    raise not_yet("plan", "sweeps issue")
+    from kdgrid.grid import load_sweep
+    from kdgrid.grid.state import sweep_state
+
+    spec = load_sweep(sweep)
+    summary = _summary(spec, sweep_state(spec, store), max_group_size, memory_budget_gb)
+    if as_json:
+        _print_json(summary)
+    else:
+        _print_summary(summary, f"plan of {spec.name} against {store}")
 
 
-def run(sweep: SweepArg, store: StoreOpt = DEFAULT_STORE, executor: ExecutorOpt = "local") -> None:
-    """Run every trial of a sweep that has no done row in the store (never a finished trial twice)."""
-    raise not_yet("run", "sweeps issue")
-
-
-def status(sweep: SweepArg, store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
+def status(
+    sweep: SweepArg,
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+    max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
+) -> None:
     """Counts of a sweep's trials by state, and each failed trial with its error on one line."""
-    raise not_yet("status", "sweeps issue")
+    from kdgrid.grid import load_sweep
+    from kdgrid.grid.state import sweep_state
+
+    spec = load_sweep(sweep)
+    state = sweep_state(spec, store)
+    summary = _summary(spec, state, max_group_size, DEFAULT_MEMORY_BUDGET_GB)
+    failed = _failed_lines(state, spec.study_of())
+    if as_json:
+        _print_json({**summary, "failed_trials": failed})
+        return
+    _print_summary(summary, f"status of {spec.name} in {store}")
+    for item in failed:
+        typer.echo(
+            f"failed {item['trial_id']} [{item['study']}] attempts={item['attempts']}: {item['error']}"
+        )
+
+
+def _executor_settings(settings: list[str] | None, profile: str | None, executor: str) -> dict[str, Any]:
+    import yaml
+
+    from kdgrid.errors import ConfigError
+
+    parsed: dict[str, Any] = {}
+    for item in settings or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: write KEY=VALUE (e.g. local_workers=2)")
+        parsed[key.strip()] = yaml.safe_load(value) if value.strip() else None
+    if profile is not None:
+        if executor != "slurm":
+            raise ConfigError(f"--profile is a SLURM setting; the executor is {executor!r}")
+        parsed["profile"] = profile
+    return parsed
+
+
+def _preflight(trials: list[Trial]) -> None:
+    """The core's checks of each trial on this machine (teacher available, init checkpoint shapes), all at once."""
+    from kdgrid.core.train import validate_trials
+    from kdgrid.errors import ConfigError, KdgridError
+
+    problems: list[str] = []
+    for job in _plan_jobs(trials, 0, 0.0):
+        try:
+            validate_trials(job)
+        except KdgridError as error:
+            problems.append(str(error))
+    if problems:
+        raise ConfigError("pre-flight found trials that cannot run on this machine:\n" + "\n".join(problems))
+
+
+def _execute(
+    sweep_path: Path,
+    store: Path,
+    executor: str,
+    settings: list[str] | None,
+    profile: str | None,
+    max_group_size: int,
+    memory_budget_gb: float,
+    preflight: bool,
+    compact_after: bool,
+    *,
+    max_attempts: int | None,
+) -> None:
+    """Shared body of run (``max_attempts`` None: pending only) and resume (pending + failed below the cap)."""
+    from kdgrid.errors import ConfigError
+    from kdgrid.grid import load_sweep, store_problems
+    from kdgrid.grid.state import sweep_state
+    from kdgrid.launch import get_executor
+
+    spec = load_sweep(sweep_path, store_dir=store)
+    runner = get_executor(executor, **_executor_settings(settings, profile, executor))
+    problems = store_problems(store, create=True)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    state = sweep_state(spec, store)
+    to_run = list(state.pending)
+    note = ""
+    if max_attempts is None:
+        if state.failed:
+            note = f"{len(state.failed)} failed trial(s) not retried (`kdgrid resume` retries them)"
+    else:
+        retry, given_up = state.to_retry(max_attempts)
+        to_run += retry
+        if given_up:
+            note = (
+                f"{len(given_up)} failed trial(s) reached --max-attempts {max_attempts} and are not retried"
+            )
+    typer.echo(
+        f"{spec.name}: {len(spec.trials)} trials; done {len(state.done)}, failed {len(state.failed)}, "
+        f"pending {len(state.pending)}; running {len(to_run)}" + (f"; {note}" if note else "")
+    )
+    if not to_run:
+        return
+    if preflight:
+        _preflight(to_run)
+    for study, jobs in _jobs_by_study(spec, to_run, max_group_size, memory_budget_gb).items():
+        runner.run(jobs, store, sweep=spec.name, study=study)
+    if compact_after:
+        from kdgrid.store import compact
+        from kdgrid.store.layout import rows_dir, visible_files
+
+        if len(visible_files(rows_dir(store))) >= COMPACT_ABOVE_FILES:
+            compact(store)
+    after = sweep_state(spec, store)
+    ran = {t.trial_id for t in to_run}
+    failed_now = [t for t in after.failed if t.trial_id in ran]
+    done_now = sum(t.trial_id in ran for t in after.done)
+    typer.echo(
+        f"{spec.name}: done {len(after.done)}, failed {len(after.failed)}, pending {len(after.pending)} "
+        f"(this run: {done_now} done, {len(failed_now)} failed)"
+    )
+    for trial in failed_now:
+        typer.echo(f"failed {trial.trial_id}: {after.errors.get(trial.trial_id, '')}")
+    if failed_now:
+        raise typer.Exit(1)
+
+
+def run(
+    sweep: SweepArg,
+    store: StoreOpt = DEFAULT_STORE,
+    executor: ExecutorOpt = "local",
+    settings: SetOpt = None,
+    profile: ProfileOpt = None,
+    max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
+    memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET_GB,
+    preflight: PreflightOpt = True,
+    compact_after: CompactOpt = True,
+) -> None:
+    """Run every trial of a sweep that has no row in the store yet (never a done trial; failed trials are left
+    to `kdgrid resume`). Exits 1 if a trial of this run failed."""
+    _execute(
+        sweep,
+        store,
+        executor,
+        settings,
+        profile,
+        max_group_size,
+        memory_budget_gb,
+        preflight,
+        compact_after,
+        max_attempts=None,
+    )
 
 
 def resume(
@@ -42,9 +337,27 @@ def resume(
     max_attempts: Annotated[
         int, typer.Option(help="Give up on a trial after this many failed attempts.")
     ] = 3,
+    settings: SetOpt = None,
+    profile: ProfileOpt = None,
+    max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
+    memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET_GB,
+    preflight: PreflightOpt = True,
+    compact_after: CompactOpt = True,
 ) -> None:
-    """Run what is missing plus what failed (up to --max-attempts), nothing else."""
-    raise not_yet("resume", "sweeps issue")
+    """Run what is missing plus what failed (up to --max-attempts failed rows per trial), nothing else.
+    A preempted trial continues from its last epoch checkpoint (under <store>/_checkpoints)."""
+    _execute(
+        sweep,
+        store,
+        executor,
+        settings,
+        profile,
+        max_group_size,
+        memory_budget_gb,
+        preflight,
+        compact_after,
+        max_attempts=max_attempts,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,313 @@
+"""From a parsed sweep to validated, canonical, de-duplicated trials.
+
+Per study: the cross product of the axes over ``fixed``; then each ``override`` whose ``when`` matches sets its
+values (in file order; ``extends`` files first); ``{field}`` in a string value is replaced by that field's value
+(e.g. ``init_from: gd/{student}``); a trial without knowledge has no strategy (so a baseline crossed with the
+strategies is one trial); ``exclude`` rules drop grid points; ``include`` entries are added. A trial that two
+studies (or two grid points) produce is kept once, under the first study.
+
+Every problem of every kind is collected and raised together as one `ConfigError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kdgrid.errors import ConfigError
+from kdgrid.grid.checks import combination_problems
+from kdgrid.grid.spec import Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
+from kdgrid.grid.values import InvalidValue, normalize, rule_candidates
+from kdgrid.trial import Trial
+
+REQUIRED_FIELDS = ("task", "teacher", "student")
+MAX_LISTED_PROBLEMS = 60
+_TEMPLATE = re.compile(r"\{(\w+)\}")
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """A trial and the study of the sweep it belongs to."""
+
+    trial: Trial
+    study: str
+
+
+@dataclass
+class Sweep:
+    """A validated sweep: its unique trials, in a stable order (study, then grid order).
+
+    Attributes:
+        grid_points: trials the file describes before de-duplication (what a paper's table counts as cells).
+        repeated: grid points that were the same trial as an earlier one and were merged.
+    """
+
+    name: str
+    path: Path
+    description: str
+    trials: list[PlannedTrial]
+    studies: list[str]
+    grid_points: int
+    repeated: int
+
+    def trials_of(self, study: str) -> list[Trial]:
+        return [p.trial for p in self.trials if p.study == study]
+
+    def study_of(self) -> dict[str, str]:
+        return {p.trial.trial_id: p.study for p in self.trials}
+
+
+class _Normalizer:
+    """Canonicalises located values, recording each invalid one once with where it was written."""
+
+    def __init__(self, problems: Problems) -> None:
+        self.problems = problems
+
+    def value(self, field: str, located: Located, where: str | None = None) -> tuple[bool, Any]:
+        try:
+            return True, normalize(field, located.value)
+        except InvalidValue as error:
+            self.problems.add(located.source, where or located.where, str(error))
+            return False, None
+
+    def settings(self, settings: dict[str, Located]) -> tuple[dict[str, Any], set[str]]:
+        good: dict[str, Any] = {}
+        bad: set[str] = set()
+        for field, located in settings.items():
+            ok, value = self.value(field, located)
+            if ok:
+                good[field] = value
+            else:
+                bad.add(field)
+        return good, bad
+
+    def rule(self, rule: dict[str, Located]) -> dict[str, list[Any]] | None:
+        out: dict[str, list[Any]] = {}
+        for field, located in rule.items():
+            try:
+                out[field] = rule_candidates(field, located.value)
+            except InvalidValue as error:
+                self.problems.add(located.source, located.where, str(error))
+                return None
+        return out
+
+
+def _matches(rule: dict[str, list[Any]], config: dict[str, Any]) -> bool:
+    return all(config.get(field, _DEFAULTS.get(field)) in candidates for field, candidates in rule.items())
+
+
+_DEFAULT_TRIAL = Trial("task", "teacher", "student")
+_DEFAULTS: dict[str, Any] = {name: getattr(_DEFAULT_TRIAL, name) for name in Trial.field_names()}
+
+
+def _fill_templates(config: dict[str, Any]) -> None:
+    for field, value in config.items():
+        if isinstance(value, str) and "{" in value:
+            config[field] = _TEMPLATE.sub(
+                lambda m: str(config.get(m.group(1), _DEFAULTS.get(m.group(1), m.group(0)))), value
+            )
+
+
+class _StudyExpander:
+    def __init__(self, study: StudySpec, normalizer: _Normalizer, problems: Problems, source: str) -> None:
+        self.study = study
+        self.normalizer = normalizer
+        self.problems = problems
+        self.source = source
+        self.fixed, self.bad = normalizer.settings(study.fixed)
+        self.axes: list[tuple[str, list[Any]]] = []
+        for field, located in study.axes.items():
+            values = []
+            for index, raw in enumerate(located.value):
+                ok, value = normalizer.value(field, Located(raw, located.source, f"{located.where}[{index}]"))
+                if ok:
+                    values.append(value)
+            if values:
+                self.axes.append((field, values))
+            else:
+                self.bad.add(field)
+        self.overrides: list[tuple[dict[str, list[Any]], dict[str, Any]]] = []
+        for override in study.overrides:
+            compiled = self._override(override)
+            if compiled is not None:
+                self.overrides.append(compiled)
+        self.excludes = [r for r in (normalizer.rule(rule) for rule in study.exclude) if r is not None]
+        self.missing_reported: set[str] = set()
+
+    def _override(self, override: Override) -> tuple[dict[str, list[Any]], dict[str, Any]] | None:
+        when = self.normalizer.rule(override.when)
+        settings, bad = self.normalizer.settings(override.set)
+        self.bad |= bad
+        return None if when is None else (when, settings)
+
+    def _finish(self, config: dict[str, Any], where: str) -> Trial | None:
+        for when, settings in self.overrides:
+            if _matches(when, config):
+                config.update(settings)
+        _fill_templates(config)
+        if not config.get("knowledge"):
+            config["strategy"] = None
+        missing = [f for f in REQUIRED_FIELDS if f not in config and f not in self.bad]
+        for field in missing:
+            if field not in self.missing_reported:
+                self.missing_reported.add(field)
+                self.problems.add(
+                    self.source, where, f"no value for required field {field!r} (set it in fixed or axes)"
+                )
+        if missing or any(f in self.bad for f in REQUIRED_FIELDS if f not in config):
+            return None
+        return Trial(**config)
+
+    def grid(self) -> Iterable[tuple[Trial | None, str, bool]]:
+        """(trial or None, where, is_include) for each grid point, excluded points skipped."""
+        fields = [f for f, _ in self.axes]
+        where = f"studies.{self.study.name}" if self.study.name != "main" else "axes"
+        # No axes: the grid is the one point `fixed` describes, unless the study lists its trials in `include`.
+        points = [] if not self.axes and self.study.include else itertools.product(*(v for _, v in self.axes))
+        for point in points:
+            config = dict(self.fixed)
+            config.update(zip(fields, point, strict=True))
+            trial = self._finish(config, where)
+            if trial is None:
+                yield None, where, False
+                continue
+            if self.excludes and any(_matches(rule, config) for rule in self.excludes):
+                continue
+            yield trial, where, False
+        for entry, entry_where in zip(self.study.include, self.study.include_where, strict=True):
+            settings, bad = self.normalizer.settings(entry)
+            if bad:
+                continue
+            config = {**self.fixed, **settings}
+            yield self._finish(config, entry_where), entry_where, True
+
+
+def _describe(trial: Trial) -> str:
+    parts = [
+        f"task={trial.task}",
+        f"teacher={trial.teacher}",
+        f"student={trial.student}",
+        f"init={trial.init}",
+    ]
+    if trial.knowledge:
+        parts += [f"knowledge={'+'.join(trial.knowledge)}", f"strategy={trial.strategy}"]
+    return "{" + ", ".join(parts) + "}"
+
+
+def _combination_key(trial: Trial) -> tuple[Any, ...]:
+    return (
+        trial.task,
+        trial.teacher,
+        trial.student,
+        trial.init,
+        bool(trial.init_from),
+        bool(trial.knowledge),
+        trial.strategy,
+        trial.relation_heads,
+        trial.soft_weight == 0 and trial.alpha == 0,
+    )
+
+
+def store_problems(store_dir: Path, *, create: bool = False) -> list[str]:
+    """Why results could not be written to ``store_dir`` (empty when they can).
+
+    Probes by writing (and removing) a hidden file, since permission bits say nothing for root. Without
+    ``create`` a store that does not exist yet is probed at its nearest existing parent, which is left as is.
+    """
+    target = Path(store_dir)
+    probe = target
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if create and probe != target:
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            probe = target
+        except OSError as error:
+            return [f"store {target} cannot be created ({error.strerror or error})"]
+    if not probe.is_dir():
+        return [f"store {target}: {probe} is not a directory"]
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".kdgrid-write-probe-"):
+            pass
+    except OSError as error:
+        what = "the store directory" if probe == target else f"{probe} (where the store would be created)"
+        return [f"store {target}: {what} is not writable ({error.strerror or error})"]
+    return []
+
+
+def expand(spec: SweepSpec, problems: Problems) -> Sweep:
+    """The sweep's trials; problems are collected into ``problems``."""
+    normalizer = _Normalizer(problems)
+    source = str(spec.path)
+    seen: dict[str, str] = {}
+    trials: list[PlannedTrial] = []
+    grid_points = 0
+    checked: dict[tuple[Any, ...], list[str]] = {}
+    reported: set[tuple[Any, ...]] = set()
+    for study in spec.studies:
+        expander = _StudyExpander(study, normalizer, problems, source)
+        for trial, where, _ in expander.grid():
+            if trial is None:
+                continue
+            grid_points += 1
+            key = _combination_key(trial)
+            if key not in checked:
+                checked[key] = combination_problems(trial)
+            if checked[key]:
+                if key not in reported:
+                    reported.add(key)
+                    for message in checked[key]:
+                        if "strategy" in expander.bad and "needs a `strategy`" in message:
+                            continue  # a consequence of the invalid strategy reported above
+                        problems.add(source, f"{where}: trial {_describe(trial)}", message)
+                continue
+            trial_id = trial.trial_id
+            if trial_id in seen:
+                continue
+            seen[trial_id] = study.name
+            trials.append(PlannedTrial(trial, study.name))
+    return Sweep(
+        name=spec.name,
+        path=spec.path,
+        description=spec.description,
+        trials=trials,
+        studies=[s.name for s in spec.studies],
+        grid_points=grid_points,
+        repeated=grid_points - len(trials),
+    )
+
+
+def raise_problems(problems: Problems, path: Path | str) -> None:
+    if not problems:
+        return
+    items = problems.items
+    shown = items[:MAX_LISTED_PROBLEMS]
+    more = f"\n  ... and {len(items) - len(shown)} more" if len(items) > len(shown) else ""
+    raise ConfigError(f"{path}: {len(items)} problem(s):\n  " + "\n  ".join(shown) + more)
+
+
+def load_sweep(path: Path | str, *, store_dir: Path | str | None = None) -> Sweep:
+    """Parse, validate and expand a sweep file; with ``store_dir``, also check the store can be written.
+
+    Raises:
+        ConfigError: every problem found (unknown keys or names, empty or repeated axes, impossible
+            combinations, a store that cannot be written), each naming the file, the key and what is allowed.
+    """
+    problems = Problems()
+    spec = parse_sweep(path, problems)
+    sweep = None
+    if spec is not None:
+        sweep = expand(spec, problems)
+        if not sweep.trials and not problems:
+            problems.add(str(path), "", "the sweep has no trials (every grid point was excluded)")
+    if store_dir is not None:
+        for message in store_problems(Path(store_dir)):
+            problems.add(str(path), "--store", message)
+    raise_problems(problems, path)
+    assert sweep is not None
+    return sweep

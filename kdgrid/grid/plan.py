@@ -1,0 +1,95 @@
+"""Planning: trials into jobs that share one teacher pass, split to a size and memory budget.
+
+Trials with the same `kdgrid.trial.group_key` (task, teacher, seed, batch size, sequence length, epochs, train
+subset) see the same batches in the same order, so one teacher forward per batch can feed all of them (design
+decision 6). A group larger than ``max_group_size`` trials, or whose students would need more than
+``memory_budget_gb`` together, is split into several jobs. The split is deterministic (trials sorted by id), so
+a re-planned job keeps its checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+from kdgrid.trial import GROUP_FIELDS, Trial, group_key
+
+Job = list[Trial]
+
+BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and AdamW's two moments
+BYTES_PER_ACTIVATION = 4
+
+
+def estimate_trial_memory_gb(trial: Trial) -> float:
+    """A rough upper bound of one student's training memory in GiB: weights, gradients and AdamW moments
+    (16 bytes per parameter) plus activations kept for the backward pass (about 20 values per token per layer
+    and width, and the attention scores and probabilities). Only used to split jobs, never to refuse one."""
+    from kdgrid.core.models import student_shape
+
+    shape = student_shape(trial.student)
+    tokens = trial.batch_size * trial.max_length
+    activations = shape.layers * (
+        20 * tokens * shape.width + 3 * trial.batch_size * shape.heads * trial.max_length**2
+    )
+    total = shape.param_count() * BYTES_PER_PARAMETER + activations * BYTES_PER_ACTIVATION
+    return total / 2**30
+
+
+def group_hash(trial: Trial) -> str:
+    """16 hex digits naming a trial's group (its checkpoint folder under the store)."""
+    key = dict(zip(GROUP_FIELDS, group_key(trial), strict=True))
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def checkpoint_dir_for(store_dir: Path, job: Job) -> Path:
+    """Where a job keeps its epoch checkpoints: ``<store>/_checkpoints/<group hash>``. The core writes one file
+    per trial id inside it, so split jobs of one group can share the folder."""
+    from kdgrid.store.layout import checkpoints_dir
+
+    return checkpoints_dir(Path(store_dir)) / group_hash(job[0])
+
+
+def plan_jobs(
+    trials: Iterable[Trial],
+    *,
+    max_group_size: int | None = None,
+    memory_budget_gb: float | None = None,
+) -> list[Job]:
+    """Group trials by `group_key` and split each group into jobs of at most ``max_group_size`` trials whose
+    estimated memory (`estimate_trial_memory_gb`) adds up to at most ``memory_budget_gb`` (a trial over the
+    budget on its own still gets a job of one). Jobs come in a stable order (by group, then trial id)."""
+    if max_group_size is not None and max_group_size < 1:
+        raise ValueError("max_group_size must be >= 1")
+    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    for trial in trials:
+        groups[group_key(trial)].append(trial)
+    memory: dict[str, float] = {}
+
+    def cost(trial: Trial) -> float:
+        if memory_budget_gb is None:
+            return 0.0
+        if trial.student not in memory:
+            memory[trial.student] = estimate_trial_memory_gb(trial)
+        return memory[trial.student]
+
+    jobs: list[Job] = []
+    for key in sorted(groups, key=lambda k: json.dumps(k, default=str)):
+        # ids are hashes computed on access: compute each once
+        members = [t for _, t in sorted(((t.trial_id, t) for t in groups[key]), key=lambda pair: pair[0])]
+        job: Job = []
+        used = 0.0
+        for trial in members:
+            need = cost(trial)
+            full = max_group_size is not None and len(job) >= max_group_size
+            over = memory_budget_gb is not None and job and used + need > memory_budget_gb
+            if job and (full or over):
+                jobs.append(job)
+                job, used = [], 0.0
+            job.append(trial)
+            used += need
+        if job:
+            jobs.append(job)
+    return jobs

@@ -1,0 +1,349 @@
+"""Reading a sweep file: YAML to a `SweepSpec`, every structural problem collected (never the first one only).
+
+A sweep file (see README "Sweep files") has these top-level keys:
+
+``name``         the sweep's name (default: the file name without suffix)
+``description``  free text
+``extends``      a file (or list of files), relative to this one, whose ``fixed`` and ``overrides`` come first
+``fixed``        settings every trial shares: Trial fields (``task``, ``student``, ``temperature``, ...)
+``axes``         Trial field -> list of values; the grid is their cross product
+``overrides``    list of ``{when: {field: value-or-list}, set: {field: value}}`` applied to each grid point
+``include``      list of extra trials (settings merged over ``fixed``; not crossed with ``axes``)
+``exclude``      list of ``{field: value-or-list}``: grid points matching every field are dropped
+``studies``      name -> a sub-grid with its own ``description/fixed/axes/overrides/include/exclude``; the
+                 top-level ``fixed``, ``axes``, ``overrides`` and ``exclude`` apply to every study
+
+YAML's silent "last duplicate key wins" is refused: a key written twice is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kdgrid.trial import Trial
+
+TOP_KEYS = ("name", "description", "extends", "fixed", "axes", "overrides", "include", "exclude", "studies")
+STUDY_KEYS = ("description", "fixed", "axes", "overrides", "include", "exclude")
+OVERRIDE_KEYS = ("when", "set")
+FRAGMENT_KEYS = ("description", "fixed", "overrides")  # what an `extends` file may hold
+TRIAL_FIELDS: tuple[str, ...] = Trial.field_names()
+DEFAULT_STUDY = "main"
+
+
+class Problems:
+    """Every problem found in one sweep, each as ``<file>: <key path>: <message>``."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, source: str, where: str, message: str) -> None:
+        text = f"{source}: {where}: {message}" if where else f"{source}: {message}"
+        if text not in self.items:
+            self.items.append(text)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A SafeLoader that records keys written twice in one mapping instead of keeping the last silently."""
+
+    duplicates: list[str]
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            loader.duplicates.append(f"key {key!r} is written twice (line {key_node.start_mark.line + 1})")
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml(path: Path, problems: Problems) -> Any:
+    """Parse a YAML file; unreadable files, syntax errors and duplicate keys become problems."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        problems.add(str(path), "", f"cannot read the sweep file ({error.strerror or error})")
+        return None
+    loader = _StrictLoader(text)
+    loader.duplicates = []
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as error:
+        problems.add(str(path), "", f"not valid YAML: {error}")
+        return None
+    finally:
+        loader.dispose()
+    for duplicate in loader.duplicates:
+        problems.add(str(path), "", duplicate)
+    return data
+
+
+@dataclass
+class Located:
+    """A value and where it was written (file and key path), so a later check can name its origin."""
+
+    value: Any
+    source: str
+    where: str
+
+
+@dataclass
+class Override:
+    when: dict[str, Located]
+    set: dict[str, Located]
+    source: str
+    where: str
+
+
+@dataclass
+class StudySpec:
+    """One sub-grid, with the top-level settings already merged in."""
+
+    name: str
+    description: str = ""
+    fixed: dict[str, Located] = field(default_factory=dict)
+    axes: dict[str, Located] = field(default_factory=dict)  # each value a non-empty list
+    overrides: list[Override] = field(default_factory=list)
+    include: list[dict[str, Located]] = field(default_factory=list)
+    exclude: list[dict[str, Located]] = field(default_factory=list)
+    include_where: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweepSpec:
+    name: str
+    path: Path
+    description: str
+    studies: list[StudySpec]
+
+
+def _check_keys(
+    data: Mapping[str, Any], allowed: tuple[str, ...], source: str, where: str, problems: Problems, what: str
+) -> None:
+    for key in data:
+        if key not in allowed:
+            problems.add(
+                source, _join(where, str(key)), f"unknown {what} key {key!r}; allowed: {', '.join(allowed)}"
+            )
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _mapping(value: Any, source: str, where: str, problems: Problems) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        problems.add(source, where, f"must be a mapping, got {type(value).__name__}")
+        return {}
+    return dict(value)
+
+
+def _settings(value: Any, source: str, where: str, problems: Problems) -> dict[str, Located]:
+    """A mapping of Trial fields (``fixed``, ``set``, an ``include`` entry, a ``when`` / ``exclude`` rule)."""
+    out: dict[str, Located] = {}
+    for key, item in _mapping(value, source, where, problems).items():
+        if key not in TRIAL_FIELDS:
+            problems.add(
+                source,
+                _join(where, str(key)),
+                f"unknown trial field {key!r}; allowed: {', '.join(TRIAL_FIELDS)}",
+            )
+            continue
+        out[key] = Located(item, source, _join(where, key))
+    return out
+
+
+def _axes(value: Any, source: str, where: str, problems: Problems) -> dict[str, Located]:
+    axes = _settings(value, source, where, problems)
+    for key, located in list(axes.items()):
+        values = located.value
+        if not isinstance(values, list):
+            problems.add(source, located.where, f"an axis must be a list of values, got {values!r}")
+            del axes[key]
+        elif not values:
+            problems.add(
+                source, located.where, "empty axis: list at least one value (or move the key to `fixed`)"
+            )
+            del axes[key]
+        else:
+            seen: list[Any] = []
+            for item in values:
+                frozen = _freeze(item)
+                if frozen in seen:
+                    problems.add(source, located.where, f"value {item!r} is listed twice on this axis")
+                seen.append(frozen)
+    return axes
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
+
+
+def _overrides(value: Any, source: str, where: str, problems: Problems) -> list[Override]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.add(source, where, "must be a list of {when: ..., set: ...}")
+        return []
+    out = []
+    for index, item in enumerate(value):
+        here = f"{where}[{index}]"
+        entry = _mapping(item, source, here, problems)
+        _check_keys(entry, OVERRIDE_KEYS, source, here, problems, "override")
+        if "set" not in entry:
+            problems.add(source, here, "an override needs `set` (and usually `when`)")
+        when = _settings(entry.get("when"), source, _join(here, "when"), problems)
+        settings = _settings(entry.get("set"), source, _join(here, "set"), problems)
+        out.append(Override(when, settings, source, here))
+    return out
+
+
+def _rules(value: Any, source: str, where: str, problems: Problems) -> list[dict[str, Located]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.add(source, where, "must be a list of mappings of trial fields")
+        return []
+    rules = []
+    for index, item in enumerate(value):
+        rule = _settings(item, source, f"{where}[{index}]", problems)
+        if not rule and isinstance(item, Mapping) and not item:
+            problems.add(source, f"{where}[{index}]", "an empty rule would match every trial")
+        rules.append(rule)
+    return rules
+
+
+def _check_axis_fixed_clash(
+    fixed: dict[str, Located], axes: dict[str, Located], source: str, problems: Problems
+) -> None:
+    for key in axes:
+        if key in fixed:
+            problems.add(
+                source,
+                axes[key].where,
+                f"{key!r} is both an axis and a fixed setting ({fixed[key].where}); keep one",
+            )
+
+
+def _load_fragment(
+    path: Path, problems: Problems, chain: tuple[Path, ...]
+) -> tuple[dict[str, Located], list[Override]]:
+    """The ``fixed`` and ``overrides`` of an ``extends`` file (which may extend others)."""
+    source = str(path)
+    if path.resolve() in chain:
+        problems.add(source, "extends", "files extend each other in a cycle")
+        return {}, []
+    data = _mapping(load_yaml(path, problems), source, "", problems)
+    _check_keys(data, ("extends", *FRAGMENT_KEYS), source, "", problems, "extends-file")
+    fixed, overrides = _extends(data.get("extends"), path, problems, (*chain, path.resolve()))
+    fixed.update(_settings(data.get("fixed"), source, "fixed", problems))
+    overrides.extend(_overrides(data.get("overrides"), source, "overrides", problems))
+    return fixed, overrides
+
+
+def _extends(
+    value: Any, path: Path, problems: Problems, chain: tuple[Path, ...]
+) -> tuple[dict[str, Located], list[Override]]:
+    if value is None:
+        return {}, []
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        problems.add(str(path), "extends", "must be a file name or a list of file names")
+        return {}, []
+    fixed: dict[str, Located] = {}
+    overrides: list[Override] = []
+    for name in names:
+        base = (path.parent / name).resolve()
+        if not base.is_file():
+            problems.add(str(path), "extends", f"file {name!r} not found (looked at {base})")
+            continue
+        more_fixed, more_overrides = _load_fragment(base, problems, chain)
+        fixed.update(more_fixed)
+        overrides.extend(more_overrides)
+    return fixed, overrides
+
+
+def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
+    """Parse and structurally check a sweep file; problems are collected, not raised."""
+    path = Path(path)
+    source = str(path)
+    data = load_yaml(path, problems)
+    if data is None and problems:
+        return None
+    if not isinstance(data, Mapping):
+        problems.add(source, "", "a sweep file must be a mapping with keys like fixed, axes, studies")
+        return None
+    _check_keys(data, TOP_KEYS, source, "", problems, "top-level")
+    name = data.get("name", path.stem)
+    if not isinstance(name, str) or not name:
+        problems.add(source, "name", f"must be a non-empty string, got {name!r}")
+        name = path.stem
+    base_fixed, base_overrides = _extends(data.get("extends"), path, problems, (path.resolve(),))
+    own_fixed = _settings(data.get("fixed"), source, "fixed", problems)
+    top_axes = _axes(data.get("axes"), source, "axes", problems)
+    _check_axis_fixed_clash(own_fixed, top_axes, source, problems)
+    # What an `extends` file fixes, this file may sweep or fix differently.
+    top_fixed = {**{k: v for k, v in base_fixed.items() if k not in top_axes}, **own_fixed}
+    top_overrides = base_overrides + _overrides(data.get("overrides"), source, "overrides", problems)
+    top_exclude = _rules(data.get("exclude"), source, "exclude", problems)
+    studies_data = _mapping(data.get("studies"), source, "studies", problems)
+    studies: list[StudySpec] = []
+    if not studies_data:
+        include = _rules(data.get("include"), source, "include", problems)
+        studies.append(
+            StudySpec(
+                name=DEFAULT_STUDY,
+                description=str(data.get("description", "")),
+                fixed=top_fixed,
+                axes=top_axes,
+                overrides=top_overrides,
+                include=include,
+                exclude=top_exclude,
+                include_where=[f"include[{i}]" for i in range(len(include))],
+            )
+        )
+    elif "include" in data:
+        problems.add(source, "include", "with `studies`, put `include` inside the study it belongs to")
+    for study_name, study_data in studies_data.items():
+        where = f"studies.{study_name}"
+        body = _mapping(study_data, source, where, problems)
+        _check_keys(body, STUDY_KEYS, source, where, problems, "study")
+        own_fixed = _settings(body.get("fixed"), source, f"{where}.fixed", problems)
+        own_axes = _axes(body.get("axes"), source, f"{where}.axes", problems)
+        _check_axis_fixed_clash(own_fixed, own_axes, source, problems)
+        # A study may sweep what the top level fixes, and fix what the top level sweeps.
+        fixed = {**{k: v for k, v in top_fixed.items() if k not in own_axes}, **own_fixed}
+        axes = {**{k: v for k, v in top_axes.items() if k not in own_fixed}, **own_axes}
+        include = _rules(body.get("include"), source, f"{where}.include", problems)
+        studies.append(
+            StudySpec(
+                name=str(study_name),
+                description=str(body.get("description", "")),
+                fixed=fixed,
+                axes=axes,
+                overrides=top_overrides
+                + _overrides(body.get("overrides"), source, f"{where}.overrides", problems),
+                include=include,
+                exclude=top_exclude + _rules(body.get("exclude"), source, f"{where}.exclude", problems),
+                include_where=[f"{where}.include[{i}]" for i in range(len(include))],
+            )
+        )
+    return SweepSpec(name=name, path=path, description=str(data.get("description", "")), studies=studies)

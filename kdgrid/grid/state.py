@@ -1,0 +1,139 @@
+"""A sweep against the store (design decision 3: resume is planning against the store).
+
+Each trial of a sweep is ``done`` (a done row exists, from any sweep: ids are global), ``failed`` (only failed
+rows) or ``pending`` (no row at all). `run` runs the pending ones; `resume` also retries the failed ones that
+have fewer than ``max_attempts`` failed rows. The cost estimate uses the store's own wall times.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kdgrid.grid.expand import Sweep
+from kdgrid.store import layout
+from kdgrid.store.read import latest_state, read_store
+from kdgrid.trial import Trial
+
+STATE_COLUMNS = (
+    "trial_id",
+    "status",
+    "row_id",
+    "error_type",
+    "error_message",
+    "written_at",
+    "wall_time_s",
+    "student",
+    "task",
+)
+ALWAYS_OPEN_BELOW = 2000  # a store with fewer per-trial files is read whole
+
+
+@dataclass
+class SweepState:
+    """Where each trial of a sweep stands in the store."""
+
+    done: list[Trial] = field(default_factory=list)
+    failed: list[Trial] = field(default_factory=list)
+    pending: list[Trial] = field(default_factory=list)
+    failures: dict[str, int] = field(default_factory=dict)  # trial id -> failed rows
+    errors: dict[str, str] = field(default_factory=dict)  # trial id -> "ErrorType: message" (latest)
+    timings: pd.DataFrame | None = None  # done rows with wall_time_s, student, task
+
+    def to_retry(self, max_attempts: int) -> tuple[list[Trial], list[Trial]]:
+        """(failed trials with fewer than ``max_attempts`` failed rows, failed trials that reached it)."""
+        retry = [t for t in self.failed if self.failures.get(t.trial_id, 0) < max_attempts]
+        given_up = [t for t in self.failed if self.failures.get(t.trial_id, 0) >= max_attempts]
+        return retry, given_up
+
+
+def _open_for_state(loose_count: int) -> Callable[[layout.RowFileName], bool]:
+    def should_open(parts: layout.RowFileName) -> bool:
+        # failed rows carry the error to show; done rows are read whole in small stores, else a 1/16 sample
+        # (by row id) gives wall times for the estimate without opening 30,000 files.
+        return parts.status == "failed" or loose_count < ALWAYS_OPEN_BELOW or parts.row_id.startswith("0")
+
+    return should_open
+
+
+def one_line(text: Any, limit: int = 200) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def sweep_state(sweep: Sweep, store_dir: Path | str) -> SweepState:
+    """Classify the sweep's trials by the store's rows."""
+    loose = len(layout.visible_files(layout.rows_dir(Path(store_dir))))
+    frame = read_store(store_dir, STATE_COLUMNS, flatten_scores=False, open_row_file=_open_for_state(loose))
+    ids = {p.trial.trial_id for p in sweep.trials}
+    mine = frame[frame["trial_id"].isin(ids)]
+    states = latest_state(mine)
+    state = SweepState()
+    for planned in sweep.trials:
+        trial = planned.trial
+        tid = trial.trial_id
+        if tid not in states.index:
+            state.pending.append(trial)
+            continue
+        row = states.loc[tid]
+        state.failures[tid] = int(row["failures"])
+        if row["state"] == "done":
+            state.done.append(trial)
+        else:
+            state.failed.append(trial)
+            error_type = row["error_type"] if isinstance(row["error_type"], str) else "Error"
+            state.errors[tid] = f"{error_type}: {one_line(row['error_message'])}"
+    state.timings = frame[(frame["status"] == "done") & frame["wall_time_s"].notna()][
+        ["student", "task", "wall_time_s"]
+    ]
+    return state
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """Estimated seconds to run some trials, from the store's wall times of done trials."""
+
+    seconds: float | None
+    timed_rows: int
+    basis: str
+
+    def to_dict(self) -> dict[str, Any]:
+        hours = None if self.seconds is None else round(self.seconds / 3600, 3)
+        return {"seconds": self.seconds, "hours": hours, "timed_rows": self.timed_rows, "basis": self.basis}
+
+
+def estimate_cost(trials: Iterable[Trial], timings: pd.DataFrame | None) -> CostEstimate:
+    """Sum over ``trials`` of the median wall time of done rows of the same (student, task), else of the same
+    student, else of all timed rows. None when the store has no timings."""
+    trials = list(trials)
+    if timings is None or timings.empty:
+        return CostEstimate(None, 0, "no timed rows in the store yet")
+    by_pair: dict[tuple[str, str], list[float]] = defaultdict(list)
+    by_student: dict[str, list[float]] = defaultdict(list)
+    every: list[float] = []
+    for student, task, seconds in zip(
+        timings["student"], timings["task"], timings["wall_time_s"], strict=True
+    ):
+        by_pair[(student, task)].append(float(seconds))
+        by_student[student].append(float(seconds))
+        every.append(float(seconds))
+    medians: dict[Any, float] = {}
+    total = 0.0
+    exact = 0
+    for trial in trials:
+        for key, source in (((trial.student, trial.task), by_pair), (trial.student, by_student), ("*", None)):
+            values = every if source is None else source.get(key)  # type: ignore[call-overload]
+            if values:
+                if key not in medians:
+                    medians[key] = statistics.median(values)
+                total += medians[key]
+                exact += key != "*" and isinstance(key, tuple)
+                break
+    basis = f"median wall time of {len(every)} done rows ({exact} of {len(trials)} trials matched by student and task)"
+    return CostEstimate(total, len(every), basis)

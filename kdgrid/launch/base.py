@@ -1,0 +1,83 @@
+"""The executor interface and the registry that builds one by name.
+
+An executor is any object with ``run(jobs, store_dir, *, sweep, study) -> None`` that runs every job (a list of
+trials sharing one teacher pass) through `kdgrid.launch.worker.run_job_to_store` (or an injected job function of
+the same signature) and returns when they have ended. Results go to the store, never through the return value.
+
+Settings carry the executor's prefix (``local_workers``, ``ray_gpus_per_job``, ``slurm_partition``), so one flat
+set of ``--set KEY=VALUE`` flags can reach any executor; an unknown key raises at once, naming the allowed ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from kdgrid.errors import ConfigError
+from kdgrid.trial import Trial
+
+# name -> (module, class); modules are imported only when their executor is asked for (Ray, submitit are heavy).
+EXECUTORS: dict[str, tuple[str, str]] = {
+    "local": ("kdgrid.launch.local", "LocalExecutor"),
+    "ray": ("kdgrid.launch.ray", "RayExecutor"),
+    "slurm": ("kdgrid.launch.slurm", "SlurmExecutor"),
+}
+# Keyword arguments an executor takes besides its prefixed settings.
+PLAIN_ARGUMENTS: dict[str, tuple[str, ...]] = {
+    "local": ("job_fn",),
+    "ray": ("job_fn",),
+    "slurm": ("job_fn", "profile", "wait", "log_dir", "poll_interval_s"),
+}
+
+
+@runtime_checkable
+class Executor(Protocol):
+    def run(self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str) -> None:
+        """Run every job; return when all have ended (their rows are in the store)."""
+        ...
+
+
+def import_job_fn(path: str) -> Any:
+    """The function named ``module:function`` (a job function with `run_job_to_store`'s signature)."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"job function {path!r}: write it as 'module:function'")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ConfigError(f"job function {path!r} cannot be imported: {error}") from None
+
+
+def get_executor(name: str, **settings: Any) -> Executor:
+    """Build the executor ``name`` (``local``, ``ray`` or ``slurm``) with its settings.
+
+    Raises:
+        ConfigError: an unknown executor, a setting of another executor (``slurm_partition`` given to ``local``)
+            or a setting the executor does not have (the executor names the allowed ones).
+    """
+    if name not in EXECUTORS:
+        raise ConfigError(f"unknown executor {name!r}; allowed: {', '.join(EXECUTORS)}")
+    foreign = sorted(
+        key for key in settings for other in EXECUTORS if other != name and key.startswith(f"{other}_")
+    )
+    if foreign:
+        raise ConfigError(
+            f"setting(s) {', '.join(foreign)} belong to another executor than {name!r}; "
+            f"{name} settings start with '{name}_'"
+        )
+    plain = set(PLAIN_ARGUMENTS[name])
+    unprefixed = sorted(k for k in settings if not k.startswith(f"{name}_") and k not in plain)
+    if unprefixed:
+        raise ConfigError(
+            f"executor {name!r}: setting(s) {', '.join(unprefixed)} must carry the prefix '{name}_' "
+            f"(e.g. {name}_{unprefixed[0]}); other arguments allowed: {', '.join(sorted(plain))}"
+        )
+    if isinstance(settings.get("job_fn"), str):
+        settings["job_fn"] = import_job_fn(settings["job_fn"])
+    module_name, class_name = EXECUTORS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"executor {name!r} is not available here: {error}") from None
+    return getattr(module, class_name)(**settings)

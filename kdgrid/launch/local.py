@@ -1,0 +1,320 @@
+"""The local executor (the default): jobs one after another in this process, or in a pool of worker processes.
+
+- ``local_workers`` = 0 (default): every job runs here, in order. A job function that raises gets failure rows
+  for the trials it left without one; the next job goes on.
+- ``local_workers`` = N >= 1: up to N jobs at once, each in its own fresh process (``local_start_method``,
+  default ``spawn``: safe with torch). A process that dies (SIGKILL, out of memory) costs only its own job: the
+  trials it had not finished get a failure row saying how the process ended, and ``kdgrid resume`` reruns them.
+- A progress bar shows trials done / failed / remaining and an ETA; it is computed from the rows appearing in
+  the store, so it counts exactly what ``kdgrid status`` will.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kdgrid.errors import ConfigError
+from kdgrid.grid.plan import checkpoint_dir_for
+from kdgrid.launch.settings import normalize_settings
+from kdgrid.store import layout
+from kdgrid.trial import Trial
+
+JobFn = Callable[..., None]
+
+PREFIX = "local_"
+LOCAL_SETTINGS: dict[str, str] = {
+    "workers": "jobs at once, each in its own process; 0 = one after another in this process (default 0)",
+    "start_method": "how worker processes start: spawn (default), forkserver or fork",
+    "threads": "torch threads per worker process (default: CPU cores / workers)",
+    "progress": "show a progress bar (default true)",
+    "poll_s": "seconds between two looks at the store and the workers (default 0.5)",
+}
+POLL_SECONDS = 0.5
+
+
+def _default_job_fn() -> JobFn:
+    from kdgrid.launch.worker import run_job_to_store
+
+    return run_job_to_store
+
+
+def _resolve_job_fn(job_fn: JobFn | str | None) -> JobFn:
+    """A callable, a ``module:function`` path, or None for `run_job_to_store`."""
+    if job_fn is None:
+        return _default_job_fn()
+    if callable(job_fn):
+        return job_fn
+    from kdgrid.launch.base import import_job_fn
+
+    return import_job_fn(str(job_fn))
+
+
+def _run_in_child(
+    job_fn: JobFn,
+    trials: list[Trial],
+    store: str,
+    sweep: str,
+    study: str,
+    checkpoint_dir: str,
+    threads: int | None,
+) -> None:
+    """A worker process's whole life: limit torch's threads (cores are shared), run one job."""
+    if threads:
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        if job_fn is _default_job_fn():
+            import torch
+
+            torch.set_num_threads(threads)
+    job_fn(trials, Path(store), sweep=sweep, study=study, checkpoint_dir=Path(checkpoint_dir))
+
+
+def _exit_reason(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"the worker process was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"the worker process was killed by signal {-exitcode}"
+    return f"the worker process exited with status {exitcode} before writing a row for this trial"
+
+
+@dataclass
+class RunSummary:
+    """Trials of the last `run`: done, failed (a failed row from this run and no done row), without a row."""
+
+    done: int = 0
+    failed: int = 0
+    missing: int = 0
+    seconds: float = 0.0
+
+
+class _StoreWatch:
+    """Which of this run's trials have a row written since the run began (per-trial files are listed, not read)."""
+
+    def __init__(self, store: Path, trial_ids: set[str]) -> None:
+        self.folder = layout.rows_dir(store)
+        self.trial_ids = trial_ids
+        self.before = set(os.listdir(self.folder)) if self.folder.is_dir() else set()
+        self.done: set[str] = set()
+        self.failed: set[str] = set()
+
+    def refresh(self) -> None:
+        if not self.folder.is_dir():
+            return
+        for name in set(os.listdir(self.folder)) - self.before:
+            parts = layout.RowFileName.parse(name)
+            if parts is None or parts.trial_id not in self.trial_ids:
+                continue
+            (self.done if parts.status == "done" else self.failed).add(parts.trial_id)
+        self.failed -= self.done
+
+    def reported(self) -> set[str]:
+        return self.done | self.failed
+
+
+class LocalExecutor:
+    """Run jobs on this machine. Settings: `LOCAL_SETTINGS` (prefix ``local_``, which may be left out).
+
+    Args:
+        job_fn: what each job runs (a callable or ``module:function``); default
+            `kdgrid.launch.worker.run_job_to_store`. With workers it must be importable by reference.
+    """
+
+    name = "local"
+
+    def __init__(self, *, job_fn: JobFn | str | None = None, **settings: Any) -> None:
+        given = normalize_settings(
+            settings, prefix=PREFIX, allowed=list(LOCAL_SETTINGS), source="local executor"
+        )
+        self.job_fn = _resolve_job_fn(job_fn)
+        self.workers = given.get("workers", 0)
+        self.start_method = given.get("start_method", "spawn")
+        self.threads = given.get("threads")
+        self.progress = given.get("progress", True)
+        self.poll_s = float(given.get("poll_s", POLL_SECONDS))
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
+            raise ConfigError(f"{PREFIX}workers: expected a whole number >= 0, got {self.workers!r}")
+        if self.start_method not in multiprocessing.get_all_start_methods():
+            raise ConfigError(
+                f"{PREFIX}start_method: {self.start_method!r} is not available; allowed: "
+                f"{', '.join(multiprocessing.get_all_start_methods())}"
+            )
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise ConfigError(f"{PREFIX}threads: expected a whole number >= 1, got {self.threads!r}")
+        if not isinstance(self.progress, bool):
+            raise ConfigError(f"{PREFIX}progress: expected true or false, got {self.progress!r}")
+        self.summary = RunSummary()
+
+    def run(self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str | None = None) -> None:
+        """Run every job; return when all have ended. Each trial ends with a row in the store."""
+        jobs = [list(job) for job in jobs if job]
+        store = Path(store_dir)
+        layout.rows_dir(store).mkdir(parents=True, exist_ok=True)
+        trial_ids = {t.trial_id for job in jobs for t in job}
+        watch = _StoreWatch(store, trial_ids)
+        started = time.monotonic()
+        with _ProgressBar(
+            len(trial_ids), enabled=self.progress and bool(jobs), title=f"{sweep}/{study or ''}"
+        ) as bar:
+            if self.workers == 0:
+                self._run_here(jobs, store, sweep, study or "", watch, bar)
+            else:
+                self._run_pool(jobs, store, sweep, study or "", watch, bar)
+            watch.refresh()
+            bar.update(len(watch.done), len(watch.failed))
+        self.summary = RunSummary(
+            done=len(watch.done),
+            failed=len(watch.failed),
+            missing=len(trial_ids - watch.reported()),
+            seconds=time.monotonic() - started,
+        )
+
+    def _fail_unreported(
+        self,
+        job: list[Trial],
+        store: Path,
+        sweep: str,
+        study: str,
+        watch: _StoreWatch,
+        error_type: str,
+        message: str,
+        traceback_text: str | None = None,
+    ) -> None:
+        from kdgrid.store.write import failure_result, write_result
+
+        watch.refresh()
+        for trial in job:
+            if trial.trial_id not in watch.reported():
+                result = failure_result(
+                    trial, error_type=error_type, message=message, traceback_text=traceback_text
+                )
+                write_result(store, result, sweep=sweep, study=study)
+        watch.refresh()
+
+    def _run_here(
+        self,
+        jobs: list[list[Trial]],
+        store: Path,
+        sweep: str,
+        study: str,
+        watch: _StoreWatch,
+        bar: _ProgressBar,
+    ) -> None:
+        import traceback
+
+        for job in jobs:
+            try:
+                self.job_fn(
+                    job, store, sweep=sweep, study=study, checkpoint_dir=checkpoint_dir_for(store, job)
+                )
+            except Exception as error:
+                self._fail_unreported(
+                    job, store, sweep, study, watch, type(error).__name__, str(error), traceback.format_exc()
+                )
+            watch.refresh()
+            bar.update(len(watch.done), len(watch.failed))
+
+    def _run_pool(
+        self,
+        jobs: list[list[Trial]],
+        store: Path,
+        sweep: str,
+        study: str,
+        watch: _StoreWatch,
+        bar: _ProgressBar,
+    ) -> None:
+        context = multiprocessing.get_context(self.start_method)
+        threads = self.threads or max(1, (os.cpu_count() or 1) // self.workers)
+        waiting = list(jobs)
+        running: list[tuple[Any, list[Trial]]] = []
+        try:
+            while waiting or running:
+                while waiting and len(running) < self.workers:
+                    job = waiting.pop(0)
+                    args = (
+                        self.job_fn,
+                        job,
+                        str(store),
+                        sweep,
+                        study,
+                        str(checkpoint_dir_for(store, job)),
+                        threads,
+                    )
+                    process = context.Process(target=_run_in_child, args=args, daemon=False)
+                    process.start()
+                    running.append((process, job))
+                time.sleep(self.poll_s)
+                still: list[tuple[Any, list[Trial]]] = []
+                for process, job in running:
+                    if process.is_alive():
+                        still.append((process, job))
+                        continue
+                    process.join()
+                    if process.exitcode != 0:
+                        self._fail_unreported(
+                            job, store, sweep, study, watch, "WorkerDied", _exit_reason(process.exitcode)
+                        )
+                running = still
+                watch.refresh()
+                bar.update(len(watch.done), len(watch.failed))
+        finally:
+            for process, _ in running:  # interrupted: stop our own workers, by their pids
+                process.terminate()
+                process.join(timeout=10)
+
+
+class _ProgressBar:
+    """A rich progress bar of trials: done / failed / remaining, elapsed time and an ETA."""
+
+    def __init__(self, total: int, *, enabled: bool, title: str) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.title = title
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> _ProgressBar:
+        if self.enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn(
+                    "[green]done {task.fields[done]}[/] [red]failed {task.fields[failed]}[/] "
+                    "remaining {task.fields[remaining]}"
+                ),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(
+                self.title, total=self.total, done=0, failed=0, remaining=self.total
+            )
+        return self
+
+    def update(self, done: int, failed: int) -> None:
+        if self._progress is not None:
+            finished = done + failed
+            self._progress.update(
+                self._task, completed=finished, done=done, failed=failed, remaining=self.total - finished
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()

@@ -1,0 +1,68 @@
+"""What every executor runs for one job: the core's `run_job`, each result written to the store as it finishes.
+
+`run_job_to_store` is a module-level function (picklable by reference), so a local process pool, a Ray actor and
+a SLURM array task all call the same code. If `run_job` itself crashes (the teacher cannot be loaded, a bug),
+every trial of the job without a row from this call gets a failure row carrying the error, so ``kdgrid status``
+shows why and ``kdgrid resume`` retries them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kdgrid.result import TrialResult
+from kdgrid.trial import Trial
+
+
+def run_job(trials: list[Trial], **kwargs: Any) -> list[TrialResult]:
+    """`kdgrid.core.train.run_job`, imported when first called (tests replace this name with a fake)."""
+    from kdgrid.core.train import run_job as core_run_job
+
+    return core_run_job(trials, **kwargs)
+
+
+def run_job_to_store(
+    trials: list[Trial],
+    store_dir: Path | str,
+    *,
+    sweep: str,
+    study: str | None = None,
+    checkpoint_dir: Path | str | None = None,
+) -> None:
+    """Run one job (trials sharing one teacher pass) and write one row per trial into the store.
+
+    Rows are written as each trial finishes (``on_result``), so a job killed half-way keeps what it finished.
+    A result `run_job` returns without having reported it is written afterwards; a crash of `run_job` writes
+    failure rows for the trials that have none yet. Nothing is raised for a failed trial: the row says it.
+    """
+    from kdgrid.store.write import failure_result, write_result
+
+    store = Path(store_dir)
+    study_name = study or ""
+    written: set[str] = set()
+
+    def write(result: TrialResult) -> None:
+        write_result(store, result, sweep=sweep, study=study_name)
+        written.add(result.trial.trial_id)
+
+    checkpoints = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    if checkpoints is not None:
+        checkpoints.mkdir(parents=True, exist_ok=True)
+    try:
+        results = run_job(list(trials), checkpoint_dir=checkpoints, on_result=write)
+    except Exception as error:  # the whole job failed: record it on every trial still without a row
+        for trial in trials:
+            if trial.trial_id not in written:
+                write(failure_result(trial, error))
+        return
+    for result in results or []:
+        if result.trial.trial_id not in written:
+            write(result)
+    for trial in trials:  # a core that forgot a trial must not make it look pending forever
+        if trial.trial_id not in written:
+            write(
+                failure_result(
+                    trial, error_type="MissingResult", message="run_job returned no result for this trial"
+                )
+            )

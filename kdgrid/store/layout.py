@@ -1,0 +1,92 @@
+"""Where things live inside a store directory, and how a per-trial file is named.
+
+```
+<store>/
+  rows/<trial_id>.<status>.<row_id>.parquet   one file per attempt, written by the worker that ran it
+  compacted/part-<utc>-<uuid>.parquet         many rows each, written by `compact`
+  _checkpoints/<group hash>/                  epoch checkpoints of running jobs (not results)
+```
+
+A file is first written under a name starting with ``.`` in its final folder and then renamed (atomic on POSIX
+and NFS within one folder); readers skip names starting with ``.`` or ``_``, so they never see half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+ROWS_DIR = "rows"
+COMPACTED_DIR = "compacted"
+CHECKPOINTS_DIR = "_checkpoints"
+SUFFIX = ".parquet"
+TMP_PREFIX = ".tmp-"
+
+
+@dataclass(frozen=True)
+class RowFileName:
+    """The parts of a per-trial file's name: ``<trial_id>.<status>.<row_id>.parquet``."""
+
+    trial_id: str
+    status: str
+    row_id: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.trial_id}.{self.status}.{self.row_id}{SUFFIX}"
+
+    @classmethod
+    def parse(cls, name: str) -> RowFileName | None:
+        """The parts of a name, or None for a name that is not a per-trial file."""
+        if not name.endswith(SUFFIX) or name.startswith((".", "_")):
+            return None
+        parts = name[: -len(SUFFIX)].split(".")
+        if len(parts) != 3 or not all(parts):
+            return None
+        return cls(*parts)
+
+
+def rows_dir(store: Path) -> Path:
+    return Path(store) / ROWS_DIR
+
+
+def compacted_dir(store: Path) -> Path:
+    return Path(store) / COMPACTED_DIR
+
+
+def checkpoints_dir(store: Path) -> Path:
+    return Path(store) / CHECKPOINTS_DIR
+
+
+def new_row_id() -> str:
+    return uuid.uuid4().hex
+
+
+def visible_files(folder: Path) -> list[Path]:
+    """The finished Parquet files of a folder (temporary and hidden names skipped), sorted by name."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    return [folder / n for n in sorted(names) if n.endswith(SUFFIX) and not n.startswith((".", "_"))]
+
+
+def temporary_path(final: Path) -> Path:
+    """A unique hidden name beside ``final`` (same folder, so the rename is atomic)."""
+    return final.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex}-{final.name}")
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable; a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,235 @@
+"""Reading the store back: the whole store as one DataFrame, tidy scores, and each trial's latest state.
+
+Exactly once: rows are immutable and carry a unique ``row_id``; a reader drops repeated row ids (a crashed or
+concurrent compaction can leave a row in two files for a while) and re-reads when a file it listed was removed
+under it (a compaction finished meanwhile), so every row is seen exactly once. See `kdgrid.store.compact`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from kdgrid.errors import KdgridError
+from kdgrid.store import layout
+from kdgrid.store.schema import NAME_COLUMNS, SCHEMA
+
+MAX_READ_ATTEMPTS = 20
+
+
+class StoreBusyError(KdgridError):
+    """The store kept changing under a reader (files removed between listing and reading) for too long."""
+
+
+def _listing(store: Path) -> tuple[list[Path], list[Path]]:
+    # rows/ before compacted/: a compaction renames its merged file into compacted/ before it deletes the
+    # originals from rows/, so a row missing from this rows/ listing is in the later compacted/ listing.
+    return layout.visible_files(layout.rows_dir(store)), layout.visible_files(layout.compacted_dir(store))
+
+
+def _schema_for(columns: Iterable[str] | None) -> pa.Schema:
+    if columns is None:
+        return SCHEMA
+    wanted = set(columns)
+    unknown = wanted - set(SCHEMA.names)
+    if unknown:
+        raise KdgridError(
+            f"unknown store column(s) {sorted(unknown)}; the columns are {', '.join(SCHEMA.names)}"
+        )
+    return pa.schema([f for f in SCHEMA if f.name in wanted])
+
+
+def _rows_from_names(paths: list[Path], schema: pa.Schema) -> pa.Table:
+    parts = [layout.RowFileName.parse(p.name) for p in paths]
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    for part in parts:
+        if part is None:
+            continue
+        for name in schema.names:
+            columns[name].append(getattr(part, name) if name in NAME_COLUMNS else None)
+    return pa.table(
+        {name: pa.array(values, type=schema.field(name).type) for name, values in columns.items()}
+    )
+
+
+def _read_files(paths: list[Path], schema: pa.Schema) -> pa.Table:
+    if not paths:
+        return schema.empty_table()
+    # An explicit schema: files written by an older schema version get nulls for the columns they lack.
+    dataset = ds.dataset([str(p) for p in paths], format="parquet", schema=schema)
+    return dataset.to_table(columns=schema.names)
+
+
+def read_table(
+    store_dir: Path | str,
+    columns: Iterable[str] | None = None,
+    *,
+    open_row_file: Callable[[layout.RowFileName], bool] | None = None,
+) -> pa.Table:
+    """The store as one Arrow table, each row exactly once.
+
+    Args:
+        columns: the columns to read (default all). When they are only ``trial_id`` / ``status`` / ``row_id``,
+            per-trial files are not opened at all: their names carry these.
+        open_row_file: given a per-trial file's name parts, whether to open it; a file not opened contributes
+            its name columns and nulls. Lets ``status`` open only the failed rows of a store of 30,000 files.
+    """
+    store = Path(store_dir)
+    schema = _schema_for(columns)
+    if columns is not None and "row_id" not in schema.names:
+        schema = schema.append(SCHEMA.field("row_id"))
+    names_only = set(schema.names) <= NAME_COLUMNS
+    for _ in range(MAX_READ_ATTEMPTS):
+        loose, compacted = _listing(store)
+        try:
+            if names_only:
+                opened, by_name = [], loose
+            elif open_row_file is None:
+                opened, by_name = loose, []
+            else:
+                opened, by_name = [], []
+                for path in loose:
+                    parts = layout.RowFileName.parse(path.name)
+                    (opened if parts is not None and open_row_file(parts) else by_name).append(path)
+            tables = [_rows_from_names(by_name, schema), _read_files(opened + compacted, schema)]
+        except FileNotFoundError:
+            continue  # a compaction removed a file we listed; its rows are in a new file now
+        now_loose, now_compacted = _listing(store)
+        if set(loose) <= set(now_loose) and set(compacted) <= set(now_compacted):
+            table = pa.concat_tables(tables).combine_chunks()
+            return _drop_repeated_rows(table)
+    raise StoreBusyError(f"the store {store} kept changing while being read; try again")
+
+
+def _drop_repeated_rows(table: pa.Table) -> pa.Table:
+    row_ids = table.column("row_id").to_pylist()
+    seen: set[str] = set()
+    keep: list[int] = []
+    for index, row_id in enumerate(row_ids):
+        if row_id not in seen:
+            seen.add(row_id)
+            keep.append(index)
+    if len(keep) == len(row_ids):
+        return table
+    return table.take(pa.array(keep, type=pa.int64()))
+
+
+def _flatten_scores(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add one column per (kind, dev set, metric): ``best/validation/accuracy``, ``last/validation/accuracy``."""
+    new: dict[str, list[float | None]] = {}
+    for kind, column in (("best", "scores_json"), ("last", "last_scores_json")):
+        if column not in frame.columns:
+            continue
+        parsed = [json.loads(text) if isinstance(text, str) else {} for text in frame[column]]
+        for index, scores in enumerate(parsed):
+            for dev_set, metrics in scores.items():
+                for metric, value in metrics.items():
+                    key = f"{kind}/{dev_set}/{metric}"
+                    if key not in new:
+                        new[key] = [None] * len(frame)
+                    new[key][index] = value
+    if not new:
+        return frame
+    extra = pd.DataFrame({k: pd.array(v, dtype="Float64") for k, v in sorted(new.items())}, index=frame.index)
+    return pd.concat([frame, extra], axis=1)
+
+
+def read_store(
+    store_dir: Path | str,
+    columns: Iterable[str] | None = None,
+    *,
+    flatten_scores: bool = True,
+    open_row_file: Callable[[layout.RowFileName], bool] | None = None,
+) -> pd.DataFrame:
+    """The whole store as one DataFrame: one row per attempt (done or failed), each exactly once.
+
+    Columns are `kdgrid.store.schema.COLUMNS`; with ``flatten_scores`` (default) also one nullable float column
+    per score, named ``best/<dev_set>/<metric>`` and ``last/<dev_set>/<metric>``. An empty or missing store
+    gives an empty frame with the schema's columns.
+    """
+    table = read_table(store_dir, columns, open_row_file=open_row_file)
+    frame = table.to_pandas(types_mapper=_nullable_types)
+    if flatten_scores:
+        frame = _flatten_scores(frame)
+    return frame
+
+
+def _nullable_types(arrow_type: pa.DataType) -> Any:
+    # Nullable pandas dtypes keep integer columns (best_epoch, relation_heads) integers when some are null.
+    if pa.types.is_integer(arrow_type):
+        return pd.Int64Dtype()
+    if pa.types.is_boolean(arrow_type):
+        return pd.BooleanDtype()
+    if pa.types.is_floating(arrow_type):
+        return pd.Float64Dtype()
+    return None
+
+
+def scores_long(df: pd.DataFrame) -> pd.DataFrame:
+    """Tidy scores of the done trials: columns ``trial_id, dev_set, metric, value, kind`` (kind ``best`` = at the
+    best epoch, ``last`` = after the last epoch). A trial with several done rows contributes its latest one."""
+    done = _latest_done_rows(df)
+    records: list[tuple[str, str, str, float, str]] = []
+    for trial_id, best, last in zip(
+        done["trial_id"], done["scores_json"], done["last_scores_json"], strict=True
+    ):
+        for kind, text in (("best", best), ("last", last)):
+            if not isinstance(text, str):
+                continue
+            for dev_set, metrics in json.loads(text).items():
+                for metric, value in metrics.items():
+                    records.append((trial_id, dev_set, metric, float(value), kind))
+    return pd.DataFrame.from_records(records, columns=["trial_id", "dev_set", "metric", "value", "kind"])
+
+
+def _order_by_time(df: pd.DataFrame) -> pd.DataFrame:
+    if "written_at" in df.columns:
+        return df.assign(_order=range(len(df))).sort_values(["written_at", "_order"], na_position="first")
+    return df
+
+
+def _latest_done_rows(df: pd.DataFrame) -> pd.DataFrame:
+    done = _order_by_time(df[df["status"] == "done"])
+    return done.drop_duplicates("trial_id", keep="last")
+
+
+def latest_state(df: pd.DataFrame) -> pd.DataFrame:
+    """Each trial's state, indexed by ``trial_id``.
+
+    Columns: ``state`` (``done`` if any attempt is done - done wins over failed - else ``failed``), ``attempts``
+    (rows of this trial), ``failures`` (failed rows), ``error_type`` / ``error_message`` (of its latest failed
+    attempt, when the frame has them; null for done trials) and ``row_id`` (the row that decided the state:
+    the latest done row, else the latest failed row).
+    """
+    columns = ["state", "attempts", "failures", "error_type", "error_message", "row_id"]
+    if df.empty:
+        return pd.DataFrame(columns=columns, index=pd.Index([], name="trial_id"))
+    ordered = _order_by_time(df)
+    attempts = ordered.groupby("trial_id").size()
+    failures = (ordered["status"] == "failed").groupby(ordered["trial_id"]).sum()
+    latest_failed = ordered[ordered["status"] == "failed"].drop_duplicates("trial_id", keep="last")
+    latest_failed = latest_failed.set_index("trial_id")
+    latest_done = (
+        ordered[ordered["status"] == "done"].drop_duplicates("trial_id", keep="last").set_index("trial_id")
+    )
+    state = pd.DataFrame(index=attempts.index)
+    state["state"] = ["done" if t in latest_done.index else "failed" for t in state.index]
+    state["attempts"] = attempts.astype(int)
+    state["failures"] = failures.reindex(state.index).fillna(0).astype(int)
+    for column in ("error_type", "error_message"):
+        values = latest_failed[column] if column in latest_failed.columns else pd.Series(dtype=object)
+        state[column] = [
+            None if s == "done" else values.get(t) for t, s in zip(state.index, state["state"], strict=True)
+        ]
+    state["row_id"] = [
+        latest_done.at[t, "row_id"] if s == "done" else latest_failed.at[t, "row_id"]
+        for t, s in zip(state.index, state["state"], strict=True)
+    ]
+    state.index.name = "trial_id"
+    return state[columns]

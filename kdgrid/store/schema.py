@@ -1,0 +1,101 @@
+"""The row schema of the results store: one row per attempt of a trial, done or failed.
+
+Every `Trial` field is its own column (so pandas can filter on ``student`` or ``temperature`` directly). Nested
+results (scores per dev set and metric, the per-epoch curve, loss terms, weights, layer pairs, package versions)
+are JSON text columns: their keys differ between tasks, and one fixed Arrow schema for every file is what lets
+30,000 files from different tasks, machines and code versions be read back as one dataset. `read_store` expands
+the scores into flat columns and `scores_long` into a tidy table.
+
+Bump `SCHEMA_VERSION` when a column changes meaning or type; readers fill columns a file lacks with nulls.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+STATUSES = ("done", "failed")
+
+# Identity and bookkeeping: which trial, which attempt, which sweep/study wrote it.
+_IDENTITY = [
+    pa.field("schema_version", pa.int16()),
+    pa.field("row_id", pa.string()),  # uuid4 hex of this attempt; readers drop duplicate row ids
+    pa.field("trial_id", pa.string()),
+    pa.field("sweep", pa.string()),
+    pa.field("study", pa.string()),
+    pa.field("status", pa.string()),
+    pa.field("trial_json", pa.string()),  # the canonical JSON the id hashes: `Trial.from_dict` round trip
+]
+
+# Every Trial field, in `Trial`'s order. `beta` is a float or "auto": a float column plus a flag.
+_CONFIG = [
+    pa.field("task", pa.string()),
+    pa.field("teacher", pa.string()),
+    pa.field("student", pa.string()),
+    pa.field("init", pa.string()),
+    pa.field("init_from", pa.string()),
+    pa.field("knowledge", pa.list_(pa.string())),
+    pa.field("strategy", pa.string()),
+    pa.field("beta", pa.float64()),  # null when beta_auto
+    pa.field("beta_auto", pa.bool_()),
+    pa.field("soft_weight", pa.float64()),
+    pa.field("temperature", pa.float64()),
+    pa.field("alpha", pa.float64()),
+    pa.field("lr", pa.float64()),
+    pa.field("batch_size", pa.int64()),
+    pa.field("max_length", pa.int64()),
+    pa.field("epochs", pa.int64()),
+    pa.field("warmup_ratio", pa.float64()),
+    pa.field("weight_decay", pa.float64()),
+    pa.field("seed", pa.int64()),
+    pa.field("projection", pa.string()),
+    pa.field("relation_heads", pa.int64()),
+    pa.field("max_train_samples", pa.int64()),
+    pa.field("options_json", pa.string()),
+]
+
+# Derived facts about the configuration: the student's shape and the resolved layer pairs.
+_DERIVED = [
+    pa.field("student_layers", pa.int64()),
+    pa.field("student_width", pa.int64()),
+    pa.field("student_heads", pa.int64()),
+    pa.field("student_ffn", pa.int64()),
+    pa.field("student_params", pa.int64()),
+    pa.field("student_flops", pa.int64()),
+    pa.field("layer_pairs_json", pa.string()),  # [[student_layer, teacher_layer], ...]
+]
+
+# What the trial produced.
+_OUTCOME = [
+    pa.field("scores_json", pa.string()),  # {dev_set: {metric: value}} at the best epoch
+    pa.field("last_scores_json", pa.string()),  # the same after the last epoch
+    pa.field("best_epoch", pa.int64()),
+    pa.field("curve_json", pa.string()),  # [{"epoch", "scores", "loss_terms"}, ...]
+    pa.field("loss_terms_json", pa.string()),  # {term: mean over the last epoch}
+    pa.field("weights_json", pa.string()),  # {term: weight}, auto weights as calibrated
+    pa.field("extra_json", pa.string()),
+    pa.field("error_type", pa.string()),
+    pa.field("error_message", pa.string()),
+    pa.field("traceback", pa.string()),
+]
+
+# Where and when it ran.
+_PROVENANCE = [
+    pa.field("wall_time_s", pa.float64()),
+    pa.field("device", pa.string()),
+    pa.field("started_at", pa.string()),  # ISO-8601 UTC
+    pa.field("ended_at", pa.string()),
+    pa.field("written_at", pa.string()),
+    pa.field("host", pa.string()),
+    pa.field("pid", pa.int64()),
+    pa.field("git_commit", pa.string()),
+    pa.field("kdgrid_version", pa.string()),
+    pa.field("package_versions_json", pa.string()),  # {"torch": "...", "transformers": "...", ...}
+]
+
+SCHEMA = pa.schema(_IDENTITY + _CONFIG + _DERIVED + _OUTCOME + _PROVENANCE)
+COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
+
+# Columns a reader can learn from a per-trial file's name alone, without opening it (see `kdgrid.store.layout`).
+NAME_COLUMNS: frozenset[str] = frozenset({"trial_id", "status", "row_id"})

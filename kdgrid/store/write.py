@@ -1,0 +1,157 @@
+"""Writing rows: one Parquet file per finished (or failed) attempt of a trial, atomically.
+
+The file is written under a hidden temporary name in its final folder, flushed to disk, and renamed; a crash at
+any instant leaves either the whole row or no row. Names are unique per attempt (the row id is a uuid4), so
+any number of concurrent writers (SLURM array tasks on a shared filesystem) never touch each other's files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kdgrid.result import TrialResult
+from kdgrid.store import layout, provenance
+from kdgrid.store.schema import SCHEMA, SCHEMA_VERSION, STATUSES
+from kdgrid.trial import Trial
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _student_shape_columns(student: str) -> dict[str, int | None]:
+    """The student's layers / width / heads / ffn, or nulls when the name cannot be parsed (a failed trial may
+    have failed for exactly that reason)."""
+    try:
+        from kdgrid.core.models import student_shape
+
+        shape = student_shape(student)
+    except Exception:
+        return {"student_layers": None, "student_width": None, "student_heads": None, "student_ffn": None}
+    return {
+        "student_layers": shape.layers,
+        "student_width": shape.width,
+        "student_heads": shape.heads,
+        "student_ffn": shape.ffn,
+    }
+
+
+def trial_columns(trial: Trial) -> dict[str, Any]:
+    """Every Trial field as its own column (see `kdgrid.store.schema`)."""
+    config = trial.to_dict()
+    beta = config.pop("beta")
+    config["beta_auto"] = isinstance(beta, str)
+    config["beta"] = None if isinstance(beta, str) else float(beta)
+    config["options_json"] = _json(config.pop("options"))
+    config["knowledge"] = list(trial.knowledge)
+    return config
+
+
+def result_row(result: TrialResult, *, sweep: str, study: str, row_id: str | None = None) -> dict[str, Any]:
+    """The store row of a result: identity, every config field, derived shape, outcome and provenance."""
+    if result.status not in STATUSES:
+        raise ValueError(f"result status {result.status!r} is not one of {STATUSES}")
+    trial = result.trial
+    row: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "row_id": row_id or layout.new_row_id(),
+        "trial_id": trial.trial_id,
+        "sweep": sweep,
+        "study": study,
+        "status": result.status,
+        "trial_json": trial.canonical_json(),
+        **trial_columns(trial),
+        **_student_shape_columns(trial.student),
+        "student_params": result.student_params,
+        "student_flops": result.student_flops,
+        "layer_pairs_json": _json([list(pair) for pair in result.layer_pairs]),
+        "scores_json": _json(result.scores),
+        "last_scores_json": _json(result.last_scores),
+        "best_epoch": result.best_epoch,
+        "curve_json": _json(result.curve),
+        "loss_terms_json": _json(result.loss_terms),
+        "weights_json": _json(result.weights),
+        "extra_json": _json(result.extra),
+        "error_type": result.error_type,
+        "error_message": result.error_message,
+        "traceback": result.traceback,
+        "wall_time_s": result.wall_time_s,
+        "device": result.device,
+        "started_at": result.started_at,
+        "ended_at": result.ended_at,
+        "written_at": _utc_now(),
+        "host": provenance.host_name(),
+        "pid": os.getpid(),
+        "git_commit": provenance.git_commit(),
+        "kdgrid_version": provenance.package_versions().get("kdgrid"),
+        "package_versions_json": _json(provenance.package_versions()),
+    }
+    return row
+
+
+def write_table_atomically(table: pa.Table, final: Path) -> Path:
+    """Write ``table`` to ``final`` through a hidden temporary file, fsync, rename. Returns ``final``."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = layout.temporary_path(final)
+    try:
+        with open(tmp, "wb") as handle:
+            pq.write_table(table, handle, compression="zstd")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    layout.fsync_dir(final.parent)
+    return final
+
+
+def write_result(store_dir: Path | str, result: TrialResult, *, sweep: str, study: str) -> Path:
+    """Write one result as its own Parquet file under ``<store>/rows/``; returns the file's path.
+
+    Failed results are rows too (status ``failed`` with error type, message and traceback).
+    """
+    row = result_row(result, sweep=sweep, study=study)
+    table = pa.Table.from_pylist([row], schema=SCHEMA)
+    name = layout.RowFileName(row["trial_id"], row["status"], row["row_id"]).name
+    return write_table_atomically(table, layout.rows_dir(Path(store_dir)) / name)
+
+
+def failure_result(
+    trial: Trial,
+    error: BaseException | None = None,
+    *,
+    error_type: str | None = None,
+    message: str | None = None,
+    traceback_text: str | None = None,
+) -> TrialResult:
+    """A failed `TrialResult` for a trial that produced none (its job crashed, its worker was killed)."""
+    import traceback as tb
+
+    if error is not None:
+        error_type = error_type or type(error).__name__
+        message = message or str(error)
+        traceback_text = traceback_text or "".join(
+            tb.format_exception(type(error), error, error.__traceback__)
+        )
+    now = _utc_now()
+    return TrialResult(
+        trial=trial,
+        status="failed",
+        error_type=error_type or "Error",
+        error_message=message or "",
+        traceback=traceback_text,
+        started_at=now,
+        ended_at=now,
+    )

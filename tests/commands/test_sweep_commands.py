@@ -1,0 +1,163 @@
+"""plan / run / status / resume / store compact against a real store, with fake jobs (no training)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kdgrid.cli import app, main
+from kdgrid.store import latest_state, read_store
+
+FAKE = [
+    "--set",
+    "job_fn=kdgrid.launch.testing:job_to_store",
+    "--set",
+    "local_progress=false",
+    "--no-preflight",
+]
+
+
+def sweep_file(tmp_path: Path, *extra: dict) -> Path:
+    """7 trials in two studies (6 + 1), plus ``extra`` trials in the second; every start is logged."""
+    log = str(tmp_path / "starts.log")
+    for entry in extra:
+        entry.setdefault("options", {}).setdefault("test_log", log)
+    spec = {
+        "name": "cli-test",
+        "fixed": {"teacher": "bert-base", "student": "bert-tiny", "options": {"test_log": log}},
+        "studies": {
+            "grid": {"axes": {"task": ["rte", "mrpc"], "temperature": [1, 2, 4]}},
+            "extra": {"include": [{"task": "rte", "temperature": 8}, *extra]},
+        },
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(json.dumps(spec))  # JSON is YAML
+    return path
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.output
+
+
+def as_json(*args: str) -> dict:
+    code, out = invoke(*args, "--json")
+    assert code == 0, out
+    return json.loads(out)
+
+
+def starts(tmp_path: Path) -> list[str]:
+    log = tmp_path / "starts.log"
+    if not log.exists():
+        return []
+    # kdgrid.launch.testing logs "start <trial id> <pid> <time>" (and "end ...") per trial
+    return [line.split()[1] for line in log.read_text().splitlines() if line.startswith("start ")]
+
+
+def test_plan_run_status_and_a_second_run_that_does_nothing(tmp_path: Path) -> None:
+    sweep, store = sweep_file(tmp_path), tmp_path / "store"
+    plan = as_json("plan", sweep, "--store", store)
+    assert (plan["trials"], plan["jobs"], plan["done"], plan["failed"], plan["pending"]) == (7, 3, 0, 0, 7)
+    assert plan["studies"] == {"grid": 6, "extra": 1} and plan["estimate"]["seconds"] is None
+
+    code, out = invoke("run", sweep, "--store", store, *FAKE)
+    assert code == 0, out
+    assert len(starts(tmp_path)) == 7
+    status = as_json("status", sweep, "--store", store)
+    assert (status["done"], status["failed"], status["pending"], status["failed_trials"]) == (7, 0, 0, [])
+    assert as_json("plan", sweep, "--store", store)["estimate"]["timed_rows"] == 7
+
+    code, out = invoke("run", sweep, "--store", store, *FAKE)
+    assert code == 0 and "running 0" in out
+    assert len(starts(tmp_path)) == 7  # run never repeats a done trial
+    frame = read_store(store)
+    assert (
+        len(frame) == 7 and set(frame["study"]) == {"grid", "extra"} and set(frame["sweep"]) == {"cli-test"}
+    )
+
+
+def test_failed_trials_are_reported_and_resume_respects_max_attempts(tmp_path: Path) -> None:
+    bad = {"task": "mrpc", "temperature": 8, "options": {"test_raise": "loss went NaN\nat step 3"}}
+    sweep, store = sweep_file(tmp_path, bad), tmp_path / "store"
+    code, out = invoke("run", sweep, "--store", store, *FAKE)
+    assert code == 1 and "failed" in out
+    status = as_json("status", sweep, "--store", store)
+    assert (status["done"], status["failed"], status["pending"]) == (7, 1, 0)
+    [failed] = status["failed_trials"]
+    assert failed["error"] == "RuntimeError: loss went NaN at step 3" and failed["attempts"] == 1
+    code, out = invoke("status", sweep, "--store", store)
+    assert f"failed {failed['trial_id']} [extra] attempts=1: RuntimeError: loss went NaN at step 3" in out
+
+    assert invoke("run", sweep, "--store", store, *FAKE)[0] == 0  # run leaves failed trials to resume
+    assert len(starts(tmp_path)) == 8
+    code, _ = invoke("resume", sweep, "--store", store, "--max-attempts", "2", *FAKE)
+    assert code == 1 and len(starts(tmp_path)) == 9 and starts(tmp_path)[-1] == failed["trial_id"]
+    code, out = invoke("resume", sweep, "--store", store, "--max-attempts", "2", *FAKE)
+    assert code == 0 and "reached --max-attempts 2" in out and len(starts(tmp_path)) == 9
+    assert as_json("status", sweep, "--store", store)["failed_trials"][0]["attempts"] == 2
+
+
+def test_a_killed_worker_then_resume_completes_exactly_the_missing_trials(tmp_path: Path) -> None:
+    marker = tmp_path / "killed"
+    victim = {"task": "rte", "temperature": 16, "options": {"test_kill_once": str(marker)}}
+    sweep, store = sweep_file(tmp_path, victim), tmp_path / "store"
+    workers = ["--set", "local_workers=1", "--set", "local_poll_s=0.05"]
+    code, out = invoke("run", sweep, "--store", store, *FAKE, *workers, "--max-group-size", "3")
+    assert marker.exists() and code == 1
+    status = as_json("status", sweep, "--store", store)
+    assert status["done"] + status["failed"] == 8 and status["pending"] == 0
+    died = {f["trial_id"] for f in status["failed_trials"]}
+    assert all("WorkerDied" in f["error"] and "SIGKILL" in f["error"] for f in status["failed_trials"])
+    before = len(starts(tmp_path))
+
+    code, out = invoke("resume", sweep, "--store", store, *FAKE, *workers)
+    assert code == 0, out
+    rerun = starts(tmp_path)[before:]
+    assert sorted(rerun) == sorted(died)  # exactly the trials the kill cost, each once
+    frame = read_store(store)
+    done = frame[frame["status"] == "done"]
+    assert len(done) == 8 and done["trial_id"].nunique() == 8
+    assert set(latest_state(frame)["state"]) == {"done"}
+
+
+def user_error(capsys: pytest.CaptureFixture[str], *args: object) -> str:
+    """Run the CLI as a user does; it must exit 2 with one message and no traceback. Returns the message."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    return " ".join(err.split())
+
+
+def test_bad_input_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("fixed: {task: rte, teacher: bert-base, studnet: bert-tiny}\n")
+    for command in ("plan", "status", "run", "resume"):
+        message = user_error(capsys, command, typo, "--store", tmp_path / "s")
+        assert (
+            "typo.yaml: fixed.studnet: unknown trial field 'studnet'; allowed: task, teacher, student"
+            in message
+        )
+    good = sweep_file(tmp_path)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert "is not a directory" in user_error(capsys, "run", good, "--store", blocker / "s", *FAKE)
+    assert "belong to another executor" in user_error(capsys, "run", good, "--store", tmp_path / "s", "--set",
+                                                      "slurm_partition=x")  # fmt: skip
+    assert "write KEY=VALUE" in user_error(capsys, "run", good, "--store", tmp_path / "s", "--set", "oops")
+    assert not starts(tmp_path) and not (tmp_path / "s" / "rows").exists()
+
+
+def test_store_compact_command(tmp_path: Path) -> None:
+    sweep, store = sweep_file(tmp_path), tmp_path / "store"
+    invoke("run", sweep, "--store", store, *FAKE, "--no-compact")
+    code, out = invoke("store", "compact", "--store", store)
+    assert code == 0 and "merged 7 file(s) holding 7 row(s) into 1 part(s)" in out
+    assert as_json("status", sweep, "--store", store)["done"] == 7

@@ -1,0 +1,78 @@
+"""End to end with the real core: a sweep file -> `kdgrid run` -> rows from `run_job` -> status / scores."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kdgrid.cli import app
+from kdgrid.store import latest_state, read_store, scores_long
+
+TASK = "synthetic-single-binary-n96-d32"
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A tiny random BERT teacher (3 layers, width 64) with the MiniLM tokenizer, saved as a local directory."""
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    from kdgrid.assets import teacher_dir
+    from kdgrid.core.models import StudentShape
+
+    root = tmp_path_factory.mktemp("e2e")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("KDGRID_CACHE", str(root / "cache"))
+    path = root / "teacher"
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        shape = StudentShape(layers=3, width=64, heads=4, ffn=128)
+        BertForSequenceClassification(shape.bert_config(2)).save_pretrained(path)
+    AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield str(path)
+    torch.set_num_threads(threads)
+    patch.undo()
+
+
+def test_a_tiny_sweep_runs_through_the_real_core(tmp_path: Path, teacher: str) -> None:
+    sweep = tmp_path / "tiny.yaml"
+    spec = {
+        "name": "tiny",
+        "fixed": {"task": TASK, "teacher": teacher, "student": "w32-l2-h2-f64", "init": "random",
+                  "batch_size": 16, "max_length": 24, "epochs": 2, "lr": 2e-3},
+        "studies": {
+            "match": {"axes": {"knowledge": ["cos", "value_relation"], "strategy": ["Last-1"]}},
+            "baseline": {"include": [{"knowledge": []}]},
+        },
+    }  # fmt: skip
+    sweep.write_text(json.dumps(spec))
+    store = tmp_path / "store"
+    result = CliRunner().invoke(
+        app,
+        ["run", str(sweep), "--store", str(store), "--set", "local_progress=false"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    frame = read_store(store)
+    assert len(frame) == 3 and set(latest_state(frame)["state"]) == {"done"}
+    assert set(frame["study"]) == {"match", "baseline"}
+    match = frame[frame["study"] == "match"]
+    assert all(json.loads(p) == [[2, 3]] for p in match["layer_pairs_json"])  # Last-1: student 2 <- teacher 3
+    assert all(
+        any(k.startswith(("cos@", "value_relation@")) for k in json.loads(t))
+        for t in match["loss_terms_json"]
+    )
+    assert (frame["wall_time_s"] > 0).all() and frame["best_epoch"].between(1, 2).all()
+    assert (frame["student_layers"] == 2).all() and (frame["student_width"] == 32).all()
+    tidy = scores_long(frame)
+    assert set(tidy["dev_set"]) == {"validation"} and tidy["value"].between(0, 1).all()
+    assert (store / "_checkpoints").is_dir()  # run_job was given a checkpoint folder under the store
+    assert not any((store / "_checkpoints").rglob("*.pt"))  # finished trials leave no checkpoint behind
+    again = CliRunner().invoke(app, ["run", str(sweep), "--store", str(store)], catch_exceptions=False)
+    assert again.exit_code == 0 and "running 0" in again.output

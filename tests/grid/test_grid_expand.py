@@ -1,0 +1,283 @@
+"""The grid language: expansion, canonical trials, rules, studies, identity, and every error at once."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kdgrid.errors import ConfigError
+from kdgrid.grid import load_sweep
+from kdgrid.trial import Trial
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_axes_cross_and_canonical_values(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """
+        fixed: {teacher: bert-base, init: pretrain}
+        axes:
+          task: [mrpc, SST2]
+          student: [bert-tiny, w144-l8]
+          knowledge: [cos, [mmd, gram], null]
+          strategy: [last-1, First]
+        """,
+    )
+    sweep = load_sweep(path)
+    # 2 x 2 x 3 x 2 = 24 points; the knowledge-free baseline has no strategy, so its 2 strategies merge: 20
+    assert sweep.grid_points == 24 and sweep.repeated == 4 and len(sweep.trials) == 20
+    trials = [p.trial for p in sweep.trials]
+    assert {t.task for t in trials} == {"mrpc", "sst2"}
+    assert {t.student for t in trials} == {"bert-tiny", "w144-l8-h4-f576"}
+    assert {t.strategy for t in trials} == {"Last-1", "First", None}
+    assert {t.knowledge for t in trials} == {("cos",), ("gram", "mmd"), ()}
+    assert all(t.strategy is None for t in trials if not t.knowledge)
+    assert all(p.study == "main" for p in sweep.trials)
+    assert len({t.trial_id for t in trials}) == 20
+
+
+def test_overrides_exclude_include_and_templates(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """
+        fixed: {teacher: bert-base, student: bert-mini, init: general_distillation,
+                init_from: "gd/{student}-{task}"}
+        axes:
+          task: [mrpc, rte, sst2]
+          knowledge: [cos, pkd]
+          strategy: [First, Last-1]
+        overrides:
+          - when: {task: [mrpc, rte]}
+            set: {temperature: 4}
+          - when: {task: rte, knowledge: pkd}
+            set: {alpha: 0.5}
+        exclude:
+          - {task: sst2, strategy: First}
+          - {knowledge: [[cos]], task: mrpc}
+        include:
+          - {task: sst2, knowledge: [], soft_weight: 0.0, alpha: 1.0}
+        """,
+    )
+    trials = [p.trial for p in load_sweep(path).trials]
+    # 12 points - 2 (sst2/First) - 2 (mrpc/cos) + 1 include = 9
+    assert len(trials) == 9
+    assert not any(t.task == "sst2" and t.strategy == "First" for t in trials)
+    assert not any(t.task == "mrpc" and t.knowledge == ("cos",) for t in trials)
+    for t in trials:
+        assert t.temperature == (4.0 if t.task in ("mrpc", "rte") else 1.0)
+        assert t.alpha == (
+            0.5 if (t.task, t.knowledge) == ("rte", ("pkd",)) else (1.0 if t.soft_weight == 0 else 0.1)
+        )
+        assert t.init_from == f"gd/bert-mini-{t.task}"
+    baseline = [t for t in trials if not t.knowledge]
+    assert len(baseline) == 1 and baseline[0].soft_weight == 0.0 and baseline[0].strategy is None
+
+
+def test_studies_inherit_and_override_the_top_level(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """
+        fixed: {teacher: bert-base, init: pretrain, student: bert-tiny}
+        axes:
+          task: [mrpc, rte]
+        studies:
+          sizes:
+            axes: {student: [bert-tiny, bert-mini]}
+          temps:
+            fixed: {task: mrpc}
+            axes: {temperature: [2, 4]}
+          one:
+            include:
+              - {task: rte, temperature: 8}
+        """,
+    )
+    sweep = load_sweep(path)
+    assert sweep.studies == ["sizes", "temps", "one"]
+    sizes = sweep.trials_of("sizes")
+    temps = sweep.trials_of("temps")
+    assert len(sizes) == 4 and {t.student for t in sizes} == {"bert-tiny", "bert-mini"}
+    assert (
+        len(temps) == 2
+        and {t.task for t in temps} == {"mrpc"}
+        and {t.temperature for t in temps} == {2.0, 4.0}
+    )
+    assert [(t.task, t.temperature) for t in sweep.trials_of("one")] == [("rte", 8.0)]
+
+
+def test_a_trial_two_studies_produce_is_kept_once_under_the_first(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """
+        fixed: {teacher: bert-base, student: bert-tiny, task: mrpc}
+        studies:
+          a: {axes: {temperature: [1, 2]}}
+          b: {axes: {temperature: [2, 4]}}
+        """,
+    )
+    sweep = load_sweep(path)
+    assert [(p.study, p.trial.temperature) for p in sweep.trials] == [("a", 1.0), ("a", 2.0), ("b", 4.0)]
+    assert sweep.grid_points == 4 and sweep.repeated == 1
+
+
+def test_extends_gives_defaults_that_the_file_may_sweep(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "_base.yaml",
+        """
+        fixed: {teacher: bert-base, init: pretrain, temperature: 3}
+        overrides:
+          - {when: {task: rte}, set: {alpha: 0.7}}
+        """,
+    )
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """
+        extends: _base.yaml
+        fixed: {student: bert-tiny}
+        axes:
+          task: [mrpc, rte]
+          init: [random, pretrain]
+        """,
+    )
+    trials = [p.trial for p in load_sweep(path).trials]
+    assert len(trials) == 4
+    assert {t.init for t in trials} == {"random", "pretrain"}
+    assert all(t.temperature == 3.0 and t.teacher == "bert-base" for t in trials)
+    assert {t.task: t.alpha for t in trials} == {"mrpc": 0.1, "rte": 0.7}
+
+
+def test_the_same_trial_in_two_sweeps_has_the_same_id(tmp_path: Path) -> None:
+    one = write(
+        tmp_path,
+        "one.yaml",
+        """
+        name: first
+        fixed: {teacher: bert-base, init: pretrain, task: mrpc, student: bert-mini}
+        axes: {knowledge: [[gram, attention_ce_mean]], strategy: [last-1]}
+        """,
+    )
+    two = write(
+        tmp_path,
+        "two.yaml",
+        """
+        name: second
+        studies:
+          other:
+            fixed: {task: MRPC, teacher: bert-base, student: BERT-Mini, strategy: Last-1, lr: 1.0e-4}
+            axes: {knowledge: [[attention ce, gram], [cos]]}
+        """,
+    )
+    a = load_sweep(one).trials[0].trial
+    b = load_sweep(two).trials[0].trial
+    assert a == b and a.trial_id == b.trial_id
+    assert (
+        a.trial_id
+        == Trial(
+            task="mrpc",
+            teacher="bert-base",
+            student="bert-mini",
+            knowledge=("attention_ce_mean", "gram"),
+            strategy="Last-1",
+        ).trial_id
+    )
+
+
+def test_every_problem_is_reported_at_once_naming_file_key_and_allowed_values(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "bad.yaml",
+        """
+        fixd: {}
+        fixed: {teacher: bert-base, temprature: 2}
+        axes:
+          task: [mrpc, sst3]
+          student: [bert-tiy, bert-tiny]
+          knowledge: [attn_foo, cos]
+          strategy: []
+          seed: [1, 1]
+        studies:
+          s1:
+            axes: {strategy: [Lst-1]}
+          s1:
+            axes: {strategy: [First]}
+        """,
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_sweep(path, store_dir=tmp_path / "a-file" / "store")
+    message = str(raised.value)
+    expected = [
+        "key 's1' is written twice",
+        "unknown top-level key 'fixd'; allowed: name, description",
+        "fixed.temprature: unknown trial field 'temprature'; allowed: task, teacher",
+        "axes.task[1]: unknown task 'sst3'; known tasks: cola",
+        "axes.student[0]: unknown student 'bert-tiy'; use one of bert-tiny",
+        "axes.knowledge[0]: unknown knowledge 'attn_foo'; valid names: attention_mse_sum",
+        "axes.strategy: empty axis",
+        "axes.seed: value 1 is listed twice",
+    ]
+    for fragment in expected:
+        assert fragment in message, fragment
+    assert message.count(str(path)) >= len(expected)
+
+
+def test_impossible_combinations_are_refused(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "bad.yaml",
+        """
+        studies:
+          preload:
+            fixed: {task: mrpc, teacher: bert-base, student: bert-tiny, init: preload}
+          deep:
+            fixed: {task: mrpc, teacher: bert-base, student: w128-l24, knowledge: cos, strategy: First}
+          no_teacher:
+            fixed: {task: polarity, teacher: bert-base, student: bert-tiny}
+          no_strategy:
+            fixed: {task: rte, teacher: bert-base, student: bert-tiny, knowledge: cos}
+          nothing:
+            fixed: {task: rte, teacher: bert-base, student: bert-tiny, soft_weight: 0.0, alpha: 0.0}
+          heads:
+            fixed: {task: rte, teacher: bert-base, student: bert-tiny, relation_heads: 5}
+        """,
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_sweep(path)
+    message = str(raised.value)
+    assert "6 problem(s)" in message
+    assert "init 'preload' copies teacher layers" in message and "w768-l2-h12-f3072" in message
+    assert "strategy 'First'" in message and "student depth 24, teacher depth 12" in message
+    assert "no bert-base teacher for task 'polarity'" in message
+    assert "needs a `strategy`" in message
+    assert "nothing to learn from" in message
+    assert "relation_heads=5 must divide" in message
+    assert "studies.deep: trial {task=mrpc" in message
+
+
+def test_an_unwritable_store_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", "fixed: {task: mrpc, teacher: bert-base, student: bert-tiny}\n")
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ConfigError, match=r"store .* is not a directory"):
+        load_sweep(path, store_dir=blocker / "store")
+    assert load_sweep(
+        path, store_dir=tmp_path / "new-store"
+    ).trials  # creatable: fine, and not created by a check
+    assert not (tmp_path / "new-store").exists()
+
+
+def test_a_yaml_syntax_error_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", "fixed: {task: [mrpc\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_sweep(path)

@@ -1,0 +1,133 @@
+"""The paper's studies as sweep files: trial counts match the paper, and their settings are the paper's."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kdgrid.grid import load_sweep, plan_jobs
+
+SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
+TASKS = {"cola", "mrpc", "stsb", "rte", "qqp", "mnli", "sst2", "qnli"}
+# Table 4's best cell per task (bold in the paper): (temperature, alpha)
+TABLE4_BEST = {
+    "mrpc": (4, 0.1), "sst2": (1, 0.1), "qqp": (2, 0.1), "qnli": (8, 0.1),
+    "rte": (8, 0.1), "cola": (1, 0.2), "stsb": (1, 0.2), "mnli": (1, 0.1),
+}  # fmt: skip
+
+# file -> (unique trials, grid points)
+COUNTS = {
+    "table1_init.yaml": (
+        88,
+        96,
+    ),  # 4 x 3 x 8 cells; BERT-mini and -small share their 768-wide pre-load student
+    "table2_width_depth.yaml": (72, 72),
+    "table3_teacher.yaml": (48, 48),
+    "table4_temperature.yaml": (192, 192),
+    "table5_single_match.yaml": (1200, 1200),
+    "table6_double_match.yaml": (3720, 3720),
+    "table7_best_practice.yaml": (252, 252),
+    "table8_weighted.yaml": (1200, 1200),
+    "demo.yaml": (52, 52),
+}
+
+
+def test_every_sweep_file_is_counted() -> None:
+    assert {p.name for p in SWEEPS.glob("*.yaml") if not p.name.startswith("_")} == set(COUNTS)
+
+
+@pytest.mark.parametrize("name", sorted(COUNTS))
+def test_trial_counts(name: str) -> None:
+    sweep = load_sweep(SWEEPS / name)
+    assert (len(sweep.trials), sweep.grid_points) == COUNTS[name]
+
+
+def _best_cell_applies(trials) -> None:
+    for t in trials:
+        assert (t.temperature, t.alpha) == TABLE4_BEST[t.task], t
+
+
+def test_table5_single_match_grid() -> None:
+    trials = [p.trial for p in load_sweep(SWEEPS / "table5_single_match.yaml").trials]
+    assert {t.task for t in trials} == TASKS
+    assert Counter(len(t.knowledge) for t in trials) == {1: 1200}
+    assert len({t.knowledge for t in trials}) == 10 and len({t.strategy for t in trials}) == 5
+    assert {t.student for t in trials} == {"bert-tiny", "bert-mini", "bert-small"}
+    assert {(t.teacher, t.init, t.beta) for t in trials} == {("bert-base", "pretrain", 1.0)}
+    _best_cell_applies(trials)
+    # MNLI is one training task: its trials are not doubled for the two dev sets
+    assert sum(t.task == "mnli" for t in trials) == 150
+
+
+def test_table6_pairs_cross_regions_only() -> None:
+    trials = [p.trial for p in load_sweep(SWEEPS / "table6_double_match.yaml").trials]
+    region = {"attention_mse_sum": "att", "attention_ce_mean": "att", "hidden_mse": "hid", "mmd": "hid",
+              "gram": "hid", "cos": "hid", "pkd": "hid", "query_relation": "qkv", "key_relation": "qkv",
+              "value_relation": "qkv"}  # fmt: skip
+    pairs = {t.knowledge for t in trials}
+    assert len(pairs) == 31
+    assert all(len(p) == 2 and region[p[0]] != region[p[1]] for p in pairs)
+    _best_cell_applies(trials)
+
+
+def test_table8_is_table5_with_auto_weights() -> None:
+    five = [p.trial for p in load_sweep(SWEEPS / "table5_single_match.yaml").trials]
+    eight = [p.trial for p in load_sweep(SWEEPS / "table8_weighted.yaml").trials]
+    assert {t.beta for t in eight} == {"auto"}
+    import dataclasses
+
+    assert {dataclasses.replace(t, beta=1.0) for t in eight} == set(five)
+
+
+def test_table4_is_the_temperature_grid_without_defaults() -> None:
+    trials = [p.trial for p in load_sweep(SWEEPS / "table4_temperature.yaml").trials]
+    assert {t.student for t in trials} == {"bert-mini"} and all(not t.knowledge for t in trials)
+    cells = Counter((t.temperature, t.alpha) for t in trials)
+    assert len(cells) == 24 and set(cells.values()) == {8}
+
+
+def test_table1_init_schemes() -> None:
+    trials = [p.trial for p in load_sweep(SWEEPS / "table1_init.yaml").trials]
+    preload = {t.student for t in trials if t.init == "preload"}
+    assert preload == {"w768-l2-h12-f3072", "w768-l4-h12-f3072"}
+    gd = [t for t in trials if t.init == "general_distillation"]
+    assert len(gd) == 24 and all(t.init_from == f"checkpoints/general_distillation/{t.student}" for t in gd)
+    _best_cell_applies(trials)
+
+
+def test_table2_shapes() -> None:
+    sweep = load_sweep(SWEEPS / "table2_width_depth.yaml")
+    widths_layers = set()
+    for planned in sweep.trials:
+        width, layers = planned.trial.student.split("-")[:2]
+        widths_layers.add((planned.study, width[1:], layers[1:]))
+    assert widths_layers == {
+        ("fixed_params", "128", "12"), ("fixed_params", "144", "8"), ("fixed_params", "160", "4"),
+        ("fixed_params", "168", "3"), ("fixed_params", "176", "2"), ("fixed_flops", "132", "8"),
+        ("fixed_flops", "142", "7"), ("fixed_flops", "154", "6"), ("fixed_flops", "170", "5"),
+    }  # fmt: skip
+
+
+def test_table3_teachers() -> None:
+    trials = [p.trial for p in load_sweep(SWEEPS / "table3_teacher.yaml").trials]
+    assert Counter(t.teacher for t in trials) == {"bert-base": 24, "bert-large": 24}
+
+
+def test_table7_best_practice_recipe() -> None:
+    trials = [p.trial for p in load_sweep(SWEEPS / "table7_best_practice.yaml").trials]
+    assert {t.student for t in trials} == {"bert-mini"} and "cola" not in {t.task for t in trials}
+    assert {t.strategy for t in trials} == {"First-1", "Last-1"}
+
+
+def test_demo_is_one_teacher_group_of_52() -> None:
+    sweep = load_sweep(SWEEPS / "demo.yaml")
+    trials = [p.trial for p in sweep.trials]
+    assert len(plan_jobs(trials)) == 1
+    baselines = [t for t in trials if not t.knowledge]
+    assert sorted((t.soft_weight, t.alpha) for t in baselines) == [(0.0, 1.0), (1.0, 0.1)]
+    assert all(not t.knowledge and t.strategy is None for t in baselines)
+    assert {(t.task, t.teacher, t.student, t.init) for t in trials} == {
+        ("polarity", "minilm-l6", "bert-tiny", "random")
+    }
