@@ -21,3 +21,7 @@ class ConfigError(KdgridError):
 
 class NotYetAvailableError(KdgridError):
     """A command whose implementation has not landed yet."""
+
+
+class LaunchError(KdgridError):
+    """Jobs handed to an executor (SLURM, Ray) did not all finish: the message names the jobs and their states."""

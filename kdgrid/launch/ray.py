@@ -1,0 +1,279 @@
+"""The Ray Tune executor: one Tune trial per job, results written into the store by the job itself.
+
+- Each job (trials sharing one teacher pass) is one Tune trial, run by ``job_fn`` (default
+  `kdgrid.launch.worker.run_job_to_store`) inside a Ray actor; the store must be reachable from every node.
+- ``ray_gpus_per_job`` may be a fraction: with 0.25, four small jobs share one GPU. Ray's GPU count is logical,
+  so packing can be set up (and tested) on a machine without a GPU by giving ``ray_num_gpus``.
+- ``reuse_actors`` (default on) keeps an actor alive between jobs: the Python start-up and imports (torch,
+  transformers) are paid once per actor, not once per job.
+- Works with a local runtime (``ray.init(num_cpus=..., include_dashboard=False)``, started and stopped here) or
+  an existing cluster (``ray_address="auto"`` or ``"ray://host:10001"``; see slurm/README.md for Ray on SLURM).
+- ``Tuner.fit()`` does not raise when a trial fails: the executor checks ``num_errors`` and raises `LaunchError`
+  naming the failed jobs after all jobs have ended. A trial that fails inside a job gets a failed row from the job
+  itself; for a job whose actor died (killed, out of memory) the executor writes a failed row (``JobLost``) for
+  each trial that got no row, so ``kdgrid status`` shows why and ``kdgrid resume`` runs exactly those again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kdgrid.errors import ConfigError, LaunchError
+from kdgrid.launch.jobs import done_trial_ids, job_checkpoint_dir, not_done
+from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
+from kdgrid.launch.settings import normalize_settings
+from kdgrid.trial import Trial
+
+JobFn = Callable[..., None]
+
+PREFIX = "ray_"
+RAY_SETTINGS: dict[str, str] = {
+    "address": "an existing Ray cluster ('auto', 'ray://host:10001'); none = start a local runtime",
+    "num_cpus": "CPUs of the local runtime (default: all of this machine)",
+    "num_gpus": "GPUs of the local runtime; logical, so it may exceed the real count for testing",
+    "cpus_per_job": "CPUs each job reserves (default 1)",
+    "gpus_per_job": "GPUs each job reserves; a fraction lets several small jobs share one GPU (default 0)",
+    "reuse_actors": "keep actors between jobs (default true)",
+    "max_concurrent": "at most this many jobs at once (default: as many as resources allow)",
+    "max_failures": "times Tune retries a job whose actor died (default 0; the core resumes from checkpoints)",
+    "storage_path": "where Tune keeps its experiment folder (default <store>/_ray)",
+    "verbose": "Tune's verbosity, 0-3 (default 0: kdgrid prints its own progress lines)",
+}
+DEFAULTS: dict[str, Any] = {
+    "address": None,
+    "num_cpus": None,
+    "num_gpus": None,
+    "cpus_per_job": 1.0,
+    "gpus_per_job": 0.0,
+    "reuse_actors": True,
+    "max_concurrent": None,
+    "max_failures": 0,
+    "storage_path": None,
+    "verbose": 0,
+}
+
+
+def resolve_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """Defaults updated by ``ray_*`` flags; validated and typed."""
+    settings = dict(DEFAULTS)
+    settings.update(
+        normalize_settings(flags, prefix=PREFIX, allowed=list(RAY_SETTINGS), source="executor settings")
+    )
+    # Flags may arrive as text ("0.25", "true"): accept the obvious spellings, refuse anything else by name.
+    for name in ("cpus_per_job", "gpus_per_job"):
+        value = settings[name]
+        try:
+            number = float(value) if not isinstance(value, bool) else -1.0
+        except (TypeError, ValueError):
+            number = -1.0
+        if number < 0:
+            raise ConfigError(f"{PREFIX}{name}: expected a number >= 0, got {value!r}")
+        settings[name] = number
+    if settings["gpus_per_job"] > 1 and not settings["gpus_per_job"].is_integer():
+        raise ConfigError(f"{PREFIX}gpus_per_job: above 1 it must be whole, got {settings['gpus_per_job']}")
+    for name in ("num_cpus", "num_gpus", "max_concurrent", "max_failures", "verbose"):
+        value = settings[name]
+        if isinstance(value, str) and value.strip().isdigit():
+            value = settings[name] = int(value)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ConfigError(f"{PREFIX}{name}: expected a whole number >= 0, got {value!r}")
+    reuse = settings["reuse_actors"]
+    if isinstance(reuse, str) and reuse.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        settings["reuse_actors"] = reuse.strip().lower() in ("true", "1", "yes")
+    if not isinstance(settings["reuse_actors"], bool):
+        raise ConfigError(f"{PREFIX}reuse_actors: expected true or false, got {reuse!r}")
+    return settings
+
+
+def _default_job_fn() -> JobFn:
+    from kdgrid.launch.worker import run_job_to_store
+
+    return run_job_to_store
+
+
+def run_one_job(
+    config: dict[str, Any],
+    *,
+    jobs: Sequence[list[Trial]],
+    store_dir: str,
+    sweep: str,
+    study: str | None,
+    job_fn: JobFn | None,
+) -> None:
+    """The Tune trainable: run job ``config["job"]`` and report how many trials it held.
+
+    Module-level (not a closure) so Ray pickles it by reference; the jobs travel through Ray's object store
+    (`tune.with_parameters`), not inside every trial's config.
+    """
+    from ray import tune
+
+    job = list(jobs[config["job"]])
+    # A job Tune retries after its actor died (ray_max_failures) skips the trials it finished before.
+    trials = not_done(job, done_trial_ids(Path(store_dir)))
+    if trials:
+        folder = job_checkpoint_dir(Path(store_dir), job)
+        folder.mkdir(parents=True, exist_ok=True)
+        run = job_fn or _default_job_fn()
+        run(trials, Path(store_dir), sweep=sweep, study=study, checkpoint_dir=folder)
+    tune.report({"trials": len(trials), "finished": 1})
+
+
+class RayExecutor:
+    """Run jobs as Ray Tune trials (one per job) and wait for all of them.
+
+    Args:
+        job_fn: what each job runs; default `kdgrid.launch.worker.run_job_to_store`. Tests inject their own.
+        **settings: ``ray_*`` keys of `RAY_SETTINGS` (the prefix may be left out).
+    """
+
+    name = "ray"
+
+    def __init__(self, *, job_fn: JobFn | None = None, **settings: Any) -> None:
+        self.settings = resolve_settings(settings)
+        self.job_fn = job_fn
+        self.last_result_grid: Any = None
+
+    def _init_ray(self) -> bool:
+        """Connect to the cluster or start a local runtime; True if this call started it."""
+        import ray
+
+        if ray.is_initialized():
+            return False
+        s = self.settings
+        if s["address"]:
+            ray.init(address=s["address"], log_to_driver=False)
+        else:
+            # address="local": always a new runtime, even where `ray start` left a cluster address file behind.
+            ray.init(
+                address="local",
+                num_cpus=s["num_cpus"],
+                num_gpus=s["num_gpus"],
+                include_dashboard=False,
+                log_to_driver=False,
+            )
+        return True
+
+    def _check_resources(self) -> None:
+        """Refuse at once a job that could never be placed (e.g. 1 GPU per job on a runtime without GPUs)."""
+        import ray
+
+        total = ray.cluster_resources()
+        need = {"CPU": self.settings["cpus_per_job"], "GPU": self.settings["gpus_per_job"]}
+        short = {name: amount for name, amount in need.items() if amount > total.get(name, 0.0)}
+        if short:
+            have = {name: total.get(name, 0.0) for name in need}
+            raise ConfigError(f"each job asks for {need} but the Ray cluster has {have}: lower ray_cpus_per_job / "
+                              "ray_gpus_per_job or give the runtime more (ray_num_cpus, ray_num_gpus)")  # fmt: skip
+
+    def run(self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str | None = None) -> None:
+        """Run every job as one Tune trial; raise `LaunchError` afterwards if any did not finish."""
+        jobs = [job for job in jobs if job]
+        if not jobs:
+            return
+        import ray
+        from ray import tune
+
+        store_dir = Path(store_dir).resolve()
+        storage = Path(self.settings["storage_path"] or store_dir / "_ray").resolve()
+        marker = touch_run_marker(store_dir, f"ray-{uuid.uuid4().hex}")
+        started = self._init_ray()
+        try:
+            self._check_resources()
+            trainable = tune.with_parameters(
+                run_one_job,
+                jobs=jobs,
+                store_dir=str(store_dir),
+                sweep=sweep,
+                study=study,
+                job_fn=self.job_fn,
+            )
+            resources = {"cpu": self.settings["cpus_per_job"], "gpu": self.settings["gpus_per_job"]}
+            if not self.settings["verbose"]:
+                # Tune's newer console output prints a configuration box regardless of verbose=0.
+                os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+            tuner = tune.Tuner(
+                tune.with_resources(trainable, resources),
+                param_space={"job": tune.grid_search(list(range(len(jobs))))},
+                tune_config=tune.TuneConfig(
+                    reuse_actors=self.settings["reuse_actors"],
+                    max_concurrent_trials=self.settings["max_concurrent"],
+                ),
+                run_config=tune.RunConfig(
+                    name=_experiment_name(sweep),
+                    storage_path=str(storage),
+                    verbose=self.settings["verbose"],
+                    failure_config=tune.FailureConfig(max_failures=self.settings["max_failures"]),
+                    callbacks=[_progress_callback(len(jobs))],
+                ),
+            )
+            _say(f"ray: running {len(jobs)} job(s) ({resources['cpu']:g} CPU, {resources['gpu']:g} GPU each)")
+            grid = tuner.fit()
+            self.last_result_grid = grid
+            if grid.num_errors:
+                failed, lost = [], 0
+                for result in grid:
+                    if result.error is None:
+                        continue
+                    index = result.config["job"]
+                    reason = f"Ray job {index} ended with an error: {_first_line(result.error)}"
+                    failed.append(f"job {index} ({len(jobs[index])} trial(s)): {_first_line(result.error)}")
+                    recorded = record_lost_trials(
+                        store_dir, jobs[index], marker=marker, sweep=sweep, study=study, reason=reason
+                    )
+                    lost += len(recorded)
+                raise LaunchError(
+                    f"{grid.num_errors} of {len(jobs)} Ray job(s) did not finish: {'; '.join(failed[:10])}; "
+                    f"{lost} trial(s) left unfinished got a failed row. `kdgrid status` lists them, "
+                    "`kdgrid resume` runs them again."
+                )
+        finally:
+            marker.unlink(missing_ok=True)
+            if started:
+                ray.shutdown()
+
+
+def _experiment_name(sweep: str) -> str:
+    import re
+    from datetime import datetime, timezone
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', sweep) or 'sweep'}-{stamp}"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    # Ray wraps the job's exception; its last line names the original error.
+    return (text[-1] if text else type(error).__name__)[:300]
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _progress_callback(total: int) -> Any:
+    """A Tune callback printing one line whenever a job finishes or fails (built here: ray imports lazily)."""
+    from ray.tune import Callback
+
+    class ProgressCallback(Callback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.done = 0
+            self.failed = 0
+
+        def _print(self) -> None:
+            remaining = total - self.done - self.failed
+            _say(f"ray: {self.done} finished, {self.failed} failed, {remaining} remaining (of {total} jobs)")
+
+        def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+            self.done += 1
+            self._print()
+
+        def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+            self.failed += 1
+            self._print()
+
+    return ProgressCallback()

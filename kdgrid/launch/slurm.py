@@ -1,0 +1,513 @@
+"""The SLURM executor: one submitit array task per job (or a few tiny jobs per task), results written by the job.
+
+How a sweep maps onto SLURM:
+
+- Each job (trials sharing one teacher pass) becomes one array task; with ``slurm_jobs_per_task = n`` a task runs
+  ``n`` jobs one after another (for jobs of a few minutes, where queueing would cost more than running).
+- Arrays are split so that none exceeds the cluster's ``MaxArraySize`` (read from ``scontrol show config``;
+  1001 when it cannot be read); ``slurm_array_parallelism`` caps how many tasks of one array run at once.
+- Partition, account, qos, time, GPUs, CPUs and memory come from a profile (``slurm/profiles/NAME.yaml`` or a
+  path) and from ``slurm_*`` flags, which win. An unknown key is refused, naming it and the allowed ones; a
+  partition that ``sinfo`` does not list is refused before anything is submitted.
+- Each task is an `ArrayTask`, a `submitit.helpers.Checkpointable`: on preemption or at its time limit SLURM
+  signals it, submitit calls `ArrayTask.checkpoint`, which resubmits the task itself; the requeued task skips
+  the jobs it already finished (a marker per job) and the core resumes the unfinished one from its last epoch
+  checkpoint (``run_job``'s ``checkpoint_dir``: ``<store>/_checkpoints/<group hash>`` on the shared filesystem).
+- The job writes its rows into the store itself (the store must be on a filesystem the nodes share). The
+  executor waits (unless ``wait=False``), printing progress. For a task that ended without finishing
+  (cancelled, killed, out of requeues) it writes a failed row (``JobLost``, with the SLURM state) for each trial
+  left without a row, then raises `LaunchError` naming the tasks: ``kdgrid status`` shows why, and
+  ``kdgrid resume`` runs exactly the trials without a done row.
+
+The submitit executor is chosen explicitly (`submitit.SlurmExecutor`), never auto-detected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from submitit.helpers import Checkpointable, DelayedSubmission
+
+from kdgrid.errors import ConfigError, LaunchError
+from kdgrid.launch.jobs import done_trial_ids, job_checkpoint_dir, job_key, not_done
+from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
+from kdgrid.launch.settings import normalize_settings
+from kdgrid.trial import Trial
+
+# A job function has run_job_to_store's signature: (trials, store_dir, *, sweep, study, checkpoint_dir) -> None.
+JobFn = Callable[..., None]
+
+PREFIX = "slurm_"
+# Settings a profile or a flag may give (without the prefix), and what each means.
+SLURM_SETTINGS: dict[str, str] = {
+    "partition": "partition to submit to (checked against sinfo before submission)",
+    "account": "account charged (sbatch --account)",
+    "qos": "quality of service (sbatch --qos)",
+    "time": "time limit of one array task: minutes, or [D-]HH:MM[:SS]",
+    "gpus": "GPUs per task (sbatch --gpus-per-node; one task per node)",
+    "cpus_per_task": "CPU cores per task",
+    "mem_gb": "memory per task in GB",
+    "array_parallelism": "at most this many tasks of one array run at once",
+    "jobs_per_task": "jobs run one after another in one array task (>1 for tiny jobs)",
+    "max_array_size": "split arrays to at most this many tasks (default: the cluster's MaxArraySize)",
+    "max_num_timeout": "how many times a task may be requeued after a time limit or preemption",
+    "signal_delay_s": "seconds before the time limit at which SLURM signals the task to checkpoint",
+    "constraint": "node features required (sbatch --constraint)",
+    "exclude": "nodes to avoid (sbatch --exclude)",
+    "job_name": "the name jobs show in squeue",
+    "setup": "shell lines run before the task (module load ..., source venv/bin/activate)",
+    "additional_parameters": "any other sbatch option, as a mapping {option: value}",
+}
+DEFAULT_MAX_ARRAY_SIZE = 1001
+DEFAULTS: dict[str, Any] = {
+    "time": 60,
+    "jobs_per_task": 1,
+    "max_num_timeout": 3,
+    "signal_delay_s": 120,
+    "array_parallelism": 256,
+    "job_name": "kdgrid",
+}
+PROFILES_DIR = Path(__file__).resolve().parents[2] / "slurm" / "profiles"
+# sacct states after which an array task will not run again.
+FINISHED_OK = {"COMPLETED"}
+UNFINISHED = {"READY", "PENDING", "RUNNING", "UNKNOWN", "REQUEUED", "COMPLETING", "PREEMPTED", "CONFIGURING",
+              "RESIZING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT"}  # fmt: skip
+
+
+# -- settings -------------------------------------------------------------------------------------------------------
+def parse_time_minutes(value: int | float | str, source: str = "slurm_time") -> int:
+    """SLURM time limit as whole minutes: ``90``, ``"90"``, ``"1:30:00"``, ``"2-00:00:00"``, ``"45:00"`` (MM:SS)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        minutes = int(value)
+    else:
+        match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", str(value).strip())
+        if match is None:
+            raise ConfigError(f"{source}: time {value!r} is not minutes or [D-]HH:MM[:SS]")
+        days, first, second, third = match.groups()
+        if second is None and days is None:
+            minutes = int(first)
+        elif third is None and days is None:  # MM:SS, as sbatch reads it
+            minutes = int(first) + (1 if int(second) else 0)
+        else:
+            hours, mins, secs = int(first), int(second or 0), int(third or 0)
+            minutes = int(days or 0) * 1440 + hours * 60 + mins + (1 if secs else 0)
+    if minutes < 1:
+        raise ConfigError(f"{source}: time {value!r} must be at least one minute")
+    return minutes
+
+
+def profile_dirs() -> list[Path]:
+    """Where profiles are looked up by name: ``$KDGRID_SLURM_PROFILES`` (if set), then the repository's
+    ``slurm/profiles``."""
+    extra = os.environ.get("KDGRID_SLURM_PROFILES")
+    return ([Path(extra)] if extra else []) + [PROFILES_DIR]
+
+
+def find_profile(profile: str | Path) -> Path:
+    """A profile by path, or by name in `profile_dirs`; the error lists the profiles there."""
+    path = Path(profile)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return path
+    for folder in profile_dirs():
+        candidate = folder / f"{profile}.yaml"
+        if candidate.is_file():
+            return candidate
+    known = sorted({p.stem for folder in profile_dirs() if folder.is_dir() for p in folder.glob("*.yaml")})
+    raise ConfigError(
+        f"SLURM profile {str(profile)!r} not found (a .yaml path, or one of: {', '.join(known)})"
+    )
+
+
+def load_profile(profile: str | Path) -> dict[str, Any]:
+    """Read a profile file: a mapping of the keys of `SLURM_SETTINGS` (with or without ``slurm_``)."""
+    path = find_profile(profile)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: a profile is a mapping of settings, got {type(data).__name__}")
+    return normalize_settings(data, prefix=PREFIX, allowed=list(SLURM_SETTINGS), source=str(path))
+
+
+def resolve_settings(profile: str | Path | None, flags: Mapping[str, Any]) -> dict[str, Any]:
+    """Defaults, then the profile, then the flags; validated and typed."""
+    settings = dict(DEFAULTS)
+    if profile is not None:
+        settings.update(load_profile(profile))
+    settings.update(
+        normalize_settings(flags, prefix=PREFIX, allowed=list(SLURM_SETTINGS), source="executor settings")
+    )
+    settings["time"] = parse_time_minutes(settings["time"])
+    # Whole-number settings and their smallest allowed value; flags may arrive as text ("8").
+    for name, minimum in (("gpus", 0), ("cpus_per_task", 1), ("array_parallelism", 1), ("jobs_per_task", 1),
+                          ("max_array_size", 1), ("max_num_timeout", 0), ("signal_delay_s", 0)):  # fmt: skip
+        if settings.get(name) is not None:
+            settings[name] = _whole_number(name, settings[name], minimum)
+    if settings.get("mem_gb") is not None:
+        try:
+            settings["mem_gb"] = float(settings["mem_gb"])
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{PREFIX}mem_gb: expected a number of GB, got {settings['mem_gb']!r}"
+            ) from None
+        if settings["mem_gb"] <= 0:
+            raise ConfigError(f"{PREFIX}mem_gb: expected a positive number of GB, got {settings['mem_gb']!r}")
+    if settings.get("setup") is not None and not (
+        isinstance(settings["setup"], list) and all(isinstance(s, str) for s in settings["setup"])
+    ):
+        raise ConfigError(f"{PREFIX}setup: expected a list of shell lines, got {settings['setup']!r}")
+    if settings.get("additional_parameters") is not None and not isinstance(
+        settings["additional_parameters"], Mapping
+    ):
+        raise ConfigError(f"{PREFIX}additional_parameters: expected a mapping {{option: value}}, "
+                          f"got {settings['additional_parameters']!r}")  # fmt: skip
+    return settings
+
+
+def _whole_number(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{PREFIX}{name}: expected a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+def submitit_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords."""
+    direct = ("partition", "account", "qos", "time", "cpus_per_task", "array_parallelism", "signal_delay_s",
+              "constraint", "exclude", "job_name", "setup", "additional_parameters")  # fmt: skip
+    params = {name: settings[name] for name in direct if settings.get(name) is not None}
+    if settings.get("gpus"):
+        params["gpus_per_node"] = settings["gpus"]
+    if settings.get("mem_gb") is not None:
+        mem_gb = float(settings["mem_gb"])
+        params["mem"] = f"{int(mem_gb)}GB" if mem_gb.is_integer() else f"{round(mem_gb * 1024)}MB"
+    return params
+
+
+# -- the cluster ----------------------------------------------------------------------------------------------------
+def _query(command: list[str]) -> str:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    except FileNotFoundError:
+        raise LaunchError(f"`{command[0]}` is not on PATH: is this a SLURM login node?") from None
+    except subprocess.TimeoutExpired:
+        raise LaunchError(f"`{' '.join(command)}` did not answer within 30 s: is slurmctld up?") from None
+    if done.returncode != 0:
+        raise LaunchError(f"`{' '.join(command)}` failed: {done.stderr.strip()[-500:]}")
+    return done.stdout
+
+
+def cluster_max_array_size() -> int:
+    """``MaxArraySize`` from ``scontrol show config`` (arrays hold indices 0 .. MaxArraySize - 1)."""
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", _query(["scontrol", "show", "config"]), re.MULTILINE)
+    return int(match.group(1)) if match else DEFAULT_MAX_ARRAY_SIZE
+
+
+def cluster_partitions() -> list[str]:
+    """Partition names ``sinfo`` knows (without the ``*`` that marks the default)."""
+    return sorted({line.strip() for line in _query(["sinfo", "-h", "-o", "%R"]).splitlines() if line.strip()})
+
+
+def check_partition(partition: str | None) -> None:
+    if partition is None:
+        return
+    known = cluster_partitions()
+    if partition not in known:
+        raise ConfigError(f"{PREFIX}partition: {partition!r} is not a partition of this cluster (sinfo lists: "
+                          f"{', '.join(known) or 'none'})")  # fmt: skip
+
+
+# -- packing --------------------------------------------------------------------------------------------------------
+def pack_tasks(jobs: Sequence[list[Trial]], jobs_per_task: int) -> list[list[list[Trial]]]:
+    """Group consecutive jobs into array tasks of at most ``jobs_per_task`` jobs each (order kept)."""
+    return [list(jobs[i : i + jobs_per_task]) for i in range(0, len(jobs), jobs_per_task)]
+
+
+def split_arrays(tasks: Sequence[Any], max_array_size: int) -> list[list[Any]]:
+    """Split tasks into arrays of at most ``max_array_size`` tasks each (order kept)."""
+    return [list(tasks[i : i + max_array_size]) for i in range(0, len(tasks), max_array_size)]
+
+
+# -- what runs on the node ------------------------------------------------------------------------------------------
+def _default_job_fn() -> JobFn:
+    from kdgrid.launch.worker import run_job_to_store
+
+    return run_job_to_store
+
+
+@dataclass
+class ArrayTask(Checkpointable):  # type: ignore[misc]
+    """One array task: runs its jobs in order through ``job_fn`` (default: ``run_job_to_store``).
+
+    Attributes:
+        jobs: the jobs of this task; each a list of trials sharing one teacher pass.
+        store_dir, sweep, study: where and under which names the rows are written.
+        run_id: names this submission; a job finished in an earlier attempt of this same task (before a requeue)
+            leaves the marker ``.finished-<run_id>-<job key>`` in its checkpoint folder and is skipped.
+        job_fn: a module-level function with ``run_job_to_store``'s signature (picklable by reference).
+
+    Each job keeps its epoch checkpoints in `job_checkpoint_dir` (``<store>/_checkpoints/<group hash>``).
+    """
+
+    jobs: list[list[Trial]]
+    store_dir: str
+    sweep: str
+    study: str | None
+    run_id: str
+    job_fn: JobFn | None = field(default=None)
+
+    def job_dir(self, trials: Sequence[Trial]) -> Path:
+        return job_checkpoint_dir(Path(self.store_dir), trials)
+
+    def finished_marker(self, trials: Sequence[Trial]) -> Path:
+        return self.job_dir(trials) / f".finished-{self.run_id}-{job_key(trials)}"
+
+    def __call__(self) -> int:
+        """Run every job of the task not yet finished, minus trials already done in the store; returns how many
+        jobs ran in this attempt."""
+        run = self.job_fn or _default_job_fn()
+        # Trials done before this attempt (a requeue that struck after some rows were written) never run again.
+        done = done_trial_ids(Path(self.store_dir))
+        ran = 0
+        for trials in self.jobs:
+            marker = self.finished_marker(trials)
+            if marker.exists():  # finished before a requeue: its rows are in the store already
+                continue
+            todo = not_done(trials, done)
+            if todo:
+                folder = self.job_dir(trials)
+                folder.mkdir(parents=True, exist_ok=True)
+                run(todo, Path(self.store_dir), sweep=self.sweep, study=self.study, checkpoint_dir=folder)
+                ran += 1
+            marker.touch()
+        for trials in self.jobs:  # the whole task is done: no attempt of it will look for its markers again
+            self.finished_marker(trials).unlink(missing_ok=True)
+        return ran
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """Called by submitit on preemption or time limit: resubmit this same task.
+
+        The state worth keeping is on disk (job markers, the core's epoch checkpoints), so the task itself is
+        resubmitted unchanged.
+        """
+        print(
+            f"kdgrid: requeueing a task of {len(self.jobs)} job(s) at its time limit or preemption",
+            flush=True,
+        )
+        return DelayedSubmission(self, *args, **kwargs)
+
+
+# -- the executor ---------------------------------------------------------------------------------------------------
+class SlurmExecutor:
+    """Submit jobs as SLURM arrays through submitit and (by default) wait for them.
+
+    Args:
+        profile: a profile name in ``slurm/profiles`` or a path to a profile YAML; ``None`` = defaults only.
+        wait: wait for every task and report; ``False`` returns right after submission (``--no-wait``).
+        log_dir: submitit's folder (sbatch scripts, pickles, logs), on the shared filesystem; default
+            ``<store_dir>/_slurm/<sweep>/<job id>``. Epoch checkpoints go to ``<store_dir>/_checkpoints/<group>``.
+        poll_interval_s: seconds between two ``sacct`` calls while waiting.
+        job_fn: what each job runs; default `kdgrid.launch.worker.run_job_to_store`. Tests inject their own.
+        **settings: ``slurm_*`` keys of `SLURM_SETTINGS` (they override the profile).
+
+    Bad settings and unknown partitions raise `ConfigError` here or in `run`, before any submission.
+    """
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        profile: str | Path | None = None,
+        *,
+        wait: bool = True,
+        log_dir: str | Path | None = None,
+        poll_interval_s: float = 10.0,
+        job_fn: JobFn | None = None,
+        **settings: Any,
+    ) -> None:
+        self.settings = resolve_settings(profile, settings)
+        self.wait = wait
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.poll_interval_s = poll_interval_s
+        self.job_fn = job_fn
+
+    def _log_folder(self, store_dir: Path, sweep: str) -> Path:
+        """submitit's folder (store readers skip folders whose names start with ``_``)."""
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", sweep) or "sweep"
+        return (self.log_dir or store_dir / "_slurm") / safe / "%j"
+
+    def make_tasks(
+        self,
+        jobs: Sequence[list[Trial]],
+        store_dir: Path,
+        *,
+        sweep: str,
+        study: str | None,
+        run_id: str,
+    ) -> list[ArrayTask]:
+        return [
+            ArrayTask(group, str(store_dir), sweep, study, run_id, self.job_fn)
+            for group in pack_tasks(jobs, self.settings["jobs_per_task"])
+        ]
+
+    def run(self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str | None = None) -> None:
+        """Submit ``jobs`` (arrays split at MaxArraySize) and, unless ``wait=False``, wait for all of them."""
+        submission = self.submit(jobs, store_dir, sweep=sweep, study=study)
+        if submission is not None and self.wait:
+            self.wait_for(submission)
+
+    def submit(
+        self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str | None = None
+    ) -> Submission | None:
+        """Check the settings against the cluster, then submit; returns what `wait_for` needs (None: no jobs)."""
+        jobs = [job for job in jobs if job]
+        if not jobs:
+            return None
+        import submitit
+
+        store_dir = Path(store_dir).resolve()
+        check_partition(self.settings.get("partition"))
+        max_array = min(
+            self.settings.get("max_array_size") or DEFAULT_MAX_ARRAY_SIZE, cluster_max_array_size()
+        )
+        log_folder = self._log_folder(store_dir, sweep)
+        run_id = uuid.uuid4().hex
+        tasks = self.make_tasks(jobs, store_dir, sweep=sweep, study=study, run_id=run_id)
+        marker = touch_run_marker(store_dir, f"slurm-{run_id}")
+
+        executor = submitit.SlurmExecutor(folder=log_folder, max_num_timeout=self.settings["max_num_timeout"])
+        executor.update_parameters(**submitit_parameters(self.settings))
+        submitted: list[Any] = []
+        for array in split_arrays(tasks, max_array):
+            # The submitted callable must be the Checkpointable itself (submitit only checkpoints those), so
+            # each task is submitted on its own inside a batch, which submitit sends as one array.
+            batch: list[Any] = []
+            try:
+                with executor.batch():
+                    batch.extend(executor.submit(task) for task in array)
+            except (
+                Exception
+            ) as error:  # sbatch refused (bad account, qos, limits): say what is already queued
+                queued = sorted({str(job.job_id).split("_")[0] for job in submitted})
+                raise LaunchError(
+                    f"sbatch refused an array of {len(array)} task(s): {str(error).strip()[-800:]}"
+                    + (f" (arrays already submitted: {', '.join(queued)})" if queued else "")
+                ) from None
+            submitted.extend(batch)
+        submission = Submission(list(zip(submitted, tasks, strict=True)), store_dir, sweep, study, marker)
+        array_ids = sorted({str(job.job_id).split("_")[0] for job in submitted}, key=int)
+        _say(f"slurm: submitted {len(jobs)} job(s) as {len(tasks)} array task(s) in {len(array_ids)} array(s): "
+             f"{', '.join(array_ids)}; logs in {log_folder.parent}")  # fmt: skip
+        return submission
+
+    def wait_for(self, submission: Submission) -> dict[str, str]:
+        """Poll sacct until every task has ended, printing progress. Tasks that did not complete (cancelled,
+        killed, out of requeues) get a failed row for each of their trials left without one, then `LaunchError`.
+
+        Returns ``{slurm job id: final state}``.
+        """
+        submitted = [job for job, _ in submission.tasks]
+        try:
+            states = self._poll_until_ended(submitted)
+        except KeyboardInterrupt:
+            arrays = sorted({job_id.split("_")[0] for job_id in submission.job_ids}, key=int)
+            _say(f"slurm: stopped waiting; the tasks keep running (`scancel {' '.join(arrays)}` stops them; "
+                 "`kdgrid status` shows how far they got)")  # fmt: skip
+            raise
+        bad = [(job, task) for job, task in submission.tasks if states[str(job.job_id)] not in FINISHED_OK
+               or not _result_ok(job)]  # fmt: skip
+        if bad:
+            lost = 0
+            for job, task in bad:
+                reason = f"SLURM task {job.job_id} ended {states[str(job.job_id)]}{_error_hint(job)}"
+                trials = [trial for trials in task.jobs for trial in trials]
+                lost += len(record_lost_trials(submission.store_dir, trials, marker=submission.marker,
+                                               sweep=submission.sweep, study=submission.study, reason=reason))  # fmt: skip
+            submission.marker.unlink(missing_ok=True)
+            details = "; ".join(
+                f"{job.job_id}: {states[str(job.job_id)]}{_error_hint(job)}" for job, _ in bad[:10]
+            )
+            raise LaunchError(
+                f"{len(bad)} of {len(submitted)} SLURM array task(s) did not finish ({details}); {lost} trial(s) "
+                "left unfinished got a failed row. `kdgrid status` lists them, `kdgrid resume` runs them again."
+            )
+        submission.marker.unlink(missing_ok=True)
+        return states
+
+    def _poll_until_ended(self, submitted: Sequence[Any]) -> dict[str, str]:
+        """``{job id: state}`` once every task has ended; one ``sacct`` call per poll, a line per change."""
+        watcher = submitted[0].watcher
+        states: dict[str, str] = {}
+        last_line = ""
+        while True:
+            watcher.update()  # one sacct call for every registered job
+            for job in submitted:
+                state = (watcher.get_state(job.job_id, mode="cache").split() or ["UNKNOWN"])[0].upper()
+                if job.paths.result_pickle.exists() and state in UNFINISHED:
+                    state = "COMPLETED" if _result_ok(job) else "FAILED"
+                states[str(job.job_id)] = state
+            ended = [s for s in states.values() if s not in UNFINISHED]
+            failed = [s for s in ended if s not in FINISHED_OK]
+            running = sum(s == "RUNNING" for s in states.values())
+            line = (f"slurm: {len(ended) - len(failed)} completed, {len(failed)} failed, {running} running, "
+                    f"{len(states) - len(ended) - running} waiting (of {len(states)} array tasks)")  # fmt: skip
+            if line != last_line:
+                _say(line)
+                last_line = line
+            if len(ended) == len(states):
+                return states
+            time.sleep(self.poll_interval_s)
+
+
+@dataclass
+class Submission:
+    """What was submitted: (submitit job, its `ArrayTask`) pairs, and where their rows go."""
+
+    tasks: list[tuple[Any, ArrayTask]]
+    store_dir: Path
+    sweep: str
+    study: str | None
+    marker: Path
+
+    @property
+    def job_ids(self) -> list[str]:
+        return [str(job.job_id) for job, _ in self.tasks]
+
+
+def _result_ok(job: Any) -> bool:
+    path = job.paths.result_pickle
+    if not path.exists():
+        return job.watcher.get_state(job.job_id, mode="cache").upper().startswith("COMPLETED")
+    try:
+        import pickle
+
+        with open(path, "rb") as handle:
+            outcome, _ = pickle.load(handle)
+    except Exception:
+        return False
+    return outcome == "success"
+
+
+def _error_hint(job: Any) -> str:
+    path = job.paths.stderr
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f" (last log line: {lines[-1][:200]})" if lines else ""
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,75 @@
+"""Real runtimes for the executor tests: a single-node SLURM cluster and a local Ray runtime (session scope).
+
+The SLURM fixture starts the cluster of `kdgrid.launch.slurm_local` (installing its Debian packages on first use)
+or reuses one already running, and stops it at the end only if it started it. It skips, saying why, only where
+the cluster cannot start here: not root, not Linux, or packages missing with no working apt-get. A cluster that
+should start but does not is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from kdgrid.launch.slurm_local import LocalCluster, PackagesUnavailableError, cannot_start_reason
+from kdgrid.trial import Trial
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[LocalCluster]:
+    reason = cannot_start_reason()
+    if reason is not None:
+        pytest.skip(f"no local SLURM cluster: {reason}")
+    cluster = LocalCluster()
+    try:
+        started = cluster.start()
+    except PackagesUnavailableError as error:
+        pytest.skip(f"no local SLURM cluster: {error}")
+    saved = os.environ.get("SLURM_CONF")
+    os.environ.update(cluster.env())
+    yield cluster
+    if saved is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = saved
+    if started:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_runtime() -> Iterator[None]:
+    """One local Ray runtime for all Ray tests: 2 CPUs and 1 logical GPU (no real GPU needed)."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_teacher(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny random BERT teacher (2 layers, width 32) with the MiniLM tokenizer, saved as a local directory that
+    SLURM tasks and Ray actors load by path."""
+    torch = pytest.importorskip("torch")
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    from kdgrid.assets import teacher_dir
+    from kdgrid.core.models import StudentShape
+
+    path = tmp_path_factory.mktemp("launch-teacher") / "teacher"
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        BertForSequenceClassification(StudentShape(2, 32, 2, 64).bert_config(2)).save_pretrained(path)
+    AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def real_job(tiny_teacher: str) -> list[Trial]:
+    """One real job for the core: two tiny students sharing one teacher pass on a small synthetic task."""
+    base = dict(task="synthetic-single-binary-n64-d32", teacher=tiny_teacher, student="w32-l2-h2-f64", init="random",
+                batch_size=16, max_length=24, epochs=1, lr=2e-3, seed=1)  # fmt: skip
+    return [Trial(**base), Trial(**base, knowledge=("hidden_mse",), strategy="Last")]  # type: ignore[arg-type]

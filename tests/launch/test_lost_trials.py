@@ -1,0 +1,45 @@
+"""Failure rows for the trials of a job that died without writing them (kdgrid.launch.lost_trials)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kdgrid.launch import testing
+from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker, trials_without_rows_since
+from kdgrid.launch.testing import make_trial, store_rows
+
+
+def test_only_trials_without_a_row_from_this_run_are_recorded_as_lost(tmp_path: Path) -> None:
+    before, during, silent = make_trial(0), make_trial(0, k=1), make_trial(0, k=2)
+    testing.job_to_store([before], tmp_path, sweep="s", study="t")  # an earlier run's row
+    earlier = next((tmp_path / "rows").iterdir())
+    os.utime(earlier, (1_000_000, 1_000_000))  # written long before this run's marker
+    marker = touch_run_marker(tmp_path, "run")
+    testing.job_to_store([during], tmp_path, sweep="s", study="t")  # this run wrote it, then the job died
+
+    assert trials_without_rows_since(tmp_path, [before, during, silent], marker) == [before, silent]
+    lost = record_lost_trials(
+        tmp_path,
+        [during, silent],
+        marker=marker,
+        sweep="s",
+        study="t",
+        reason="SLURM task 7_1 ended CANCELLED",
+    )
+    assert lost == [silent]
+    assert sorted(store_rows(tmp_path)) == sorted(
+        [(before.trial_id, "done"), (during.trial_id, "done"), (silent.trial_id, "failed")]
+    )
+    from kdgrid.store import read_store
+
+    row = read_store(tmp_path).set_index("trial_id").loc[silent.trial_id]
+    assert row["error_type"] == "JobLost" and row["error_message"] == "SLURM task 7_1 ended CANCELLED"
+    # Recording again finds nothing new: the failed row counts as this run's row.
+    assert record_lost_trials(tmp_path, [silent], marker=marker, sweep="s", study="t", reason="again") == []
+
+
+def test_markers_live_where_store_readers_do_not_look(tmp_path: Path) -> None:
+    marker = touch_run_marker(tmp_path, "run")
+    assert marker.parent.name.startswith("_") and marker.is_file()
+    assert store_rows(tmp_path) == []

@@ -1,0 +1,213 @@
+"""The Ray executor against a real local Ray runtime (2 CPUs, 1 logical GPU; see conftest.py).
+
+Each job is a real Tune trial in a Ray actor running the real worker and store; only the training is faked
+(`kdgrid.launch.testing`). Checked: GPU-fraction packing (logical GPUs), actor reuse, a raising trial, an actor
+killed with SIGKILL (fit() does not raise: num_errors is checked), and a resume that runs exactly what is missing.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kdgrid.errors import ConfigError, LaunchError
+from kdgrid.launch import testing
+from kdgrid.launch.ray import RayExecutor, resolve_settings
+from kdgrid.launch.testing import log_events, make_trial, max_overlap, pending_jobs, store_rows
+from kdgrid.trial import Trial
+
+
+def done_once_each(store: Path, trials: list[Trial]) -> None:
+    done = collections.Counter(trial_id for trial_id, status in store_rows(store) if status == "done")
+    assert done == collections.Counter(t.trial_id for t in trials)
+
+
+# -- settings (no runtime) ------------------------------------------------------------------------------------------
+def test_an_unknown_ray_setting_is_refused_naming_it_and_the_allowed_ones() -> None:
+    with pytest.raises(ConfigError) as info:
+        RayExecutor(ray_gpu_per_job=0.5)
+    assert "ray_gpu_per_job" in str(info.value) and "ray_gpus_per_job" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("ray_gpus_per_job", -0.5), ("ray_gpus_per_job", 1.5), ("ray_cpus_per_job", "two"), ("ray_num_cpus", 1.5),
+     ("ray_reuse_actors", "maybe"), ("ray_max_failures", -1)],
+)  # fmt: skip
+def test_bad_ray_values_are_refused_naming_the_key(key: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=key):
+        resolve_settings({key: value})
+
+
+def test_ray_settings_given_as_text_are_typed() -> None:
+    settings = resolve_settings(
+        {"ray_gpus_per_job": "0.25", "ray_reuse_actors": "false", "ray_num_cpus": "2"}
+    )
+    assert (
+        settings["gpus_per_job"] == 0.25 and settings["reuse_actors"] is False and settings["num_cpus"] == 2
+    )
+
+
+def test_importing_the_executors_does_not_import_ray() -> None:
+    code = "import sys, kdgrid.launch.ray, kdgrid.launch.slurm; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False"]  # Ray starts slowly: only building a RayExecutor's run may import it
+
+
+# -- a real runtime -------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize(("gpus_per_job", "expected_overlap"), [(0.5, 2), (1.0, 1)])
+def test_gpu_fractions_pack_jobs_onto_one_gpu_and_actors_are_reused(
+    ray_runtime: None, tmp_path: Path, gpus_per_job: float, expected_overlap: int
+) -> None:
+    log = tmp_path / "log.txt"
+    jobs = [[make_trial(seed, test_log=str(log), test_seconds=1.0)] for seed in range(6)]
+    RayExecutor(job_fn=testing.job_to_store, ray_gpus_per_job=gpus_per_job).run(
+        jobs, tmp_path, sweep="p", study="t"
+    )
+
+    done_once_each(tmp_path, [t for job in jobs for t in job])
+    # One logical GPU: 0.5 GPU per job lets two run at once, a whole GPU only one.
+    assert max_overlap(log) == expected_overlap
+    # reuse_actors: six jobs ran in no more actors (processes) than could run at once.
+    pids = {pid for event, _, pid, _ in log_events(log) if event == "start"}
+    assert len(pids) <= expected_overlap
+
+
+@pytest.mark.slow
+def test_a_raising_trial_and_a_killed_actor_leave_a_truthful_store_and_resume_runs_exactly_the_rest(
+    ray_runtime: None, tmp_path: Path
+) -> None:
+    log, sentinel = tmp_path / "log.txt", tmp_path / "killed-once"
+    raiser = make_trial(0, k=1, test_log=str(log), test_raise_once=str(tmp_path / "raised-once"))
+    healthy = [make_trial(0, test_log=str(log)), raiser]
+    first = make_trial(1, test_log=str(log))
+    victim = make_trial(1, k=1, test_log=str(log), test_kill_once=str(sentinel))
+    after = make_trial(1, k=2, test_log=str(log))
+    jobs = [healthy, [first, victim, after]]
+    with pytest.raises(LaunchError, match=r"1 of 2 Ray job\(s\) did not finish.*job 1"):
+        RayExecutor(job_fn=testing.job_to_store).run(jobs, tmp_path, sweep="f", study="t")
+
+    assert sorted(store_rows(tmp_path)) == sorted(
+        [(healthy[0].trial_id, "done"), (raiser.trial_id, "failed"), (first.trial_id, "done"),
+         (victim.trial_id, "failed"), (after.trial_id, "failed")]
+    )  # fmt: skip
+    from kdgrid.store import read_store
+
+    errors = read_store(tmp_path).set_index("trial_id")["error_type"]
+    assert errors[raiser.trial_id] == "RuntimeError" and errors[victim.trial_id] == "JobLost"
+
+    remaining = pending_jobs(jobs, tmp_path)
+    assert remaining == [[raiser], [victim, after]]
+    RayExecutor(job_fn=testing.job_to_store).run(remaining, tmp_path, sweep="f", study="t")
+    done_once_each(tmp_path, [t for job in jobs for t in job])
+    started = collections.Counter(trial_id for event, trial_id, _, _ in log_events(log) if event == "start")
+    assert started[healthy[0].trial_id] == 1 and started[first.trial_id] == 1 and started[after.trial_id] == 1
+
+
+@pytest.mark.slow
+def test_a_job_needing_more_than_the_cluster_has_is_refused_before_running(
+    ray_runtime: None, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match="GPU"):
+        RayExecutor(job_fn=testing.job_to_store, ray_gpus_per_job=2).run(
+            [[make_trial(0)]], tmp_path, sweep="s"
+        )
+    assert store_rows(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_a_real_core_job_runs_as_a_tune_trial_and_writes_its_rows(
+    ray_runtime: None, tmp_path: Path, real_job: list[Trial]
+) -> None:
+    """No fake: the default job function (run_job_to_store -> the core's run_job) in a Ray actor."""
+    RayExecutor().run([real_job], tmp_path, sweep="real", study="t")
+    done_once_each(tmp_path, real_job)
+    from kdgrid.store import read_store
+
+    rows = read_store(tmp_path)
+    assert set(rows["status"]) == {"done"}
+    accuracy = [column for column in rows.columns if "accuracy" in column]
+    assert accuracy and rows[accuracy[0]].between(0, 1).all()
+
+
+@pytest.mark.slow
+def test_a_job_retried_after_its_actor_died_skips_the_trials_it_had_finished(
+    ray_runtime: None, tmp_path: Path
+) -> None:
+    log = tmp_path / "log.txt"
+    first = make_trial(0, test_log=str(log))
+    victim = make_trial(0, k=1, test_log=str(log), test_kill_once=str(tmp_path / "killed-once"))
+    RayExecutor(job_fn=testing.job_to_store, ray_max_failures=1).run([[first, victim]], tmp_path, sweep="r")
+
+    done_once_each(tmp_path, [first, victim])
+    started = collections.Counter(trial_id for event, trial_id, _, _ in log_events(log) if event == "start")
+    assert started == {first.trial_id: 1, victim.trial_id: 2}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_jobs_run_on_an_existing_ray_cluster_given_its_address(tmp_path: Path) -> None:
+    """A head started with `ray start --head` (as on SLURM), and a driver in a fresh process connecting to it."""
+    from ray.util import get_node_ip_address
+
+    port = _free_port()
+    address = f"{get_node_ip_address()}:{port}"
+    # Ray 2.60 may enable token authentication for `ray start`; a throw-away head on this machine needs none.
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    # Its own short temp dir (socket paths are limited to ~107 bytes): the head's files, including the cluster
+    # address file that a bare ray.init() would pick up, stay out of the machine-wide /tmp/ray.
+    temp_dir = tempfile.mkdtemp(prefix="kdray-", dir="/tmp")
+    head = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        status = [str(Path(sys.executable).parent / "ray"), "status", f"--address={address}"]
+        while (
+            subprocess.run(status, capture_output=True, check=False).returncode != 0
+        ):  # the head is not up yet
+            assert head.poll() is None and time.monotonic() < deadline, "the Ray head did not start"
+            time.sleep(1)
+        driver = textwrap.dedent(f"""
+            from pathlib import Path
+            from kdgrid.launch import testing
+            from kdgrid.launch.ray import RayExecutor
+            jobs = [[testing.make_trial(seed)] for seed in range(3)]
+            RayExecutor(job_fn=testing.job_to_store, ray_address={address!r}).run(jobs, Path({str(tmp_path)!r}), sweep="a")
+        """)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", driver], capture_output=True, text=True, timeout=180, env=env
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (
+            "Connected to Ray cluster" in done.stderr
+        )  # it joined the head, it did not start its own runtime
+        done_once_each(tmp_path, [make_trial(seed) for seed in range(3)])
+    finally:  # stop only the head this test started: its own process group, by id
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        shutil.rmtree(temp_dir, ignore_errors=True)

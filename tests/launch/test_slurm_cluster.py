@@ -1,0 +1,181 @@
+"""The SLURM executor against a real single-node cluster (slurmctld + slurmd + slurmdbd, see conftest.py).
+
+Jobs are real SLURM array tasks running the real worker and store; only the training is faked
+(`kdgrid.launch.testing`), so each task takes seconds. Fault tests: a trial that raises, a task killed with
+SIGKILL, a task cancelled with scancel, a requeue at a time limit. After each, the store must tell the truth and
+a resume must complete exactly the missing trials: one done row per trial, no duplicates.
+"""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kdgrid.errors import ConfigError, LaunchError
+from kdgrid.launch import testing
+from kdgrid.launch.slurm import SlurmExecutor, cluster_max_array_size, cluster_partitions
+from kdgrid.launch.slurm_local import PARTITION, LocalCluster
+from kdgrid.launch.testing import log_events, make_trial, pending_jobs, store_rows
+from kdgrid.trial import Trial
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
+
+
+def executor(**settings: object) -> SlurmExecutor:
+    return SlurmExecutor("local", job_fn=testing.job_to_store, poll_interval_s=1.0, **settings)  # type: ignore[arg-type]
+
+
+def done_once_each(store: Path, trials: list[Trial]) -> None:
+    """Every trial has exactly one done row, and the store has no done row of anything else."""
+    done = collections.Counter(trial_id for trial_id, status in store_rows(store) if status == "done")
+    assert done == collections.Counter(t.trial_id for t in trials)
+
+
+def squeue_count() -> int:
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True).stdout
+    return len(out.split())
+
+
+def test_the_local_cluster_reports_its_partition_and_array_limit(slurm_cluster: LocalCluster) -> None:
+    assert slurm_cluster.is_running()
+    assert PARTITION in cluster_partitions()
+    assert cluster_max_array_size() == slurm_cluster.max_array_size == 1001
+
+
+def test_a_profile_naming_a_missing_partition_is_refused_before_submission(
+    slurm_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    before = squeue_count()
+    with pytest.raises(ConfigError, match=r"'gpu-a100' is not a partition.*local"):
+        executor(slurm_partition="gpu-a100").run([[make_trial(0)]], tmp_path, sweep="s", study="t")
+    assert squeue_count() == before
+    assert not (tmp_path / "_slurm").exists()
+
+
+def test_jobs_run_as_split_arrays_and_a_raising_trial_is_failed_while_its_mates_finish(
+    slurm_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    flag = tmp_path / "raised-once"
+    jobs = [[make_trial(seed), make_trial(seed, k=1)] for seed in range(5)]
+    jobs[1].append(make_trial(1, test_raise_once=str(flag)))
+    run = executor(slurm_jobs_per_task=2, slurm_max_array_size=2)
+    submission = run.submit(jobs, tmp_path, sweep="split", study="t")
+    assert submission is not None
+    # 5 jobs, 2 per task -> 3 tasks; at most 2 per array -> 2 arrays.
+    assert len(submission.tasks) == 3
+    assert len({job_id.split("_")[0] for job_id in submission.job_ids}) == 2
+    run.wait_for(submission)  # a failed trial is a row, not a failed task
+
+    rows = store_rows(tmp_path)
+    raising = jobs[1][-1]
+    assert (raising.trial_id, "failed") in rows
+    done_once_each(tmp_path, [t for job in jobs for t in job if t is not raising])
+
+    # Resume: exactly the failed trial runs again, and now finishes.
+    remaining = pending_jobs(jobs, tmp_path)
+    assert remaining == [[raising]]
+    executor().run(remaining, tmp_path, sweep="split", study="t")
+    done_once_each(tmp_path, [t for job in jobs for t in job])
+
+
+def test_a_task_killed_with_sigkill_records_its_lost_trials_and_resume_runs_exactly_those(
+    slurm_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    log, sentinel = tmp_path / "log.txt", tmp_path / "killed-once"
+    first = make_trial(0, test_log=str(log))
+    victim = make_trial(0, k=1, test_log=str(log), test_kill_once=str(sentinel))
+    last = make_trial(0, k=2, test_log=str(log))
+    other = make_trial(1, test_log=str(log))
+    jobs = [[first, victim, last], [other]]
+    with pytest.raises(LaunchError, match=r"1 of 2 SLURM array task\(s\) did not finish.*FAILED"):
+        executor().run(jobs, tmp_path, sweep="kill", study="t")
+
+    rows = store_rows(tmp_path)
+    assert sorted(rows) == sorted(
+        [
+            (first.trial_id, "done"),
+            (other.trial_id, "done"),
+            (victim.trial_id, "failed"),
+            (last.trial_id, "failed"),
+        ]
+    )
+    from kdgrid.store import read_store
+
+    lost = read_store(tmp_path).set_index("trial_id").loc[victim.trial_id]
+    assert lost["error_type"] == "JobLost" and "FAILED" in lost["error_message"]
+
+    remaining = pending_jobs(jobs, tmp_path)
+    assert remaining == [[victim, last]]
+    executor().run(remaining, tmp_path, sweep="kill", study="t")
+    done_once_each(tmp_path, [first, victim, last, other])
+    started = collections.Counter(trial_id for event, trial_id, _, _ in log_events(log) if event == "start")
+    assert started == {first.trial_id: 1, other.trial_id: 1, victim.trial_id: 2, last.trial_id: 1}
+
+
+def test_a_task_cancelled_with_scancel_is_reported_and_resume_completes_it(
+    slurm_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    log = tmp_path / "log.txt"
+    quick = make_trial(0, test_log=str(log))
+    slow = make_trial(0, k=1, test_log=str(log), test_seconds=6.0, test_epochs=3)
+    jobs = [[quick, slow]]
+    run = SlurmExecutor("local", job_fn=testing.job_to_store, poll_interval_s=1.0, wait=False)
+    submission = run.submit(jobs, tmp_path, sweep="cancel", study="t")
+    assert submission is not None
+    deadline = time.monotonic() + 90
+    while (quick.trial_id, "done") not in store_rows(tmp_path):  # cancel while `slow` is running
+        assert time.monotonic() < deadline, "the task never wrote its first row"
+        time.sleep(0.5)
+    subprocess.run(["scancel", submission.job_ids[0]], check=True)
+    with pytest.raises(LaunchError, match="CANCELLED"):
+        run.wait_for(submission)
+    assert sorted(store_rows(tmp_path)) == sorted([(quick.trial_id, "done"), (slow.trial_id, "failed")])
+
+    remaining = pending_jobs(jobs, tmp_path)
+    assert remaining == [[slow]]
+    executor().run(remaining, tmp_path, sweep="cancel", study="t")
+    done_once_each(tmp_path, [quick, slow])
+
+
+def test_a_task_at_its_time_limit_is_requeued_and_continues_from_its_checkpoint(
+    slurm_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """1-minute limit, signal 30 s before it: the task checkpoints, is requeued, and finishes the epochs left."""
+    log = tmp_path / "log.txt"
+    long_trial = make_trial(0, test_log=str(log), test_seconds=36.0, test_epochs=6)
+    run = executor(slurm_time=1, slurm_signal_delay_s=30, slurm_max_num_timeout=4)
+    run.run([[long_trial]], tmp_path, sweep="requeue", study="t")
+
+    done_once_each(tmp_path, [long_trial])
+    attempts = [pid for event, _, pid, _ in log_events(log) if event == "start"]
+    assert len(attempts) >= 2, "the task was never requeued"
+    from kdgrid.store import read_store
+
+    row = read_store(tmp_path).iloc[0]
+    assert '"resumed_from_epoch": 0' not in row["extra_json"], "the requeued task started over"
+
+
+def test_a_real_core_job_runs_as_an_array_task_and_writes_its_rows(
+    slurm_cluster: LocalCluster, tmp_path: Path, real_job: list[Trial]
+) -> None:
+    """No fake: the default job function (run_job_to_store -> the core's run_job) in a SLURM task."""
+    SlurmExecutor("local", poll_interval_s=1.0).run([real_job], tmp_path, sweep="real", study="t")
+    done_once_each(tmp_path, real_job)
+    from kdgrid.store import read_store
+
+    rows = read_store(tmp_path)
+    assert set(rows["status"]) == {"done"}
+    accuracy = [column for column in rows.columns if "accuracy" in column]
+    assert accuracy and rows[accuracy[0]].between(0, 1).all()
+
+
+def test_a_request_the_cluster_cannot_satisfy_is_refused_with_sbatchs_reason(
+    slurm_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    with pytest.raises(LaunchError, match=r"sbatch refused.*Memory specification"):
+        executor(slurm_mem_gb=100_000).run([[make_trial(0)]], tmp_path, sweep="mem", study="t")
+    assert store_rows(tmp_path) == []
