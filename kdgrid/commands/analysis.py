@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
-from kdgrid.commands.common import not_yet
-
 StoreOpt = Annotated[Path, typer.Option("--store", help="The results store.")]
+KindOpt = Annotated[
+    str,
+    typer.Option("--kind", help="Scores of the best epoch (`best`, as the paper) or the last one (`last`)."),
+]
 
 
 def tables(
@@ -17,19 +19,68 @@ def tables(
     store: StoreOpt = Path("results"),
     fmt: Annotated[str, typer.Option("--format", help="terminal, markdown, latex or csv.")] = "terminal",
     compare: Annotated[
-        str | None, typer.Option(help="Put the published numbers beside ours: `paper`.")
+        str | None,
+        typer.Option(
+            help="`paper`: put the published number and the difference beside each of ours, and summarise "
+            "agreement per block (mean |difference|, Spearman rank correlation)."
+        ),
     ] = None,
+    out: Annotated[Path | None, typer.Option(help="Write to this file instead of the terminal.")] = None,
+    kind: KindOpt = "best",
 ) -> None:
-    """Regenerate the paper's tables from the store (best value per block in bold)."""
-    raise not_yet("tables", "analysis issue")
+    """Regenerate the paper's tables from the store (best value per block in bold; missing cells as '-';
+    mean±std where several seeds ran)."""
+    from rich.console import Console
+
+    from analysis.render import check_format, to_rich
+    from analysis.tables_report import build_report, load_tidy, render_report, table_names
+
+    check_format(fmt)
+    tidy = load_tidy(store, kind, tables=table_names(table))
+    report = build_report(tidy, table, store, compare=compare)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render_report(report, fmt, store))
+        Console(stderr=True).print(f"wrote {len(report.views)} table(s) to {out}")
+        return
+    if fmt != "terminal":
+        typer.echo(render_report(report, fmt, store), nl=False)
+        return
+    import sys
+
+    # Piped output gets the width a table needs rather than 80 columns.
+    console = Console() if sys.stdout.isatty() else Console(width=250)
+    for view in report.views:
+        console.print(to_rich(view))
+        console.print()
+    for name in report.missing:
+        label = "the demo table" if name == "demo" else f"Table {name}"
+        from analysis.tables_report import sweep_files
+
+        console.print(f"[dim]no trials of {label} in {store} (sweep: {sweep_files(name)[0]})[/]")
 
 
 def figures(
     store: StoreOpt = Path("results"),
     out: Annotated[Path, typer.Option(help="Folder for the PNG and PDF files.")] = Path("results/figures"),
+    kind: KindOpt = "best",
 ) -> None:
     """Heat maps of knowledge x strategy, temperature x hard-label weight, score vs size, ours vs published."""
-    raise not_yet("figures", "analysis issue")
+    from rich.console import Console
+
+    from analysis.figures import write_store_figures
+    from kdgrid.errors import KdgridError
+
+    written = write_store_figures(store, out, kind=kind)
+    if not written:
+        raise KdgridError(
+            f"the store {store} holds nothing a figure is drawn from (tables 2, 4, 5, 6, 8 or the demo); "
+            "run one of their sweeps first"
+        )
+    console = Console()
+    for path in written:
+        console.print(str(path))
+    console.print(f"[green]{len(written)} file(s)[/] in {out}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,109 @@
+"""``--compare paper``: the published value and the difference beside each reproduced one, and how well each block
+agrees (mean absolute difference, Spearman's rank correlation over the cells where both numbers exist).
+
+Both sides are laid out by the same `TableSpec`, so cells meet by their place in the table (block, row, column),
+not by configuration fields the paper does not print (its temperature in Table 5, say). A published number with no
+reproduced one beside it still shows, next to a ``-``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from analysis.tables import AVERAGE, Agreement, Block, Cell, Column, TableView, build_view, get_spec, ordered
+
+COMPARE_CHOICES: tuple[str, ...] = ("paper",)
+
+
+def agreement(pairs: list[tuple[float, float]]) -> Agreement:
+    """Mean |ours - paper| and Spearman's rho over (ours, paper) pairs; rho is NaN with fewer than 3 pairs or a
+    constant side (it is undefined there)."""
+    if not pairs:
+        return Agreement(0, math.nan, math.nan)
+    ours = [a for a, _ in pairs]
+    paper = [b for _, b in pairs]
+    mad = sum(abs(a - b) for a, b in pairs) / len(pairs)
+    rho = math.nan
+    if len(pairs) >= 3 and len(set(ours)) > 1 and len(set(paper)) > 1:
+        from scipy.stats import spearmanr
+
+        rho = float(spearmanr(ours, paper).statistic)
+    return Agreement(len(pairs), mad, rho)
+
+
+def _scored(column: Column) -> bool:
+    """Columns whose cells are scores of their own (not facts, not an average of the others)."""
+    return not column.fact and column.label != AVERAGE
+
+
+def attach_paper(ours: TableView, paper: TableView) -> TableView:
+    """A copy of ``ours`` with every published number of ``paper`` placed beside ours (blocks, rows and columns
+    only the paper has are added, showing ``-`` for ours), and each block's `Agreement` over its score cells.
+    Our bold marks are kept (best of ours); the published values are not bolded."""
+    blocks: dict[str, Block] = {}
+    for block in ours.blocks:
+        cells = {key: Cell(c.value, c.std, c.n_seeds, bold=c.bold) for key, c in block.cells.items()}
+        blocks[block.title] = Block(block.title, list(block.rows), list(block.columns), cells)
+    for theirs in paper.blocks:
+        mine = blocks.setdefault(theirs.title, Block(theirs.title, [], list(theirs.columns), {}))
+        mine.rows = ordered([*theirs.rows, *mine.rows], theirs.rows)
+        mine.columns = ordered(
+            [*mine.columns, *theirs.columns], mine.columns, key=lambda c: (c.group, c.label)
+        )
+        for key, published in theirs.cells.items():
+            cell = mine.cells.setdefault(key, Cell())
+            cell.paper = published.value
+    order = [b.title for b in ours.blocks] + [b.title for b in paper.blocks if b.title not in ours.titles()]
+    view = TableView(
+        ours.name,
+        ours.title + " — compared with the paper",
+        [blocks[t] for t in order],
+        notes=list(ours.notes),
+        side_by_side=ours.side_by_side,
+        compared=True,
+    )
+    for block in view.blocks:
+        pairs = [
+            (cell.value, cell.paper)
+            for (_, column), cell in block.cells.items()
+            if _scored(column) and not math.isnan(cell.value) and not math.isnan(cell.paper)
+        ]
+        block.agreement = agreement(pairs)
+    overall = agreement(
+        [
+            (c.value, c.paper)
+            for b in view.blocks
+            for (_, col), c in b.cells.items()
+            if _scored(col) and not math.isnan(c.value) and not math.isnan(c.paper)
+        ]
+    )
+    if overall.n:
+        rho = "-" if math.isnan(overall.spearman) else f"{overall.spearman:.3f}"
+        view.notes.append(
+            f"whole table: {overall.n} cells with both numbers, mean |difference| {overall.mean_abs_diff:.4f}, "
+            f"Spearman rank correlation {rho}"
+        )
+    else:
+        view.notes.append("no cell has both a reproduced and a published number")
+    return view
+
+
+def paper_view(name: str, paper: pd.DataFrame | None = None) -> TableView:
+    """Table ``name`` laid out from the published numbers (`analysis.paper_numbers`, or ``paper`` if given)."""
+    spec = get_spec(name)
+    if paper is None:
+        from analysis.paper_numbers import paper_numbers
+
+        paper = paper_numbers(spec.name)
+    return build_view(spec, paper)
+
+
+def compare_with_paper(ours: TableView, paper: pd.DataFrame | None = None) -> TableView:
+    """``ours`` with the published numbers of the same table beside it (see `attach_paper`)."""
+    from kdgrid.errors import ConfigError
+
+    if ours.name not in ("1", "2", "3", "4", "5", "6", "7", "8"):
+        raise ConfigError(f"table {ours.name!r} is not in the paper: --compare paper works for tables 1-8")
+    return attach_paper(ours, paper_view(ours.name, paper))

@@ -1,0 +1,280 @@
+"""Render a `TableView` for the terminal (rich), Markdown, LaTeX (booktabs) or CSV.
+
+Conventions shared by every format: scores with 4 decimals (``0.8137``), ``mean±std`` where a cell averages
+several seeds, facts (params in M, FLOPs in G, latency in ms) with 4 significant digits, missing cells as ``-``
+(never 0), the best value of each block in bold. A compared view puts the published value and the difference
+beside ours (``0.8137 / 0.8134 (+0.0003)``) and ends each block with its agreement (mean |difference|,
+Spearman's rank correlation). CSV is long: one line per cell, every number in its own column.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable
+from typing import Literal
+
+from analysis.tables import Agreement, Block, Cell, Column, TableView
+from kdgrid.errors import ConfigError
+
+Format = Literal["terminal", "markdown", "latex", "csv"]
+FORMATS: tuple[str, ...] = ("terminal", "markdown", "latex", "csv")
+MISSING = "-"
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown --format {fmt!r}; allowed: {', '.join(FORMATS)}")
+    return fmt
+
+
+def number_text(value: float, column: Column, std: float = math.nan, n_seeds: int = 1) -> str:
+    """One number as printed: ``-`` when missing, facts with 4 significant digits, scores with 4 decimals and
+    ``±std`` when it is a mean of several seeds."""
+    if math.isnan(value):
+        return MISSING
+    if column.fact:
+        return f"{value:.4g}"
+    text = f"{value:.4f}"
+    if n_seeds > 1 and not math.isnan(std):
+        text += f"±{std:.4f}"
+    return text
+
+
+def cell_parts(cell: Cell, column: Column, compared: bool) -> tuple[str, str]:
+    """(our number, the comparison suffix) of a cell; the suffix is empty unless compared."""
+    ours = number_text(cell.value, column, cell.std, cell.n_seeds)
+    if not compared:
+        return ours, ""
+    paper = number_text(cell.paper, column)
+    if math.isnan(cell.diff):
+        return ours, f" / {paper}"
+    # round first so that a difference of -1e-17 prints as +0.0000, not -0.0000
+    diff = f"{(round(cell.diff, 6) or 0.0):+.4g}" if column.fact else f"{(round(cell.diff, 4) or 0.0):+.4f}"
+    return ours, f" / {paper} ({diff})"
+
+
+def agreement_text(agreement: Agreement | None) -> str:
+    if agreement is None:
+        return ""
+    if agreement.n == 0:
+        return "agreement with the paper: no cell has both numbers"
+    rho = MISSING if math.isnan(agreement.spearman) else f"{agreement.spearman:.3f}"
+    return (
+        f"agreement with the paper over {agreement.n} cells: mean |difference| {agreement.mean_abs_diff:.4f}, "
+        f"Spearman rank correlation {rho}"
+    )
+
+
+def _header(column: Column) -> str:
+    return f"{column.group} · {column.label}" if column.group else column.label
+
+
+def _has_groups(block: Block) -> bool:
+    return any(c.group for c in block.columns)
+
+
+def _row_header(view: TableView) -> str:
+    return {"2": "shape", "4": "hard-label weight \\ T", "7": "system"}.get(view.name, "")
+
+
+# --- Markdown ---------------------------------------------------------------------------------------------------
+
+
+def to_markdown(view: TableView) -> str:
+    lines = [f"## {view.title}", ""]
+    for block in view.blocks:
+        if block.title:
+            lines += [f"### {block.title}", ""]
+        header = [_row_header(view), *(_header(c) for c in block.columns)]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("| " + " | ".join(["---"] + ["---:"] * len(block.columns)) + " |")
+        for row in block.rows:
+            texts = [row]
+            for column in block.columns:
+                cell = block.cell(row, column)
+                ours, suffix = cell_parts(cell, column, view.compared)
+                texts.append((f"**{ours}**" if cell.bold else ours) + suffix)
+            lines.append("| " + " | ".join(texts) + " |")
+        lines.append("")
+        if block.agreement is not None:
+            lines += [f"*{agreement_text(block.agreement)}*", ""]
+    lines += [f"> {note}" for note in view.notes]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --- LaTeX ------------------------------------------------------------------------------------------------------
+
+_LATEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "≈": r"$\approx$",
+    "·": r"$\cdot$",
+    "|": r"$|$",
+}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+
+
+def to_latex(view: TableView) -> str:
+    """One ``tabular`` (booktabs) per block inside one ``table`` float; needs ``\\usepackage{booktabs}``."""
+    out = ["\\begin{table}[t]", "\\centering", "\\small", f"\\caption{{{latex_escape(view.title)}}}"]
+    for block in view.blocks:
+        spec = "l" + "r" * len(block.columns)
+        out.append(f"\\begin{{tabular}}{{{spec}}}")
+        out.append("\\toprule")
+        if block.title:
+            out.append(
+                f"\\multicolumn{{{len(block.columns) + 1}}}{{l}}{{\\textbf{{{latex_escape(block.title)}}}}} \\\\"
+            )
+            out.append("\\midrule")
+        if _has_groups(block):
+            spans: list[tuple[str, int]] = []
+            for column in block.columns:
+                if spans and spans[-1][0] == column.group:
+                    spans[-1] = (column.group, spans[-1][1] + 1)
+                else:
+                    spans.append((column.group, 1))
+            cells, rules, start = [""], [], 2
+            for group, width in spans:
+                cells.append(f"\\multicolumn{{{width}}}{{c}}{{{latex_escape(group)}}}")
+                if group:
+                    rules.append(f"\\cmidrule(lr){{{start}-{start + width - 1}}}")
+                start += width
+            out.append(" & ".join(cells) + " \\\\")
+            out.extend(rules)
+        labels = [latex_escape(_row_header(view)), *(latex_escape(c.label) for c in block.columns)]
+        out.append(" & ".join(labels) + " \\\\")
+        out.append("\\midrule")
+        for row in block.rows:
+            texts = [latex_escape(row)]
+            for column in block.columns:
+                cell = block.cell(row, column)
+                ours, suffix = cell_parts(cell, column, view.compared)
+                ours = latex_escape(ours)
+                text = f"\\textbf{{{ours}}}" if cell.bold else ours
+                if suffix:
+                    text += f" {{\\scriptsize {latex_escape(suffix.strip())}}}"
+                texts.append(text)
+            out.append(" & ".join(texts) + " \\\\")
+        if block.agreement is not None:
+            out.append("\\midrule")
+            out.append(
+                f"\\multicolumn{{{len(block.columns) + 1}}}{{l}}{{\\scriptsize "
+                f"{latex_escape(agreement_text(block.agreement))}}} \\\\"
+            )
+        out.append("\\bottomrule")
+        out.append("\\end{tabular}")
+        out.append("")
+    for note in view.notes:
+        out.append(f"% {note}")
+    out.append("\\end{table}")
+    return "\n".join(out) + "\n"
+
+
+# --- CSV --------------------------------------------------------------------------------------------------------
+
+CSV_COLUMNS = ("table", "block", "row", "column_group", "column", "value", "std", "n_seeds", "bold")
+CSV_COMPARE_COLUMNS = ("paper", "diff")
+
+
+def _csv_number(value: float) -> str:
+    return "" if math.isnan(value) else repr(float(value))
+
+
+def to_csv(view: TableView) -> str:
+    """One line per cell of the layout (missing ones with an empty ``value``), in display order."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    header = list(CSV_COLUMNS) + (list(CSV_COMPARE_COLUMNS) if view.compared else [])
+    writer.writerow(header)
+    for block in view.blocks:
+        for row in block.rows:
+            for column in block.columns:
+                cell = block.cell(row, column)
+                line = [
+                    view.name,
+                    block.title,
+                    row,
+                    column.group,
+                    column.label,
+                    _csv_number(cell.value),
+                    _csv_number(cell.std),
+                    cell.n_seeds if not cell.missing else "",
+                    int(cell.bold),
+                ]
+                if view.compared:
+                    line += [_csv_number(cell.paper), _csv_number(cell.diff)]
+                writer.writerow(line)
+    return buffer.getvalue()
+
+
+# --- terminal (rich) --------------------------------------------------------------------------------------------
+
+
+def to_rich(view: TableView):  # -> rich.console.RenderableType
+    """A rich renderable: one table per block (side by side where the view asks, as the demo's baselines)."""
+    from rich.columns import Columns
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    parts = []
+    for block in view.blocks:
+        table = Table(title=block.title or None, title_justify="left")
+        table.add_column(_row_header(view), style="cyan", no_wrap=True)
+        for column in block.columns:
+            table.add_column(_header(column).replace(" · ", "\n"), justify="right", overflow="fold")
+        for row in block.rows:
+            texts = [Text(row)]
+            for column in block.columns:
+                cell = block.cell(row, column)
+                ours, suffix = cell_parts(cell, column, view.compared)
+                text = Text(ours, style="bold green" if cell.bold else ("dim" if cell.missing else ""))
+                if suffix:
+                    # The published number and the difference under ours: narrow columns, nothing cut off.
+                    text.append("\n" + suffix.removeprefix(" / "), style="dim")
+                texts.append(text)
+            table.add_row(*texts)
+        if block.agreement is not None:
+            table.caption = agreement_text(block.agreement)
+            table.caption_justify = "left"
+        parts.append(table)
+    body = Columns(parts, equal=False, expand=False) if view.side_by_side else Group(*parts)
+    header = Text(view.title, style="bold")
+    notes = [Text(note, style="italic") for note in view.notes]
+    return Group(header, body, *notes)
+
+
+def to_terminal_text(view: TableView, width: int = 200) -> str:
+    """The terminal rendering as plain text (for ``--out`` with ``--format terminal``)."""
+    from rich.console import Console
+
+    console = Console(record=True, width=width, file=io.StringIO(), color_system=None)
+    console.print(to_rich(view))
+    return console.export_text()
+
+
+RENDERERS: dict[str, Callable[[TableView], str]] = {
+    "terminal": to_terminal_text,
+    "markdown": to_markdown,
+    "latex": to_latex,
+    "csv": to_csv,
+}
+
+
+def render(view: TableView, fmt: str) -> str:
+    """``view`` as text in ``fmt`` (terminal, markdown, latex, csv)."""
+    return RENDERERS[check_format(fmt)](view)

@@ -1,0 +1,356 @@
+"""The tidy format every table, figure and comparison meets in, and the adapter from the results store to it.
+
+One row per number: ``table, task, dev_set, student, teacher, role, knowledge, strategy, init, temperature,
+alpha, beta, soft_weight, block, metric, value`` plus the facts ``params_m, flops_g, latency_ms`` (+ ``seed``
+before seeds are aggregated; ``std`` and ``n_seeds`` after). The transcribed paper numbers
+(`analysis.paper_numbers`) use the same column names.
+
+Conventions:
+    role: ``student`` (a distilled student's score), ``teacher`` (the teacher's own score; ``student`` is ``""``)
+        or ``baseline`` (a published system we do not train, e.g. ELECTRA-small in Table 7).
+    block: a sub-study label where a table has several (Table 2: ``fixed_params`` / ``fixed_flops``), else ``""``.
+    params_m, flops_g, latency_ms: the student's parameters (millions), forward FLOPs per sequence (10^9) and
+        measured latency (ms) where known, else NaN.
+    table: ``"1"`` .. ``"8"``, ``"demo"``, or the study name of any other sweep (a string, never an int).
+    knowledge: registry names joined by ``+`` in sorted order (a pair is a set: ``cos+mmd``), ``""`` for none.
+    strategy: canonical matching-strategy name, ``""`` when no knowledge is matched.
+    beta: a string: ``"1"``, ``"0.5"``, ``"auto"`` (calibrated weights, Table 8), ``""`` when unknown.
+    metric: the task's metrics as the core names them (accuracy, f1, mcc, pearson, spearman, ...). The paper
+        reports accuracy everywhere except STS-B (pearson): `REPORTED_METRIC`.
+    value: a fraction in [0, 1] or a correlation in [-1, 1], exactly as the store holds it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kdgrid.errors import ConfigError
+
+# Columns that identify a configuration (a number's place); ``seed`` is aggregated away.
+CONFIG_COLUMNS: tuple[str, ...] = (
+    "table",
+    "task",
+    "dev_set",
+    "student",
+    "teacher",
+    "role",
+    "knowledge",
+    "strategy",
+    "init",
+    "temperature",
+    "alpha",
+    "beta",
+    "soft_weight",
+    "block",
+    "metric",
+)
+# Optional per-trial facts carried beside the score (Table 2): parameters, FLOPs, latency.
+FACT_COLUMNS: tuple[str, ...] = ("params_m", "flops_g", "latency_ms")
+LABEL_COLUMNS: tuple[str, ...] = tuple(
+    c for c in CONFIG_COLUMNS if c not in ("temperature", "alpha", "soft_weight")
+)
+TIDY_COLUMNS: tuple[str, ...] = (*CONFIG_COLUMNS, "value")
+
+# The metric each task's tables print (the paper: accuracy, except Pearson's r for STS-B).
+REPORTED_METRIC: dict[str, str] = {"stsb": "pearson"}
+DEFAULT_METRIC = "accuracy"
+
+# Score kinds the store keeps per trial: the best epoch's scores and the last epoch's.
+SCORE_KINDS = ("best", "last")
+
+
+def is_missing(value: Any) -> bool:
+    """None, NaN or pandas' NA (a nullable column's empty cell); containers are never missing."""
+    if value is None:
+        return True
+    if isinstance(value, (list, tuple, dict)) or (hasattr(value, "__len__") and not isinstance(value, str)):
+        return False
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def reported_metric(task: str) -> str:
+    """The metric the paper reports for ``task`` (``pearson`` for STS-B, ``accuracy`` otherwise)."""
+    return REPORTED_METRIC.get(task, DEFAULT_METRIC)
+
+
+def table_name(value: Any) -> str:
+    """Normalise a table label: ``5``, ``"5"``, ``"table5"``, ``"table5_single_match"`` -> ``"5"``; a study
+    name that is not a paper table (``"demo"``, ``"my-study"``) is kept as it is."""
+    if is_missing(value):
+        return ""
+    if isinstance(value, (int, float)) and float(value).is_integer():
+        return str(int(value))
+    text = str(value).strip()
+    match = re.fullmatch(r"table[_\- ]?(\d+)(?:[_\-.].*)?|(\d+)", text, flags=re.IGNORECASE)
+    return (match.group(1) or match.group(2)) if match else text
+
+
+# Tables the analysis lays out (`analysis.tables.TABLE_CHOICES`).
+KNOWN_TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8", "demo")
+
+
+def table_of(study: Any, sweep: Any) -> str:
+    """The table a store row belongs to: its study if that names a table (``table5``, ``demo``), else its sweep
+    if that does (``sweeps/table5_single_match.yaml``), else the study (or sweep) name as it is."""
+    names = [table_name(study), table_name(Path(_text(sweep)).stem) if _text(sweep) else ""]
+    for name in names:
+        if name in KNOWN_TABLES:
+            return name
+    return names[0] or names[1]
+
+
+def knowledge_label(value: Any) -> str:
+    """A knowledge list as one label: names sorted and joined by ``+`` (``""`` for none).
+
+    Accepts what a store or CSV may hold: a list/tuple/array of names, a JSON list, or a ``+`` / ``,`` joined
+    string."""
+    if is_missing(value):
+        return ""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            names: Iterable[Any] = json.loads(text)
+        else:
+            names = re.split(r"[+,]", text)
+    else:
+        names = list(value)
+    return "+".join(sorted(str(name).strip() for name in names if str(name).strip()))
+
+
+def beta_label(value: Any) -> str:
+    """A knowledge weight as a label: numbers in shortest form (``1.0`` -> ``"1"``), ``"auto"`` as is."""
+    if is_missing(value):
+        return ""
+    try:
+        return format(float(value), "g")
+    except (TypeError, ValueError):
+        return str(value).strip()
+
+
+def _text(value: Any) -> str:
+    return "" if is_missing(value) else str(value)
+
+
+def _float(value: Any) -> float:
+    if is_missing(value) or (isinstance(value, str) and not value.strip()):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def normalise(frame: pd.DataFrame) -> pd.DataFrame:
+    """Bring a tidy-ish frame (the store adapter's or the paper CSV's) to the canonical column types: every
+    config column present, labels as strings, numbers as floats, ``role`` ``student`` where not given. Columns it
+    does not know are kept."""
+    out = frame.copy()
+    for column in (*CONFIG_COLUMNS, *FACT_COLUMNS):
+        if column not in out.columns:
+            out[column] = "" if column in LABEL_COLUMNS else math.nan
+    out["table"] = [table_name(v) for v in out["table"]]
+    out["knowledge"] = [knowledge_label(v) for v in out["knowledge"]]
+    out["beta"] = [beta_label(v) for v in out["beta"]]
+    for column in ("task", "dev_set", "student", "teacher", "role", "strategy", "init", "block", "metric"):
+        out[column] = [_text(v) for v in out[column]]
+    out["role"] = [role or "student" for role in out["role"]]
+    for column in ("temperature", "alpha", "soft_weight", "value", *FACT_COLUMNS):
+        if column in out.columns:
+            out[column] = [_float(v) for v in out[column]]
+    return out
+
+
+def _extra(value: Any) -> dict[str, Any]:
+    """The ``extra`` mapping of a store row (a dict, a JSON string, or nothing)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _trial_rows(
+    store_df: pd.DataFrame, table_trials: Mapping[str, Iterable[str]] | None = None
+) -> pd.DataFrame:
+    """The done rows of the store with the config columns of the tidy format: one row per (trial, table).
+
+    A trial belongs to the table of every study that wrote a row of it (``study`` ``table5`` -> ``"5"``; the
+    sweep name where no study was given) and to every table of ``table_trials`` listing its id: a trial shared
+    by two sweeps runs once (resume skips it the second time) but counts in both tables."""
+    required = {"trial_id", "task", "student"}
+    missing = required - set(store_df.columns)
+    if missing:
+        raise ConfigError(f"the store has no column(s) {sorted(missing)}: is it a kdgrid results store?")
+    rows = store_df
+    if "status" in rows.columns:
+        rows = rows[rows["status"] == "done"]
+    memberships: dict[str, set[str]] = {}
+    blank = [""] * len(rows)
+    study = list(rows["study"]) if "study" in rows.columns else blank
+    sweep = list(rows["sweep"]) if "sweep" in rows.columns else blank
+    for trial_id, s, w in zip(rows["trial_id"], study, sweep, strict=True):
+        memberships.setdefault(str(trial_id), set()).add(table_of(s, w))
+    for table, ids in (table_trials or {}).items():
+        for trial_id in ids:
+            if str(trial_id) in memberships:
+                memberships[str(trial_id)].add(table_name(table))
+    # A trial run twice (a forced re-run) has two done rows: the latest counts, as in `scores_long`.
+    if "written_at" in rows.columns:
+        rows = rows.assign(_order=range(len(rows))).sort_values(["written_at", "_order"], na_position="first")
+    rows = rows.drop_duplicates("trial_id", keep="last")
+    blank = [""] * len(rows)
+    rows_study = list(rows["study"]) if "study" in rows.columns else blank
+    trials = pd.DataFrame({"trial_id": [str(v) for v in rows["trial_id"]]})
+    trials["table"] = [sorted(memberships[t]) for t in trials["trial_id"]]
+    for column in ("task", "student", "teacher", "init", "strategy", "knowledge", "beta"):
+        trials[column] = list(rows[column]) if column in rows.columns else blank
+    if "beta_auto" in rows.columns:
+        # The store keeps beta as a float column plus a flag for "auto" (calibrated weights).
+        auto = [not is_missing(flag) and bool(flag) for flag in rows["beta_auto"]]
+        trials["beta"] = ["auto" if a else b for a, b in zip(auto, trials["beta"], strict=True)]
+    for column in ("temperature", "alpha", "soft_weight", "seed"):
+        trials[column] = list(rows[column]) if column in rows.columns else [math.nan] * len(rows)
+    trials["role"] = "student"
+    # A sub-study of a table's sweep (Table 2's fixed_params / fixed_flops) is the block it is printed in.
+    trials["block"] = [
+        "" if table_name(s) in KNOWN_TABLES or _text(s) in ("", "main") else _text(s) for s in rows_study
+    ]
+    trials["params_m"] = [v / 1e6 for v in _column_or_nan(rows, "student_params")]
+    trials["flops_g"] = [v / 1e9 for v in _column_or_nan(rows, "student_flops")]
+    extra_column = next((c for c in ("extra_json", "extra") if c in rows.columns), None)
+    extras = [_extra(v) for v in rows[extra_column]] if extra_column else [{} for _ in blank]
+    if "latency_ms" in rows.columns:
+        trials["latency_ms"] = [_float(v) for v in rows["latency_ms"]]
+    else:
+        # Measured latency only (the core records it in ``extra``); never estimated from FLOPs.
+        trials["latency_ms"] = [_float(extra.get("latency_ms")) for extra in extras]
+    trials["teacher_scores"] = [extra.get("teacher_scores") or {} for extra in extras]
+    trials["teacher_params_m"] = [_float(extra.get("teacher_params")) / 1e6 for extra in extras]
+    return trials.explode("table", ignore_index=True)
+
+
+def _column_or_nan(rows: pd.DataFrame, column: str) -> list[float]:
+    if column not in rows.columns:
+        return [math.nan] * len(rows)
+    return [_float(v) for v in rows[column]]
+
+
+def _teacher_rows(trials: pd.DataFrame, seed_column: bool) -> pd.DataFrame:
+    """The teachers' own dev scores, where the core recorded them (``extra["teacher_scores"]``, nested
+    ``{dev_set: {metric: value}}``), as ``role = teacher`` rows: one per (table, task, teacher, dev set, metric)."""
+    rows: dict[tuple[str, ...], dict[str, Any]] = {}
+    for trial in trials.itertuples(index=False):
+        scores = trial.teacher_scores
+        if not isinstance(scores, dict):
+            continue
+        for dev_set, metrics in scores.items():
+            for metric, value in (metrics or {}).items():
+                key = (trial.table, trial.task, trial.teacher, dev_set, metric)
+                rows.setdefault(
+                    key,
+                    {
+                        "table": trial.table,
+                        "task": trial.task,
+                        "teacher": trial.teacher,
+                        "role": "teacher",
+                        "dev_set": dev_set,
+                        "metric": metric,
+                        "value": _float(value),
+                        "params_m": trial.teacher_params_m,
+                        **({"seed": math.nan} if seed_column else {}),
+                    },
+                )
+    return pd.DataFrame(list(rows.values()))
+
+
+def store_to_tidy(
+    store_df: pd.DataFrame,
+    scores_df: pd.DataFrame,
+    kind: str = "best",
+    *,
+    per_seed: bool = False,
+    table_trials: Mapping[str, Iterable[str]] | None = None,
+) -> pd.DataFrame:
+    """The store's done trials as tidy numbers.
+
+    Args:
+        store_df: `kdgrid.store.read_store` output: one row per trial, every Trial field a column, plus
+            ``trial_id``, ``status``, ``sweep``, ``study``, ``beta_auto``, ``student_params``, ``student_flops``,
+            ``extra_json`` (the latest done row of each trial counts).
+        scores_df: `kdgrid.store.scores_long` output: ``trial_id, dev_set, metric, value, kind``.
+        kind: ``best`` (the best epoch's scores, what the paper reports) or ``last``.
+        per_seed: keep one row per seed (with a ``seed`` column) instead of aggregating.
+        table_trials: table name -> trial ids of its sweep(s): a trial listed there counts in that table even
+            when the row in the store was written by another study's sweep.
+
+    Returns:
+        One row per (configuration, dev set, metric) with ``value`` the mean over seeds, ``std`` the sample
+        standard deviation over seeds (NaN for a single seed) and ``n_seeds``; or, with ``per_seed``, one row
+        per seed. Every metric the store holds is kept; `reported_metric` says which one the tables print.
+        Teachers' own scores, where recorded, come as ``role = teacher`` rows.
+    """
+    if kind not in SCORE_KINDS:
+        raise ConfigError(f"unknown score kind {kind!r}; allowed: {', '.join(SCORE_KINDS)}")
+    columns = [*CONFIG_COLUMNS, "seed", *FACT_COLUMNS, "value"]
+    if store_df.empty or scores_df.empty:
+        return empty_tidy(per_seed)
+    trials = _trial_rows(store_df, table_trials)
+    scores = scores_df
+    if "kind" in scores.columns:
+        scores = scores[scores["kind"] == kind]
+    scores = scores[["trial_id", "dev_set", "metric", "value"]].assign(
+        trial_id=lambda s: s["trial_id"].astype(str)
+    )
+    merged = trials.drop(columns=["teacher_scores", "teacher_params_m"]).merge(
+        scores, on="trial_id", how="inner"
+    )
+    teachers = _teacher_rows(trials, seed_column=True)
+    frames = [normalise(merged)[columns]]
+    if not teachers.empty:
+        frames.append(normalise(teachers)[columns])
+    tidy = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if per_seed:
+        return tidy.reset_index(drop=True)
+    return aggregate_seeds(tidy)
+
+
+def empty_tidy(per_seed: bool = False) -> pd.DataFrame:
+    """A tidy frame with no rows and every column."""
+    columns = [*CONFIG_COLUMNS, *FACT_COLUMNS, "value"]
+    columns += ["seed"] if per_seed else ["std", "n_seeds"]
+    return pd.DataFrame({c: pd.Series(dtype=object if c in LABEL_COLUMNS else float) for c in columns})
+
+
+def aggregate_seeds(tidy: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sample standard deviation over seeds of each configuration (``std`` NaN when one seed).
+
+    Rows that agree on every config column are seeds of one configuration; facts (params, FLOPs, latency) are
+    averaged too (params and FLOPs are the same for every seed; latency is a measurement)."""
+    if tidy.empty:
+        return empty_tidy()
+    tidy = normalise(tidy)
+    keys = list(CONFIG_COLUMNS)
+    # NaN keys (temperature of a paper row) must not drop the row.
+    grouped = tidy.groupby(keys, dropna=False, sort=False)
+    out = grouped["value"].agg(value="mean", std="std", n_seeds="count").reset_index()
+    for fact in FACT_COLUMNS:
+        out[fact] = grouped[fact].mean().to_numpy()
+    out.loc[out["n_seeds"] < 2, "std"] = math.nan
+    return out[[*CONFIG_COLUMNS, *FACT_COLUMNS, "value", "std", "n_seeds"]]
+
+
+def reported_only(tidy: pd.DataFrame) -> pd.DataFrame:
+    """Only the rows of the metric the paper reports for each task (`reported_metric`)."""
+    wanted = [reported_metric(task) for task in tidy["task"]]
+    return tidy[tidy["metric"] == pd.Series(wanted, index=tidy.index)]
