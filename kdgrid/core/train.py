@@ -526,16 +526,19 @@ def _load_job(trial: Trial, runtime: Runtime) -> _Job:
     return _Job(task, teacher, teacher_model, tokenized, runtime, steps)
 
 
-def _teacher_info(teacher: ResolvedTeacher) -> dict[str, Any]:
+def _teacher_info(teacher: ResolvedTeacher, model: torch.nn.Module) -> dict[str, Any]:
+    """What every row records of its teacher: its parameter count and, for a teacher kdgrid fine-tuned, its dev
+    scores ``{dev_set: {metric: value}}`` and cache key (the tables show teachers' own scores beside students)."""
     from kdgrid.core.teacher import TEACHER_INFO
 
+    extra: dict[str, Any] = {"teacher_params": sum(p.numel() for p in model.parameters())}
     path = Path(teacher.source) / TEACHER_INFO
     if teacher.is_local and path.is_file():
         import json
 
         info = json.loads(path.read_text())
-        return {"teacher_dev_scores": info.get("dev_scores"), "teacher_key": info.get("key")}
-    return {}
+        extra.update(teacher_scores=info.get("dev_scores"), teacher_key=info.get("key"))
+    return extra
 
 
 def run_job(
@@ -545,6 +548,7 @@ def run_job(
     device: str = "auto",
     on_result: Callable[[TrialResult], None] | None = None,
     on_model: Callable[[Trial, Any], None] | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> list[TrialResult]:
     """Train every trial of a job (they must share `group_key`) against one teacher pass per batch.
 
@@ -553,7 +557,8 @@ def run_job(
     data cannot be loaded) fails every trial with that error. With ``checkpoint_dir``, each trial saves its state
     at the end of every epoch and a rerun continues from there (a finished trial's checkpoint is removed).
     ``on_model(trial, model)`` (optional, not needed by executors) receives each finished student's model, e.g.
-    to save it or, in tests, to compare weights.
+    to save it or, in tests, to compare weights. ``on_step(done, total)`` (optional) is called after every
+    shared batch with the job's batches done and its total (epochs x batches per epoch), for progress bars.
     """
     if not trials:
         return []
@@ -582,7 +587,7 @@ def run_job(
         job = _load_job(first, runtime)
     except Exception as error:
         return fail_all(error)
-    teacher_extra = _teacher_info(job.teacher)
+    teacher_extra = _teacher_info(job.teacher, job.teacher_model)
 
     runs: list[StudentRun] = []
     for index, trial in enumerate(trials):
@@ -644,6 +649,8 @@ def run_job(
                     _failed(run.result, error, failed_at_step=step)
                     _finish(run, on_result, checkpoint_dir, on_model)
                 run.seconds += time.perf_counter() - t0 + share
+            if on_step is not None:
+                on_step(step, first.epochs * job.steps_per_epoch)
         for run in active:
             if not run.active:
                 continue

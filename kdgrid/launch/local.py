@@ -208,10 +208,16 @@ class LocalExecutor:
     ) -> None:
         import traceback
 
+        progress = {"on_step": bar.job_steps} if _accepts_on_step(self.job_fn) else {}
         for job in jobs:
             try:
                 self.job_fn(
-                    job, store, sweep=sweep, study=study, checkpoint_dir=checkpoint_dir_for(store, job)
+                    job,
+                    store,
+                    sweep=sweep,
+                    study=study,
+                    checkpoint_dir=checkpoint_dir_for(store, job),
+                    **progress,
                 )
             except Exception as error:
                 self._fail_unreported(
@@ -269,6 +275,17 @@ class LocalExecutor:
                 process.join(timeout=10)
 
 
+def _accepts_on_step(job_fn: JobFn) -> bool:
+    """Whether a job function takes the ``on_step`` progress callback (the default one does)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(job_fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "on_step" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
 class _ProgressBar:
     """A rich progress bar of trials: done / failed / remaining, elapsed time and an ETA."""
 
@@ -278,6 +295,7 @@ class _ProgressBar:
         self.title = title
         self._progress: Any = None
         self._task: Any = None
+        self._steps: Any = None
 
     def __enter__(self) -> _ProgressBar:
         if self.enabled:
@@ -294,26 +312,30 @@ class _ProgressBar:
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TextColumn(
-                    "[green]done {task.fields[done]}[/] [red]failed {task.fields[failed]}[/] "
-                    "remaining {task.fields[remaining]}"
-                ),
+                TextColumn("{task.fields[info]}"),
                 TimeElapsedColumn(),
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
             )
             self._progress.start()
-            self._task = self._progress.add_task(
-                self.title, total=self.total, done=0, failed=0, remaining=self.total
-            )
+            self._task = self._progress.add_task(self.title, total=self.total, info=self._info(0, 0))
         return self
+
+    def job_steps(self, done: int, total: int) -> None:
+        """The running job's shared batches (a job of many trials finishes them all at once at its end)."""
+        if self._progress is None:
+            return
+        if self._steps is None:
+            self._steps = self._progress.add_task("  batches of this job", total=total, info="")
+        self._progress.update(self._steps, completed=done, total=total)
+
+    def _info(self, done: int, failed: int) -> str:
+        remaining = self.total - done - failed
+        return f"[green]done {done}[/] [red]failed {failed}[/] remaining {remaining}"
 
     def update(self, done: int, failed: int) -> None:
         if self._progress is not None:
-            finished = done + failed
-            self._progress.update(
-                self._task, completed=finished, done=done, failed=failed, remaining=self.total - finished
-            )
+            self._progress.update(self._task, completed=done + failed, info=self._info(done, failed))
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:

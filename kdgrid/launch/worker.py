@@ -8,6 +8,7 @@ shows why and ``kdgrid resume`` retries them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,14 @@ def run_job_to_store(
     sweep: str,
     study: str | None = None,
     checkpoint_dir: Path | str | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> None:
     """Run one job (trials sharing one teacher pass) and write one row per trial into the store.
 
     Rows are written as each trial finishes (``on_result``), so a job killed half-way keeps what it finished.
     A result `run_job` returns without having reported it is written afterwards; a crash of `run_job` writes
     failure rows for the trials that have none yet. Nothing is raised for a failed trial: the row says it.
+    ``on_step(done, total)`` receives the job's batch progress (see `kdgrid.core.train.run_job`).
     """
     from kdgrid.store.write import failure_result, write_result
 
@@ -50,7 +53,8 @@ def run_job_to_store(
     if checkpoints is not None:
         checkpoints.mkdir(parents=True, exist_ok=True)
     try:
-        results = run_job(list(trials), checkpoint_dir=checkpoints, on_result=write)
+        progress = {} if on_step is None else {"on_step": on_step}
+        results = run_job(list(trials), checkpoint_dir=checkpoints, on_result=write, **progress)
     except Exception as error:  # the whole job failed: record it on every trial still without a row
         for trial in trials:
             if trial.trial_id not in written:

@@ -127,7 +127,8 @@ def test_cli_teacher_finetune_and_trial(base: str, tmp_path: Path) -> None:
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [r["status"] for r in rows] == ["done", "done"]
     assert rows[1]["layer_pairs"] == [[1, 1], [2, 2]] and rows[1]["trial"]["knowledge"] == ["hidden_mse"]
-    assert rows[0]["extra"]["teacher_dev_scores"]["validation"]["accuracy"] > 0.7
+    assert rows[0]["extra"]["teacher_scores"]["validation"]["accuracy"] > 0.7
+    assert rows[0]["extra"]["teacher_params"] > 1_000_000
     assert (tmp_path / "s" / rows[0]["trial_id"] / "config.json").is_file()
     # Bad input: one clear error, exit status 2, no traceback.
     bad = tmp_path / "bad.yaml"

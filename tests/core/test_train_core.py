@@ -104,7 +104,10 @@ def test_a_trial_in_a_group_equals_the_trial_alone(teacher: str) -> None:
 
 def test_result_rows_are_filled(teacher: str) -> None:
     trial = make_trial(teacher, knowledge=("hidden_mse", "attention_mse_sum"), strategy="Dilatation")
-    (result,), _ = run([trial])
+    progress: list[tuple[int, int]] = []
+    (result,), _ = run([trial], on_step=lambda done, total: progress.append((done, total)))
+    steps = len(progress) // 2  # 96 examples in batches of 16 = 6 batches per epoch, 2 epochs
+    assert progress == [(step, 2 * steps) for step in range(1, 2 * steps + 1)] and steps == 6
     shape = StudentShape(layers=2, width=32, heads=2, ffn=64)
     assert result.status == "done" and result.best_epoch in (1, 2)
     assert [c["epoch"] for c in result.curve] == [1, 2]
@@ -124,6 +127,10 @@ def test_result_rows_are_filled(teacher: str) -> None:
     assert result.student_flops == shape.flops_per_sequence(24, 2)
     assert result.device == "cpu" and result.started_at and result.ended_at and result.wall_time_s > 0
     assert result.extra["projection_params"] == 2 * (32 * 64 + 64)  # two hidden_mse projections 32 -> 64
+    teacher_params = sum(
+        p.numel() for p in BertForSequenceClassification.from_pretrained(teacher).parameters()
+    )
+    assert result.extra["teacher_params"] == teacher_params
 
 
 def test_resume_from_an_epoch_checkpoint_equals_an_uninterrupted_run(
