@@ -75,3 +75,33 @@ def test_console_script_is_installed_and_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_trial_config_reports_every_problem_at_once_and_canonicalises_names(tmp_path):
+    from kdgrid.commands.core import read_trials
+    from kdgrid.errors import ConfigError
+    from kdgrid.trial import Trial
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "- {task: polarty, teacher: minilm-l6, student: bert-tny, knowledge: [hiden_mse], strategy: Last-2}\n"
+        "- {task: polarity, teacher: minilm-l6, student: bert-tiny, colour: red}\n"
+    )
+    with pytest.raises(ConfigError) as error:
+        read_trials(bad)
+    message = str(error.value)
+    for expected in ("polarty", "bert-tny", "hiden_mse", "Last-2", "trial 1: unknown key 'colour'"):
+        assert expected in message
+
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "{task: polarity, teacher: minilm-l6, student: bert-tiny, knowledge: [vr], strategy: last-1}\n"
+    )
+    (trial,) = read_trials(good)
+    assert trial == Trial(
+        task="polarity",
+        teacher="minilm-l6",
+        student=trial.student,
+        knowledge=("value_relation",),
+        strategy="Last-1",
+    )

@@ -74,15 +74,35 @@ def read_trials(path: Path) -> list[Any]:
     if isinstance(data, dict) and "trials" in data:
         data = data["trials"]
     items = data if isinstance(data, list) else [data]
+    # The sweep files' canonicalisation (kdgrid.grid.values), so a trial run here has the id it has in a sweep;
+    # every problem of every trial is reported at once.
+    from kdgrid.grid.values import InvalidValue, normalize
+
+    allowed = Trial.field_names()
+    problems: list[str] = []
     trials = []
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            raise ConfigError(f"{path}: trial {index} is not a mapping of trial fields")
-        try:
-            trials.append(Trial.from_dict(item))
-        except (KeyError, TypeError) as error:
-            message = error.args[0] if isinstance(error, KeyError) else str(error)
-            raise ConfigError(f"{path}: trial {index}: {message}") from None
+            problems.append(f"trial {index}: not a mapping of trial fields")
+            continue
+        config: dict[str, Any] = {}
+        for key, value in item.items():
+            if key not in allowed:
+                problems.append(f"trial {index}: unknown key {key!r}; allowed: {', '.join(allowed)}")
+                continue
+            try:
+                config[key] = normalize(key, value)
+            except InvalidValue as error:
+                problems.append(f"trial {index}: {key}: {error}")
+        if not config.get("knowledge"):
+            config["strategy"] = None
+        missing = [f for f in ("task", "teacher", "student") if f not in item]
+        if missing:
+            problems.append(f"trial {index}: missing required field(s) {', '.join(missing)}")
+        elif len(problems) == 0:
+            trials.append(Trial.from_dict(config))
+    if problems:
+        raise ConfigError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
     if not trials:
         raise ConfigError(f"{path}: no trials")
     return trials
