@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from analysis.paper_numbers import COLUMNS as PAPER_COLUMNS
+
 PAPER_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PAPER_DIR.parent.parent
 SOURCE_NAME = "004_f65d5bb595b2f723.txt"
@@ -135,31 +137,8 @@ MANUAL_DOUBTS: list[tuple[dict[str, str], str]] = [
     ),
 ]
 
-COLUMNS: tuple[str, ...] = (
-    "table",
-    "task",
-    "dev_set",
-    "student",
-    "teacher",
-    "role",
-    "knowledge",
-    "strategy",
-    "init",
-    "temperature",
-    "alpha",
-    "beta",
-    "block",
-    "params_m",
-    "flops_g",
-    "latency_ms",
-    "metric",
-    "value_text",
-    "value",
-    "bold",
-    "doubtful",
-    "note",
-    "source_line",
-)
+# The CSV columns, in order: the loader's list (one definition for writer and reader).
+COLUMNS = PAPER_COLUMNS
 
 
 @dataclass
