@@ -1,0 +1,301 @@
+"""What a grid costs: per-trial training vs kdgrid's grouped jobs vs the lower bound (issue 7, benchmark 1).
+
+    .venv/bin/python benchmarks/grid_throughput.py [--quick | --smoke] [--json PATH]
+
+The grid: bert-tiny students (random init) x the paper's 10 knowledge types x its 5 matching strategies = 50 trials
+on the polarity task, batch 32, every batch padded/truncated to exactly 64 tokens, a fixed number of optimizer
+steps, run three ways for each teacher (the offline MiniLM 6 x 384, and a randomly initialised BERT-base shape
+12 x 768):
+
+- ``per_trial``: each trial alone through `run_job([trial])`: its own teacher forward every step;
+- ``grouped``: `run_job(all trials)`: one teacher forward per batch shared by the group;
+- ``lower_bound``: the teacher's forward alone over the same batches, plus each student's training steps alone
+  against precomputed teacher features, timed separately and summed.
+
+Times are per optimizer step (the first step of each run is a warm-up and is left out of the mean), so loading,
+set-up and the end-of-epoch evaluation are not counted. ``per_trial`` may time a sample of the trials
+(``--per-trial-sample``) and scale to the grid; the JSON says how many it timed. Each configuration runs in its
+own subprocess, so its peak RSS is its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import itertools
+
+from _common import (
+    TEACHERS,
+    emit,
+    fix_batch_width,
+    machine,
+    mean_step,
+    memory_figures,
+    run_worker,
+    teacher_path,
+    write_json,
+)
+
+MODES = ("per_trial", "grouped", "lower_bound")
+TASK = "polarity"
+
+
+def grid_trials(teacher: str, n_trials: int, steps: int, batch_size: int, length: int) -> list[Any]:
+    """The first ``n_trials`` of knowledge x strategy, in an order that spreads both axes (trial i takes
+    knowledge i mod 10 and strategy (i + i // 10) mod 5), so a small grid still covers every knowledge type."""
+    from kdgrid.core.knowledge import PAPER_KNOWLEDGE
+    from kdgrid.core.matching import PAPER_STRATEGIES
+    from kdgrid.trial import Trial
+
+    trials = []
+    for index in range(n_trials):
+        knowledge = PAPER_KNOWLEDGE[index % len(PAPER_KNOWLEDGE)]
+        strategy = PAPER_STRATEGIES[(index + index // len(PAPER_KNOWLEDGE)) % len(PAPER_STRATEGIES)]
+        trials.append(
+            Trial(
+                task=TASK,
+                teacher=teacher,
+                student="bert-tiny",
+                init="random",
+                knowledge=(knowledge,),
+                strategy=strategy,
+                beta=1.0,
+                batch_size=batch_size,
+                max_length=length,
+                epochs=1,
+                max_train_samples=batch_size * steps,
+                seed=0,
+            )
+        )
+    return trials
+
+
+def sample_indices(n_trials: int, sample: int) -> list[int]:
+    """Which trials ``per_trial`` times: steps of 11 through the grid (mod its size), so 10 samples of the
+    50-trial grid take each knowledge type once and every strategy twice."""
+    chosen: list[int] = []
+    index = 0
+    while len(chosen) < min(sample, n_trials):
+        if index % n_trials not in chosen:
+            chosen.append(index % n_trials)
+        index += 11 if (index + 11) % n_trials not in chosen else 1
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------------- workers
+
+
+def _timed_job(trials: list[Any]) -> list[float]:
+    """Run one job; return the seconds of each shared step (teacher forward + every student's step)."""
+    from kdgrid.core.train import run_job
+
+    stamps: list[float] = []
+
+    def on_step(done: int, total: int) -> None:
+        stamps.append(time.perf_counter())
+
+    # on_step fires after each shared step, so the gaps between its calls are steps 2..N (step 1, the warm-up,
+    # also holds the job's start and is not timed).
+    results = run_job(trials, device="cpu", on_step=on_step)
+    failed = [r for r in results if r.status != "done"]
+    if failed:
+        raise RuntimeError(
+            f"{len(failed)} trial(s) failed: {failed[0].error_type}: {failed[0].error_message}"
+        )
+    return [b - a for a, b in itertools.pairwise(stamps)]
+
+
+def worker_per_trial(trials: list[Any], sample: int) -> dict[str, Any]:
+    chosen = [trials[i] for i in sample_indices(len(trials), sample)]
+    per_trial = [mean_step([0.0, *_timed_job([trial])]) for trial in chosen]
+    step = sum(per_trial) / len(per_trial)  # mean seconds per step of one trial (its teacher + its student)
+    return {"timed_trials": len(chosen), "step_s_per_trial": step, "grid_step_s": step * len(trials)}
+
+
+def worker_grouped(trials: list[Any]) -> dict[str, Any]:
+    times = _timed_job(trials)
+    return {"grid_step_s": mean_step([0.0, *times])}
+
+
+def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
+    """The teacher's forward alone, then each student's steps against the stored teacher features."""
+    from kdgrid.core.capture import FeatureCapture
+    from kdgrid.core.data import train_batches
+    from kdgrid.core.train import (
+        _load_job,
+        _setup_student,
+        _teacher_forward,
+        _train_step,
+        make_runtime,
+        plan_trial,
+    )
+
+    job = _load_job(trials[0], make_runtime("cpu"))
+    batches = list(train_batches(job.tokenized["train"], trials[0].batch_size, trials[0].seed, 0))[:steps]
+    runs = [_setup_student(plan_trial(t, job.teacher), job, None) for t in trials]
+    needs = frozenset().union(*(r.capture.needs for r in runs))
+    capture = FeatureCapture(job.teacher_model, needs)
+    teacher_times, features = [], []
+    for batch in batches:
+        started = time.perf_counter()
+        features.append(_teacher_forward(job, capture, batch))
+        teacher_times.append(time.perf_counter() - started)
+    student_steps = []
+    for run in runs:
+        times = []
+        for step, (batch, teacher) in enumerate(zip(batches, features, strict=True), start=1):
+            started = time.perf_counter()
+            _train_step(run, job, batch, teacher, step)
+            times.append(time.perf_counter() - started)
+        student_steps.append(mean_step(times))
+        run.model = run.optimizer = None
+    teacher_step = mean_step(teacher_times)
+    students = sum(student_steps)
+    return {
+        "teacher_step_s": teacher_step,
+        "students_step_s": students,
+        "student_step_s_mean": students / len(runs),
+        "grid_step_s": teacher_step + students,
+    }
+
+
+def worker_main(args: argparse.Namespace) -> None:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)  # the teacher's fresh classifier head: the same in every worker
+    fix_batch_width(args.length)
+    trials = grid_trials(args.teacher_path, args.trials, args.steps, args.batch_size, args.length)
+    if args.worker == "per_trial":
+        result = worker_per_trial(trials, args.per_trial_sample)
+    elif args.worker == "grouped":
+        result = worker_grouped(trials)
+    else:
+        result = worker_lower_bound(trials, args.steps)
+    result.update(memory_figures())
+    emit(result)
+
+
+# ----------------------------------------------------------------------------------------------------- parent
+
+
+def summarise(teacher: str, modes: dict[str, dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+    trials, steps, batch = config["trials"], config["steps"], config["batch_size"]
+    out: dict[str, Any] = {}
+    for mode, figures in modes.items():
+        step = figures["grid_step_s"]  # seconds for one batch of the whole grid
+        wall = step * steps
+        out[mode] = {
+            **figures,
+            "wall_s": wall,
+            "trials_per_hour": trials / wall * 3600,
+            "examples_per_s": trials * batch / step,  # student-examples trained per second
+        }
+    out["per_trial_over_grouped"] = modes["per_trial"]["grid_step_s"] / modes["grouped"]["grid_step_s"]
+    out["grouped_over_lower_bound"] = modes["grouped"]["grid_step_s"] / modes["lower_bound"]["grid_step_s"]
+    out["teacher"] = teacher
+    return out
+
+
+def print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    config = report["config"]
+    table = Table(
+        title=f"grid throughput: {config['trials']} bert-tiny trials, {config['steps']} steps, "
+        f"batch {config['batch_size']} x {config['length']} tokens (per-trial timed on "
+        f"{config['per_trial_sample']} and scaled)"
+    )
+    for column in (
+        "teacher",
+        "mode",
+        "s / grid step",
+        "wall (s)",
+        "trials / h",
+        "examples / s",
+        "peak RSS MiB",
+    ):
+        table.add_column(column, justify="right")
+    for teacher in report["teachers"]:
+        figures = report[teacher]
+        for mode in MODES:
+            row = figures[mode]
+            table.add_row(
+                teacher,
+                mode,
+                f"{row['grid_step_s']:.3f}",
+                f"{row['wall_s']:.1f}",
+                f"{row['trials_per_hour']:.0f}",
+                f"{row['examples_per_s']:.0f}",
+                f"{row['peak_rss_mb']:.0f}",
+            )
+        table.add_row(
+            teacher, "per-trial / grouped", f"{figures['per_trial_over_grouped']:.2f}x", "", "", "", ""
+        )
+        table.add_row(
+            teacher, "grouped / lower bound", f"{figures['grouped_over_lower_bound']:.2f}x", "", "", "", ""
+        )
+    Console(width=160).print(table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="5 trials, 2 steps, per-trial timed on 1")
+    parser.add_argument("--smoke", action="store_true", help="2 trials, 2 steps, batch 4 (tests)")
+    parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--trials", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument(
+        "--per-trial-sample", type=int, default=10, help="trials timed alone (scaled to the grid)"
+    )
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--length", type=int, default=64)
+    parser.add_argument("--teachers", default=",".join(TEACHERS), help="comma-separated: minilm,bert-base")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (0: torch default)")
+    parser.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--teacher-path", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.trials, args.steps, args.per_trial_sample, args.batch_size = 2, 2, 1, 4
+    elif args.quick:
+        args.trials, args.steps, args.per_trial_sample = 5, 2, 1
+    args.per_trial_sample = min(args.per_trial_sample, args.trials)
+    if args.worker:
+        worker_main(args)
+        return
+
+    teachers = [t.strip() for t in args.teachers.split(",") if t.strip()]
+    config = {
+        k: getattr(args, k)
+        for k in ("trials", "steps", "per_trial_sample", "batch_size", "length", "threads")
+    }
+    report: dict[str, Any] = {"config": config, "machine": machine(), "teachers": teachers}
+    for teacher in teachers:
+        path = teacher_path(teacher)
+        common = [
+            "--teacher-path", path, "--trials", str(args.trials), "--steps", str(args.steps),
+            "--per-trial-sample", str(args.per_trial_sample), "--batch-size", str(args.batch_size),
+            "--length", str(args.length), "--threads", str(args.threads),
+        ]  # fmt: skip
+        modes = {mode: run_worker(Path(__file__), ["--worker", mode, *common]) for mode in MODES}
+        report[teacher] = summarise(teacher, modes, config)
+    print_table(report)
+    write_json(args.json, report)
+    if not args.json:
+        print(json.dumps({t: {k: report[t][k] for k in ("per_trial_over_grouped", "grouped_over_lower_bound")}
+                          for t in teachers}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

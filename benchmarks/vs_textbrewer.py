@@ -1,0 +1,276 @@
+"""One trial through kdgrid vs the same trial through TextBrewer's GeneralDistiller (issue 7, benchmark 2).
+
+    .venv/bin/pip install -c constraints.txt textbrewer      # benchmark-only dependency (the `bench` extra)
+    .venv/bin/python benchmarks/vs_textbrewer.py [--quick | --smoke] [--json PATH]
+
+Two trials, bert-tiny (random init, seed 0) from the offline MiniLM teacher on polarity, batch 32, max length 64,
+beta 1, alpha 0.1, temperature 1, AdamW (fused, kdgrid's weight-decay groups) with kdgrid's linear warm-up/decay:
+
+- ``hidden``: soft labels + hidden_mse with a linear projection on the Last-1 layer pairs;
+- ``attention``: soft labels + attention_ce_mean on the Last-1 layer pairs.
+
+Both frameworks get the same student (built by kdgrid, so the same initial weights and projection), the same
+batches in the same order and the same number of steps. TextBrewer is wired the way its docs show for a Hugging
+Face BERT: adaptors returning ``logits``, ``hidden`` (``hidden_states``), ``attention``, ``inputs_mask`` and the
+model's own hard-label ``losses``. HF returns attention *probabilities*; TextBrewer's ``attention_ce_mean`` wants
+pre-softmax scores, so its adaptor passes ``log(probs)``: per row that is the scores minus a constant, so the head
+mean's softmax (what the loss uses) is the same. Before training, both compute the first batch's loss on the
+same weights (eval mode); the table shows both and their difference.
+
+Step time: the mean over steps 2..N (step 1 is a warm-up). Peak memory: each framework x trial runs in its own
+subprocess; the ratio is of peak RSS (kdgrid / TextBrewer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import itertools
+
+from _common import MINILM, emit, machine, mean_step, memory_figures, run_worker, teacher_path, write_json
+
+CONFIGS = {"hidden": "hidden_mse", "attention": "attention_ce_mean"}
+FRAMEWORKS = ("kdgrid", "textbrewer")
+
+
+def make_trial(config: str, steps: int, batch_size: int) -> Any:
+    from kdgrid.trial import Trial
+
+    return Trial(
+        task="polarity",
+        teacher=teacher_path(MINILM),
+        student="bert-tiny",
+        init="random",
+        knowledge=(CONFIGS[config],),
+        strategy="Last-1",
+        beta=1.0,
+        alpha=0.1,
+        temperature=1.0,
+        batch_size=batch_size,
+        max_length=64,
+        epochs=1,
+        max_train_samples=batch_size * steps,
+        seed=0,
+    )
+
+
+def run_kdgrid(trial: Any) -> dict[str, Any]:
+    from kdgrid.core.train import run_job
+
+    stamps: list[float] = []
+    results = run_job([trial], device="cpu", on_step=lambda done, total: stamps.append(time.perf_counter()))
+    if results[0].status != "done":
+        raise RuntimeError(f"kdgrid trial failed: {results[0].error_message}")
+    return {"step_s": mean_step([0.0, *(b - a for a, b in itertools.pairwise(stamps))])}
+
+
+def _first_batch_losses(job: Any, run: Any, distiller: Any, batch: dict, args: dict) -> dict[str, float]:
+    """The first batch's weighted total loss by both frameworks, same weights, eval mode (no dropout)."""
+    import torch
+    from textbrewer.distiller_utils import post_adaptor
+
+    from kdgrid.core.capture import FeatureCapture
+
+    student, teacher = run.model, job.teacher_model
+    student.eval()
+    with torch.no_grad():
+        results_t = post_adaptor(distiller.adaptor_T(batch, teacher(**batch, **args)))
+        results_s = post_adaptor(distiller.adaptor_S(batch, student(**batch, **args)))
+        textbrewer_total, _ = distiller.compute_loss(results_s, results_t)
+        s_capture = FeatureCapture(student, run.capture.needs)
+        t_capture = FeatureCapture(teacher, run.capture.needs)
+        values = run.objective.term_values(s_capture(batch), t_capture(batch), batch["labels"])
+        kdgrid_total = run.objective.total(values)
+        s_capture.remove()
+        t_capture.remove()
+    student.train()
+    return {"kdgrid": float(kdgrid_total), "textbrewer": float(textbrewer_total)}
+
+
+def run_textbrewer(trial: Any, steps: int) -> dict[str, Any]:
+    import torch
+    from textbrewer import DistillationConfig, GeneralDistiller, TrainingConfig
+
+    from kdgrid.core.data import train_batches
+    from kdgrid.core.optim import decay_groups, linear_schedule
+    from kdgrid.core.train import _load_job, _setup_student, make_runtime, plan_trial
+
+    job = _load_job(trial, make_runtime("cpu"))
+    run = _setup_student(plan_trial(trial, job.teacher), job, None)  # kdgrid's student, projections and seed
+    run.capture.remove()  # TextBrewer reads the model's outputs, not kdgrid's hooks
+    batches = list(train_batches(job.tokenized["train"], trial.batch_size, trial.seed, 0))[:steps]
+    knowledge = trial.knowledge[0]
+    pairs = run.plan.used_pairs
+    widths = (run.plan.shape.width, run.plan.teacher.shape.width)
+    if knowledge == "hidden_mse":
+        matches = [
+            {"layer_S": s, "layer_T": t, "feature": "hidden", "loss": "hidden_mse", "weight": trial.beta,
+             "proj": ["linear", widths[0], widths[1], {}]}
+            for s, t in pairs
+        ]  # fmt: skip
+        args = {"output_hidden_states": True}
+    else:
+        # HF's attentions tuple starts at transformer layer 1; kdgrid's layer numbers start at the embeddings (0).
+        matches = [
+            {"layer_S": s - 1, "layer_T": t - 1, "feature": "attention", "loss": "attention_ce_mean",
+             "weight": trial.beta}
+            for s, t in pairs
+        ]  # fmt: skip
+        args = {"output_attentions": True}
+
+    def adaptor(batch: dict, outputs: Any) -> dict[str, Any]:
+        out = {"logits": outputs.logits, "inputs_mask": batch["attention_mask"]}
+        if outputs.loss is not None:
+            out["losses"] = outputs.loss
+        if outputs.hidden_states is not None:
+            out["hidden"] = outputs.hidden_states
+        if outputs.attentions is not None:
+            tiny = torch.finfo(outputs.attentions[0].dtype).tiny
+            out["attention"] = [a.clamp_min(tiny).log() for a in outputs.attentions]
+        return out
+
+    with tempfile.TemporaryDirectory() as out_dir:
+        train_config = TrainingConfig(device="cpu", output_dir=out_dir, ckpt_steps=steps + 1, log_dir=None)
+        distill_config = DistillationConfig(
+            temperature=trial.temperature,
+            kd_loss_type="ce",
+            kd_loss_weight=trial.soft_weight,
+            hard_label_weight=trial.alpha,
+            intermediate_matches=matches,
+        )
+        distiller = GeneralDistiller(
+            train_config, distill_config, job.teacher_model, run.model, adaptor, adaptor
+        )
+        for index, term in enumerate(t for t in run.plan.terms if t.projected):  # same initial projections
+            source = run.objective.projections[term.name.replace("@", "_at_").replace("-", "_")].net
+            distiller.projs[index].load_state_dict(source.state_dict())
+        losses = _first_batch_losses(job, run, distiller, batches[0], args)
+        optimizer = torch.optim.AdamW(decay_groups([run.model], trial.weight_decay), lr=trial.lr, fused=True)
+        starts: list[float] = []
+        step_fn = distiller.train_on_batch
+
+        def timed(batch: dict, batch_args: dict) -> Any:
+            starts.append(time.perf_counter())
+            return step_fn(batch, batch_args)
+
+        distiller.train_on_batch = timed
+        distiller.train(
+            optimizer,
+            batches,
+            num_steps=steps,
+            scheduler_class=lambda optimizer: linear_schedule(optimizer, steps, trial.warmup_ratio),
+            scheduler_args={},
+            **args,
+        )
+        # A trial ends with its dev scores (kdgrid's run_job evaluates each epoch); a TextBrewer user evaluates in
+        # its callback. Same evaluation here, so both peaks include it.
+        from kdgrid.core.evaluate import evaluate
+
+        evaluate(run.model, job.task, {n: job.tokenized[n] for n in job.task.dev_sets}, trial.batch_size)
+    gaps = [b - a for a, b in itertools.pairwise(starts)]  # steps 1..N-1, each start to next start
+    return {"step_s": mean_step(gaps), "first_batch_loss": losses}
+
+
+def worker_main(args: argparse.Namespace) -> None:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)  # the teacher's fresh classifier head: the same in every worker
+    trial = make_trial(args.config, args.steps, args.batch_size)
+    result = run_kdgrid(trial) if args.worker == "kdgrid" else run_textbrewer(trial, args.steps)
+    result.update(memory_figures())
+    emit(result)
+
+
+def print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    config = report["config"]
+    table = Table(
+        title=f"kdgrid vs TextBrewer: bert-tiny from MiniLM, {config['steps']} steps, batch {config['batch_size']}"
+    )
+    for column in ("trial", "framework", "s / step", "peak RSS MiB", "first-batch loss"):
+        table.add_column(column, justify="right")
+    for name in report["configs"]:
+        figures = report[name]
+        losses = figures["first_batch_loss"]
+        for framework in FRAMEWORKS:
+            row = figures[framework]
+            table.add_row(
+                name,
+                framework,
+                f"{row['step_s']:.4f}",
+                f"{row['peak_rss_mb']:.0f}",
+                f"{losses[framework]:.6f}",
+            )
+        table.add_row(
+            name,
+            "kdgrid / TextBrewer",
+            f"{figures['time_ratio']:.2f}x",
+            f"{figures['memory_ratio']:.2f}x",
+            f"diff {figures['loss_abs_diff']:.1e}",
+        )
+    table.add_row(
+        "all", "kdgrid / TextBrewer", f"{report['time_ratio']:.2f}x", f"{report['memory_ratio']:.2f}x", ""
+    )
+    Console(width=160).print(table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="8 steps")
+    parser.add_argument("--smoke", action="store_true", help="3 steps of batch 8 (tests)")
+    parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (0: torch default)")
+    parser.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
+    parser.add_argument("--config", choices=tuple(CONFIGS), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.steps, args.batch_size = 3, 8
+    elif args.quick:
+        args.steps = 8
+    if args.worker:
+        worker_main(args)
+        return
+    config = {"steps": args.steps, "batch_size": args.batch_size, "threads": args.threads}
+    report: dict[str, Any] = {"config": config, "machine": machine(), "configs": list(CONFIGS)}
+    common = [
+        "--steps",
+        str(args.steps),
+        "--batch-size",
+        str(args.batch_size),
+        "--threads",
+        str(args.threads),
+    ]
+    for name in CONFIGS:
+        runs = {f: run_worker(Path(__file__), ["--worker", f, "--config", name, *common]) for f in FRAMEWORKS}
+        losses = runs["textbrewer"].pop("first_batch_loss")
+        report[name] = {
+            **runs,
+            "first_batch_loss": losses,
+            "loss_abs_diff": abs(losses["kdgrid"] - losses["textbrewer"]),
+            "time_ratio": runs["kdgrid"]["step_s"] / runs["textbrewer"]["step_s"],
+            "memory_ratio": runs["kdgrid"]["peak_rss_mb"] / runs["textbrewer"]["peak_rss_mb"],
+        }
+    # The headline ratios: the worse of the two trials (a target holds only if it holds for both).
+    report["time_ratio"] = max(report[name]["time_ratio"] for name in CONFIGS)
+    report["memory_ratio"] = max(report[name]["memory_ratio"] for name in CONFIGS)
+    print_table(report)
+    write_json(args.json, report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""The benchmark scripts run end to end in their smallest mode and write the JSON keys the issue fixes.
+
+They are measurements, not tests: the figures are not asserted, only that every script still runs against the
+current core, reports every ratio as a positive number, and (vs_textbrewer) that both frameworks compute the same
+first-batch loss.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def run_script(name: str, tmp_path: Path) -> dict:
+    out = tmp_path / f"{name}.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--smoke", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def positive(value: object) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and value > 0
+
+
+def test_grid_throughput_smoke(tmp_path: Path) -> None:
+    report = run_script("grid_throughput", tmp_path)
+    for teacher in ("minilm", "bert-base"):
+        figures = report[teacher]
+        assert positive(figures["per_trial_over_grouped"])
+        assert positive(figures["grouped_over_lower_bound"])
+        for mode in ("per_trial", "grouped", "lower_bound"):
+            assert positive(figures[mode]["grid_step_s"]) and figures[mode]["peak_rss_mb"] > 100
+    assert report["config"]["trials"] == 2
+
+
+def test_vs_textbrewer_smoke(tmp_path: Path) -> None:
+    pytest.importorskip("textbrewer")
+    report = run_script("vs_textbrewer", tmp_path)
+    assert positive(report["time_ratio"]) and positive(report["memory_ratio"])
+    for name in ("hidden", "attention"):
+        losses = report[name]["first_batch_loss"]
+        # the same formulas on the same weights and batch: equal up to float rounding
+        assert losses["kdgrid"] == pytest.approx(losses["textbrewer"], rel=1e-5)
+
+
+def test_padding_smoke(tmp_path: Path) -> None:
+    report = run_script("padding", tmp_path)
+    for task in report["tasks"]:
+        figures = report[task]
+        # fixed 128-token padding computes more tokens than length-grouped batches of the same examples
+        assert figures["padded_token_ratio"] > 1
+        assert figures["fixed"]["real"] == figures["grouped"]["real"] == figures["dynamic"]["real"]
+        assert positive(figures["step_time_ratio"])
