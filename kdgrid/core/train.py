@@ -500,8 +500,10 @@ def _finish(
     on_model: Callable[[Trial, Any], None] | None = None,
 ) -> None:
     run.finished = True
-    if on_model is not None and run.result.status == "done" and run.model is not None:
-        on_model(run.trial, run.model)
+    if run.result.status == "done" and run.model is not None:
+        run.result.extra["latency_ms"] = measure_latency_ms(run.model, run.trial.max_length)
+        if on_model is not None:
+            on_model(run.trial, run.model)
     run.result.ended_at = run.result.ended_at or _now()
     run.result.wall_time_s = round(run.seconds, 3)
     if run.capture is not None:
@@ -526,19 +528,61 @@ def _load_job(trial: Trial, runtime: Runtime) -> _Job:
     return _Job(task, teacher, teacher_model, tokenized, runtime, steps)
 
 
-def _teacher_info(teacher: ResolvedTeacher, model: torch.nn.Module) -> dict[str, Any]:
-    """What every row records of its teacher: its parameter count and, for a teacher kdgrid fine-tuned, its dev
-    scores ``{dev_set: {metric: value}}`` and cache key (the tables show teachers' own scores beside students)."""
+def _teacher_info(job: _Job, batch_size: int) -> dict[str, Any]:
+    """What every row records of its teacher: its parameter count and its own dev scores ``{dev_set: {metric:
+    value}}`` (the tables show them beside the students'). A teacher kdgrid fine-tuned brings its scores and cache
+    key in ``teacher.json``; any other (a Hub teacher) is evaluated once per job. Evaluation draws no random
+    number, so the students' streams are untouched."""
+    from kdgrid.core.evaluate import evaluate
     from kdgrid.core.teacher import TEACHER_INFO
 
-    extra: dict[str, Any] = {"teacher_params": sum(p.numel() for p in model.parameters())}
-    path = Path(teacher.source) / TEACHER_INFO
-    if teacher.is_local and path.is_file():
+    extra: dict[str, Any] = {"teacher_params": sum(p.numel() for p in job.teacher_model.parameters())}
+    path = Path(job.teacher.source) / TEACHER_INFO
+    if job.teacher.is_local and path.is_file():
         import json
 
         info = json.loads(path.read_text())
         extra.update(teacher_scores=info.get("dev_scores"), teacher_key=info.get("key"))
+    else:
+        dev_sets = {name: job.tokenized[name] for name in job.task.dev_sets}
+        with torch.no_grad():
+            extra["teacher_scores"] = evaluate(
+                job.teacher_model, job.task, dev_sets, batch_size, job.runtime.device
+            )
     return extra
+
+
+LATENCY_REPEATS = 10
+
+
+def measure_latency_ms(model: torch.nn.Module, sequence_length: int) -> float:
+    """Median wall time (ms) of the model's forward pass on one sequence of ``sequence_length`` tokens, batch 1,
+    eval mode, on the model's device: the paper's "latency" (Table 2), measured where the trial ran (so it is
+    only comparable between trials run on the same kind of machine)."""
+    import statistics
+
+    device = next(model.parameters()).device
+    ids = torch.full((1, sequence_length), 1000, dtype=torch.long, device=device)
+    inputs = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "token_type_ids": torch.zeros_like(ids),
+    }
+    was_training = model.training
+    model.eval()
+    times = []
+    with torch.no_grad():
+        for repeat in range(LATENCY_REPEATS + 2):  # two warm-up passes
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            started = time.perf_counter()
+            model(**inputs)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if repeat >= 2:
+                times.append((time.perf_counter() - started) * 1000)
+    model.train(was_training)
+    return round(statistics.median(times), 3)
 
 
 def run_job(
@@ -585,9 +629,9 @@ def run_job(
 
     try:
         job = _load_job(first, runtime)
+        teacher_extra = _teacher_info(job, first.batch_size)
     except Exception as error:
         return fail_all(error)
-    teacher_extra = _teacher_info(job.teacher, job.teacher_model)
 
     runs: list[StudentRun] = []
     for index, trial in enumerate(trials):

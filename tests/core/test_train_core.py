@@ -131,6 +131,9 @@ def test_result_rows_are_filled(teacher: str) -> None:
         p.numel() for p in BertForSequenceClassification.from_pretrained(teacher).parameters()
     )
     assert result.extra["teacher_params"] == teacher_params
+    # A teacher without kdgrid's teacher.json (e.g. from the Hub) is evaluated once per job for the tables.
+    assert set(result.extra["teacher_scores"]["validation"]) == {"accuracy", "f1"}
+    assert result.extra["latency_ms"] > 0  # Table 2's latency: one sequence of max_length tokens, batch 1
 
 
 def test_resume_from_an_epoch_checkpoint_equals_an_uninterrupted_run(
