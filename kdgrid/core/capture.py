@@ -14,8 +14,9 @@ group pays for nothing but the logits.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import torch
 from torch import nn
@@ -29,6 +30,36 @@ PAD_BIAS = -10000.0
 _QKV = ("query", "key", "value")
 
 
+class LayerScores(Sequence[torch.Tensor | None]):
+    """Attention scores per layer (index 0 is ``None``), each computed from its Q, K and the mask on first use and
+    then kept: a knowledge matched on one layer pair pays for one layer's ``[B, H, L, L]`` scores, not all."""
+
+    def __init__(
+        self, qk: list[tuple[torch.Tensor, torch.Tensor] | None], mask: torch.Tensor, heads: int
+    ) -> None:
+        self._qk = qk
+        self._mask = mask
+        self._heads = heads
+        self._scores: list[torch.Tensor | None] = [None] * len(qk)
+
+    def __len__(self) -> int:
+        return len(self._qk)
+
+    @overload
+    def __getitem__(self, layer: int) -> torch.Tensor | None: ...
+
+    @overload
+    def __getitem__(self, layer: slice) -> list[torch.Tensor | None]: ...
+
+    def __getitem__(self, layer: int | slice) -> torch.Tensor | list[torch.Tensor | None] | None:
+        if isinstance(layer, slice):
+            return [self[i] for i in range(len(self))[layer]]
+        pair = self._qk[layer]
+        if self._scores[layer] is None and pair is not None:
+            self._scores[layer] = attention_scores(pair[0], pair[1], self._mask, self._heads)
+        return self._scores[layer]
+
+
 @dataclass
 class Features:
     """One forward pass's captured features.
@@ -38,7 +69,8 @@ class Features:
         mask: ``[B, L]`` attention mask, 1 = real token.
         hidden: per layer 0..L: ``[B, L, d]`` (layer 0 = embeddings output); empty unless needed.
         query, key, value: per transformer layer 1..L (index 0 is ``None``): ``[B, L, d]``; empty unless needed.
-        scores: per transformer layer 1..L (index 0 is ``None``): ``[B, H, L, L]`` pre-softmax; empty unless needed.
+        scores: per transformer layer 1..L (index 0 is ``None``): ``[B, H, L, L]`` pre-softmax, each computed on
+            first use (`LayerScores`); empty unless needed.
         heads: the model's attention head count (to split Q/K/V).
     """
 
@@ -49,7 +81,7 @@ class Features:
     query: list[torch.Tensor | None] = field(default_factory=list)
     key: list[torch.Tensor | None] = field(default_factory=list)
     value: list[torch.Tensor | None] = field(default_factory=list)
-    scores: list[torch.Tensor | None] = field(default_factory=list)
+    scores: Sequence[torch.Tensor | None] = field(default_factory=list)
 
     @property
     def sentence(self) -> torch.Tensor:
@@ -155,10 +187,8 @@ class FeatureCapture:
                 if name in self.needs:
                     setattr(features, name, [None] + [self._store[(name, i)] for i in range(1, layers + 1)])
             if "scores" in self.needs:
-                features.scores = [None] + [
-                    attention_scores(self._store[("query", i)], self._store[("key", i)], mask, self.heads)
-                    for i in range(1, layers + 1)
-                ]
+                qk = [(self._store[("query", i)], self._store[("key", i)]) for i in range(1, layers + 1)]
+                features.scores = LayerScores([None, *qk], mask, self.heads)
         finally:
             self._store.clear()
         return features

@@ -84,3 +84,21 @@ def test_gradients_flow_through_captured_student_features() -> None:
     features = FeatureCapture(model, {"scores"})(padded_batch())
     features.scores[2].sum().backward()
     assert model.bert.encoder.layer[1].attention.self.query.weight.grad is not None
+
+
+def test_scores_are_computed_per_layer_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kdgrid.core.capture as capture
+
+    computed: list[int] = []
+    real = capture.attention_scores
+
+    def counting(query, key, mask, heads):
+        computed.append(query.shape[-1])
+        return real(query, key, mask, heads)
+
+    monkeypatch.setattr(capture, "attention_scores", counting)
+    features = FeatureCapture(tiny_bert(layers=3), {"scores"})(padded_batch())
+    assert computed == []  # nothing until a loss asks
+    first = features.layer_feature("scores", 3)
+    assert features.layer_feature("scores", 3) is first and len(computed) == 1  # computed once, then kept
+    assert [s is None for s in features.scores[:]] == [True, False, False, False] and len(computed) == 3
