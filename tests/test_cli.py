@@ -105,3 +105,23 @@ def test_a_trial_config_reports_every_problem_at_once_and_canonicalises_names(tm
         knowledge=("value_relation",),
         strategy="Last-1",
     )
+
+
+def test_scientific_notation_without_a_dot_is_a_number_in_sweep_and_trial_files(tmp_path):
+    # PyYAML (YAML 1.1) would read `1e-3` as a string; learning rates are written that way.
+    from kdgrid.commands.core import read_trials
+    from kdgrid.grid.spec import Problems, load_yaml
+
+    path = tmp_path / "trial.yaml"
+    path.write_text(
+        "{task: polarity, teacher: minilm-l6, student: bert-tiny, lr: 1e-3, weight_decay: 5E-2}\n"
+    )
+    assert load_yaml(path, Problems()) == {
+        "task": "polarity",
+        "teacher": "minilm-l6",
+        "student": "bert-tiny",
+        "lr": 0.001,
+        "weight_decay": 0.05,
+    }
+    (trial,) = read_trials(path)
+    assert (trial.lr, trial.weight_decay) == (0.001, 0.05)

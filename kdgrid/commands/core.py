@@ -61,16 +61,15 @@ def finetune(
 
 def read_trials(path: Path) -> list[Any]:
     """Trials from a YAML/JSON file: one mapping, a list of mappings, or ``{"trials": [...]}``."""
-    import yaml
-
+    from kdgrid.grid.expand import raise_problems
+    from kdgrid.grid.spec import Problems, load_yaml
     from kdgrid.trial import Trial
 
     if not path.is_file():
         raise ConfigError(f"trial config {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML/JSON ({error})") from None
+    read_problems = Problems()
+    data = load_yaml(path, read_problems)  # the sweep files' reader: YAML (a superset of JSON), strict keys
+    raise_problems(read_problems, path)
     if isinstance(data, dict) and "trials" in data:
         data = data["trials"]
     items = data if isinstance(data, list) else [data]

@@ -18,6 +18,7 @@ YAML's silent "last duplicate key wins" is refused: a key written twice is an er
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,11 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+# YAML 1.1 (PyYAML) reads `1e-3` as the string "1e-3": its floats need a dot. Sweep files are full of learning
+# rates written that way, so scientific notation without a dot is a float here, as in YAML 1.2 and JSON.
+SCIENTIFIC_FLOAT = re.compile(r"^[-+]?[0-9]+(?:\.[0-9]*)?[eE][-+]?[0-9]+$")
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", SCIENTIFIC_FLOAT, list("-+0123456789"))
 
 
 def load_yaml(path: Path, problems: Problems) -> Any:
