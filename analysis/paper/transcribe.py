@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from analysis.paper_numbers import COLUMNS as PAPER_COLUMNS
+from kdgrid.core.knowledge import PAPER_KNOWLEDGE
 
 PAPER_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PAPER_DIR.parent.parent
@@ -52,19 +53,7 @@ _STRATEGY_ALIASES |= {"first1": "First-1", "first-1": "First-1", "last1": "Last-
 
 STUDENTS: tuple[str, ...] = ("bert-tiny", "bert-mini", "bert-small")
 
-# The paper's ten knowledge types; its names are already the registry's canonical names.
-PAPER_KNOWLEDGE: tuple[str, ...] = (
-    "attention_mse_sum",
-    "attention_ce_mean",
-    "hidden_mse",
-    "cos",
-    "pkd",
-    "mmd",
-    "gram",
-    "query_relation",
-    "key_relation",
-    "value_relation",
-)
+# The paper's ten knowledge types: the registry's names and order (`kdgrid.core.knowledge.PAPER_KNOWLEDGE`).
 
 # (task, dev_set) for every spelling of a dev-set header met in the OCR, keyed by the header lower-cased with
 # everything but letters and digits removed ("MNLi-mm", "mnl_i_mismatched" -> "mnlimm", "mnlimismatched").
