@@ -57,7 +57,7 @@ def run_demo(store: Path = Path("results"), *, sweep: Path | None = None, worker
         f"(majority class {teacher.info['majority_baseline']['accuracy']:.4f}); {teacher.path}"
     )
 
-    console.rule(f"[bold]3/4 {sweep.name}: 52 trials sharing one teacher pass (local executor)")
+    console.rule(f"[bold]3/4 {sweep.name}: the study, one teacher pass shared per job (local executor)")
     failed: typer.Exit | None = None
     settings = [f"local_workers={workers}"] if workers else None
     try:

@@ -116,6 +116,13 @@ class Trial:
         return dict(self.options).get(name, default)
 
 
+# The fields a trial cannot do without (those without a default): sweep and trial files must set them.
+REQUIRED_FIELDS: tuple[str, ...] = tuple(
+    f.name
+    for f in dataclasses.fields(Trial)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)
+
 # Trials that agree on these fields see the same batches in the same order and can share one teacher pass
 # (design decision 6). Everything else (student, knowledge, strategy, weights, lr, ...) may differ in a job.
 GROUP_FIELDS: tuple[str, ...] = (

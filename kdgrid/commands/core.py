@@ -63,7 +63,7 @@ def read_trials(path: Path) -> list[Any]:
     """Trials from a YAML/JSON file: one mapping, a list of mappings, or ``{"trials": [...]}``."""
     from kdgrid.grid.expand import raise_problems
     from kdgrid.grid.spec import Problems, load_yaml
-    from kdgrid.trial import Trial
+    from kdgrid.trial import REQUIRED_FIELDS, Trial
 
     if not path.is_file():
         raise ConfigError(f"trial config {path} does not exist")
@@ -95,7 +95,7 @@ def read_trials(path: Path) -> list[Any]:
                 problems.append(f"trial {index}: {key}: {error}")
         if not config.get("knowledge"):
             config["strategy"] = None
-        missing = [f for f in ("task", "teacher", "student") if f not in item]
+        missing = [f for f in REQUIRED_FIELDS if f not in item]
         if missing:
             problems.append(f"trial {index}: missing required field(s) {', '.join(missing)}")
         elif len(problems) == 0:

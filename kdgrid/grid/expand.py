@@ -23,9 +23,8 @@ from kdgrid.errors import ConfigError
 from kdgrid.grid.checks import combination_problems
 from kdgrid.grid.spec import Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
 from kdgrid.grid.values import InvalidValue, normalize, rule_candidates
-from kdgrid.trial import Trial
+from kdgrid.trial import REQUIRED_FIELDS, Trial
 
-REQUIRED_FIELDS = ("task", "teacher", "student")
 MAX_LISTED_PROBLEMS = 60
 _TEMPLATE = re.compile(r"\{(\w+)\}")
 
