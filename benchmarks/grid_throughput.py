@@ -10,7 +10,8 @@ steps, run three ways for each teacher (the offline MiniLM 6 x 384, and a random
 - ``per_trial``: each trial alone through `run_job([trial])`: its own teacher forward every step;
 - ``grouped``: `run_job(all trials)`: one teacher forward per batch shared by the group;
 - ``lower_bound``: the teacher's forward alone over the same batches, plus each student's training steps alone
-  against precomputed teacher features, timed separately and summed.
+  against precomputed teacher features (with the teacher-side loss targets of `kdgrid.core.teacher_targets`
+  computed once per batch, by the first student that needs each), timed separately and summed.
 
 Times are per optimizer step (the first step of each run is a warm-up and is left out of the mean), so loading,
 set-up and the end-of-epoch evaluation are not counted. ``per_trial`` may time a sample of the trials
@@ -128,6 +129,7 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
     """The teacher's forward alone, then each student's steps against the stored teacher features."""
     from kdgrid.core.capture import FeatureCapture
     from kdgrid.core.data import train_batches
+    from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
     from kdgrid.core.train import (
         _load_job,
         _setup_student,
@@ -147,12 +149,16 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
         started = time.perf_counter()
         features.append(_teacher_forward(job, capture, batch))
         teacher_times.append(time.perf_counter() - started)
+    # One memo of teacher-side loss targets per batch, kept across students: the first student to need a
+    # target computes it, as in a grouped step (they are part of the teacher's precomputed features).
+    memos = [TeacherTargets() for _ in batches]
     student_steps = []
     for run in runs:
         times = []
-        for step, (batch, teacher) in enumerate(zip(batches, features, strict=True), start=1):
+        for step, (batch, teacher, memo) in enumerate(zip(batches, features, memos, strict=True), start=1):
             started = time.perf_counter()
-            _train_step(run, job, batch, teacher, step)
+            with shared_teacher_targets(memo):
+                _train_step(run, job, batch, teacher, step)
             times.append(time.perf_counter() - started)
         student_steps.append(mean_step(times))
         run.model = run.optimizer = None

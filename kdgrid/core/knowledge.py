@@ -11,7 +11,9 @@ Conventions shared by every function (``../shared/design.md``, "Conventions for 
   batch with padding of any length and any content (even NaN) gives the same value as the unpadded batch.
 * The teacher is a fixed target: every function calls ``.detach()`` on its teacher inputs, so gradients reach
   the student (and a projection applied to the student) only, whether or not the caller ran the teacher under
-  ``torch.no_grad()``.
+  ``torch.no_grad()``. What a function derives from the teacher alone (a Gram product, a head-mean attention
+  distribution, relation log-probabilities) goes through `kdgrid.core.teacher_targets.teacher_side`, so the
+  students of one group compute it once per batch.
 * Each function returns a 0-dim tensor, unweighted: the objective multiplies by beta / alpha.
 * Where the student must be in the teacher's width (``needs_projection`` in the registry) the caller passes the
   student already projected by a `kdgrid.core.projection.Projection`; `compute_knowledge` does that for it.
@@ -34,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from kdgrid.core.teacher_targets import teacher_side
 from kdgrid.errors import ConfigError, KdgridError
 
 Feature = Literal["scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"]
@@ -318,15 +321,16 @@ def attention_mse_sum(
         0-dim tensor; zero when the head-summed maps agree on every real pair.
     """
     real = _check_scores(scores_s, scores_t, mask, "attention_mse_sum")
-    pairs = _real_pairs(real)
-    if on == "scores":
-        a_s, a_t = scores_s, scores_t.detach()
-    elif on == "probs":
-        a_s, a_t = _head_probs(scores_s, pairs), _head_probs(scores_t.detach(), pairs)
-    else:
+    if on not in ("scores", "probs"):
         raise ConfigError(f"attention_mse_sum: on={on!r} is not one of 'scores', 'probs'")
-    sum_s = a_s.masked_fill(~pairs[:, None], 0.0).sum(dim=1)
-    sum_t = a_t.masked_fill(~pairs[:, None], 0.0).sum(dim=1)
+    pairs = _real_pairs(real)
+
+    def head_sum(scores: Tensor) -> Tensor:
+        maps = scores if on == "scores" else _head_probs(scores, pairs)
+        return maps.masked_fill(~pairs[:, None], 0.0).sum(dim=1)
+
+    sum_s = head_sum(scores_s)
+    sum_t = teacher_side(("attention_mse_sum", on), (scores_t, mask), lambda: head_sum(scores_t.detach()))
     lengths = real.sum(dim=1).to(sum_s.dtype)
     return (sum_s - sum_t).pow(2).sum() / (lengths * lengths).sum().clamp_min(1)
 
@@ -366,18 +370,23 @@ def attention_ce_mean(
         0-dim tensor. Not zero on identical inputs: its minimum is the teacher rows' entropy.
     """
     real = _check_scores(scores_s, scores_t, mask, "attention_ce_mean")
-    pairs = _real_pairs(real)
-    if on == "scores":
-        log_p_s = _masked_log_softmax(scores_s.masked_fill(~pairs[:, None], 0.0).mean(dim=1), pairs)
-        p_t = _masked_log_softmax(
-            scores_t.detach().masked_fill(~pairs[:, None], 0.0).mean(dim=1), pairs
-        ).exp()
-    elif on == "probs":
-        tiny = torch.finfo(scores_s.dtype).tiny
-        log_p_s = _head_probs(scores_s, pairs).mean(dim=1).clamp_min(tiny).log()
-        p_t = _head_probs(scores_t.detach(), pairs).mean(dim=1)
-    else:
+    if on not in ("scores", "probs"):
         raise ConfigError(f"attention_ce_mean: on={on!r} is not one of 'scores', 'probs'")
+    pairs = _real_pairs(real)
+
+    def log_head_mean(scores: Tensor) -> Tensor:
+        return _masked_log_softmax(scores.masked_fill(~pairs[:, None], 0.0).mean(dim=1), pairs)
+
+    def teacher_probs() -> Tensor:
+        if on == "scores":
+            return log_head_mean(scores_t.detach()).exp()
+        return _head_probs(scores_t.detach(), pairs).mean(dim=1)
+
+    if on == "scores":
+        log_p_s = log_head_mean(scores_s)
+    else:
+        log_p_s = _head_probs(scores_s, pairs).mean(dim=1).clamp_min(torch.finfo(scores_s.dtype).tiny).log()
+    p_t = teacher_side(("attention_ce_mean", on), (scores_t, mask), teacher_probs)
     cross = (p_t * log_p_s).masked_fill(~pairs, 0.0).sum(dim=-1)
     return -cross.masked_fill(~real, 0.0).sum() / _token_count(real, cross)
 
@@ -461,7 +470,9 @@ def cos(hidden_s: Tensor, hidden_t: Tensor, mask: Tensor, *, eps: float = 1e-8) 
     """
     real = _check_hidden_same(hidden_s, hidden_t, mask, "cos")
     h_s = _l2_normalize(_zero_padding(hidden_s, real), eps)
-    h_t = _l2_normalize(_zero_padding(hidden_t.detach(), real), eps)
+    h_t = teacher_side(
+        ("cos", eps), (hidden_t, mask), lambda: _l2_normalize(_zero_padding(hidden_t.detach(), real), eps)
+    )
     per_token = 1.0 - (h_s * h_t).sum(dim=-1)
     return per_token.masked_fill(~real, 0.0).sum() / _token_count(real, per_token)
 
@@ -563,16 +574,16 @@ def mmd(
     if scale not in ("width", "length"):
         raise ConfigError(f"mmd: scale={scale!r} is not one of 'width', 'length'")
     pairs = _real_pairs(real)
-    h1_s, h2_s = _zero_padding(hidden_s, real), _zero_padding(h2_s, real)
-    h1_t, h2_t = _zero_padding(hidden_t.detach(), real), _zero_padding(h2_t.detach(), real)
-    gram_s = h1_s @ h2_s.transpose(1, 2)
-    gram_t = h1_t @ h2_t.transpose(1, 2)
-    lengths = real.sum(dim=1).to(gram_s.dtype)
-    if scale == "width":
-        gram_s, gram_t = gram_s / hidden_s.shape[-1], gram_t / hidden_t.shape[-1]
-    else:
-        per_example = lengths.clamp_min(1)[:, None, None]
-        gram_s, gram_t = gram_s / per_example, gram_t / per_example
+    lengths = real.sum(dim=1).to(hidden_s.dtype)
+
+    def similarity(h1: Tensor, h2: Tensor) -> Tensor:
+        gram = _zero_padding(h1, real) @ _zero_padding(h2, real).transpose(1, 2)
+        return gram / (h1.shape[-1] if scale == "width" else lengths.clamp_min(1)[:, None, None])
+
+    gram_s = similarity(hidden_s, h2_s)
+    gram_t = teacher_side(
+        ("mmd", scale), (hidden_t, h2_t, mask), lambda: similarity(hidden_t.detach(), h2_t.detach())
+    )
     squared = (gram_s - gram_t).pow(2).masked_fill(~pairs, 0.0)
     return squared.sum() / (lengths * lengths).sum().clamp_min(1)
 
@@ -614,12 +625,47 @@ def gram(
     h2_t = hidden_t if second_t is None else second_t
     _expect_same_shape(hidden_s, h2_s, "gram", "H_1 / H_2 hidden states")
     _expect_same_shape(hidden_t, h2_t, "gram", "H_1 / H_2 hidden states")
-    lengths = real.sum(dim=1).to(hidden_s.dtype).clamp_min(1)[:, None, None]
-    g_s = _zero_padding(hidden_s, real).transpose(1, 2) @ _zero_padding(h2_s, real) / lengths
-    g_t = (
-        _zero_padding(hidden_t.detach(), real).transpose(1, 2) @ _zero_padding(h2_t.detach(), real) / lengths
-    )
-    return (g_s - g_t).pow(2).mean()
+    batch, length, width = hidden_s.shape
+    lengths = real.sum(dim=1).to(hidden_s.dtype).clamp_min(1)
+    a_s = _zero_padding(hidden_s, real)
+    b_s = a_s if h2_s is hidden_s else _zero_padding(h2_s, real)
+    a_t = teacher_side(("zero_padding",), (hidden_t, mask), lambda: _zero_padding(hidden_t.detach(), real))
+    b_t = a_t if h2_t is hidden_t else _zero_padding(h2_t.detach(), real)
+    if 4 * length >= width:
+        g_t = teacher_side(("gram", "features"), (a_t, b_t), lambda: a_t.transpose(1, 2) @ b_t)
+        per_example = (a_s.transpose(1, 2) @ b_s - g_t).pow(2).sum(dim=(1, 2))
+    else:
+        per_example = _gram_error_by_tokens(a_s, b_s, a_t, b_t)
+    return (per_example / (lengths * lengths)).sum() / (batch * width * width)
+
+
+def _gram_error_by_tokens(a_s: Tensor, b_s: Tensor, a_t: Tensor, b_t: Tensor) -> Tensor:
+    """``||A_s^T B_s - A_t^T B_t||_F^2`` per example from ``[L, L]`` products only, ``[B]``.
+
+    For d > 4 L this is cheaper than building the ``[d, d]`` Gram matrices (4 L^2 d instead of L d^2
+    multiply-adds per example; d = 768, L = 64: 3x fewer). With ``D_A = A_s - A_t`` and ``D_B = B_s - B_t``,
+    ``A_s^T B_s - A_t^T B_t = D_A^T B_s + A_t^T D_B``, and by ``<X^T Y, U^T V> = <X U^T, Y V^T>``::
+
+        ||.||^2 = <D_A D_A^T, B_s B_s^T> + <A_t A_t^T, D_B D_B^T> + 2 <D_A A_t^T, B_s D_B^T>
+
+    Every term is of the order of the difference, so nothing cancels catastrophically when the student nears
+    the teacher (the naive ``||G_s||^2 - 2 <G_s, G_t> + ||G_t||^2`` loses all digits there).
+    """
+
+    def outer(x: Tensor, y: Tensor) -> Tensor:
+        return x @ y.transpose(1, 2)
+
+    d_a = a_s - a_t
+    same = a_s is b_s and a_t is b_t
+    d_b = d_a if same else b_s - b_t
+    d_a_d_a = outer(d_a, d_a)
+    d_b_d_b = d_a_d_a if same else outer(d_b, d_b)
+    a_t_a_t = teacher_side(("gram", "token products"), (a_t,), lambda: outer(a_t, a_t))
+    b_s_b_s = outer(b_s, b_s)
+    first = (d_a_d_a * b_s_b_s).sum(dim=(1, 2))
+    second = (a_t_a_t * d_b_d_b).sum(dim=(1, 2))
+    cross = (outer(d_a, a_t) * outer(b_s, d_b)).sum(dim=(1, 2))
+    return first + second + 2 * cross
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -654,7 +700,11 @@ def _relation_kl(
             )
     pairs = _real_pairs(real)
     log_s = _split_relation_log_probs(_zero_padding(x_s, real), pairs, r)
-    log_t = _split_relation_log_probs(_zero_padding(x_t.detach(), real), pairs, r)
+    log_t = teacher_side(
+        ("relation", r),
+        (x_t, mask),
+        lambda: _split_relation_log_probs(_zero_padding(x_t.detach(), real), pairs, r),
+    )
     kl = (log_t.exp() * (log_t - log_s)).masked_fill(~pairs[:, None], 0.0).sum(dim=-1)
     return kl.sum() / (r * _token_count(real, kl))
 
@@ -899,10 +949,14 @@ def cka(hidden_s: Tensor, hidden_t: Tensor, mask: Tensor, *, eps: float = 1e-12)
     """
     real = _check_hidden_tokens(hidden_s, hidden_t, mask, "cka")
     x = _centre_over_tokens(_zero_padding(hidden_s, real), real).flatten(0, 1)
-    y = _centre_over_tokens(_zero_padding(hidden_t.detach(), real), real).flatten(0, 1)
+
+    def teacher_part() -> tuple[Tensor, Tensor]:
+        y = _centre_over_tokens(_zero_padding(hidden_t.detach(), real), real).flatten(0, 1)
+        return y, (y.T @ y).pow(2).sum().clamp_min(eps).sqrt()
+
+    y, self_y = teacher_side(("cka", eps), (hidden_t, mask), teacher_part)
     cross = (y.T @ x).pow(2).sum()
     self_x = (x.T @ x).pow(2).sum().clamp_min(eps).sqrt()
-    self_y = (y.T @ y).pow(2).sum().clamp_min(eps).sqrt()
     return 1.0 - cross / (self_x * self_y)
 
 

@@ -29,6 +29,7 @@ from torch import nn
 
 from kdgrid.core.capture import Features
 from kdgrid.core.models import StudentShape
+from kdgrid.core.teacher_targets import teacher_side
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 
@@ -180,7 +181,10 @@ class Objective(nn.Module):
             spec = self.specs[term.knowledge]
             s_layer, t_layer = term.pair if term.pair is not None else (None, None)
             s_feats = {k: v.float() for k, v in _features_for(student, spec.needs, s_layer).items()}
-            t_feats = {k: v.float() for k, v in _features_for(teacher, spec.needs, t_layer).items()}
+            t_feats = {  # one fp32 copy per batch for the whole group (a no-op for fp32 features)
+                k: teacher_side(("float",), (v,), v.float)
+                for k, v in _features_for(teacher, spec.needs, t_layer).items()
+            }
             values[term.name] = compute_knowledge(
                 term.knowledge,
                 s_feats,

@@ -36,6 +36,7 @@ from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from kdgrid.core.models import ResolvedTeacher, StudentShape, resolve_teacher, student_shape
 from kdgrid.core.objective import DivergenceError, Objective, Term, knowledge_terms, teacher_needs
+from kdgrid.core.teacher_targets import shared_teacher_targets
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.result import TrialResult
 from kdgrid.trial import GROUP_FIELDS, Trial, group_key
@@ -413,20 +414,21 @@ def _calibrate(
     for index, batch in enumerate(batches[:n]):
         batch = _to(batch, job.runtime.device)
         teacher = _teacher_forward(job, capture, batch)
-        for run in pending:
-            if index >= counts[run.trial.trial_id] or not run.active:
-                continue
-            assert run.objective is not None and run.capture is not None
-            run.model.eval()
-            try:
-                with torch.no_grad(), job.runtime.autocast():
-                    values = run.objective.term_values(run.capture(batch), teacher, batch["labels"])
-            except Exception as error:
-                _failed(run.result, error, failed_in="auto-weight calibration")
-                _finish(run, on_result, None)
-                continue
-            for name, value in values.items():
-                sums[run.trial.trial_id][name] = sums[run.trial.trial_id].get(name, 0.0) + float(value)
+        with shared_teacher_targets():
+            for run in pending:
+                if index >= counts[run.trial.trial_id] or not run.active:
+                    continue
+                assert run.objective is not None and run.capture is not None
+                run.model.eval()
+                try:
+                    with torch.no_grad(), job.runtime.autocast():
+                        values = run.objective.term_values(run.capture(batch), teacher, batch["labels"])
+                except Exception as error:
+                    _failed(run.result, error, failed_in="auto-weight calibration")
+                    _finish(run, on_result, None)
+                    continue
+                for name, value in values.items():
+                    sums[run.trial.trial_id][name] = sums[run.trial.trial_id].get(name, 0.0) + float(value)
     for run in pending:
         if not run.active:
             continue
@@ -676,23 +678,24 @@ def run_job(
                 break
             share = (time.perf_counter() - started) / len(live)
             step = epoch * job.steps_per_epoch + step_in_epoch + 1
-            for run in live:
-                t0 = time.perf_counter()
-                try:
-                    _train_step(run, job, batch, teacher, step)
-                except DivergenceError as error:
-                    _failed(
-                        run.result,
-                        error,
-                        diverged_at_step=error.step,
-                        diverged_term=error.term,
-                        diverged_pair=list(error.pair) if error.pair else None,
-                    )
-                    _finish(run, on_result, checkpoint_dir, on_model)
-                except Exception as error:
-                    _failed(run.result, error, failed_at_step=step)
-                    _finish(run, on_result, checkpoint_dir, on_model)
-                run.seconds += time.perf_counter() - t0 + share
+            with shared_teacher_targets():  # teacher-side loss targets: once per batch, not per student
+                for run in live:
+                    t0 = time.perf_counter()
+                    try:
+                        _train_step(run, job, batch, teacher, step)
+                    except DivergenceError as error:
+                        _failed(
+                            run.result,
+                            error,
+                            diverged_at_step=error.step,
+                            diverged_term=error.term,
+                            diverged_pair=list(error.pair) if error.pair else None,
+                        )
+                        _finish(run, on_result, checkpoint_dir, on_model)
+                    except Exception as error:
+                        _failed(run.result, error, failed_at_step=step)
+                        _finish(run, on_result, checkpoint_dir, on_model)
+                    run.seconds += time.perf_counter() - t0 + share
             if on_step is not None:
                 on_step(step, first.epochs * job.steps_per_epoch)
         for run in active:

@@ -266,16 +266,55 @@ def test_mmd_with_a_second_hidden_state_by_hand():
 
 def test_gram_by_hand():
     hs, ht = _hidden(16)
+    got = kn.gram(_t(hs), _t(ht), torch.tensor(MASK))
+    assert got.item() == pytest.approx(_gram_by_hand(hs, ht, hs, ht), rel=1e-12)
+
+
+def _gram_by_hand(hs, ht, hs2, ht2) -> float:
+    width = hs.shape[-1]
     total = 0.0
     for b in range(2):
         real = _real(MASK, b)
-        for p in range(4):
-            for q in range(4):
-                g_s = sum(hs[b, i, p] * hs[b, i, q] for i in real) / len(real)
-                g_t = sum(ht[b, i, p] * ht[b, i, q] for i in real) / len(real)
+        for p in range(width):
+            for q in range(width):
+                g_s = sum(hs[b, i, p] * hs2[b, i, q] for i in real) / len(real)
+                g_t = sum(ht[b, i, p] * ht2[b, i, q] for i in real) / len(real)
                 total += (g_s - g_t) ** 2
-    got = kn.gram(_t(hs), _t(ht), torch.tensor(MASK))
-    assert got.item() == pytest.approx(total / (2 * 4 * 4), rel=1e-12)
+    return total / (2 * width * width)
+
+
+def test_gram_from_token_products_by_hand():
+    """Width 16 > 4 x length 3: the loss is built from [L, L] products only, and still equals eq. 16."""
+    hs, ht = _hidden(18, width_s=16, width_t=16)
+    hs2, ht2 = _hidden(19, width_s=16, width_t=16)
+    mask = torch.tensor(MASK)
+    got = kn.gram(_t(hs), _t(ht), mask)
+    assert got.item() == pytest.approx(_gram_by_hand(hs, ht, hs, ht), rel=1e-12)
+    got = kn.gram(_t(hs), _t(ht), mask, second_s=_t(hs2), second_t=_t(ht2))
+    assert got.item() == pytest.approx(_gram_by_hand(hs, ht, hs2, ht2), rel=1e-12)
+
+
+def test_gram_from_token_products_keeps_its_digits_near_the_teacher():
+    """In fp32, a student within 0.1% of the teacher (the loss ~1e-12 of the Gram matrices' squared size) still
+    gets the loss and its gradient to ~1e-5 of the fp64 values: no catastrophic cancellation."""
+    generator = torch.Generator().manual_seed(0)
+    teacher = torch.randn(4, 16, 128, generator=generator)
+    teacher[..., 5] *= 20  # an outlier dimension, as BERT hidden states have
+    student = teacher + 1e-3 * torch.randn(4, 16, 128, generator=generator)
+    mask = torch.ones(4, 16, dtype=torch.long)
+    mask[1, 9:] = 0
+
+    def loss_and_grad(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        s = student.to(dtype).clone().requires_grad_()
+        loss = kn.gram(s, teacher.to(dtype), mask)
+        loss.backward()
+        return loss.detach().double(), s.grad.double()
+
+    loss32, grad32 = loss_and_grad(torch.float32)
+    loss64, grad64 = loss_and_grad(torch.float64)
+    assert 0 < loss64.item() < 1e-3
+    assert abs(loss32 - loss64).item() < 1e-5 * loss64.item()
+    assert (grad32 - grad64).norm().item() < 1e-4 * grad64.norm().item()
 
 
 def test_cka_by_hand():

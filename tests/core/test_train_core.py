@@ -102,6 +102,36 @@ def test_a_trial_in_a_group_equals_the_trial_alone(teacher: str) -> None:
     )
 
 
+def test_a_trial_reading_teacher_targets_computed_by_a_mate_equals_the_trial_alone(
+    teacher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The teacher-side loss targets (Gram products, head-mean attention, relations, ...) are computed by the
+    first student of a batch and read by the others: the readers train exactly as they would alone."""
+    from kdgrid.core import teacher_targets
+
+    memos: list[teacher_targets.TeacherTargets] = []
+    original_init = teacher_targets.TeacherTargets.__init__
+
+    def recording_init(self: teacher_targets.TeacherTargets) -> None:
+        original_init(self)
+        memos.append(self)
+
+    monkeypatch.setattr(teacher_targets.TeacherTargets, "__init__", recording_init)
+    knowledge = ("attention_ce_mean", "cka", "cos", "gram", "key_relation", "mmd")
+    first = make_trial(teacher, knowledge=knowledge, strategy="Last", lr=4e-3)
+    target = make_trial(teacher, knowledge=knowledge, strategy="Last")
+    group, group_weights = run([first, target])
+    in_group = [(memo.hits, memo.misses) for memo in memos]
+    memos.clear()
+    alone, alone_weights = run([target])
+    # Per batch, the second student of the group computes nothing new: every look-up it makes is a hit.
+    assert len(in_group) == len(memos) > 0 and all(memo.misses > len(knowledge) for memo in memos)
+    assert in_group == [(2 * memo.hits + memo.misses, memo.misses) for memo in memos]
+    assert all(r.status == "done" for r in group + alone)
+    assert group[1].curve == alone[0].curve
+    assert_same_weights(group_weights[target.trial_id], alone_weights[target.trial_id])
+
+
 def test_result_rows_are_filled(teacher: str) -> None:
     trial = make_trial(teacher, knowledge=("hidden_mse", "attention_mse_sum"), strategy="Dilatation")
     progress: list[tuple[int, int]] = []
