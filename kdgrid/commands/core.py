@@ -75,7 +75,7 @@ def read_trials(path: Path) -> list[Any]:
     items = data if isinstance(data, list) else [data]
     # The sweep files' canonicalisation (kdgrid.grid.values), so a trial run here has the id it has in a sweep;
     # every problem of every trial is reported at once.
-    from kdgrid.grid.values import InvalidValue, normalize
+    from kdgrid.grid.values import InvalidValue, drop_unused_fields, normalize
 
     allowed = Trial.field_names()
     problems: list[str] = []
@@ -93,8 +93,7 @@ def read_trials(path: Path) -> list[Any]:
                 config[key] = normalize(key, value)
             except InvalidValue as error:
                 problems.append(f"trial {index}: {key}: {error}")
-        if not config.get("knowledge"):
-            config["strategy"] = None
+        drop_unused_fields(config)
         missing = [f for f in REQUIRED_FIELDS if f not in item]
         if missing:
             problems.append(f"trial {index}: missing required field(s) {', '.join(missing)}")

@@ -22,7 +22,7 @@ from typing import Any
 from kdgrid.errors import ConfigError
 from kdgrid.grid.checks import combination_problems
 from kdgrid.grid.spec import Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
-from kdgrid.grid.values import InvalidValue, normalize, rule_candidates
+from kdgrid.grid.values import InvalidValue, drop_unused_fields, normalize, rule_candidates
 from kdgrid.trial import REQUIRED_FIELDS, Trial
 
 MAX_LISTED_PROBLEMS = 60
@@ -149,8 +149,7 @@ class _StudyExpander:
             if _matches(when, config):
                 config.update(settings)
         _fill_templates(config)
-        if not config.get("knowledge"):
-            config["strategy"] = None
+        drop_unused_fields(config)
         missing = [f for f in REQUIRED_FIELDS if f not in config and f not in self.bad]
         for field in missing:
             if field not in self.missing_reported:

@@ -152,6 +152,14 @@ def normalize(field: str, value: Any) -> Any:
     raise InvalidValue(f"unknown field {field!r}")
 
 
+def drop_unused_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """The last step of canonicalising a trial's fields (sweep files and trial files alike), in place: a trial
+    without knowledge has no matching strategy (so a baseline crossed with the strategy axis is one trial)."""
+    if not config.get("knowledge"):
+        config["strategy"] = None
+    return config
+
+
 def _hashable(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_hashable(v) for v in value)
