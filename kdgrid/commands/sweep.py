@@ -2,6 +2,11 @@
 
 The store is the only state: ``run`` runs the trials without any row, ``resume`` also retries failed trials (up
 to ``--max-attempts`` failed rows each), and neither ever runs a trial that has a done row.
+
+All four plan jobs the same way: groups of trials sharing a teacher pass, split to ``--max-group-size`` and to a
+memory budget per job. The budget defaults to ``auto``: the executor's ``memory_budget()``, i.e. what one job may
+use on the machine where the executor runs jobs; ``plan`` and ``status`` take the same ``--executor / --set /
+--profile`` as ``run`` so that they show the jobs ``run`` will start.
 """
 
 from __future__ import annotations
@@ -15,13 +20,18 @@ import typer
 if TYPE_CHECKING:
     from kdgrid.grid import Sweep
     from kdgrid.grid.state import SweepState
+    from kdgrid.launch import Executor
+    from kdgrid.launch.memory import MemoryBudget
     from kdgrid.trial import Trial
 
 SweepArg = Annotated[Path, typer.Argument(help="A sweep file (sweeps/*.yaml).", show_default=False)]
 StoreOpt = Annotated[Path, typer.Option("--store", help="The results store (a directory of Parquet files).")]
 JsonOpt = Annotated[
     bool,
-    typer.Option("--json", help="Print one JSON object (keys: trials, jobs, done, failed, pending, ...)."),
+    typer.Option(
+        "--json",
+        help="Print one JSON object (keys: trials, jobs, memory_budget_gb, memory_budget, done, failed, ...).",
+    ),
 ]
 ExecutorOpt = Annotated[str, typer.Option("--executor", "-e", help="Where jobs run: local, ray or slurm.")]
 SetOpt = Annotated[
@@ -39,8 +49,15 @@ GroupOpt = Annotated[
     int, typer.Option("--max-group-size", help="At most this many trials per job (0 = no limit).")
 ]
 MemoryOpt = Annotated[
-    float,
-    typer.Option("--memory-budget-gb", help="Split jobs whose students need more memory together (0 = off)."),
+    str,
+    typer.Option(
+        "--memory-budget-gb",
+        help="GB that one job's students may need together (estimated); a bigger group is split into several "
+        "jobs. 'auto': what one job may use where the executor runs it, times 0.9: local: the smallest GPU's "
+        "memory (without a GPU the RAM, capped by the cgroup limit) / local_workers; slurm: slurm_mem_gb per "
+        "task (RAM: a GPU's memory is unknown before submission unless slurm_gpu_mem_gb is set; no budget "
+        "without slurm_mem_gb); ray: ray_gpus_per_job of a GPU, else RAM / concurrent jobs. 0 = no budget.",
+    ),
 ]
 PreflightOpt = Annotated[
     bool,
@@ -55,7 +72,7 @@ CompactOpt = Annotated[
 
 DEFAULT_STORE = Path("results")
 DEFAULT_MAX_GROUP_SIZE = 0  # no limit: the memory budget splits big groups
-DEFAULT_MEMORY_BUDGET_GB = 16.0
+DEFAULT_MEMORY_BUDGET = "auto"
 COMPACT_ABOVE_FILES = 500
 
 
@@ -63,18 +80,51 @@ def _print_json(payload: dict[str, Any]) -> None:
     typer.echo(json.dumps(payload, indent=1, sort_keys=True, default=str))
 
 
-def _plan_jobs(trials: list[Trial], max_group_size: int, memory_budget_gb: float) -> list[list[Trial]]:
+def _plan_jobs(trials: list[Trial], max_group_size: int, memory_budget_gb: float | None) -> list[list[Trial]]:
     from kdgrid.grid import plan_jobs
 
-    return plan_jobs(
-        trials,
-        max_group_size=max_group_size or None,
-        memory_budget_gb=memory_budget_gb or None,
-    )
+    return plan_jobs(trials, max_group_size=max_group_size or None, memory_budget_gb=memory_budget_gb)
+
+
+def _memory_budget(value: str, runner: Executor) -> MemoryBudget:
+    """``--memory-budget-gb``: ``auto`` (the executor's `memory_budget`), 0 (no budget) or a number of GB.
+
+    Raises:
+        ConfigError: anything else (a negative number, a word), naming the option.
+    """
+    import math
+
+    from kdgrid.errors import ConfigError
+    from kdgrid.launch.memory import MemoryBudget
+
+    text = str(value).strip().lower()
+    if text == "auto":
+        return runner.memory_budget()
+    try:
+        gb = float(text)
+    except ValueError:
+        gb = float("nan")
+    if not math.isfinite(gb) or gb < 0:
+        raise ConfigError(
+            f"--memory-budget-gb: expected a number of GB >= 0 (0 = off) or 'auto', got {value!r}"
+        )
+    if gb == 0:
+        return MemoryBudget(None, "off (--memory-budget-gb 0)")
+    return MemoryBudget(gb, f"given: --memory-budget-gb {gb:g}")
+
+
+def _runner_and_budget(
+    executor: str, settings: list[str] | None, profile: str | None, memory_budget: str
+) -> tuple[Executor, MemoryBudget]:
+    """The executor named on the command line (built, not started) and the memory budget of one of its jobs."""
+    from kdgrid.launch import get_executor
+
+    runner = get_executor(executor, **_executor_settings(settings, profile, executor))
+    return runner, _memory_budget(memory_budget, runner)
 
 
 def _jobs_by_study(
-    sweep: Sweep, trials: list[Trial], max_group_size: int, memory_budget_gb: float
+    sweep: Sweep, trials: list[Trial], max_group_size: int, memory_budget_gb: float | None
 ) -> dict[str, list[list[Trial]]]:
     """Jobs per study (a job never mixes studies: each row records its study)."""
     study_of = sweep.study_of()
@@ -88,12 +138,12 @@ def _jobs_by_study(
     }
 
 
-def _summary(sweep: Sweep, state: SweepState, max_group_size: int, memory_budget_gb: float) -> dict[str, Any]:
+def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: MemoryBudget) -> dict[str, Any]:
     from kdgrid.grid.state import estimate_cost
 
     all_trials = [p.trial for p in sweep.trials]
-    jobs = _jobs_by_study(sweep, all_trials, max_group_size, memory_budget_gb)
-    pending_jobs = _jobs_by_study(sweep, state.pending, max_group_size, memory_budget_gb)
+    jobs = _jobs_by_study(sweep, all_trials, max_group_size, budget.gb)
+    pending_jobs = _jobs_by_study(sweep, state.pending, max_group_size, budget.gb)
     per_study: dict[str, int] = {}
     for planned in sweep.trials:
         per_study[planned.study] = per_study.get(planned.study, 0) + 1
@@ -106,6 +156,8 @@ def _summary(sweep: Sweep, state: SweepState, max_group_size: int, memory_budget
         "repeated": sweep.repeated,
         "studies": per_study,
         "jobs": sum(len(j) for j in jobs.values()),
+        "memory_budget_gb": budget.gb,
+        "memory_budget": budget.basis,
         "pending_jobs": sum(len(j) for j in pending_jobs.values()),
         "done": len(state.done),
         "failed": len(state.failed),
@@ -137,6 +189,10 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         ("trials", f"{summary['trials']:,}"),
         ("grid points (repeated merged)", f"{summary['grid_points']:,} ({summary['repeated']:,})"),
         ("jobs (shared teacher pass)", f"{summary['jobs']:,}"),
+        (
+            "memory budget per job",
+            "none" if summary["memory_budget_gb"] is None else f"{summary['memory_budget_gb']:.1f} GB",
+        ),
         ("done", f"{summary['done']:,}"),
         ("failed", f"{summary['failed']:,}"),
         ("pending", f"{summary['pending']:,}"),
@@ -155,6 +211,7 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
     console.print(table)
     if len(summary["studies"]) > 1:
         console.print("studies: " + ", ".join(f"{k} {v:,}" for k, v in summary["studies"].items()))
+    console.print(f"[dim]memory budget: {summary['memory_budget']}[/]", highlight=False)
     if estimate["seconds"] is not None:
         console.print(f"[dim]estimate: {estimate['basis']}[/]")
 
@@ -163,16 +220,21 @@ def plan(
     sweep: SweepArg,
     store: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
+    executor: ExecutorOpt = "local",
+    settings: SetOpt = None,
+    profile: ProfileOpt = None,
     max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
-    memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET_GB,
+    memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET,
 ) -> None:
-    """Expand and validate a sweep: its trials, how they group into jobs sharing one teacher pass, how many are
+    """Expand and validate a sweep: its trials, how they group into jobs sharing one teacher pass (planned for
+    --executor as `kdgrid run` will), the memory budget per job and where it came from, how many trials are
     already done / failed / pending in the store, and a cost estimate from the store's own timings."""
     from kdgrid.grid import load_sweep
     from kdgrid.grid.state import sweep_state
 
     spec = load_sweep(sweep)
-    summary = _summary(spec, sweep_state(spec, store), max_group_size, memory_budget_gb)
+    _, budget = _runner_and_budget(executor, settings, profile, memory_budget_gb)
+    summary = _summary(spec, sweep_state(spec, store), max_group_size, budget)
     if as_json:
         _print_json(summary)
     else:
@@ -183,15 +245,21 @@ def status(
     sweep: SweepArg,
     store: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
+    executor: ExecutorOpt = "local",
+    settings: SetOpt = None,
+    profile: ProfileOpt = None,
     max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
+    memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET,
 ) -> None:
-    """Counts of a sweep's trials by state, and each failed trial with its error on one line."""
+    """Counts of a sweep's trials by state, and each failed trial with its error on one line (jobs counted as
+    `kdgrid plan` counts them)."""
     from kdgrid.grid import load_sweep
     from kdgrid.grid.state import sweep_state
 
     spec = load_sweep(sweep)
     state = sweep_state(spec, store)
-    summary = _summary(spec, state, max_group_size, DEFAULT_MEMORY_BUDGET_GB)
+    _, budget = _runner_and_budget(executor, settings, profile, memory_budget_gb)
+    summary = _summary(spec, state, max_group_size, budget)
     failed = _failed_lines(state, spec.study_of())
     if as_json:
         _print_json({**summary, "failed_trials": failed})
@@ -227,7 +295,7 @@ def _preflight(trials: list[Trial]) -> None:
     from kdgrid.errors import ConfigError, KdgridError
 
     problems: list[str] = []
-    for job in _plan_jobs(trials, 0, 0.0):
+    for job in _plan_jobs(trials, 0, None):
         try:
             validate_trials(job)
         except KdgridError as error:
@@ -243,7 +311,7 @@ def _execute(
     settings: list[str] | None,
     profile: str | None,
     max_group_size: int,
-    memory_budget_gb: float,
+    memory_budget_gb: str,
     preflight: bool,
     compact_after: bool,
     *,
@@ -253,10 +321,9 @@ def _execute(
     from kdgrid.errors import ConfigError
     from kdgrid.grid import load_sweep, store_problems
     from kdgrid.grid.state import sweep_state
-    from kdgrid.launch import get_executor
 
     spec = load_sweep(sweep_path, store_dir=store)
-    runner = get_executor(executor, **_executor_settings(settings, profile, executor))
+    runner, budget = _runner_and_budget(executor, settings, profile, memory_budget_gb)
     problems = store_problems(store, create=True)
     if problems:
         raise ConfigError("; ".join(problems))
@@ -281,7 +348,8 @@ def _execute(
         return
     if preflight:
         _preflight(to_run)
-    for study, jobs in _jobs_by_study(spec, to_run, max_group_size, memory_budget_gb).items():
+    typer.echo(f"memory budget per job: {budget.basis}")
+    for study, jobs in _jobs_by_study(spec, to_run, max_group_size, budget.gb).items():
         runner.run(jobs, store, sweep=spec.name, study=study)
     if compact_after:
         from kdgrid.store import compact
@@ -310,7 +378,7 @@ def run(
     settings: SetOpt = None,
     profile: ProfileOpt = None,
     max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
-    memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET_GB,
+    memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET,
     preflight: PreflightOpt = True,
     compact_after: CompactOpt = True,
 ) -> None:
@@ -340,7 +408,7 @@ def resume(
     settings: SetOpt = None,
     profile: ProfileOpt = None,
     max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
-    memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET_GB,
+    memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET,
     preflight: PreflightOpt = True,
     compact_after: CompactOpt = True,
 ) -> None:

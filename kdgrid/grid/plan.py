@@ -5,6 +5,9 @@ subset) see the same batches in the same order, so one teacher forward per batch
 decision 6). A group larger than ``max_group_size`` trials, or whose students would need more than
 ``memory_budget_gb`` together, is split into several jobs. The split is deterministic (trials sorted by id), so
 a re-planned job keeps its checkpoints.
+
+The budget is that of one job where it will run; the commands take it from the executor
+(``Executor.memory_budget()``, see `kdgrid.launch.memory`) unless ``--memory-budget-gb`` gives it.
 """
 
 from __future__ import annotations
@@ -60,9 +63,15 @@ def plan_jobs(
 ) -> list[Job]:
     """Group trials by `group_key` and split each group into jobs of at most ``max_group_size`` trials whose
     estimated memory (`estimate_trial_memory_gb`) adds up to at most ``memory_budget_gb`` (a trial over the
-    budget on its own still gets a job of one). Jobs come in a stable order (by group, then trial id)."""
+    budget on its own still gets a job of one). Jobs come in a stable order (by group, then trial id).
+
+    Raises:
+        ValueError: ``max_group_size`` < 1 or ``memory_budget_gb`` <= 0 (None means no limit for either).
+    """
     if max_group_size is not None and max_group_size < 1:
         raise ValueError("max_group_size must be >= 1")
+    if memory_budget_gb is not None and not memory_budget_gb > 0:
+        raise ValueError(f"memory_budget_gb must be > 0 GB (None = no budget), got {memory_budget_gb!r}")
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for trial in trials:
         groups[group_key(trial)].append(trial)

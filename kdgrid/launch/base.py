@@ -3,6 +3,8 @@
 An executor is any object with ``run(jobs, store_dir, *, sweep, study) -> None`` that runs every job (a list of
 trials sharing one teacher pass) through `kdgrid.launch.worker.run_job_to_store` (or an injected job function of
 the same signature) and returns when they have ended. Results go to the store, never through the return value.
+It also says how much memory one job may use where its jobs run (``memory_budget()``): the planner's default
+budget (``--memory-budget-gb auto``).
 
 Settings carry the executor's prefix (``local_workers``, ``ray_gpus_per_job``, ``slurm_partition``), so one flat
 set of ``--set KEY=VALUE`` flags can reach any executor; an unknown key raises at once, naming the allowed ones.
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from kdgrid.errors import ConfigError
+from kdgrid.launch.memory import MemoryBudget
 from kdgrid.trial import Trial
 
 # name -> (module, class); modules are imported only when their executor is asked for (Ray, submitit are heavy).
@@ -35,6 +38,13 @@ PLAIN_ARGUMENTS: dict[str, tuple[str, ...]] = {
 class Executor(Protocol):
     def run(self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str) -> None:
         """Run every job; return when all have ended (their rows are in the store)."""
+        ...
+
+    def memory_budget(self) -> MemoryBudget:
+        """The memory (GiB) one job's students may need together on the machine where this executor runs jobs,
+        with where that figure came from (``gb`` None: unknown, no budget). Derived from the machine and the
+        settings (how many jobs share a GPU or a node); `kdgrid.launch.memory` has the readers. Cheap: it must
+        not start a runtime or submit anything."""
         ...
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from kdgrid.errors import ConfigError
 from kdgrid.grid.plan import checkpoint_dir_for
+from kdgrid.launch import memory
+from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import normalize_settings
 from kdgrid.store import layout
 from kdgrid.trial import Trial
@@ -150,6 +152,18 @@ class LocalExecutor:
         if not isinstance(self.progress, bool):
             raise ConfigError(f"{PREFIX}progress: expected true or false, got {self.progress!r}")
         self.summary = RunSummary()
+
+    def memory_budget(self) -> MemoryBudget:
+        """The memory one job may use here: `memory.SAFETY_FRACTION` of the smallest visible GPU's memory (or,
+        without a GPU, of the RAM, capped by the cgroup limit) divided by the jobs running at once
+        (``local_workers``, at least 1). Every worker's job lands on the same GPU (the core takes the current
+        CUDA device; workers are not spread over GPUs), so the workers share one GPU's memory."""
+        jobs = max(1, self.workers)
+        share = f"{jobs} local workers" if self.workers > 1 else f"{jobs} job at a time"
+        gpus = memory.gpu_memory_gb()
+        if gpus:
+            return memory.per_job(min(gpus), "of GPU memory (the smallest visible GPU)", jobs, share)
+        return memory.per_job(memory.ram_gb(), "of RAM", jobs, share)
 
     def run(self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str | None = None) -> None:
         """Run every job; return when all have ended. Each trial ends with a row in the store."""

@@ -12,6 +12,9 @@
   naming the failed jobs after all jobs have ended. A trial that fails inside a job gets a failed row from the job
   itself; for a job whose actor died (killed, out of memory) the executor writes a failed row (``JobLost``) for
   each trial that got no row, so ``kdgrid status`` shows why and ``kdgrid resume`` runs exactly those again.
+- The default memory budget of a job (``--memory-budget-gb auto``, `RayExecutor.memory_budget`) is read on this
+  machine: ``ray_gpus_per_job`` of the smallest visible GPU's memory, or without GPU jobs the RAM divided by the
+  jobs that can run at once. With ``ray_address`` the nodes may differ from this machine: give the budget then.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from kdgrid.errors import ConfigError, LaunchError
+from kdgrid.launch import memory
 from kdgrid.launch.jobs import done_trial_ids, job_checkpoint_dir, not_done
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
+from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import normalize_settings
 from kdgrid.trial import Trial
 
@@ -137,6 +142,41 @@ class RayExecutor:
         self.settings = resolve_settings(settings)
         self.job_fn = job_fn
         self.last_result_grid: Any = None
+
+    def concurrent_jobs(self) -> tuple[int, str]:
+        """How many jobs can run at once on a local runtime, and why: the smallest of ``ray_max_concurrent``,
+        CPUs / ``ray_cpus_per_job`` and (with GPU jobs) ``ray_num_gpus`` / ``ray_gpus_per_job``; CPUs are
+        ``ray_num_cpus`` or this machine's cores."""
+        s = self.settings
+        cpus = s["num_cpus"] or os.cpu_count() or 1
+        limits: list[tuple[int, str]] = []
+        if s["max_concurrent"]:
+            limits.append((s["max_concurrent"], "ray_max_concurrent"))
+        if s["cpus_per_job"] > 0:
+            limits.append((int(cpus // s["cpus_per_job"]), f"{cpus} CPUs / {s['cpus_per_job']:g} per job"))
+        if s["gpus_per_job"] > 0 and s["num_gpus"] is not None:
+            limits.append((int(s["num_gpus"] // s["gpus_per_job"]),
+                           f"{s['num_gpus']} GPUs / {s['gpus_per_job']:g} per job"))  # fmt: skip
+        if not limits:  # no CPU or GPU reservation: Tune starts about one job per core
+            limits.append((cpus, f"{cpus} CPUs"))
+        jobs, why = min(limits, key=lambda limit: limit[0])
+        return max(1, jobs), why
+
+    def memory_budget(self) -> MemoryBudget:
+        """The memory one job may use: `memory.SAFETY_FRACTION` of ``ray_gpus_per_job`` of the smallest visible
+        GPU's memory (a job uses one GPU at most), or of the RAM (capped by the cgroup limit) divided by
+        `concurrent_jobs` when jobs take no GPU or this machine has none."""
+        fraction = self.settings["gpus_per_job"]
+        gpus = memory.gpu_memory_gb() if fraction > 0 else []
+        if gpus:
+            share = min(fraction, 1.0)
+            return memory.per_job(min(gpus), "of GPU memory (the smallest visible GPU)", 1 / share,
+                                  f"{1 / share:g} jobs per GPU (ray_gpus_per_job {fraction:g})")  # fmt: skip
+        jobs, why = self.concurrent_jobs()
+        budget = memory.per_job(memory.ram_gb(), "of RAM", jobs, f"{jobs} concurrent job(s) ({why})")
+        if fraction > 0:  # logical GPUs (tests) or a remote cluster's: their memory is not known here
+            return MemoryBudget(budget.gb, budget.basis + "; no GPU visible here, so RAM sizes the jobs")
+        return budget
 
     def _init_ray(self) -> bool:
         """Connect to the cluster or start a local runtime; True if this call started it."""

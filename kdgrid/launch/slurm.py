@@ -17,13 +17,19 @@ How a sweep maps onto SLURM:
   executor waits (unless ``wait=False``), printing progress. For a task that ended without finishing
   (cancelled, killed, out of requeues) it writes a failed row (``JobLost``, with the SLURM state) for each trial
   left without a row, then raises `LaunchError` naming the tasks: ``kdgrid status`` shows why, and
-  ``kdgrid resume`` runs exactly the trials without a done row.
+  ``kdgrid resume`` runs exactly the trials without a done row. If ``sacct`` stays broken (or lists none of the
+  unfinished tasks) for ``slurm_sacct_give_up_s`` (default 30 min), it stops waiting with a `LaunchError` naming
+  the tasks, which may still be running; it writes no failed row then (nothing is known to have failed).
+- The default memory budget of a job (``--memory-budget-gb auto``, `SlurmExecutor.memory_budget`) is 0.9 x
+  ``slurm_mem_gb``, the task's RAM; a GPU's memory is not known before submission, so GPU jobs are sized to
+  ``slurm_gpu_mem_gb`` if given, else to the RAM. Without ``slurm_mem_gb`` there is no budget.
 
 The submitit executor is chosen explicitly (`submitit.SlurmExecutor`), never auto-detected.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -37,10 +43,13 @@ from typing import Any
 
 import yaml
 from submitit.helpers import Checkpointable, DelayedSubmission
+from submitit.slurm.slurm import SlurmInfoWatcher
 
 from kdgrid.errors import ConfigError, LaunchError
+from kdgrid.launch import memory
 from kdgrid.launch.jobs import done_trial_ids, job_checkpoint_dir, job_key, not_done
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
+from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import normalize_settings
 from kdgrid.trial import Trial
 
@@ -56,7 +65,8 @@ SLURM_SETTINGS: dict[str, str] = {
     "time": "time limit of one array task: minutes, or [D-]HH:MM[:SS]",
     "gpus": "GPUs per task (sbatch --gpus-per-node; one task per node)",
     "cpus_per_task": "CPU cores per task",
-    "mem_gb": "memory per task in GB",
+    "mem_gb": "memory per task in GB (also the default memory budget of a job: --memory-budget-gb auto)",
+    "gpu_mem_gb": "memory of one GPU of the partition in GB; only sizes jobs to the GPU (--memory-budget-gb auto)",
     "array_parallelism": "at most this many tasks of one array run at once",
     "jobs_per_task": "jobs run one after another in one array task (>1 for tiny jobs)",
     "max_array_size": "split arrays to at most this many tasks (default: the cluster's MaxArraySize)",
@@ -67,6 +77,8 @@ SLURM_SETTINGS: dict[str, str] = {
     "job_name": "the name jobs show in squeue",
     "setup": "shell lines run before the task (module load ..., source venv/bin/activate)",
     "additional_parameters": "any other sbatch option, as a mapping {option: value}",
+    "sacct_give_up_s": "stop waiting when sacct has failed, or listed none of the unfinished tasks, for this "
+    "many seconds; the tasks keep running (default 1800; 0 = wait forever)",
 }
 DEFAULT_MAX_ARRAY_SIZE = 1001
 DEFAULTS: dict[str, Any] = {
@@ -76,6 +88,7 @@ DEFAULTS: dict[str, Any] = {
     "signal_delay_s": 120,
     "array_parallelism": 256,
     "job_name": "kdgrid",
+    "sacct_give_up_s": 1800.0,
 }
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "slurm" / "profiles"
 # sacct states after which an array task will not run again.
@@ -154,15 +167,12 @@ def resolve_settings(profile: str | Path | None, flags: Mapping[str, Any]) -> di
                           ("max_array_size", 1), ("max_num_timeout", 0), ("signal_delay_s", 0)):  # fmt: skip
         if settings.get(name) is not None:
             settings[name] = _whole_number(name, settings[name], minimum)
-    if settings.get("mem_gb") is not None:
-        try:
-            settings["mem_gb"] = float(settings["mem_gb"])
-        except (TypeError, ValueError):
-            raise ConfigError(
-                f"{PREFIX}mem_gb: expected a number of GB, got {settings['mem_gb']!r}"
-            ) from None
-        if settings["mem_gb"] <= 0:
-            raise ConfigError(f"{PREFIX}mem_gb: expected a positive number of GB, got {settings['mem_gb']!r}")
+    for name in ("mem_gb", "gpu_mem_gb"):
+        if settings.get(name) is not None:
+            settings[name] = _number(name, settings[name], "a positive number of GB", positive=True)
+    settings["sacct_give_up_s"] = _number(
+        "sacct_give_up_s", settings["sacct_give_up_s"], "a number of seconds >= 0", positive=False
+    )
     if settings.get("setup") is not None and not (
         isinstance(settings["setup"], list) and all(isinstance(s, str) for s in settings["setup"])
     ):
@@ -173,6 +183,17 @@ def resolve_settings(profile: str | Path | None, flags: Mapping[str, Any]) -> di
         raise ConfigError(f"{PREFIX}additional_parameters: expected a mapping {{option: value}}, "
                           f"got {settings['additional_parameters']!r}")  # fmt: skip
     return settings
+
+
+def _number(name: str, value: Any, expected: str, *, positive: bool) -> float:
+    """A finite number (flags may arrive as text), > 0 if ``positive`` else >= 0; `ConfigError` naming the key."""
+    try:
+        number = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        raise ConfigError(f"{PREFIX}{name}: expected {expected}, got {value!r}")
+    return number
 
 
 def _whole_number(name: str, value: Any, minimum: int) -> int:
@@ -218,6 +239,24 @@ def cluster_max_array_size() -> int:
 def cluster_partitions() -> list[str]:
     """Partition names ``sinfo`` knows (without the ``*`` that marks the default)."""
     return sorted({line.strip() for line in _query(["sinfo", "-h", "-o", "%R"]).splitlines() if line.strip()})
+
+
+def sacct_states(array_ids: Sequence[str]) -> dict[str, str]:
+    """``{array task id ("123_4"): state ("RUNNING", "CANCELLED", ...)}`` of the given arrays, in one ``sacct``
+    call (the one submitit's watcher makes, parsed by submitit, pending ranges ``123_[5-9]`` expanded).
+
+    Called here rather than through submitit's watcher because the watcher swallows a failing ``sacct`` and keeps
+    its stale states, so a broken ``sacct`` could not be told from tasks that are still running.
+
+    Raises:
+        LaunchError: ``sacct`` is missing, failed or did not answer within 30 s.
+    """
+    command = ["sacct", "-o", "JobID,State", "--parsable2"]
+    for array_id in array_ids:
+        command.extend(["-j", array_id])
+    info = SlurmInfoWatcher().read_info(_query(command))
+    return {job_id: fields["State"].split()[0].upper() for job_id, fields in info.items()
+            if fields.get("State", "").strip()}  # fmt: skip
 
 
 def check_partition(partition: str | None) -> None:
@@ -343,6 +382,24 @@ class SlurmExecutor:
         self.poll_interval_s = poll_interval_s
         self.job_fn = job_fn
 
+    def memory_budget(self) -> MemoryBudget:
+        """The memory one job may use on a node: `memory.SAFETY_FRACTION` of the task's ``slurm_mem_gb`` (RAM),
+        or of ``slurm_gpu_mem_gb`` when the task has GPUs and that is given (a GPU's memory is not known before
+        submission). Without ``slurm_mem_gb`` there is no budget. Jobs packed into one task
+        (``slurm_jobs_per_task``) run one after another, so each has the whole task's memory."""
+        gpus, gpu_mem, mem = (self.settings.get(name) for name in ("gpus", "gpu_mem_gb", "mem_gb"))
+        alone = "1 job at a time per task"
+        if gpus and gpu_mem is not None:
+            return memory.per_job(gpu_mem, "of GPU memory (slurm_gpu_mem_gb)", 1, alone)
+        if mem is None:
+            return MemoryBudget(None, "none: slurm_mem_gb is not set, so a task's memory is unknown before "
+                                "submission (set slurm_mem_gb, or give --memory-budget-gb)")  # fmt: skip
+        budget = memory.per_job(mem, "of RAM per task (slurm_mem_gb)", 1, alone)
+        if gpus:
+            note = "; GPU memory is unknown before submission, so RAM sizes the jobs: set slurm_gpu_mem_gb"
+            return MemoryBudget(budget.gb, budget.basis + note)
+        return budget
+
     def _log_folder(self, store_dir: Path, sweep: str) -> Path:
         """submitit's folder (store readers skip folders whose names start with ``_``)."""
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", sweep) or "sweep"
@@ -415,6 +472,8 @@ class SlurmExecutor:
     def wait_for(self, submission: Submission) -> dict[str, str]:
         """Poll sacct until every task has ended, printing progress. Tasks that did not complete (cancelled,
         killed, out of requeues) get a failed row for each of their trials left without one, then `LaunchError`.
+        If sacct tells nothing about the unfinished tasks for ``slurm_sacct_give_up_s``, `LaunchError` at once,
+        naming them; no row is written (they may still be running).
 
         Returns ``{slurm job id: final state}``.
         """
@@ -426,8 +485,12 @@ class SlurmExecutor:
             _say(f"slurm: stopped waiting; the tasks keep running (`scancel {' '.join(arrays)}` stops them; "
                  "`kdgrid status` shows how far they got)")  # fmt: skip
             raise
+        except _SacctGaveUp as blind:
+            # The tasks may well be running: write no failed rows (they would be false), keep what is in the store.
+            submission.marker.unlink(missing_ok=True)
+            raise LaunchError(str(blind)) from None
         bad = [(job, task) for job, task in submission.tasks if states[str(job.job_id)] not in FINISHED_OK
-               or not _result_ok(job)]  # fmt: skip
+               or not _result_ok(job, states[str(job.job_id)])]  # fmt: skip
         if bad:
             lost = 0
             for job, task in bad:
@@ -447,17 +510,32 @@ class SlurmExecutor:
         return states
 
     def _poll_until_ended(self, submitted: Sequence[Any]) -> dict[str, str]:
-        """``{job id: state}`` once every task has ended; one ``sacct`` call per poll, a line per change."""
-        watcher = submitted[0].watcher
-        states: dict[str, str] = {}
+        """``{job id: state}`` once every task has ended; one ``sacct`` call per poll, a line per change.
+
+        A task whose result pickle exists has ended whatever ``sacct`` says (it may lag). If ``sacct`` fails, or
+        lists none of the unfinished tasks, for ``slurm_sacct_give_up_s`` in a row (nothing learnt meanwhile from
+        result pickles either), raises `_SacctGaveUp` naming the tasks, which may still be running.
+        """
+        give_up_s = self.settings["sacct_give_up_s"]
+        states = {str(job.job_id): "UNKNOWN" for job in submitted}
         last_line = ""
+        blind_since: float | None = None  # time.monotonic() of the first poll that learnt nothing
         while True:
-            watcher.update()  # one sacct call for every registered job
-            for job in submitted:
-                state = (watcher.get_state(job.job_id, mode="cache").split() or ["UNKNOWN"])[0].upper()
+            open_jobs = [job for job in submitted if states[str(job.job_id)] in UNFINISHED]
+            problem = ""
+            try:
+                reported = sacct_states(sorted({str(job.job_id).split("_")[0] for job in open_jobs}, key=int))
+            except LaunchError as error:
+                reported, problem = {}, str(error)
+            learnt = False
+            for job in open_jobs:
+                job_id = str(job.job_id)
+                state = reported.get(job_id) or states[job_id]
+                learnt = learnt or job_id in reported
                 if job.paths.result_pickle.exists() and state in UNFINISHED:
-                    state = "COMPLETED" if _result_ok(job) else "FAILED"
-                states[str(job.job_id)] = state
+                    state = "COMPLETED" if _result_ok(job, state) else "FAILED"
+                    learnt = True
+                states[job_id] = state
             ended = [s for s in states.values() if s not in UNFINISHED]
             failed = [s for s in ended if s not in FINISHED_OK]
             running = sum(s == "RUNNING" for s in states.values())
@@ -468,7 +546,32 @@ class SlurmExecutor:
                 last_line = line
             if len(ended) == len(states):
                 return states
+            if learnt:
+                blind_since = None
+            else:
+                now = time.monotonic()
+                blind_since = now if blind_since is None else blind_since
+                if give_up_s and now - blind_since >= give_up_s:
+                    unfinished = [job_id for job_id, state in states.items() if state in UNFINISHED]
+                    raise _SacctGaveUp(_gave_up_message(unfinished, give_up_s, problem))
             time.sleep(self.poll_interval_s)
+
+
+class _SacctGaveUp(Exception):
+    """`SlurmExecutor.wait_for` stopped waiting: ``sacct`` told nothing about the unfinished tasks for too long."""
+
+
+def _gave_up_message(unfinished: Sequence[str], give_up_s: float, problem: str) -> str:
+    arrays = sorted({job_id.split("_")[0] for job_id in unfinished}, key=int)
+    shown = ", ".join(unfinished[:20]) + (f" and {len(unfinished) - 20} more" if len(unfinished) > 20 else "")
+    why = problem or "sacct answered but listed none of them"
+    return (
+        f"slurm: stopped waiting: for {give_up_s:g} s (slurm_sacct_give_up_s) sacct told nothing about the "
+        f"{len(unfinished)} unfinished array task(s) ({why}). They may still be running: {shown} (arrays "
+        f"{', '.join(arrays)}; `squeue -j {','.join(arrays)}` shows them, `scancel {' '.join(arrays)}` stops "
+        "them). Rows already written stay in the store and tasks still running keep writing theirs: nothing is "
+        "lost. Later, `kdgrid status` shows how far they got and `kdgrid resume` runs whatever is missing."
+    )
 
 
 @dataclass
@@ -486,10 +589,12 @@ class Submission:
         return [str(job.job_id) for job, _ in self.tasks]
 
 
-def _result_ok(job: Any) -> bool:
+def _result_ok(job: Any, state: str) -> bool:
+    """Whether a task's callable returned: its result pickle says success or, without one, ``state`` (sacct's)
+    is COMPLETED."""
     path = job.paths.result_pickle
     if not path.exists():
-        return job.watcher.get_state(job.job_id, mode="cache").upper().startswith("COMPLETED")
+        return state.upper().startswith("COMPLETED")
     try:
         import pickle
 

@@ -161,3 +161,99 @@ def test_store_compact_command(tmp_path: Path) -> None:
     code, out = invoke("store", "compact", "--store", store)
     assert code == 0 and "merged 7 file(s) holding 7 row(s) into 1 part(s)" in out
     assert as_json("status", sweep, "--store", store)["done"] == 7
+
+
+# -- the memory budget per job ---------------------------------------------------------------------------------------
+def trial_memory_gb(sweep: Path) -> float:
+    """The planner's estimate for one trial of `sweep_file` (all its trials have the same student)."""
+    from kdgrid.grid import estimate_trial_memory_gb, load_sweep
+
+    return estimate_trial_memory_gb(load_sweep(sweep).trials[0].trial)
+
+
+def fake_machine(monkeypatch: pytest.MonkeyPatch, ram_gb: float) -> None:
+    from kdgrid.launch import memory
+
+    monkeypatch.setattr(memory, "ram_gb", lambda: ram_gb)
+    monkeypatch.setattr(memory, "gpu_memory_gb", lambda: [])
+
+
+def test_the_memory_budget_comes_from_the_machine_and_plan_status_and_run_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kdgrid.launch.local import LocalExecutor
+
+    sweep, store = sweep_file(tmp_path), tmp_path / "store"
+    per_trial = trial_memory_gb(sweep)
+    fake_machine(monkeypatch, ram_gb=2.5 * per_trial / 0.9)  # room for 2 trials per job, not 3
+    plan = as_json("plan", sweep, "--store", store)
+    assert plan["memory_budget_gb"] == pytest.approx(2.5 * per_trial)
+    assert plan["memory_budget"].startswith("auto: ") and plan["memory_budget"].endswith(
+        "GB of RAM / 1 job at a time"
+    )
+    assert plan["jobs"] == 5  # groups of 3, 3 and 1 trials: 2 + 1, 2 + 1, 1
+    assert as_json("status", sweep, "--store", store)["jobs"] == 5
+    code, out = invoke("plan", sweep, "--store", store)
+    text = " ".join(out.split())
+    assert code == 0 and "memory budget per job" in text and f"memory budget: {plan['memory_budget']}" in text
+
+    sizes: list[int] = []
+    original = LocalExecutor.run
+
+    def recording_run(self: LocalExecutor, jobs: list, *args: object, **kwargs: object) -> None:
+        sizes.extend(len(job) for job in jobs)
+        original(self, jobs, *args, **kwargs)
+
+    monkeypatch.setattr(LocalExecutor, "run", recording_run)
+    code, out = invoke("run", sweep, "--store", store, *FAKE)
+    assert code == 0, out
+    assert f"memory budget per job: {plan['memory_budget']}" in out
+    assert sorted(sizes) == [1, 1, 1, 2, 2] and len(starts(tmp_path)) == 7
+
+
+def test_an_explicit_memory_budget_wins_and_zero_turns_it_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kdgrid.launch import memory
+
+    sweep, store = sweep_file(tmp_path), tmp_path / "store"
+    monkeypatch.setattr(memory, "ram_gb", lambda: pytest.fail("an explicit budget must not read the machine"))
+    monkeypatch.setattr(
+        memory, "gpu_memory_gb", lambda: pytest.fail("an explicit budget must not read the GPUs")
+    )
+    given = 1.5 * trial_memory_gb(sweep)
+    plan = as_json("plan", sweep, "--store", store, "--memory-budget-gb", str(given))
+    assert plan["memory_budget_gb"] == pytest.approx(given) and plan["memory_budget"].startswith("given: ")
+    assert plan["jobs"] == 7  # one trial per job
+    off = as_json("plan", sweep, "--store", store, "--memory-budget-gb", "0")
+    assert off["memory_budget_gb"] is None and "off" in off["memory_budget"] and off["jobs"] == 3
+
+
+def test_slurm_plans_to_the_tasks_memory_or_to_no_budget_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweep, store = sweep_file(tmp_path), tmp_path / "store"
+    fake_machine(monkeypatch, ram_gb=1e-6)  # the login node's memory must not matter
+    mem_gb = 2.5 * trial_memory_gb(sweep) / 0.9
+    plan = as_json("plan", sweep, "--store", store, "-e", "slurm", "--set", f"slurm_mem_gb={mem_gb}")
+    assert plan["memory_budget_gb"] == pytest.approx(0.9 * mem_gb) and "slurm_mem_gb" in plan["memory_budget"]
+    assert plan["jobs"] == 5
+    unknown = as_json("plan", sweep, "--store", store, "-e", "slurm")
+    assert unknown["memory_budget_gb"] is None and unknown["jobs"] == 3
+    code, out = invoke("plan", sweep, "--store", store, "-e", "slurm")
+    assert code == 0 and "slurm_mem_gb is not set" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("value", ["-1", "lots", "nan"])
+def test_a_bad_memory_budget_is_refused_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    sweep = sweep_file(tmp_path)
+    for command in ("plan", "run"):
+        message = user_error(
+            capsys, command, sweep, "--store", tmp_path / "s", *FAKE[:4], "--memory-budget-gb", value
+        )
+        assert (
+            f"--memory-budget-gb: expected a number of GB >= 0 (0 = off) or 'auto', got '{value}'" in message
+        )
+    assert not starts(tmp_path)

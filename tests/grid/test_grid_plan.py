@@ -62,6 +62,19 @@ def test_bad_group_size_is_refused() -> None:
         plan_jobs(trials(), max_group_size=0)
 
 
+@pytest.mark.parametrize("budget", [0.0, -1.0, float("nan")])
+def test_a_memory_budget_that_is_not_positive_is_refused(budget: float) -> None:
+    """None is "no budget"; 0 meaning "off" is the command line's spelling, resolved before planning."""
+    with pytest.raises(ValueError, match="memory_budget_gb must be > 0 GB"):
+        plan_jobs(trials(), memory_budget_gb=budget)
+
+
+def test_a_budget_below_one_student_gives_every_trial_its_own_job() -> None:
+    smallest = min(estimate_trial_memory_gb(t) for t in trials())
+    jobs = plan_jobs(trials(), memory_budget_gb=smallest / 2)
+    assert len(jobs) == len(trials()) and all(len(job) == 1 for job in jobs)
+
+
 @pytest.mark.slow
 def test_a_paper_sized_sweep_expands_to_every_trial(tmp_path: Path) -> None:
     """The benchmark's ~30,000-trial sweep (timed by benchmarks/plan_big.py, not here) expands completely."""

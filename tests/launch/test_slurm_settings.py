@@ -82,7 +82,8 @@ def test_flags_override_the_profile_and_values_are_typed() -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [("slurm_jobs_per_task", 0), ("slurm_gpus", -1), ("slurm_cpus_per_task", "many"), ("slurm_mem_gb", "lots"),
-     ("slurm_setup", "module load cuda"), ("slurm_additional_parameters", ["x"])],
+     ("slurm_setup", "module load cuda"), ("slurm_additional_parameters", ["x"]), ("slurm_gpu_mem_gb", 0),
+     ("slurm_mem_gb", -4), ("slurm_sacct_give_up_s", -1)],
 )  # fmt: skip
 def test_bad_values_are_refused_naming_the_key(key: str, value: object) -> None:
     with pytest.raises(ConfigError, match=key):
