@@ -85,6 +85,35 @@ def fix_batch_width(width: int) -> None:
     data.train_batches = fixed  # type: ignore[assignment]
 
 
+def trim_dev_sets(examples: int) -> None:
+    """Make every `kdgrid.core.data.tokenize_task` call keep only the first ``examples`` of each dev set.
+
+    For benchmarks that time training steps only: the end-of-epoch evaluation of each student, and of a teacher
+    without kdgrid's ``teacher.json`` (evaluated once per job), still run through the real code, on one batch
+    instead of 1,000 sentences (which costs a BERT-base-shaped teacher a minute on one thread)."""
+    import dataclasses
+
+    import kdgrid.core.data as data
+
+    original: Callable[..., Any] = data.tokenize_task
+
+    def trimmed(*args: Any, **kwargs: Any) -> Any:
+        tokenized = original(*args, **kwargs)
+        for name in tokenized.task.dev_sets:
+            split = tokenized[name]
+            end = int(split.offsets[min(examples, len(split))])
+            tokenized[name] = dataclasses.replace(
+                split,
+                input_ids=split.input_ids[:end],
+                token_type_ids=split.token_type_ids[:end],
+                offsets=split.offsets[: min(examples, len(split)) + 1],
+                labels=split.labels[:examples],
+            )
+        return tokenized
+
+    data.tokenize_task = trimmed  # type: ignore[assignment]
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set size in MiB (Linux reports ``ru_maxrss`` in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

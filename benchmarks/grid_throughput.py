@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ from _common import (
     memory_figures,
     run_worker,
     teacher_path,
+    trim_dev_sets,
     write_json,
 )
 
@@ -179,6 +182,7 @@ def worker_main(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)  # the teacher's fresh classifier head: the same in every worker
     fix_batch_width(args.length)
+    trim_dev_sets(args.batch_size)  # evaluation is not timed: one dev batch instead of 1,000 sentences
     trials = grid_trials(args.teacher_path, args.trials, args.steps, args.batch_size, args.length)
     if args.worker == "per_trial":
         result = worker_per_trial(trials, args.per_trial_sample)
@@ -257,7 +261,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="5 trials, 2 steps, per-trial timed on 1")
+    parser.add_argument(
+        "--quick", action="store_true", help="5 trials, 2 steps, per-trial timed on 1, teachers side by side"
+    )
     parser.add_argument("--smoke", action="store_true", help="2 trials, 2 steps, batch 4 (tests)")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--trials", type=int, default=50)
@@ -287,15 +293,23 @@ def main(argv: list[str] | None = None) -> None:
         for k in ("trials", "steps", "per_trial_sample", "batch_size", "length", "threads")
     }
     report: dict[str, Any] = {"config": config, "machine": machine(), "teachers": teachers}
-    for teacher in teachers:
-        path = teacher_path(teacher)
+
+    def measure(teacher: str) -> dict[str, Any]:
         common = [
-            "--teacher-path", path, "--trials", str(args.trials), "--steps", str(args.steps),
+            "--teacher-path", teacher_path(teacher), "--trials", str(args.trials), "--steps", str(args.steps),
             "--per-trial-sample", str(args.per_trial_sample), "--batch-size", str(args.batch_size),
             "--length", str(args.length), "--threads", str(args.threads),
         ]  # fmt: skip
         modes = {mode: run_worker(Path(__file__), ["--worker", mode, *common]) for mode in MODES}
-        report[teacher] = summarise(teacher, modes, config)
+        return summarise(teacher, modes, config)
+
+    # --quick measures the teachers side by side, one worker process per core (each on 1 thread), to stay under
+    # a minute; a full run measures them one after the other.
+    side_by_side = args.quick and args.threads == 1 and (os.cpu_count() or 1) >= len(teachers)
+    config["teachers_side_by_side"] = side_by_side
+    with ThreadPoolExecutor(max_workers=len(teachers) if side_by_side else 1) as pool:
+        for teacher, figures in zip(teachers, pool.map(measure, teachers), strict=True):
+            report[teacher] = figures
     print_table(report)
     write_json(args.json, report)
     if not args.json:

@@ -670,12 +670,12 @@ def run_job(
         for step_in_epoch, batch in enumerate(
             train_batches(job.tokenized["train"], first.batch_size, first.seed, epoch)
         ):
-            batch = _to(batch, runtime.device)
-            started = time.perf_counter()
-            teacher = _teacher_forward(job, teacher_capture, batch)
             live = [r for r in active if r.active]
             if not live:
                 break
+            batch = _to(batch, runtime.device)
+            started = time.perf_counter()
+            teacher = _teacher_forward(job, teacher_capture, batch)
             share = (time.perf_counter() - started) / len(live)
             step = epoch * job.steps_per_epoch + step_in_epoch + 1
             with shared_teacher_targets():  # teacher-side loss targets: once per batch, not per student
@@ -696,6 +696,7 @@ def run_job(
                         _failed(run.result, error, failed_at_step=step)
                         _finish(run, on_result, checkpoint_dir, on_model)
                     run.seconds += time.perf_counter() - t0 + share
+            del teacher  # before the next batch's teacher pass, not after it: one set of features at a time
             if on_step is not None:
                 on_step(step, first.epochs * job.steps_per_epoch)
         for run in active:
