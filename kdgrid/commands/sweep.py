@@ -4,9 +4,11 @@ The store is the only state: ``run`` runs the trials without any row, ``resume``
 to ``--max-attempts`` failed rows each), and neither ever runs a trial that has a done row.
 
 All four plan jobs the same way: groups of trials sharing a teacher pass, split to ``--max-group-size`` and to a
-memory budget per job. The budget defaults to ``auto``: the executor's ``memory_budget()``, i.e. what one job may
-use on the machine where the executor runs jobs; ``plan`` and ``status`` take the same ``--executor / --set /
---profile`` as ``run`` so that they show the jobs ``run`` will start.
+memory budget per job. Jobs are planned over the whole sweep, so trials of different studies that share a
+group (`kdgrid.trial.group_key`) share one teacher pass per batch; each row still records its trial's study
+(the executor is given `Sweep.study_of`). The budget defaults to ``auto``: the executor's ``memory_budget()``,
+i.e. what one job may use on the machine where the executor runs jobs; ``plan`` and ``status`` take the same
+``--executor / --set / --profile`` as ``run`` so that they show the jobs ``run`` will start.
 """
 
 from __future__ import annotations
@@ -123,30 +125,29 @@ def _runner_and_budget(
     return runner, _memory_budget(memory_budget, runner)
 
 
-def _jobs_by_study(
-    sweep: Sweep, trials: list[Trial], max_group_size: int, memory_budget_gb: float | None
-) -> dict[str, list[list[Trial]]]:
-    """Jobs per study (a job never mixes studies: each row records its study)."""
+def _count_by_study(sweep: Sweep, trials: list[Trial]) -> dict[str, int]:
+    """How many of ``trials`` each study of ``sweep`` holds (studies without any left out; sweep order)."""
     study_of = sweep.study_of()
-    by_study: dict[str, list[Trial]] = {name: [] for name in sweep.studies}
+    counts = dict.fromkeys(sweep.studies, 0)
     for trial in trials:
-        by_study[study_of[trial.trial_id]].append(trial)
-    return {
-        name: _plan_jobs(members, max_group_size, memory_budget_gb)
-        for name, members in by_study.items()
-        if members
-    }
+        counts[study_of[trial.trial_id]] += 1
+    return {name: count for name, count in counts.items() if count}
+
+
+def _per_study(sweep: Sweep, trials: list[Trial], what: str) -> str:
+    """``"; <what> per study: a 3, b 1"`` for a sweep of several studies (empty for a sweep of one study)."""
+    counts = _count_by_study(sweep, trials)
+    if len(sweep.studies) < 2:
+        return ""
+    return f"; {what} per study: " + ", ".join(f"{name} {count:,}" for name, count in counts.items())
 
 
 def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: MemoryBudget) -> dict[str, Any]:
     from kdgrid.grid.state import estimate_cost
 
     all_trials = [p.trial for p in sweep.trials]
-    jobs = _jobs_by_study(sweep, all_trials, max_group_size, budget.gb)
-    pending_jobs = _jobs_by_study(sweep, state.pending, max_group_size, budget.gb)
-    per_study: dict[str, int] = {}
-    for planned in sweep.trials:
-        per_study[planned.study] = per_study.get(planned.study, 0) + 1
+    jobs = _plan_jobs(all_trials, max_group_size, budget.gb)
+    pending_jobs = _plan_jobs(state.pending, max_group_size, budget.gb)
     estimate = estimate_cost(state.pending + state.failed, state.timings)
     return {
         "sweep": sweep.name,
@@ -154,11 +155,11 @@ def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: Memor
         "trials": len(sweep.trials),
         "grid_points": sweep.grid_points,
         "repeated": sweep.repeated,
-        "studies": per_study,
-        "jobs": sum(len(j) for j in jobs.values()),
+        "studies": _count_by_study(sweep, all_trials),
+        "jobs": len(jobs),
         "memory_budget_gb": budget.gb,
         "memory_budget": budget.basis,
-        "pending_jobs": sum(len(j) for j in pending_jobs.values()),
+        "pending_jobs": len(pending_jobs),
         "done": len(state.done),
         "failed": len(state.failed),
         "pending": len(state.pending),
@@ -349,8 +350,10 @@ def _execute(
     if preflight:
         _preflight(to_run)
     typer.echo(f"memory budget per job: {budget.basis}")
-    for study, jobs in _jobs_by_study(spec, to_run, max_group_size, budget.gb).items():
-        runner.run(jobs, store, sweep=spec.name, study=study)
+    # One plan over every study: a job may mix studies, each row records its own (the executor gets study_of).
+    jobs = _plan_jobs(to_run, max_group_size, budget.gb)
+    typer.echo(f"{len(jobs)} job(s), one teacher pass per batch each" + _per_study(spec, to_run, "running"))
+    runner.run(jobs, store, sweep=spec.name, studies=spec.study_of())
     if compact_after:
         from kdgrid.store import compact
         from kdgrid.store.layout import rows_dir, visible_files
@@ -365,8 +368,11 @@ def _execute(
         f"{spec.name}: done {len(after.done)}, failed {len(after.failed)}, pending {len(after.pending)} "
         f"(this run: {done_now} done, {len(failed_now)} failed)"
     )
+    study_of = spec.study_of()
     for trial in failed_now:
-        typer.echo(f"failed {trial.trial_id}: {after.errors.get(trial.trial_id, '')}")
+        typer.echo(
+            f"failed {trial.trial_id} [{study_of[trial.trial_id]}]: {after.errors.get(trial.trial_id, '')}"
+        )
     if failed_now:
         raise typer.Exit(1)
 

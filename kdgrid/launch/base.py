@@ -1,8 +1,12 @@
 """The executor interface and the registry that builds one by name.
 
-An executor is any object with ``run(jobs, store_dir, *, sweep, study) -> None`` that runs every job (a list of
-trials sharing one teacher pass) through `kdgrid.launch.worker.run_job_to_store` (or an injected job function of
-the same signature) and returns when they have ended. Results go to the store, never through the return value.
+An executor is any object with ``run(jobs, store_dir, *, sweep, studies) -> None`` that runs every job (a list
+of trials sharing one teacher pass) through `kdgrid.launch.worker.run_job_to_store` (or an injected job
+function of the same signature) and returns when they have ended. Results go to the store, never through the
+return value. A job may hold trials of several studies of the sweep (they share the teacher pass all the
+same): ``studies`` maps each trial id to the study its row records (`kdgrid.grid.Sweep.study_of`), and every
+row the executor or its jobs write, failure rows included, takes its study from there
+(`kdgrid.launch.jobs.row_studies`).
 It also says how much memory one job may use where its jobs run (``memory_budget()``): the planner's default
 budget (``--memory-budget-gb auto``).
 
@@ -13,6 +17,7 @@ set of ``--set KEY=VALUE`` flags can reach any executor; an unknown key raises a
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -36,8 +41,16 @@ PLAIN_ARGUMENTS: dict[str, tuple[str, ...]] = {
 
 @runtime_checkable
 class Executor(Protocol):
-    def run(self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str) -> None:
-        """Run every job; return when all have ended (their rows are in the store)."""
+    def run(
+        self,
+        jobs: list[list[Trial]],
+        store_dir: Path,
+        *,
+        sweep: str,
+        studies: Mapping[str, str] | None = None,
+    ) -> None:
+        """Run every job; return when all have ended (their rows are in the store). Each row records ``sweep``
+        and its trial's study, ``studies[trial_id]`` (``""`` for a trial ``studies`` does not name)."""
         ...
 
     def memory_budget(self) -> MemoryBudget:

@@ -6,7 +6,8 @@
   default ``spawn``: safe with torch). A process that dies (SIGKILL, out of memory) costs only its own job: the
   trials it had not finished get a failure row saying how the process ended, and ``kdgrid resume`` reruns them.
 - A progress bar shows trials done / failed / remaining and an ETA; it is computed from the rows appearing in
-  the store, so it counts exactly what ``kdgrid status`` will.
+  the store, so it counts exactly what ``kdgrid status`` will. One bar covers every job of the call, whichever
+  studies their trials belong to (a job may mix studies; each row records its own).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from kdgrid.errors import ConfigError
 from kdgrid.grid.plan import checkpoint_dir_for
 from kdgrid.launch import memory
+from kdgrid.launch.jobs import row_studies
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import normalize_settings
 from kdgrid.store import layout
@@ -63,18 +65,19 @@ def _run_in_child(
     trials: list[Trial],
     store: str,
     sweep: str,
-    study: str,
+    studies: dict[str, str],
     checkpoint_dir: str,
     threads: int | None,
 ) -> None:
-    """A worker process's whole life: limit torch's threads (cores are shared), run one job."""
+    """A worker process's whole life: limit torch's threads (cores are shared), run one job (``studies``:
+    trial id -> study, for this job's trials only)."""
     if threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
         if job_fn is _default_job_fn():
             import torch
 
             torch.set_num_threads(threads)
-    job_fn(trials, Path(store), sweep=sweep, study=study, checkpoint_dir=Path(checkpoint_dir))
+    job_fn(trials, Path(store), sweep=sweep, studies=studies, checkpoint_dir=Path(checkpoint_dir))
 
 
 def _exit_reason(exitcode: int | None) -> str:
@@ -165,27 +168,35 @@ class LocalExecutor:
             return memory.per_job(min(gpus), "of GPU memory (the smallest visible GPU)", jobs, share)
         return memory.per_job(memory.ram_gb(), "of RAM", jobs, share)
 
-    def run(self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str | None = None) -> None:
-        """Run every job; return when all have ended. Each trial ends with a row in the store."""
+    def run(
+        self,
+        jobs: list[list[Trial]],
+        store_dir: Path,
+        *,
+        sweep: str,
+        studies: Mapping[str, str] | None = None,
+    ) -> None:
+        """Run every job; return when all have ended. Each trial ends with a row in the store, recording
+        ``sweep`` and its study ``studies[trial_id]`` (``""`` for a trial it does not name)."""
         jobs = [list(job) for job in jobs if job]
         store = Path(store_dir)
         layout.rows_dir(store).mkdir(parents=True, exist_ok=True)
-        trial_ids = {t.trial_id for job in jobs for t in job}
-        watch = _StoreWatch(store, trial_ids)
+        study_of = row_studies((t for job in jobs for t in job), studies)
+        watch = _StoreWatch(store, set(study_of))
         started = time.monotonic()
         with _ProgressBar(
-            len(trial_ids), enabled=self.progress and bool(jobs), title=f"{sweep}/{study or ''}"
+            len(study_of), enabled=self.progress and bool(jobs), title=_progress_title(sweep, study_of)
         ) as bar:
             if self.workers == 0:
-                self._run_here(jobs, store, sweep, study or "", watch, bar)
+                self._run_here(jobs, store, sweep, study_of, watch, bar)
             else:
-                self._run_pool(jobs, store, sweep, study or "", watch, bar)
+                self._run_pool(jobs, store, sweep, study_of, watch, bar)
             watch.refresh()
             bar.update(len(watch.done), len(watch.failed))
         self.summary = RunSummary(
             done=len(watch.done),
             failed=len(watch.failed),
-            missing=len(trial_ids - watch.reported()),
+            missing=len(set(study_of) - watch.reported()),
             seconds=time.monotonic() - started,
         )
 
@@ -194,7 +205,7 @@ class LocalExecutor:
         job: list[Trial],
         store: Path,
         sweep: str,
-        study: str,
+        study_of: dict[str, str],
         watch: _StoreWatch,
         error_type: str,
         message: str,
@@ -208,7 +219,7 @@ class LocalExecutor:
                 result = failure_result(
                     trial, error_type=error_type, message=message, traceback_text=traceback_text
                 )
-                write_result(store, result, sweep=sweep, study=study)
+                write_result(store, result, sweep=sweep, study=study_of[trial.trial_id])
         watch.refresh()
 
     def _run_here(
@@ -216,7 +227,7 @@ class LocalExecutor:
         jobs: list[list[Trial]],
         store: Path,
         sweep: str,
-        study: str,
+        study_of: dict[str, str],
         watch: _StoreWatch,
         bar: _ProgressBar,
     ) -> None:
@@ -229,13 +240,20 @@ class LocalExecutor:
                     job,
                     store,
                     sweep=sweep,
-                    study=study,
+                    studies=row_studies(job, study_of),
                     checkpoint_dir=checkpoint_dir_for(store, job),
                     **progress,
                 )
             except Exception as error:
                 self._fail_unreported(
-                    job, store, sweep, study, watch, type(error).__name__, str(error), traceback.format_exc()
+                    job,
+                    store,
+                    sweep,
+                    study_of,
+                    watch,
+                    type(error).__name__,
+                    str(error),
+                    traceback.format_exc(),
                 )
             watch.refresh()
             bar.update(len(watch.done), len(watch.failed))
@@ -245,7 +263,7 @@ class LocalExecutor:
         jobs: list[list[Trial]],
         store: Path,
         sweep: str,
-        study: str,
+        study_of: dict[str, str],
         watch: _StoreWatch,
         bar: _ProgressBar,
     ) -> None:
@@ -262,7 +280,7 @@ class LocalExecutor:
                         job,
                         str(store),
                         sweep,
-                        study,
+                        row_studies(job, study_of),  # this job's trials only: pickled for the process
                         str(checkpoint_dir_for(store, job)),
                         threads,
                     )
@@ -278,7 +296,7 @@ class LocalExecutor:
                     process.join()
                     if process.exitcode != 0:
                         self._fail_unreported(
-                            job, store, sweep, study, watch, "WorkerDied", _exit_reason(process.exitcode)
+                            job, store, sweep, study_of, watch, "WorkerDied", _exit_reason(process.exitcode)
                         )
                 running = still
                 watch.refresh()
@@ -287,6 +305,14 @@ class LocalExecutor:
             for process, _ in running:  # interrupted: stop our own workers, by their pids
                 process.terminate()
                 process.join(timeout=10)
+
+
+def _progress_title(sweep: str, study_of: Mapping[str, str]) -> str:
+    """``sweep/study`` when every trial of the call is of one study, else ``sweep (n studies)``."""
+    names = sorted(set(study_of.values()) - {""})
+    if len(names) == 1:
+        return f"{sweep}/{names[0]}"
+    return f"{sweep} ({len(names)} studies)" if names else sweep
 
 
 def _accepts_on_step(job_fn: JobFn) -> bool:

@@ -10,7 +10,7 @@ of the submitting host and the nodes need not agree.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kdgrid.trial import Trial
@@ -45,16 +45,26 @@ def trials_without_rows_since(store_dir: Path, trials: Sequence[Trial], marker: 
 
 
 def record_lost_trials(
-    store_dir: Path, trials: Sequence[Trial], *, marker: Path, sweep: str, study: str | None, reason: str
+    store_dir: Path,
+    trials: Sequence[Trial],
+    *,
+    marker: Path,
+    sweep: str,
+    studies: Mapping[str, str] | None,
+    reason: str,
 ) -> list[Trial]:
-    """Write a failed row (error type ``JobLost``) for each trial of a dead job that got no row since ``marker``.
+    """Write a failed row (error type ``JobLost``) for each trial of a dead job that got no row since
+    ``marker``; each row records its trial's study from ``studies`` (trial id -> study, as `run_job_to_store`
+    writes it).
 
     Returns the trials recorded.
     """
+    from kdgrid.launch.jobs import row_studies
     from kdgrid.store import failure_result, write_result
 
     lost = trials_without_rows_since(store_dir, trials, marker)
+    study_of = row_studies(lost, studies)
     for trial in lost:
         result = failure_result(trial, error_type="JobLost", message=reason)
-        write_result(store_dir, result, sweep=sweep, study=study or "")
+        write_result(store_dir, result, sweep=sweep, study=study_of[trial.trial_id])
     return lost

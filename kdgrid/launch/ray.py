@@ -1,7 +1,8 @@
 """The Ray Tune executor: one Tune trial per job, results written into the store by the job itself.
 
-- Each job (trials sharing one teacher pass) is one Tune trial, run by ``job_fn`` (default
-  `kdgrid.launch.worker.run_job_to_store`) inside a Ray actor; the store must be reachable from every node.
+- Each job (trials sharing one teacher pass, possibly of several studies) is one Tune trial, run by ``job_fn``
+  (default `kdgrid.launch.worker.run_job_to_store`) inside a Ray actor; the store must be reachable from every
+  node. Each row records its trial's study (``studies``: trial id -> study).
 - ``ray_gpus_per_job`` may be a fraction: with 0.25, four small jobs share one GPU. Ray's GPU count is logical,
   so packing can be set up (and tested) on a machine without a GPU by giving ``ray_num_gpus``.
 - ``reuse_actors`` (default on) keeps an actor alive between jobs: the Python start-up and imports (torch,
@@ -28,7 +29,7 @@ from typing import Any
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
-from kdgrid.launch.jobs import done_trial_ids, job_checkpoint_dir, not_done
+from kdgrid.launch.jobs import done_trial_ids, job_checkpoint_dir, not_done, row_studies
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import normalize_settings
@@ -107,13 +108,14 @@ def run_one_job(
     jobs: Sequence[list[Trial]],
     store_dir: str,
     sweep: str,
-    study: str | None,
+    studies: Mapping[str, str],
     job_fn: JobFn | None,
 ) -> None:
     """The Tune trainable: run job ``config["job"]`` and report how many trials it held.
 
-    Module-level (not a closure) so Ray pickles it by reference; the jobs travel through Ray's object store
-    (`tune.with_parameters`), not inside every trial's config.
+    Module-level (not a closure) so Ray pickles it by reference; the jobs and ``studies`` (trial id -> study
+    of every job's trials) travel through Ray's object store (`tune.with_parameters`), not inside every
+    trial's config.
     """
     from ray import tune
 
@@ -124,7 +126,7 @@ def run_one_job(
         folder = job_checkpoint_dir(Path(store_dir), job)
         folder.mkdir(parents=True, exist_ok=True)
         run = job_fn or _default_job_fn()
-        run(trials, Path(store_dir), sweep=sweep, study=study, checkpoint_dir=folder)
+        run(trials, Path(store_dir), sweep=sweep, studies=row_studies(trials, studies), checkpoint_dir=folder)
     tune.report({"trials": len(trials), "finished": 1})
 
 
@@ -210,11 +212,20 @@ class RayExecutor:
             raise ConfigError(f"each job asks for {need} but the Ray cluster has {have}: lower ray_cpus_per_job / "
                               "ray_gpus_per_job or give the runtime more (ray_num_cpus, ray_num_gpus)")  # fmt: skip
 
-    def run(self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str | None = None) -> None:
-        """Run every job as one Tune trial; raise `LaunchError` afterwards if any did not finish."""
+    def run(
+        self,
+        jobs: list[list[Trial]],
+        store_dir: Path,
+        *,
+        sweep: str,
+        studies: Mapping[str, str] | None = None,
+    ) -> None:
+        """Run every job as one Tune trial; raise `LaunchError` afterwards if any did not finish. Each row
+        records ``sweep`` and its study ``studies[trial_id]`` (``""`` for a trial it does not name)."""
         jobs = [job for job in jobs if job]
         if not jobs:
             return
+        study_of = row_studies((trial for job in jobs for trial in job), studies)
         import ray
         from ray import tune
 
@@ -229,7 +240,7 @@ class RayExecutor:
                 jobs=jobs,
                 store_dir=str(store_dir),
                 sweep=sweep,
-                study=study,
+                studies=study_of,
                 job_fn=self.job_fn,
             )
             resources = {"cpu": self.settings["cpus_per_job"], "gpu": self.settings["gpus_per_job"]}
@@ -263,7 +274,7 @@ class RayExecutor:
                     reason = f"Ray job {index} ended with an error: {_first_line(result.error)}"
                     failed.append(f"job {index} ({len(jobs[index])} trial(s)): {_first_line(result.error)}")
                     recorded = record_lost_trials(
-                        store_dir, jobs[index], marker=marker, sweep=sweep, study=study, reason=reason
+                        store_dir, jobs[index], marker=marker, sweep=sweep, studies=study_of, reason=reason
                     )
                     lost += len(recorded)
                 raise LaunchError(

@@ -2,8 +2,10 @@
 
 How a sweep maps onto SLURM:
 
-- Each job (trials sharing one teacher pass) becomes one array task; with ``slurm_jobs_per_task = n`` a task runs
-  ``n`` jobs one after another (for jobs of a few minutes, where queueing would cost more than running).
+- Each job (trials sharing one teacher pass, possibly of several studies) becomes one array task; with
+  ``slurm_jobs_per_task = n`` a task runs ``n`` jobs one after another (for jobs of a few minutes, where
+  queueing would cost more than running). A task carries the study of each of its trials (trial id -> study,
+  only its own), which its rows and the failed rows written for it record.
 - Arrays are split so that none exceeds the cluster's ``MaxArraySize`` (read from ``scontrol show config``;
   1001 when it cannot be read); ``slurm_array_parallelism`` caps how many tasks of one array run at once.
 - Partition, account, qos, time, GPUs, CPUs and memory come from a profile (``slurm/profiles/NAME.yaml`` or a
@@ -47,13 +49,14 @@ from submitit.slurm.slurm import SlurmInfoWatcher
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
-from kdgrid.launch.jobs import done_trial_ids, job_checkpoint_dir, job_key, not_done
+from kdgrid.launch.jobs import done_trial_ids, job_checkpoint_dir, job_key, not_done, row_studies
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import normalize_settings
 from kdgrid.trial import Trial
 
-# A job function has run_job_to_store's signature: (trials, store_dir, *, sweep, study, checkpoint_dir) -> None.
+# A job function has run_job_to_store's signature:
+# (trials, store_dir, *, sweep, studies, checkpoint_dir) -> None.
 JobFn = Callable[..., None]
 
 PREFIX = "slurm_"
@@ -292,7 +295,8 @@ class ArrayTask(Checkpointable):  # type: ignore[misc]
 
     Attributes:
         jobs: the jobs of this task; each a list of trials sharing one teacher pass.
-        store_dir, sweep, study: where and under which names the rows are written.
+        store_dir, sweep: where and under which sweep name the rows are written.
+        studies: trial id -> the study its row records, for this task's trials (`row_studies`).
         run_id: names this submission; a job finished in an earlier attempt of this same task (before a requeue)
             leaves the marker ``.finished-<run_id>-<job key>`` in its checkpoint folder and is skipped.
         job_fn: a module-level function with ``run_job_to_store``'s signature (picklable by reference).
@@ -303,7 +307,7 @@ class ArrayTask(Checkpointable):  # type: ignore[misc]
     jobs: list[list[Trial]]
     store_dir: str
     sweep: str
-    study: str | None
+    studies: dict[str, str]
     run_id: str
     job_fn: JobFn | None = field(default=None)
 
@@ -328,7 +332,8 @@ class ArrayTask(Checkpointable):  # type: ignore[misc]
             if todo:
                 folder = self.job_dir(trials)
                 folder.mkdir(parents=True, exist_ok=True)
-                run(todo, Path(self.store_dir), sweep=self.sweep, study=self.study, checkpoint_dir=folder)
+                studies = row_studies(todo, self.studies)
+                run(todo, Path(self.store_dir), sweep=self.sweep, studies=studies, checkpoint_dir=folder)
                 ran += 1
             marker.touch()
         for trials in self.jobs:  # the whole task is done: no attempt of it will look for its markers again
@@ -411,22 +416,38 @@ class SlurmExecutor:
         store_dir: Path,
         *,
         sweep: str,
-        study: str | None,
+        studies: Mapping[str, str] | None,
         run_id: str,
     ) -> list[ArrayTask]:
-        return [
-            ArrayTask(group, str(store_dir), sweep, study, run_id, self.job_fn)
-            for group in pack_tasks(jobs, self.settings["jobs_per_task"])
-        ]
+        """One `ArrayTask` per ``slurm_jobs_per_task`` jobs, each carrying the studies of its own trials only
+        (a task is pickled to the shared filesystem: not the whole sweep's mapping in each)."""
+        tasks = []
+        for group in pack_tasks(jobs, self.settings["jobs_per_task"]):
+            own = row_studies((trial for job in group for trial in job), studies)
+            tasks.append(ArrayTask(group, str(store_dir), sweep, own, run_id, self.job_fn))
+        return tasks
 
-    def run(self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str | None = None) -> None:
-        """Submit ``jobs`` (arrays split at MaxArraySize) and, unless ``wait=False``, wait for all of them."""
-        submission = self.submit(jobs, store_dir, sweep=sweep, study=study)
+    def run(
+        self,
+        jobs: list[list[Trial]],
+        store_dir: Path,
+        *,
+        sweep: str,
+        studies: Mapping[str, str] | None = None,
+    ) -> None:
+        """Submit ``jobs`` (arrays split at MaxArraySize) and, unless ``wait=False``, wait for all of them.
+        Each row records ``sweep`` and its study ``studies[trial_id]`` (``""``: a trial it does not name)."""
+        submission = self.submit(jobs, store_dir, sweep=sweep, studies=studies)
         if submission is not None and self.wait:
             self.wait_for(submission)
 
     def submit(
-        self, jobs: list[list[Trial]], store_dir: Path, *, sweep: str, study: str | None = None
+        self,
+        jobs: list[list[Trial]],
+        store_dir: Path,
+        *,
+        sweep: str,
+        studies: Mapping[str, str] | None = None,
     ) -> Submission | None:
         """Check the settings against the cluster, then submit; returns what `wait_for` needs (None: no jobs)."""
         jobs = [job for job in jobs if job]
@@ -441,7 +462,7 @@ class SlurmExecutor:
         )
         log_folder = self._log_folder(store_dir, sweep)
         run_id = uuid.uuid4().hex
-        tasks = self.make_tasks(jobs, store_dir, sweep=sweep, study=study, run_id=run_id)
+        tasks = self.make_tasks(jobs, store_dir, sweep=sweep, studies=studies, run_id=run_id)
         marker = touch_run_marker(store_dir, f"slurm-{run_id}")
 
         executor = submitit.SlurmExecutor(folder=log_folder, max_num_timeout=self.settings["max_num_timeout"])
@@ -463,7 +484,7 @@ class SlurmExecutor:
                     + (f" (arrays already submitted: {', '.join(queued)})" if queued else "")
                 ) from None
             submitted.extend(batch)
-        submission = Submission(list(zip(submitted, tasks, strict=True)), store_dir, sweep, study, marker)
+        submission = Submission(list(zip(submitted, tasks, strict=True)), store_dir, sweep, marker)
         array_ids = sorted({str(job.job_id).split("_")[0] for job in submitted}, key=int)
         _say(f"slurm: submitted {len(jobs)} job(s) as {len(tasks)} array task(s) in {len(array_ids)} array(s): "
              f"{', '.join(array_ids)}; logs in {log_folder.parent}")  # fmt: skip
@@ -496,8 +517,15 @@ class SlurmExecutor:
             for job, task in bad:
                 reason = f"SLURM task {job.job_id} ended {states[str(job.job_id)]}{_error_hint(job)}"
                 trials = [trial for trials in task.jobs for trial in trials]
-                lost += len(record_lost_trials(submission.store_dir, trials, marker=submission.marker,
-                                               sweep=submission.sweep, study=submission.study, reason=reason))  # fmt: skip
+                recorded = record_lost_trials(
+                    submission.store_dir,
+                    trials,
+                    marker=submission.marker,
+                    sweep=submission.sweep,
+                    studies=task.studies,
+                    reason=reason,
+                )
+                lost += len(recorded)
             submission.marker.unlink(missing_ok=True)
             details = "; ".join(
                 f"{job.job_id}: {states[str(job.job_id)]}{_error_hint(job)}" for job, _ in bad[:10]
@@ -576,12 +604,12 @@ def _gave_up_message(unfinished: Sequence[str], give_up_s: float, problem: str) 
 
 @dataclass
 class Submission:
-    """What was submitted: (submitit job, its `ArrayTask`) pairs, and where their rows go."""
+    """What was submitted: (submitit job, its `ArrayTask`) pairs, and where their rows go (each task carries
+    the studies of its trials)."""
 
     tasks: list[tuple[Any, ArrayTask]]
     store_dir: Path
     sweep: str
-    study: str | None
     marker: Path
 
     @property

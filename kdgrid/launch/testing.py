@@ -15,6 +15,8 @@ with a core that trains nothing: each trial's behaviour comes from its ``options
 - ``test_raise_once``: a path; like ``test_raise`` the first time (creating the file), then the trial succeeds.
 - ``test_exit_once``: a path; the first time, the process leaves with `SystemExit` (what submitit's signal
   handler does after requeueing a task at its time limit); no row is written; later attempts run normally.
+- ``test_job_log``: a path; each job holding such a trial appends ``job <pid> <trial ids of the job>`` to it
+  once when it starts (a job is one teacher pass per batch): a test counts jobs and sees who shared one.
 
 Module-level and importable, so job processes (SLURM array tasks, Ray actors) load them by reference.
 """
@@ -27,7 +29,7 @@ import signal
 import socket
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -105,6 +107,9 @@ def fake_run_job(
     on_result: Callable[[TrialResult], None] | None = None,
 ) -> list[TrialResult]:
     """`kdgrid.core.train.run_job`'s contract without training: one result per trial, failures isolated."""
+    for job_log in sorted({str(t.option("test_job_log")) for t in trials if t.option("test_job_log")}):
+        with open(job_log, "a") as handle:
+            handle.write(f"job {os.getpid()} {' '.join(t.trial_id for t in trials)}\n")
     results = []
     for trial in trials:
         try:
@@ -130,7 +135,7 @@ def job_to_store(
     store_dir: Path,
     *,
     sweep: str,
-    study: str | None = None,
+    studies: Mapping[str, str] | None = None,
     checkpoint_dir: Path | None = None,
 ) -> None:
     """`run_job_to_store` itself, with `fake_run_job` standing in for the core's `run_job` during the call.
@@ -142,7 +147,9 @@ def job_to_store(
     original = worker.run_job
     worker.run_job = fake_run_job  # type: ignore[assignment]
     try:
-        worker.run_job_to_store(trials, store_dir, sweep=sweep, study=study, checkpoint_dir=checkpoint_dir)
+        worker.run_job_to_store(
+            trials, store_dir, sweep=sweep, studies=studies, checkpoint_dir=checkpoint_dir
+        )
     finally:
         worker.run_job = original  # type: ignore[assignment]
 
@@ -152,7 +159,7 @@ def crashing_job(
     store_dir: Path,
     *,
     sweep: str,
-    study: str | None = None,
+    studies: Mapping[str, str] | None = None,
     checkpoint_dir: Path | None = None,
 ) -> None:
     """A job function that fails as a whole before writing anything (a broken environment on a node)."""
@@ -165,6 +172,25 @@ def make_trial(seed: int = 0, **options: object) -> Trial:
     return Trial(
         task="synthetic-single-binary", teacher="minilm-l6", student="bert-tiny", seed=seed, options=options
     )
+
+
+def store_studies(store: Path) -> dict[str, str]:
+    """trial id -> the study its rows record, for a store where each trial's rows share one study.
+
+    Raises:
+        AssertionError: a trial whose rows record different studies.
+    """
+    from kdgrid.store import read_table
+
+    table = read_table(store, ["trial_id", "study"])
+    studies: dict[str, str] = {}
+    for trial_id, study in zip(
+        table.column("trial_id").to_pylist(), table.column("study").to_pylist(), strict=True
+    ):
+        assert studies.setdefault(trial_id, study) == study, (
+            f"trial {trial_id}: rows of {studies[trial_id]!r} and {study!r}"
+        )
+    return studies
 
 
 def store_rows(store: Path) -> list[tuple[str, str]]:
@@ -180,6 +206,13 @@ def pending_jobs(jobs: list[list[Trial]], store: Path) -> list[list[Trial]]:
     done = {trial_id for trial_id, status in store_rows(store) if status == "done"}
     remaining = [[trial for trial in job if trial.trial_id not in done] for job in jobs]
     return [job for job in remaining if job]
+
+
+def job_log_jobs(log: Path) -> list[set[str]]:
+    """The jobs a ``test_job_log`` file recorded, each as the set of its trial ids, in file order."""
+    if not log.exists():
+        return []
+    return [set(line.split()[2:]) for line in log.read_text().splitlines() if line.startswith("job ")]
 
 
 def log_events(log: Path) -> list[tuple[str, str, int, float]]:

@@ -3,12 +3,12 @@
 `run_job_to_store` is a module-level function (picklable by reference), so a local process pool, a Ray actor and
 a SLURM array task all call the same code. If `run_job` itself crashes (the teacher cannot be loaded, a bug),
 every trial of the job without a row from this call gets a failure row carrying the error, so ``kdgrid status``
-shows why and ``kdgrid resume`` retries them.
+shows why and ``kdgrid resume`` retries them. A job may mix studies: each row records its trial's study.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,25 +28,29 @@ def run_job_to_store(
     store_dir: Path | str,
     *,
     sweep: str,
-    study: str | None = None,
+    studies: Mapping[str, str] | None = None,
     checkpoint_dir: Path | str | None = None,
     on_step: Callable[[int, int], None] | None = None,
 ) -> None:
     """Run one job (trials sharing one teacher pass) and write one row per trial into the store.
+
+    Each row records ``sweep`` and its trial's study, ``studies[trial_id]`` (``""`` for a trial it does not
+    name, see `kdgrid.launch.jobs.row_studies`): the trials of one job may come from several studies.
 
     Rows are written as each trial finishes (``on_result``), so a job killed half-way keeps what it finished.
     A result `run_job` returns without having reported it is written afterwards; a crash of `run_job` writes
     failure rows for the trials that have none yet. Nothing is raised for a failed trial: the row says it.
     ``on_step(done, total)`` receives the job's batch progress (see `kdgrid.core.train.run_job`).
     """
+    from kdgrid.launch.jobs import row_studies
     from kdgrid.store.write import failure_result, write_result
 
     store = Path(store_dir)
-    study_name = study or ""
+    study_of = row_studies(trials, studies)
     written: set[str] = set()
 
     def write(result: TrialResult) -> None:
-        write_result(store, result, sweep=sweep, study=study_name)
+        write_result(store, result, sweep=sweep, study=study_of.get(result.trial.trial_id, ""))
         written.add(result.trial.trial_id)
 
     checkpoints = Path(checkpoint_dir) if checkpoint_dir is not None else None

@@ -193,7 +193,7 @@ def test_demo_table_from_a_real_run_of_the_core(tmp_path):
         Trial(**base, soft_weight=0.0, alpha=1.0),
     ]
     store = tmp_path / "store"
-    run_job_to_store(trials, store, sweep="demo", study="single_match")
+    run_job_to_store(trials, store, sweep="demo", studies={t.trial_id: "single_match" for t in trials})
     console = Console(record=True, width=200)
     console.print(demo_table(store))
     text = console.export_text()

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kdgrid.cli import app, main
+from kdgrid.launch.testing import job_log_jobs, store_studies
 from kdgrid.store import latest_state, read_store
 
 FAKE = [
@@ -21,13 +22,15 @@ FAKE = [
 
 
 def sweep_file(tmp_path: Path, *extra: dict) -> Path:
-    """7 trials in two studies (6 + 1), plus ``extra`` trials in the second; every start is logged."""
-    log = str(tmp_path / "starts.log")
+    """7 trials in two studies (6 + 1), plus ``extra`` trials in the second; every start is logged, and every
+    job (`jobs`). The two studies share a group: the rte trials of both run as one job."""
+    options = {"test_log": str(tmp_path / "starts.log"), "test_job_log": str(tmp_path / "jobs.log")}
     for entry in extra:
-        entry.setdefault("options", {}).setdefault("test_log", log)
+        for key, value in options.items():
+            entry.setdefault("options", {}).setdefault(key, value)
     spec = {
         "name": "cli-test",
-        "fixed": {"teacher": "bert-base", "student": "bert-tiny", "options": {"test_log": log}},
+        "fixed": {"teacher": "bert-base", "student": "bert-tiny", "options": options},
         "studies": {
             "grid": {"axes": {"task": ["rte", "mrpc"], "temperature": [1, 2, 4]}},
             "extra": {"include": [{"task": "rte", "temperature": 8}, *extra]},
@@ -59,15 +62,23 @@ def starts(tmp_path: Path) -> list[str]:
     return [line.split()[1] for line in log.read_text().splitlines() if line.startswith("start ")]
 
 
+def jobs(tmp_path: Path) -> list[set[str]]:
+    """The jobs that ran (each the set of its trial ids), as `kdgrid.launch.testing`'s fake core logs them."""
+    return job_log_jobs(tmp_path / "jobs.log")
+
+
 def test_plan_run_status_and_a_second_run_that_does_nothing(tmp_path: Path) -> None:
     sweep, store = sweep_file(tmp_path), tmp_path / "store"
     plan = as_json("plan", sweep, "--store", store)
-    assert (plan["trials"], plan["jobs"], plan["done"], plan["failed"], plan["pending"]) == (7, 3, 0, 0, 7)
+    # rte (grid 3 + extra 1) and mrpc (grid 3): two groups, so two jobs although the rte one spans two studies
+    assert (plan["trials"], plan["jobs"], plan["done"], plan["failed"], plan["pending"]) == (7, 2, 0, 0, 7)
     assert plan["studies"] == {"grid": 6, "extra": 1} and plan["estimate"]["seconds"] is None
 
     code, out = invoke("run", sweep, "--store", store, *FAKE)
     assert code == 0, out
     assert len(starts(tmp_path)) == 7
+    assert "2 job(s), one teacher pass per batch each; running per study: grid 6, extra 1" in out
+    assert sorted(len(job) for job in jobs(tmp_path)) == [3, 4]
     status = as_json("status", sweep, "--store", store)
     assert (status["done"], status["failed"], status["pending"], status["failed_trials"]) == (7, 0, 0, [])
     assert as_json("plan", sweep, "--store", store)["estimate"]["timed_rows"] == 7
@@ -79,6 +90,21 @@ def test_plan_run_status_and_a_second_run_that_does_nothing(tmp_path: Path) -> N
     assert (
         len(frame) == 7 and set(frame["study"]) == {"grid", "extra"} and set(frame["sweep"]) == {"cli-test"}
     )
+
+
+def test_two_studies_sharing_a_group_run_as_one_job_and_each_row_keeps_its_study(tmp_path: Path) -> None:
+    from kdgrid.grid import load_sweep
+
+    sweep, store = sweep_file(tmp_path), tmp_path / "store"
+    study_of = load_sweep(sweep).study_of()
+    code, out = invoke("run", sweep, "--store", store, *FAKE)
+    assert code == 0, out
+    ran = jobs(tmp_path)
+    assert len(ran) == 2  # one job (one teacher pass per batch) per group, not per (study, group): 3
+    [mixed] = [job for job in ran if len({study_of[t] for t in job}) > 1]
+    rte_trials = {p.trial.trial_id for p in load_sweep(sweep).trials if p.trial.task == "rte"}
+    assert mixed == rte_trials and {study_of[t] for t in mixed} == {"grid", "extra"}
+    assert store_studies(store) == study_of
 
 
 def test_failed_trials_are_reported_and_resume_respects_max_attempts(tmp_path: Path) -> None:
@@ -113,6 +139,11 @@ def test_a_killed_worker_then_resume_completes_exactly_the_missing_trials(tmp_pa
     assert status["done"] + status["failed"] == 8 and status["pending"] == 0
     died = {f["trial_id"] for f in status["failed_trials"]}
     assert all("WorkerDied" in f["error"] and "SIGKILL" in f["error"] for f in status["failed_trials"])
+    from kdgrid.grid import load_sweep
+
+    study_of = load_sweep(sweep).study_of()
+    # the failure rows the executor wrote for the dead job carry each trial's study
+    assert store_studies(store) == study_of
     before = len(starts(tmp_path))
 
     code, out = invoke("resume", sweep, "--store", store, *FAKE, *workers)
@@ -191,8 +222,8 @@ def test_the_memory_budget_comes_from_the_machine_and_plan_status_and_run_agree(
     assert plan["memory_budget"].startswith("auto: ") and plan["memory_budget"].endswith(
         "GB of RAM / 1 job at a time"
     )
-    assert plan["jobs"] == 5  # groups of 3, 3 and 1 trials: 2 + 1, 2 + 1, 1
-    assert as_json("status", sweep, "--store", store)["jobs"] == 5
+    assert plan["jobs"] == 4  # groups of 4 (rte, both studies) and 3 (mrpc) trials: 2 + 2, 2 + 1
+    assert as_json("status", sweep, "--store", store)["jobs"] == 4
     code, out = invoke("plan", sweep, "--store", store)
     text = " ".join(out.split())
     assert code == 0 and "memory budget per job" in text and f"memory budget: {plan['memory_budget']}" in text
@@ -208,7 +239,7 @@ def test_the_memory_budget_comes_from_the_machine_and_plan_status_and_run_agree(
     code, out = invoke("run", sweep, "--store", store, *FAKE)
     assert code == 0, out
     assert f"memory budget per job: {plan['memory_budget']}" in out
-    assert sorted(sizes) == [1, 1, 1, 2, 2] and len(starts(tmp_path)) == 7
+    assert sorted(sizes) == [1, 2, 2, 2] and len(starts(tmp_path)) == 7 and len(jobs(tmp_path)) == 4
 
 
 def test_an_explicit_memory_budget_wins_and_zero_turns_it_off(
@@ -226,7 +257,7 @@ def test_an_explicit_memory_budget_wins_and_zero_turns_it_off(
     assert plan["memory_budget_gb"] == pytest.approx(given) and plan["memory_budget"].startswith("given: ")
     assert plan["jobs"] == 7  # one trial per job
     off = as_json("plan", sweep, "--store", store, "--memory-budget-gb", "0")
-    assert off["memory_budget_gb"] is None and "off" in off["memory_budget"] and off["jobs"] == 3
+    assert off["memory_budget_gb"] is None and "off" in off["memory_budget"] and off["jobs"] == 2
 
 
 def test_slurm_plans_to_the_tasks_memory_or_to_no_budget_without_it(
@@ -237,9 +268,9 @@ def test_slurm_plans_to_the_tasks_memory_or_to_no_budget_without_it(
     mem_gb = 2.5 * trial_memory_gb(sweep) / 0.9
     plan = as_json("plan", sweep, "--store", store, "-e", "slurm", "--set", f"slurm_mem_gb={mem_gb}")
     assert plan["memory_budget_gb"] == pytest.approx(0.9 * mem_gb) and "slurm_mem_gb" in plan["memory_budget"]
-    assert plan["jobs"] == 5
+    assert plan["jobs"] == 4
     unknown = as_json("plan", sweep, "--store", store, "-e", "slurm")
-    assert unknown["memory_budget_gb"] is None and unknown["jobs"] == 3
+    assert unknown["memory_budget_gb"] is None and unknown["jobs"] == 2
     code, out = invoke("plan", sweep, "--store", store, "-e", "slurm")
     assert code == 0 and "slurm_mem_gb is not set" in " ".join(out.split())
 

@@ -40,7 +40,33 @@ def teacher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     patch.undo()
 
 
-def test_a_tiny_sweep_runs_through_the_real_core(tmp_path: Path, teacher: str) -> None:
+def count_teacher_passes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
+    """Wrap the core so that it records each job it loads (its batches per epoch) and each teacher forward."""
+    from kdgrid.core import train
+
+    seen: dict[str, list[int]] = {"jobs": [], "forwards": []}
+    load_job, teacher_forward = train._load_job, train._teacher_forward
+
+    def counting_load_job(*args, **kwargs):
+        job = load_job(*args, **kwargs)
+        seen["jobs"].append(job.steps_per_epoch)
+        return job
+
+    def counting_forward(job, capture, batch):
+        seen["forwards"].append(int(batch["input_ids"].shape[0]))
+        return teacher_forward(job, capture, batch)
+
+    monkeypatch.setattr(train, "_load_job", counting_load_job)
+    monkeypatch.setattr(train, "_teacher_forward", counting_forward)
+    return seen
+
+
+def test_a_tiny_sweep_runs_through_the_real_core(
+    tmp_path: Path, teacher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two studies sharing a group (same task, teacher, seed, batch, length, epochs): one job, so one teacher
+    forward per batch for all three trials, and each row under its own study."""
+    seen = count_teacher_passes(monkeypatch)
     sweep = tmp_path / "tiny.yaml"
     spec = {
         "name": "tiny",
@@ -59,9 +85,12 @@ def test_a_tiny_sweep_runs_through_the_real_core(tmp_path: Path, teacher: str) -
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output
+    [steps_per_epoch] = seen["jobs"]  # one job for both studies
+    assert len(seen["forwards"]) == 2 * steps_per_epoch  # epochs x batches: one teacher pass per batch
     frame = read_store(store)
     assert len(frame) == 3 and set(latest_state(frame)["state"]) == {"done"}
-    assert set(frame["study"]) == {"match", "baseline"}
+    baseline = frame["loss_terms_json"].map(lambda t: not any("@" in k for k in json.loads(t)))
+    assert set(zip(frame["study"], baseline, strict=True)) == {("match", False), ("baseline", True)}
     match = frame[frame["study"] == "match"]
     assert all(json.loads(p) == [[2, 3]] for p in match["layer_pairs_json"])  # Last-1: student 2 <- teacher 3
     assert all(

@@ -12,11 +12,11 @@ from kdgrid.launch.testing import make_trial, store_rows
 
 def test_only_trials_without_a_row_from_this_run_are_recorded_as_lost(tmp_path: Path) -> None:
     before, during, silent = make_trial(0), make_trial(0, k=1), make_trial(0, k=2)
-    testing.job_to_store([before], tmp_path, sweep="s", study="t")  # an earlier run's row
+    testing.job_to_store([before], tmp_path, sweep="s")  # an earlier run's row
     earlier = next((tmp_path / "rows").iterdir())
     os.utime(earlier, (1_000_000, 1_000_000))  # written long before this run's marker
     marker = touch_run_marker(tmp_path, "run")
-    testing.job_to_store([during], tmp_path, sweep="s", study="t")  # this run wrote it, then the job died
+    testing.job_to_store([during], tmp_path, sweep="s")  # this run wrote it, then the job died
 
     assert trials_without_rows_since(tmp_path, [before, during, silent], marker) == [before, silent]
     lost = record_lost_trials(
@@ -24,7 +24,7 @@ def test_only_trials_without_a_row_from_this_run_are_recorded_as_lost(tmp_path: 
         [during, silent],
         marker=marker,
         sweep="s",
-        study="t",
+        studies={during.trial_id: "a", silent.trial_id: "b"},  # a job mixing two studies
         reason="SLURM task 7_1 ended CANCELLED",
     )
     assert lost == [silent]
@@ -35,8 +35,11 @@ def test_only_trials_without_a_row_from_this_run_are_recorded_as_lost(tmp_path: 
 
     row = read_store(tmp_path).set_index("trial_id").loc[silent.trial_id]
     assert row["error_type"] == "JobLost" and row["error_message"] == "SLURM task 7_1 ended CANCELLED"
+    assert (row["sweep"], row["study"]) == ("s", "b")
     # Recording again finds nothing new: the failed row counts as this run's row.
-    assert record_lost_trials(tmp_path, [silent], marker=marker, sweep="s", study="t", reason="again") == []
+    assert (
+        record_lost_trials(tmp_path, [silent], marker=marker, sweep="s", studies=None, reason="again") == []
+    )
 
 
 def test_markers_live_where_store_readers_do_not_look(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ import pytest
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import testing
 from kdgrid.launch.ray import RayExecutor, resolve_settings
-from kdgrid.launch.testing import log_events, make_trial, max_overlap, pending_jobs, store_rows
+from kdgrid.launch.testing import log_events, make_trial, max_overlap, pending_jobs, store_rows, store_studies
 from kdgrid.trial import Trial
 
 
@@ -65,6 +65,31 @@ def test_importing_the_executors_does_not_import_ray() -> None:
     assert out.split() == ["False"]  # Ray starts slowly: only building a RayExecutor's run may import it
 
 
+def test_a_tune_trial_runs_its_job_with_the_studies_of_its_own_trials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trainable itself, outside Tune (its report captured): a job mixing two studies writes each row
+    under its trial's study, and the job function is given only its own trials' studies."""
+    from ray import tune
+
+    from kdgrid.launch.ray import run_one_job
+
+    reports: list[dict] = []
+    given: list[dict[str, str]] = []
+    monkeypatch.setattr(tune, "report", reports.append)
+
+    def recording_job(trials, store_dir, *, sweep, studies, checkpoint_dir):
+        given.append(dict(studies))
+        testing.job_to_store(trials, store_dir, sweep=sweep, studies=studies, checkpoint_dir=checkpoint_dir)
+
+    a0, b0, a1 = make_trial(0), make_trial(0, k=1), make_trial(1)
+    studies = {a0.trial_id: "a", b0.trial_id: "b", a1.trial_id: "a"}
+    run_one_job({"job": 0}, jobs=[[a0, b0], [a1]], store_dir=str(tmp_path), sweep="m", studies=studies,
+                job_fn=recording_job)  # fmt: skip
+    assert given == [{a0.trial_id: "a", b0.trial_id: "b"}] and reports == [{"trials": 2, "finished": 1}]
+    assert store_studies(tmp_path) == {a0.trial_id: "a", b0.trial_id: "b"}
+
+
 # -- a real runtime -------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize(("gpus_per_job", "expected_overlap"), [(0.5, 2), (1.0, 1)])
@@ -73,9 +98,7 @@ def test_gpu_fractions_pack_jobs_onto_one_gpu_and_actors_are_reused(
 ) -> None:
     log = tmp_path / "log.txt"
     jobs = [[make_trial(seed, test_log=str(log), test_seconds=1.0)] for seed in range(6)]
-    RayExecutor(job_fn=testing.job_to_store, ray_gpus_per_job=gpus_per_job).run(
-        jobs, tmp_path, sweep="p", study="t"
-    )
+    RayExecutor(job_fn=testing.job_to_store, ray_gpus_per_job=gpus_per_job).run(jobs, tmp_path, sweep="p")
 
     done_once_each(tmp_path, [t for job in jobs for t in job])
     # One logical GPU: 0.5 GPU per job lets two run at once, a whole GPU only one.
@@ -96,8 +119,9 @@ def test_a_raising_trial_and_a_killed_actor_leave_a_truthful_store_and_resume_ru
     victim = make_trial(1, k=1, test_log=str(log), test_kill_once=str(sentinel))
     after = make_trial(1, k=2, test_log=str(log))
     jobs = [healthy, [first, victim, after]]
+    studies = {t.trial_id: "ab"[i % 2] for job in jobs for i, t in enumerate(job)}  # jobs mixing two studies
     with pytest.raises(LaunchError, match=r"1 of 2 Ray job\(s\) did not finish.*job 1"):
-        RayExecutor(job_fn=testing.job_to_store).run(jobs, tmp_path, sweep="f", study="t")
+        RayExecutor(job_fn=testing.job_to_store).run(jobs, tmp_path, sweep="f", studies=studies)
 
     assert sorted(store_rows(tmp_path)) == sorted(
         [(healthy[0].trial_id, "done"), (raiser.trial_id, "failed"), (first.trial_id, "done"),
@@ -107,10 +131,12 @@ def test_a_raising_trial_and_a_killed_actor_leave_a_truthful_store_and_resume_ru
 
     errors = read_store(tmp_path).set_index("trial_id")["error_type"]
     assert errors[raiser.trial_id] == "RuntimeError" and errors[victim.trial_id] == "JobLost"
+    # rows from the jobs and the JobLost rows the executor wrote alike record each trial's own study
+    assert store_studies(tmp_path) == studies
 
     remaining = pending_jobs(jobs, tmp_path)
     assert remaining == [[raiser], [victim, after]]
-    RayExecutor(job_fn=testing.job_to_store).run(remaining, tmp_path, sweep="f", study="t")
+    RayExecutor(job_fn=testing.job_to_store).run(remaining, tmp_path, sweep="f", studies=studies)
     done_once_each(tmp_path, [t for job in jobs for t in job])
     started = collections.Counter(trial_id for event, trial_id, _, _ in log_events(log) if event == "start")
     assert started[healthy[0].trial_id] == 1 and started[first.trial_id] == 1 and started[after.trial_id] == 1
@@ -132,7 +158,7 @@ def test_a_real_core_job_runs_as_a_tune_trial_and_writes_its_rows(
     ray_runtime: None, tmp_path: Path, real_job: list[Trial]
 ) -> None:
     """No fake: the default job function (run_job_to_store -> the core's run_job) in a Ray actor."""
-    RayExecutor().run([real_job], tmp_path, sweep="real", study="t")
+    RayExecutor().run([real_job], tmp_path, sweep="real")
     done_once_each(tmp_path, real_job)
     from kdgrid.store import read_store
 

@@ -19,7 +19,7 @@ from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import testing
 from kdgrid.launch.slurm import SlurmExecutor, cluster_max_array_size, cluster_partitions
 from kdgrid.launch.slurm_local import PARTITION, LocalCluster
-from kdgrid.launch.testing import log_events, make_trial, pending_jobs, store_rows
+from kdgrid.launch.testing import log_events, make_trial, pending_jobs, store_rows, store_studies
 from kdgrid.trial import Trial
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -51,7 +51,7 @@ def test_a_profile_naming_a_missing_partition_is_refused_before_submission(
 ) -> None:
     before = squeue_count()
     with pytest.raises(ConfigError, match=r"'gpu-a100' is not a partition.*local"):
-        executor(slurm_partition="gpu-a100").run([[make_trial(0)]], tmp_path, sweep="s", study="t")
+        executor(slurm_partition="gpu-a100").run([[make_trial(0)]], tmp_path, sweep="s")
     assert squeue_count() == before
     assert not (tmp_path / "_slurm").exists()
 
@@ -63,7 +63,7 @@ def test_jobs_run_as_split_arrays_and_a_raising_trial_is_failed_while_its_mates_
     jobs = [[make_trial(seed), make_trial(seed, k=1)] for seed in range(5)]
     jobs[1].append(make_trial(1, test_raise_once=str(flag)))
     run = executor(slurm_jobs_per_task=2, slurm_max_array_size=2)
-    submission = run.submit(jobs, tmp_path, sweep="split", study="t")
+    submission = run.submit(jobs, tmp_path, sweep="split")
     assert submission is not None
     # 5 jobs, 2 per task -> 3 tasks; at most 2 per array -> 2 arrays.
     assert len(submission.tasks) == 3
@@ -78,7 +78,7 @@ def test_jobs_run_as_split_arrays_and_a_raising_trial_is_failed_while_its_mates_
     # Resume: exactly the failed trial runs again, and now finishes.
     remaining = pending_jobs(jobs, tmp_path)
     assert remaining == [[raising]]
-    executor().run(remaining, tmp_path, sweep="split", study="t")
+    executor().run(remaining, tmp_path, sweep="split")
     done_once_each(tmp_path, [t for job in jobs for t in job])
 
 
@@ -91,8 +91,14 @@ def test_a_task_killed_with_sigkill_records_its_lost_trials_and_resume_runs_exac
     last = make_trial(0, k=2, test_log=str(log))
     other = make_trial(1, test_log=str(log))
     jobs = [[first, victim, last], [other]]
+    studies = {
+        first.trial_id: "a",
+        victim.trial_id: "b",
+        last.trial_id: "a",
+        other.trial_id: "b",
+    }  # mixed jobs
     with pytest.raises(LaunchError, match=r"1 of 2 SLURM array task\(s\) did not finish.*FAILED"):
-        executor().run(jobs, tmp_path, sweep="kill", study="t")
+        executor().run(jobs, tmp_path, sweep="kill", studies=studies)
 
     rows = store_rows(tmp_path)
     assert sorted(rows) == sorted(
@@ -107,10 +113,12 @@ def test_a_task_killed_with_sigkill_records_its_lost_trials_and_resume_runs_exac
 
     lost = read_store(tmp_path).set_index("trial_id").loc[victim.trial_id]
     assert lost["error_type"] == "JobLost" and "FAILED" in lost["error_message"]
+    # rows written by the task and the failed rows written for it alike record each trial's own study
+    assert store_studies(tmp_path) == studies
 
     remaining = pending_jobs(jobs, tmp_path)
     assert remaining == [[victim, last]]
-    executor().run(remaining, tmp_path, sweep="kill", study="t")
+    executor().run(remaining, tmp_path, sweep="kill", studies=studies)
     done_once_each(tmp_path, [first, victim, last, other])
     started = collections.Counter(trial_id for event, trial_id, _, _ in log_events(log) if event == "start")
     assert started == {first.trial_id: 1, other.trial_id: 1, victim.trial_id: 2, last.trial_id: 1}
@@ -124,7 +132,7 @@ def test_a_task_cancelled_with_scancel_is_reported_and_resume_completes_it(
     slow = make_trial(0, k=1, test_log=str(log), test_seconds=6.0, test_epochs=3)
     jobs = [[quick, slow]]
     run = SlurmExecutor("local", job_fn=testing.job_to_store, poll_interval_s=1.0, wait=False)
-    submission = run.submit(jobs, tmp_path, sweep="cancel", study="t")
+    submission = run.submit(jobs, tmp_path, sweep="cancel")
     assert submission is not None
     deadline = time.monotonic() + 90
     while (quick.trial_id, "done") not in store_rows(tmp_path):  # cancel while `slow` is running
@@ -137,7 +145,7 @@ def test_a_task_cancelled_with_scancel_is_reported_and_resume_completes_it(
 
     remaining = pending_jobs(jobs, tmp_path)
     assert remaining == [[slow]]
-    executor().run(remaining, tmp_path, sweep="cancel", study="t")
+    executor().run(remaining, tmp_path, sweep="cancel")
     done_once_each(tmp_path, [quick, slow])
 
 
@@ -148,7 +156,7 @@ def test_a_task_at_its_time_limit_is_requeued_and_continues_from_its_checkpoint(
     log = tmp_path / "log.txt"
     long_trial = make_trial(0, test_log=str(log), test_seconds=36.0, test_epochs=6)
     run = executor(slurm_time=1, slurm_signal_delay_s=30, slurm_max_num_timeout=4)
-    run.run([[long_trial]], tmp_path, sweep="requeue", study="t")
+    run.run([[long_trial]], tmp_path, sweep="requeue")
 
     done_once_each(tmp_path, [long_trial])
     attempts = [pid for event, _, pid, _ in log_events(log) if event == "start"]
@@ -163,7 +171,7 @@ def test_a_real_core_job_runs_as_an_array_task_and_writes_its_rows(
     slurm_cluster: LocalCluster, tmp_path: Path, real_job: list[Trial]
 ) -> None:
     """No fake: the default job function (run_job_to_store -> the core's run_job) in a SLURM task."""
-    SlurmExecutor("local", poll_interval_s=1.0).run([real_job], tmp_path, sweep="real", study="t")
+    SlurmExecutor("local", poll_interval_s=1.0).run([real_job], tmp_path, sweep="real")
     done_once_each(tmp_path, real_job)
     from kdgrid.store import read_store
 
@@ -177,5 +185,5 @@ def test_a_request_the_cluster_cannot_satisfy_is_refused_with_sbatchs_reason(
     slurm_cluster: LocalCluster, tmp_path: Path
 ) -> None:
     with pytest.raises(LaunchError, match=r"sbatch refused.*Memory specification"):
-        executor(slurm_mem_gb=100_000).run([[make_trial(0)]], tmp_path, sweep="mem", study="t")
+        executor(slurm_mem_gb=100_000).run([[make_trial(0)]], tmp_path, sweep="mem")
     assert store_rows(tmp_path) == []

@@ -20,7 +20,7 @@ from kdgrid.launch.slurm import (
     split_arrays,
     submitit_parameters,
 )
-from kdgrid.launch.testing import make_trial, store_rows
+from kdgrid.launch.testing import make_trial, store_rows, store_studies
 
 GOLDEN = Path(__file__).parent / "golden" / "sbatch_example_profile.sh"
 
@@ -135,7 +135,7 @@ def test_a_requeued_array_task_skips_the_jobs_it_finished_before_and_cleans_up(t
     log, store = tmp_path / "log.txt", tmp_path / "store"
     first = make_trial(0, test_log=str(log))
     interrupted = make_trial(1, test_log=str(log), test_exit_once=str(tmp_path / "exited"))
-    task = ArrayTask([[first], [interrupted]], str(store), "sweep", "study", "run1", testing.job_to_store)
+    task = ArrayTask([[first], [interrupted]], str(store), "sweep", {}, "run1", testing.job_to_store)
     with pytest.raises(SystemExit):  # the time limit strikes during the second job
         task()
     assert store_rows(store) == [(first.trial_id, "done")]
@@ -150,23 +150,21 @@ def test_a_requeued_array_task_skips_the_jobs_it_finished_before_and_cleans_up(t
     ]  # fmt: skip
     assert not list((store / "_checkpoints").rglob(".finished-*"))
     # A later submission of a job whose trials are all done runs nothing: no trial gets a second done row.
-    assert (
-        ArrayTask([[first, interrupted]], str(store), "sweep", "study", "run2", testing.job_to_store)() == 0
-    )
+    assert ArrayTask([[first, interrupted]], str(store), "sweep", {}, "run2", testing.job_to_store)() == 0
     assert len(store_rows(store)) == 2
 
 
 def test_a_job_that_finished_with_failures_runs_again_in_a_later_submission(tmp_path: Path) -> None:
     """Markers belong to one submission: a resume of the same job (its trial failed) is not skipped."""
     flaky = make_trial(0, test_raise_once=str(tmp_path / "raised"))
-    assert ArrayTask([[flaky]], str(tmp_path), "sweep", "study", "run1", testing.job_to_store)() == 1
-    assert ArrayTask([[flaky]], str(tmp_path), "sweep", "study", "run2", testing.job_to_store)() == 1
+    assert ArrayTask([[flaky]], str(tmp_path), "sweep", {}, "run1", testing.job_to_store)() == 1
+    assert ArrayTask([[flaky]], str(tmp_path), "sweep", {}, "run2", testing.job_to_store)() == 1
     assert sorted(store_rows(tmp_path)) == sorted([(flaky.trial_id, "failed"), (flaky.trial_id, "done")])
 
 
 def test_a_requeued_task_continues_an_unfinished_job_from_its_checkpoint(tmp_path: Path) -> None:
     trial = make_trial(0, test_epochs=4, test_seconds=0.0)
-    task = ArrayTask([[trial]], str(tmp_path / "store"), "sweep", "study", "run", testing.job_to_store)
+    task = ArrayTask([[trial]], str(tmp_path / "store"), "sweep", {}, "run", testing.job_to_store)
     # Two epochs were done before the time limit (as the fake core records them), then the task is rerun.
     folder = task.job_dir([trial])
     folder.mkdir(parents=True)
@@ -178,8 +176,21 @@ def test_a_requeued_task_continues_an_unfinished_job_from_its_checkpoint(tmp_pat
     assert row["status"] == "done" and '"resumed_from_epoch": 2' in row["extra_json"]
 
 
+def test_array_tasks_of_jobs_mixing_studies_write_each_row_under_its_trials_study(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    jobs = [[make_trial(0), make_trial(0, k=1)], [make_trial(1), make_trial(1, k=1)], [make_trial(2)]]
+    studies = {trial.trial_id: "ab"[i % 2] for job in jobs for i, trial in enumerate(job)}
+    runner = SlurmExecutor(job_fn=testing.job_to_store, slurm_jobs_per_task=2)
+    tasks = runner.make_tasks(jobs, store, sweep="sweep", studies=studies, run_id="run")
+    assert [len(task.jobs) for task in tasks] == [2, 1]
+    for task in tasks:  # what each node runs, after the round trip submitit makes through a pickle
+        pickle.loads(pickle.dumps(task))()
+    assert store_studies(store) == studies
+    assert sorted(store_rows(store)) == sorted((trial_id, "done") for trial_id in studies)
+
+
 def test_an_executor_with_no_jobs_submits_nothing(tmp_path: Path) -> None:
-    SlurmExecutor(job_fn=testing.job_to_store).run([], tmp_path, sweep="s", study="t")
+    SlurmExecutor(job_fn=testing.job_to_store).run([], tmp_path, sweep="s")
     assert not any(tmp_path.iterdir())
 
 

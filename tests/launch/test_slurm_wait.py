@@ -16,7 +16,7 @@ from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import testing
 from kdgrid.launch.lost_trials import touch_run_marker
 from kdgrid.launch.slurm import ArrayTask, SlurmExecutor, Submission, resolve_settings, sacct_states
-from kdgrid.launch.testing import make_trial, store_rows
+from kdgrid.launch.testing import make_trial, store_rows, store_studies
 from kdgrid.store import failure_result, write_result
 
 ARRAY = "4242"
@@ -43,22 +43,29 @@ def sacct_lines(*lines: str) -> str:
 BROKEN = "echo 'sacct: error: Problem talking to the database: Connection refused' >&2; exit 1"
 
 
+def submitted_job(tmp_path: Path, index: int) -> SimpleNamespace:
+    """A stand-in for submitit's job of array task ``index``: its id and the paths of its result and log."""
+    logs = tmp_path / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    job_id = f"{ARRAY}_{index}"
+    return SimpleNamespace(
+        job_id=job_id,
+        paths=SimpleNamespace(result_pickle=logs / f"{job_id}_result.pkl", stderr=logs / f"{job_id}.err"),
+    )
+
+
 def submission(tmp_path: Path, n_tasks: int = 2) -> Submission:
     """``n_tasks`` submitted array tasks of one trial each, as `SlurmExecutor.submit` returns them."""
     store = tmp_path / "store"
-    logs = tmp_path / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
     pairs = []
     for index in range(n_tasks):
-        job_id = f"{ARRAY}_{index}"
-        job = SimpleNamespace(
-            job_id=job_id,
-            paths=SimpleNamespace(result_pickle=logs / f"{job_id}_result.pkl", stderr=logs / f"{job_id}.err"),
+        trial = make_trial(index)
+        task = ArrayTask(
+            [[trial]], str(store), "sweep", {trial.trial_id: "study"}, "run", testing.job_to_store
         )
-        task = ArrayTask([[make_trial(index)]], str(store), "sweep", "study", "run", testing.job_to_store)
-        pairs.append((job, task))
+        pairs.append((submitted_job(tmp_path, index), task))
     marker = touch_run_marker(store, "slurm-test")
-    return Submission(pairs, store, "sweep", "study", marker)
+    return Submission(pairs, store, "sweep", marker)
 
 
 def executor(give_up_s: float) -> SlurmExecutor:
@@ -146,6 +153,27 @@ def test_a_task_sacct_reports_cancelled_gets_failed_rows_as_before(
         executor(give_up_s=30).wait_for(sub)
     # task 0 completed without writing a row (a fake that ran nothing): only the cancelled task's trial is lost
     assert store_rows(sub.store_dir) == [(make_trial(1).trial_id, "failed")]
+
+
+def test_a_cancelled_task_of_jobs_mixing_studies_gets_failed_rows_under_each_trials_study(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_sacct(tmp_path, monkeypatch, sacct_lines("4242_0|CANCELLED by 1000", "4242_1|COMPLETED"))
+    store = tmp_path / "store"
+    a0, b0, a1 = make_trial(0), make_trial(0, k=1), make_trial(1)
+    studies = {a0.trial_id: "a", b0.trial_id: "b", a1.trial_id: "a", "some-other-trial": "c"}
+    run = executor(give_up_s=30)
+    tasks = run.make_tasks([[a0, b0], [a1]], store, sweep="sweep", studies=studies, run_id="run")
+    # each task carries (and pickles) the studies of its own trials only
+    assert [task.studies for task in tasks] == [{a0.trial_id: "a", b0.trial_id: "b"}, {a1.trial_id: "a"}]
+    pairs = [(submitted_job(tmp_path, index), task) for index, task in enumerate(tasks)]
+    sub = Submission(pairs, store, "sweep", touch_run_marker(store, "slurm-test"))
+    with pytest.raises(LaunchError, match=r"1 of 2 SLURM array task\(s\) did not finish"):
+        run.wait_for(sub)
+    from kdgrid.store import read_store
+
+    assert set(read_store(store)["error_type"]) == {"JobLost"}
+    assert store_studies(store) == {a0.trial_id: "a", b0.trial_id: "b"}
 
 
 def test_sacct_states_parses_states_and_reports_failure(
