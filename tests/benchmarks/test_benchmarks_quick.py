@@ -65,3 +65,12 @@ def test_padding_smoke(tmp_path: Path) -> None:
         assert figures["padded_token_ratio"] > 1
         assert figures["fixed"]["real"] == figures["grouped"]["real"] == figures["dynamic"]["real"]
         assert positive(figures["step_time_ratio"])
+
+
+def test_batched_students_smoke(tmp_path: Path) -> None:
+    report = run_script("batched_students", tmp_path)
+    # one vmap'd step for all students = each student's own step (dropout off), and dropout masks differ
+    assert report["check_ok"] and report["check"]["dropout_streams_differ"]
+    for row in report["runs"]:
+        assert positive(row["sequential_over_batched"])
+        assert row["sequential"]["peak_rss_mb"] > 100 and row["batched"]["peak_rss_mb"] > 100
