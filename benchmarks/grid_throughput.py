@@ -140,13 +140,13 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
         _train_step,
         make_runtime,
         plan_trial,
+        teacher_capture_needs,
     )
 
     job = _load_job(trials[0], make_runtime("cpu"))
     batches = list(train_batches(job.tokenized["train"], trials[0].batch_size, trials[0].seed, 0))[:steps]
     runs = [_setup_student(plan_trial(t, job.teacher), job, None) for t in trials]
-    needs = frozenset().union(*(r.capture.needs for r in runs))
-    capture = FeatureCapture(job.teacher_model, needs)
+    capture = FeatureCapture(job.teacher_model, *teacher_capture_needs(runs))
     teacher_times, features = [], []
     for batch in batches:
         started = time.perf_counter()

@@ -52,6 +52,7 @@ def time_steps(task: str, batches: list[dict], width: int | None, batch_size: in
         _train_step,
         make_runtime,
         plan_trial,
+        teacher_capture_needs,
     )
     from kdgrid.trial import Trial
 
@@ -68,7 +69,7 @@ def time_steps(task: str, batches: list[dict], width: int | None, batch_size: in
     )
     job = _load_job(trial, make_runtime("cpu"))
     run = _setup_student(plan_trial(trial, job.teacher), job, None)
-    capture = FeatureCapture(job.teacher_model, run.capture.needs)
+    capture = FeatureCapture(job.teacher_model, *teacher_capture_needs([run]))
     times = []
     for step, batch in enumerate([batches[0], *batches], start=1):  # the repeated first batch is a warm-up
         if width is not None:

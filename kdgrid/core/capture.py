@@ -8,8 +8,9 @@ embeddings (layer 0) and of each transformer layer (1..L). Attention scores are 
 
 i.e. pre-softmax, dropout-free, with a padding bias on the key columns; ``softmax(scores, -1)`` equals what an
 eager BERT returns with ``output_attentions=True``. Only what ``needs`` asks for is kept (a subset of
-``{"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"}``), so a soft-label-only
-group pays for nothing but the logits.
+``{"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"}``), and only on the ``layers``
+asked for, so a soft-label-only group pays for nothing but the logits, and a teacher held while the students
+train keeps the layers they are matched to, not all of them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 
 ALL_NEEDS = frozenset({"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"})
+LAYER_NEEDS = frozenset({"scores", "hidden", "query", "key", "value"})
 
 # BERT's classic additive padding bias: exp(-10000) underflows to 0 in fp32/bf16 like HF's finfo.min mask, but the
 # scores stay finite, so a loss that squares masked entries before masking them cannot overflow to inf / NaN.
@@ -67,17 +69,19 @@ class Features:
     Attributes:
         logits: ``[B, C]`` classifier outputs (always present).
         mask: ``[B, L]`` attention mask, 1 = real token.
-        hidden: per layer 0..L: ``[B, L, d]`` (layer 0 = embeddings output); empty unless needed.
-        query, key, value: per transformer layer 1..L (index 0 is ``None``): ``[B, L, d]``; empty unless needed.
+        hidden: per layer 0..L: ``[B, L, d]`` (layer 0 = embeddings output); empty unless needed, ``None`` on a
+            layer not captured.
+        query, key, value: per transformer layer 1..L (index 0 is ``None``): ``[B, L, d]``; empty unless needed,
+            ``None`` on a layer not captured.
         scores: per transformer layer 1..L (index 0 is ``None``): ``[B, H, L, L]`` pre-softmax, each computed on
-            first use (`LayerScores`); empty unless needed.
+            first use (`LayerScores`); empty unless needed, ``None`` on a layer not captured.
         heads: the model's attention head count (to split Q/K/V).
     """
 
     logits: torch.Tensor
     mask: torch.Tensor
     heads: int
-    hidden: list[torch.Tensor] = field(default_factory=list)
+    hidden: list[torch.Tensor | None] = field(default_factory=list)
     query: list[torch.Tensor | None] = field(default_factory=list)
     key: list[torch.Tensor | None] = field(default_factory=list)
     value: list[torch.Tensor | None] = field(default_factory=list)
@@ -86,24 +90,29 @@ class Features:
     @property
     def sentence(self) -> torch.Tensor:
         """``[B, d]``: the [CLS] vector of the last layer."""
-        return self.hidden[-1][:, 0]
+        return self.layer_feature("hidden", len(self.hidden) - 1)[:, 0]
 
     @property
     def embeddings(self) -> torch.Tensor:
         """``[B, L, d]``: the embedding layer's output (hidden state 0)."""
-        return self.hidden[0]
+        return self.layer_feature("hidden", 0)
 
     def layer_feature(self, need: str, layer: int) -> torch.Tensor:
         """The feature ``need`` of ``layer`` (0 = embeddings; attention features exist for layers 1..L)."""
-        if need == "hidden":
-            return self.hidden[layer]
-        if need in ("scores", "query", "key", "value"):
-            if layer < 1:
-                raise ValueError(f"{need} exists for transformer layers 1..L, not layer {layer}")
-            tensor = getattr(self, need)[layer]
-            assert tensor is not None
-            return tensor
-        raise ValueError(f"{need!r} is not a per-layer feature")
+        if need not in LAYER_NEEDS:
+            raise ValueError(f"{need!r} is not a per-layer feature")
+        if need != "hidden" and layer < 1:
+            raise ValueError(f"{need} exists for transformer layers 1..L, not layer {layer}")
+        captured = getattr(self, need)
+        tensor = captured[layer] if 0 <= layer < len(captured) else None
+        if tensor is None:
+            raise ValueError(f"{need} of layer {layer} was not captured (captured: {_captured(captured)})")
+        return tensor
+
+
+def _captured(per_layer: Sequence[torch.Tensor | None]) -> str:
+    layers = [str(i) for i in range(len(per_layer)) if per_layer[i] is not None]
+    return ", ".join(layers) or "none"
 
 
 def attention_scores(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor, heads: int) -> torch.Tensor:
@@ -131,14 +140,18 @@ class FeatureCapture:
 
     Usage::
 
-        capture = FeatureCapture(model, needs={"hidden", "scores"})
+        capture = FeatureCapture(model, needs={"hidden", "scores"}, layers={0, 3})
         features = capture(batch)          # runs the model, returns Features
         capture.remove()                   # detach the hooks
 
-    ``needs`` may be changed later with `set_needs`. The hooks are inert while ``needs`` asks for no Q/K/V.
+    ``layers`` (default: all) are the layers whose per-layer features are kept (0 = the embeddings; ``sentence``
+    reads the last layer, ``embeddings`` layer 0: include them when those are needed). ``needs`` and ``layers``
+    may be changed later with `set_needs`. The hooks are inert while ``needs`` asks for no Q/K/V.
     """
 
-    def __init__(self, model: nn.Module, needs: Iterable[str] = ()) -> None:
+    def __init__(
+        self, model: nn.Module, needs: Iterable[str] = (), layers: Iterable[int] | None = None
+    ) -> None:
         self.model = model
         self.heads = int(model.config.num_attention_heads)
         self._store: dict[tuple[str, int], torch.Tensor] = {}
@@ -147,10 +160,11 @@ class FeatureCapture:
         for index, attention in enumerate(self_attention_modules(model), start=1):
             for name in _QKV:
                 self._handles.append(getattr(attention, name).register_forward_hook(self._hook(name, index)))
-        self.set_needs(needs)
+        self.set_needs(needs, layers)
 
-    def set_needs(self, needs: Iterable[str]) -> None:
+    def set_needs(self, needs: Iterable[str], layers: Iterable[int] | None = None) -> None:
         self.needs = frozenset(needs)
+        self.layers = None if layers is None else frozenset(layers)
         unknown = self.needs - ALL_NEEDS
         if unknown:
             raise ValueError(f"unknown feature(s) {sorted(unknown)}; known: {sorted(ALL_NEEDS)}")
@@ -161,10 +175,13 @@ class FeatureCapture:
 
     def _hook(self, name: str, layer: int):
         def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
-            if name in self._record:
+            if name in self._record and self._keeps(layer):
                 self._store[(name, layer)] = output
 
         return hook
+
+    def _keeps(self, layer: int) -> bool:
+        return self.layers is None or layer in self.layers
 
     def remove(self) -> None:
         for handle in self._handles:
@@ -182,12 +199,17 @@ class FeatureCapture:
             layers = len(self._handles) // 3
             features = Features(logits=output.logits, mask=mask, heads=self.heads)
             if want_hidden:
-                features.hidden = list(output.hidden_states)
+                features.hidden = [h if self._keeps(i) else None for i, h in enumerate(output.hidden_states)]
             for name in _QKV:
                 if name in self.needs:
-                    setattr(features, name, [None] + [self._store[(name, i)] for i in range(1, layers + 1)])
+                    setattr(
+                        features, name, [None] + [self._store.get((name, i)) for i in range(1, layers + 1)]
+                    )
             if "scores" in self.needs:
-                qk = [(self._store[("query", i)], self._store[("key", i)]) for i in range(1, layers + 1)]
+                qk = [
+                    (self._store[("query", i)], self._store[("key", i)]) if self._keeps(i) else None
+                    for i in range(1, layers + 1)
+                ]
                 features.scores = LayerScores([None, *qk], mask, self.heads)
         finally:
             self._store.clear()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from kdgrid.core.models import (
+    ATTENTION_IMPLEMENTATION,
     VOCAB_SIZE,
     ResolvedTeacher,
     StudentShape,
@@ -190,7 +191,7 @@ def build_student(
             info["preload_layers"] = preload_layers(
                 trial, shape.layers, _layers_of(source, teacher, teacher_model)
             )
-    model.config._attn_implementation = "eager"
+    model.config._attn_implementation = ATTENTION_IMPLEMENTATION
     if vocab_size is not None and model.config.vocab_size != vocab_size:
         raise ConfigError(
             f"init {trial.init!r}: {source} has a vocabulary of {model.config.vocab_size} tokens, the teacher's "

@@ -1,7 +1,8 @@
 """Students and teachers: the paper's shapes, parameter counts, FLOPs, and where each teacher comes from.
 
 Students are plain `transformers` BERTs (`BertForSequenceClassification`) built from a `StudentShape`; every model
-is built with ``attn_implementation="eager"`` because capture and ``output_attentions`` need the eager path.
+runs PyTorch's fused attention (``attn_implementation="sdpa"``): capture reads Q, K and V through hooks and
+recomputes the scores of the layers a loss needs, so no model has to materialise its attention maps.
 
 Teachers are named by a Hub name (the paper's fine-tuned BERT-base list of Appendix A.1.3, the BERT-large models
 of yoshitomo-matsubara), a local directory, or the offline alias ``minilm-l6`` (the MiniLM base weights; a trial
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 VOCAB_SIZE = 30522  # bert-base-uncased's WordPiece vocabulary, shared by every teacher and student here
 MAX_POSITIONS = 512
 TYPE_VOCAB = 2
+# Fused attention everywhere: capture needs only the Q / K / V projections, never the attention maps.
+ATTENTION_IMPLEMENTATION = "sdpa"
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class StudentShape:
             num_labels=num_labels,
             problem_type="regression" if num_labels == 1 else "single_label_classification",
         )
-        config._attn_implementation = "eager"
+        config._attn_implementation = ATTENTION_IMPLEMENTATION
         return config
 
     def param_count(self, num_labels: int = 2, vocab_size: int = VOCAB_SIZE) -> int:
@@ -270,7 +273,7 @@ def load_pretrained_bert(
         model = BertForSequenceClassification.from_pretrained(
             str(Path(source).expanduser()) if local else source,
             num_labels=num_labels,
-            attn_implementation="eager",
+            attn_implementation=ATTENTION_IMPLEMENTATION,
             local_files_only=local or hub_offline(),
             ignore_mismatched_sizes=ignore_mismatched_sizes,
         )

@@ -240,6 +240,12 @@ def _module_key(term_name: str) -> str:
     return term_name.replace("@", "_at_").replace("-", "_").replace(".", "_")
 
 
+def captured_layers(terms: list[Term], side: int, last_layer: int) -> frozenset[int]:
+    """The layers of one side (``side`` 0 = student, 1 = teacher) whose features these terms read: each term's
+    layer on that side, and ``last_layer`` for a term without layers (sentence vectors are its [CLS] vector)."""
+    return frozenset(last_layer if term.pair is None else term.pair[side] for term in terms)
+
+
 def teacher_needs(terms: list[Term], specs: Mapping[str, Any]) -> frozenset[str]:
     """What the teacher (and the student) must capture for these terms (logits always)."""
     needs: set[str] = {"logits"}

@@ -35,7 +35,14 @@ import torch
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from kdgrid.core.models import ResolvedTeacher, StudentShape, resolve_teacher, student_shape
-from kdgrid.core.objective import DivergenceError, Objective, Term, knowledge_terms, teacher_needs
+from kdgrid.core.objective import (
+    DivergenceError,
+    Objective,
+    Term,
+    captured_layers,
+    knowledge_terms,
+    teacher_needs,
+)
 from kdgrid.core.teacher_targets import shared_teacher_targets
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.result import TrialResult
@@ -234,6 +241,7 @@ class StudentRun:
     sums: dict[str, torch.Tensor] = field(default_factory=dict)
     steps_in_epoch: int = 0
     seconds: float = 0.0
+    teacher_info: Callable[[], dict[str, Any]] | None = None  # the job's `_TeacherInfo`, added to the row
 
     @property
     def trial(self) -> Trial:
@@ -362,7 +370,7 @@ def _setup_student(plan: TrialPlan, job: _Job, checkpoint_dir: Path | None) -> S
     run.objective = objective.to(runtime.device)
     specs = run.objective.specs
     needs = teacher_needs(plan.terms, specs)
-    run.capture = FeatureCapture(run.model, needs)
+    run.capture = FeatureCapture(run.model, needs, captured_layers(plan.terms, 0, plan.shape.layers))
     total_steps = job.steps_per_epoch * trial.epochs
     run.optimizer, run.scheduler = build_optimizer(
         [run.model, run.objective], trial.lr, trial.weight_decay, total_steps, trial.warmup_ratio
@@ -382,6 +390,21 @@ def _setup_student(plan: TrialPlan, job: _Job, checkpoint_dir: Path | None) -> S
         run.restore(state)
     result.weights = run.objective.weights()
     return run
+
+
+def teacher_capture_needs(runs: list[StudentRun]) -> tuple[frozenset[str], frozenset[int]]:
+    """What the teacher pass must capture for these students: the union of their features, and of the teacher
+    layers they are matched to (only those are kept while the students train)."""
+    planned = [r for r in runs if r.capture is not None and r.plan is not None]
+    needs = frozenset({"logits"}).union(*(r.capture.needs for r in planned))
+    layers = frozenset().union(
+        *(
+            captured_layers(r.plan.terms, 1, r.plan.teacher.shape.layers)
+            for r in planned
+            if r.plan is not None
+        )
+    )
+    return needs, layers
 
 
 def _teacher_forward(job: _Job, capture: FeatureCapture, batch: dict[str, torch.Tensor]) -> Features:
@@ -511,6 +534,8 @@ def _finish(
     if run.capture is not None:
         run.capture.remove()
     run.model = run.optimizer = run.scheduler = run.objective = None  # free memory for the mates
+    if run.teacher_info is not None:
+        run.result.extra.update(run.teacher_info())
     if on_result is not None:
         on_result(run.result)
     if run.result.status == "done":
@@ -530,28 +555,48 @@ def _load_job(trial: Trial, runtime: Runtime) -> _Job:
     return _Job(task, teacher, teacher_model, tokenized, runtime, steps)
 
 
-def _teacher_info(job: _Job, batch_size: int) -> dict[str, Any]:
+class _TeacherInfo:
     """What every row records of its teacher: its parameter count and its own dev scores ``{dev_set: {metric:
-    value}}`` (the tables show them beside the students'). A teacher kdgrid fine-tuned brings its scores and cache
-    key in ``teacher.json``; any other (a Hub teacher) is evaluated once per job. Evaluation draws no random
-    number, so the students' streams are untouched."""
-    from kdgrid.core.evaluate import evaluate
-    from kdgrid.core.teacher import TEACHER_INFO
+    value}}`` (the tables show them beside the students').
 
-    extra: dict[str, Any] = {"teacher_params": sum(p.numel() for p in job.teacher_model.parameters())}
-    path = Path(job.teacher.source) / TEACHER_INFO
-    if job.teacher.is_local and path.is_file():
-        import json
+    A teacher kdgrid fine-tuned brings its scores and cache key in ``teacher.json``; any other (a Hub teacher) is
+    evaluated once per job, when the job's first trial finishes: after training, so the evaluation reuses memory
+    training freed instead of adding to the job's peak. Evaluation draws no random number (the students' streams
+    are untouched); if it fails, rows say why (``teacher_scores_error``) and the trained students are kept.
+    """
 
-        info = json.loads(path.read_text())
-        extra.update(teacher_scores=info.get("dev_scores"), teacher_key=info.get("key"))
-    else:
+    def __init__(self, job: _Job, batch_size: int) -> None:
+        self._job = job
+        self._batch_size = batch_size
+        self._extra: dict[str, Any] | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        if self._extra is None:
+            self._extra = self._compute()
+        return self._extra
+
+    def _compute(self) -> dict[str, Any]:
+        from kdgrid.core.evaluate import evaluate
+        from kdgrid.core.teacher import TEACHER_INFO
+
+        job = self._job
+        extra: dict[str, Any] = {"teacher_params": sum(p.numel() for p in job.teacher_model.parameters())}
+        path = Path(job.teacher.source) / TEACHER_INFO
+        if job.teacher.is_local and path.is_file():
+            import json
+
+            info = json.loads(path.read_text())
+            extra.update(teacher_scores=info.get("dev_scores"), teacher_key=info.get("key"))
+            return extra
         dev_sets = {name: job.tokenized[name] for name in job.task.dev_sets}
-        with torch.no_grad():
-            extra["teacher_scores"] = evaluate(
-                job.teacher_model, job.task, dev_sets, batch_size, job.runtime.device
-            )
-    return extra
+        try:
+            with torch.no_grad():
+                extra["teacher_scores"] = evaluate(
+                    job.teacher_model, job.task, dev_sets, self._batch_size, job.runtime.device
+                )
+        except Exception as error:
+            extra["teacher_scores_error"] = f"{type(error).__name__}: {error}"
+        return extra
 
 
 LATENCY_REPEATS = 10
@@ -631,16 +676,16 @@ def run_job(
 
     try:
         job = _load_job(first, runtime)
-        teacher_extra = _teacher_info(job, first.batch_size)
     except Exception as error:
         return fail_all(error)
 
+    teacher_info = _TeacherInfo(job, first.batch_size)
     runs: list[StudentRun] = []
     for index, trial in enumerate(trials):
         try:
             plan = plan_trial(trial, job.teacher)
             run = _setup_student(plan, job, checkpoint_dir)
-            run.result.extra.update(teacher_extra)
+            run.teacher_info = teacher_info
             runs.append(run)
         except Exception as error:
             result = _failed(TrialResult(trial=trial, status="failed", started_at=_now()), error)
@@ -650,10 +695,7 @@ def run_job(
                 on_result(result)
             runs.append(StudentRun(plan=None, result=result, finished=True))
 
-    needs = frozenset().union(*(r.capture.needs for r in runs if r.capture is not None)) or frozenset(
-        {"logits"}
-    )
-    teacher_capture = FeatureCapture(job.teacher_model, needs)
+    teacher_capture = FeatureCapture(job.teacher_model, *teacher_capture_needs(runs))
     _calibrate(runs, job, teacher_capture, first.seed, on_result)
     from kdgrid.core.data import train_batches
 
@@ -664,9 +706,7 @@ def run_job(
         active = [r for r in runs if r.active and r.epochs_done == epoch]
         if not active:
             continue
-        teacher_capture.set_needs(
-            frozenset().union(*(r.capture.needs for r in active if r.capture is not None))
-        )
+        teacher_capture.set_needs(*teacher_capture_needs(active))
         for step_in_epoch, batch in enumerate(
             train_batches(job.tokenized["train"], first.batch_size, first.seed, epoch)
         ):

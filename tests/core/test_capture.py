@@ -33,7 +33,8 @@ def padded_batch() -> dict[str, torch.Tensor]:
 def test_softmax_of_recomputed_scores_equals_hf_attentions() -> None:
     model = tiny_bert()
     batch = padded_batch()
-    features = FeatureCapture(model, {"scores", "hidden"})(batch)
+    features = FeatureCapture(model, {"scores", "hidden"})(batch)  # the model runs fused attention (sdpa)
+    model.config._attn_implementation = "eager"  # the maps HF materialises and returns
     reference = model(**batch, output_attentions=True)
     assert len(features.scores) == 3 and features.scores[0] is None
     for layer in (1, 2):
@@ -102,3 +103,20 @@ def test_scores_are_computed_per_layer_on_first_use(monkeypatch: pytest.MonkeyPa
     first = features.layer_feature("scores", 3)
     assert features.layer_feature("scores", 3) is first and len(computed) == 1  # computed once, then kept
     assert [s is None for s in features.scores[:]] == [True, False, False, False] and len(computed) == 3
+
+
+def test_only_the_layers_asked_for_are_kept() -> None:
+    model = tiny_bert()
+    batch = padded_batch()
+    everything = FeatureCapture(model, {"scores", "hidden", "query"})(batch)
+    features = FeatureCapture(model, {"scores", "hidden", "query"}, layers={0, 2})(batch)
+    assert [h is not None for h in features.hidden] == [True, False, True]
+    assert features.query[1] is None and features.scores[1] is None
+    for need in ("hidden", "query", "scores"):
+        assert torch.equal(features.layer_feature(need, 2), everything.layer_feature(need, 2))
+    assert torch.equal(features.embeddings, everything.embeddings)
+    assert torch.equal(features.sentence, everything.sentence)  # layer 2 is the last of this 2-layer BERT
+    with pytest.raises(ValueError, match=r"hidden of layer 1 was not captured \(captured: 0, 2\)"):
+        features.layer_feature("hidden", 1)
+    with pytest.raises(ValueError, match="query of layer 1 was not captured"):
+        features.layer_feature("query", 1)

@@ -10,7 +10,7 @@ import torch
 from transformers import BertForMaskedLM, BertForSequenceClassification
 
 from kdgrid.core.init import build_student, check_init, preload_layers, turc_hub_name
-from kdgrid.core.models import ResolvedTeacher, StudentShape
+from kdgrid.core.models import ATTENTION_IMPLEMENTATION, ResolvedTeacher, StudentShape
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.trial import Trial
 
@@ -42,7 +42,11 @@ def test_random_init_is_seeded_and_leaves_the_global_rng_alone(teacher) -> None:
     assert info == {"init_source": None}
     assert torch.equal(a.bert.embeddings.word_embeddings.weight, b.bert.embeddings.word_embeddings.weight)
     assert not torch.equal(a.bert.embeddings.word_embeddings.weight, c.bert.embeddings.word_embeddings.weight)
-    assert a.config.vocab_size == VOCAB and a.config._attn_implementation == "eager" and a.training
+    assert (
+        a.config.vocab_size == VOCAB
+        and a.config._attn_implementation == ATTENTION_IMPLEMENTATION
+        and a.training
+    )
 
 
 def test_pretrain_loads_a_checkpoint_of_the_students_shape(teacher, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
