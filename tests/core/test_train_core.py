@@ -166,6 +166,27 @@ def test_result_rows_are_filled(teacher: str) -> None:
     assert result.extra["latency_ms"] > 0  # Table 2's latency: one sequence of max_length tokens, batch 1
 
 
+def test_a_teacher_evaluation_error_is_recorded_and_the_trained_students_kept(
+    teacher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kdgrid.core.evaluate as evaluation
+
+    real_evaluate = evaluation.evaluate
+    teacher_layers = TEACHER_SHAPE.layers
+
+    def failing_for_the_teacher(model: torch.nn.Module, *args: object, **kwargs: object) -> object:
+        if model.config.num_hidden_layers == teacher_layers:
+            raise RuntimeError("teacher evaluation broke")
+        return real_evaluate(model, *args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "evaluate", failing_for_the_teacher)
+    results, _ = run([make_trial(teacher, epochs=1), make_trial(teacher, epochs=1, lr=1e-3)])
+    assert [r.status for r in results] == ["done", "done"]
+    for result in results:
+        assert "teacher_scores" not in result.extra and result.scores
+        assert result.extra["teacher_scores_error"] == "RuntimeError: teacher evaluation broke"
+
+
 def test_resume_from_an_epoch_checkpoint_equals_an_uninterrupted_run(
     teacher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
