@@ -5,7 +5,14 @@ exactly once; `latest_state` says which trials are done or failed; `compact` mer
 """
 
 from kdgrid.store.compact import CompactionReport, compact
-from kdgrid.store.read import StoreBusyError, latest_state, read_store, read_table, scores_long
+from kdgrid.store.read import (
+    StoreBusyError,
+    StoreSchemaError,
+    latest_state,
+    read_store,
+    read_table,
+    scores_long,
+)
 from kdgrid.store.schema import COLUMNS, SCHEMA, SCHEMA_VERSION
 from kdgrid.store.write import failure_result, result_row, write_result
 
@@ -15,6 +22,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "CompactionReport",
     "StoreBusyError",
+    "StoreSchemaError",
     "compact",
     "failure_result",
     "latest_state",

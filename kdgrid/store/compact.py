@@ -9,6 +9,10 @@ The steps, each safe to crash after:
 A crash after step 2 leaves some rows in both an input and a part: readers drop repeated row ids, and the next
 compaction merges them away. A reader that listed an input deleted in step 3 re-reads (see `kdgrid.store.read`).
 Writers are never blocked: files written after step 1 are simply left for the next compaction.
+
+The inputs are read by the readers' own path (`kdgrid.store.read._read_rows`: the same schema, the same
+schema-version check, loose files the read cache holds taken from it); after step 3 the read cache, whose rows
+are now in the parts, is deleted (`kdgrid.store.read_cache.clear`).
 """
 
 from __future__ import annotations
@@ -20,11 +24,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from kdgrid.store import layout
-from kdgrid.store.read import _drop_repeated_rows
+from kdgrid.store import layout, read_cache
+from kdgrid.store.read import _drop_repeated_rows, _read_rows
 from kdgrid.store.schema import SCHEMA
 from kdgrid.store.write import write_table_atomically
 
@@ -70,19 +73,20 @@ def compact(
     ``target_rows`` rows; then delete what was merged. Also removes temporary files older than an hour (left by
     writers that crashed). ``_crash_before_delete`` stops after step 2, as a crash there would (for tests)."""
     store = Path(store_dir)
-    loose = layout.visible_files(layout.rows_dir(store))
+    rows_folder, parts_folder = layout.rows_dir(store), layout.compacted_dir(store)
+    loose = layout.visible_names(rows_folder)
     small_parts = [
-        p for p in layout.visible_files(layout.compacted_dir(store)) if _part_rows(p) < target_rows
+        n for n in layout.visible_names(parts_folder) if _part_rows(parts_folder / n) < target_rows
     ]
-    inputs = loose + small_parts
+    inputs = [rows_folder / n for n in loose] + [parts_folder / n for n in small_parts]
     now = time.time()
     stale = _remove_stale_tmp(layout.rows_dir(store), now) + _remove_stale_tmp(
         layout.compacted_dir(store), now
     )
     if len(inputs) <= 1 and not loose:
         return CompactionReport(0, 0, 0, stale)
-    table = ds.dataset([str(p) for p in inputs], format="parquet", schema=SCHEMA).to_table()
-    table = _drop_repeated_rows(table.combine_chunks())
+    table = _read_rows(store, loose, small_parts, SCHEMA, read_cache.ReadCache(store, writable=False))
+    table = _drop_repeated_rows(table)
     parts = 0
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     for start in range(0, table.num_rows, target_rows):
@@ -95,4 +99,5 @@ def compact(
     for path in inputs:
         path.unlink(missing_ok=True)  # a concurrent compaction may have removed it already
     layout.fsync_dir(layout.rows_dir(store))
+    read_cache.clear(store)
     return CompactionReport(len(inputs), table.num_rows, parts, stale)

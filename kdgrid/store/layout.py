@@ -5,6 +5,8 @@
   rows/<trial_id>.<status>.<row_id>.parquet   one file per attempt, written by the worker that ran it
   compacted/part-<utc>-<uuid>.parquet         many rows each, written by `compact`
   _checkpoints/<group hash>/                  epoch checkpoints of running jobs (not results)
+  _read_cache/rows-<schema>-<uuid>.arrow      rows readers already decoded from rows/ (not results: a cache,
+                                              see `kdgrid.store.read_cache`; safe to delete at any time)
 ```
 
 A file is first written under a name starting with ``.`` in its final folder and then renamed (atomic on POSIX
@@ -21,6 +23,7 @@ from pathlib import Path
 ROWS_DIR = "rows"
 COMPACTED_DIR = "compacted"
 CHECKPOINTS_DIR = "_checkpoints"
+READ_CACHE_DIR = "_read_cache"
 SUFFIX = ".parquet"
 TMP_PREFIX = ".tmp-"
 
@@ -60,17 +63,26 @@ def checkpoints_dir(store: Path) -> Path:
     return Path(store) / CHECKPOINTS_DIR
 
 
+def read_cache_dir(store: Path) -> Path:
+    return Path(store) / READ_CACHE_DIR
+
+
 def new_row_id() -> str:
     return uuid.uuid4().hex
 
 
-def visible_files(folder: Path) -> list[Path]:
-    """The finished Parquet files of a folder (temporary and hidden names skipped), sorted by name."""
+def visible_names(folder: Path) -> list[str]:
+    """The names of the finished Parquet files of a folder (temporary and hidden names skipped), sorted."""
     try:
         names = os.listdir(folder)
     except FileNotFoundError:
         return []
-    return [folder / n for n in sorted(names) if n.endswith(SUFFIX) and not n.startswith((".", "_"))]
+    return sorted(n for n in names if n.endswith(SUFFIX) and not n.startswith((".", "_")))
+
+
+def visible_files(folder: Path) -> list[Path]:
+    """The finished Parquet files of a folder (temporary and hidden names skipped), sorted by name."""
+    return [folder / n for n in visible_names(folder)]
 
 
 def temporary_path(final: Path) -> Path:

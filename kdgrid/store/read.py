@@ -3,34 +3,50 @@
 Exactly once: rows are immutable and carry a unique ``row_id``; a reader drops repeated row ids (a crashed or
 concurrent compaction can leave a row in two files for a while) and re-reads when a file it listed was removed
 under it (a compaction finished meanwhile), so every row is seen exactly once. See `kdgrid.store.compact`.
+
+One reading path, `_read_rows`, used by `read_table` and by `compact`: the listed files are decoded with one
+pyarrow dataset of the known schema (columns a file lacks are nulls), loose files that the read cache holds
+are taken from it instead (`kdgrid.store.read_cache`), and every row's ``schema_version`` is checked: rows of
+a newer schema than this kdgrid's raise `StoreSchemaError` rather than being read half-understood.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from kdgrid.errors import KdgridError
-from kdgrid.store import layout
-from kdgrid.store.schema import NAME_COLUMNS, SCHEMA
+from kdgrid.store import layout, read_cache
+from kdgrid.store.read_cache import FILE_COLUMN, ReadCache
+from kdgrid.store.schema import NAME_COLUMNS, SCHEMA, SCHEMA_VERSION
 
 MAX_READ_ATTEMPTS = 20
+_DECODE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 
 
 class StoreBusyError(KdgridError):
     """The store kept changing under a reader (files removed between listing and reading) for too long."""
 
 
-def _listing(store: Path) -> tuple[list[Path], list[Path]]:
+class StoreSchemaError(KdgridError):
+    """A store file holds rows this kdgrid cannot read faithfully: a newer schema version, a column whose type
+    cannot be converted to this schema's, or not Parquet at all. The message names the file."""
+
+
+def _listing(store: Path) -> tuple[list[str], list[str]]:
+    """The visible file names of ``rows/`` and of ``compacted/``, each sorted (names, not paths: a listing of
+    26,000 files is taken twice per read, and Path objects would cost more than the listing)."""
     # rows/ before compacted/: a compaction renames its merged file into compacted/ before it deletes the
     # originals from rows/, so a row missing from this rows/ listing is in the later compacted/ listing.
-    return layout.visible_files(layout.rows_dir(store)), layout.visible_files(layout.compacted_dir(store))
+    return layout.visible_names(layout.rows_dir(store)), layout.visible_names(layout.compacted_dir(store))
 
 
 def _schema_for(columns: Iterable[str] | None) -> pa.Schema:
@@ -45,8 +61,8 @@ def _schema_for(columns: Iterable[str] | None) -> pa.Schema:
     return pa.schema([f for f in SCHEMA if f.name in wanted])
 
 
-def _rows_from_names(paths: list[Path], schema: pa.Schema) -> pa.Table:
-    parts = [layout.RowFileName.parse(p.name) for p in paths]
+def _rows_from_names(names: list[str], schema: pa.Schema) -> pa.Table:
+    parts = [layout.RowFileName.parse(name) for name in names]
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
     for part in parts:
         if part is None:
@@ -58,12 +74,93 @@ def _rows_from_names(paths: list[Path], schema: pa.Schema) -> pa.Table:
     )
 
 
-def _read_files(paths: list[Path], schema: pa.Schema) -> pa.Table:
+def _with_file_column(schema: pa.Schema) -> pa.Schema:
+    return schema.append(pa.field(FILE_COLUMN, pa.string()))
+
+
+def _unreadable_file(paths: list[Path], schema: pa.Schema, error: Exception) -> StoreSchemaError:
+    """The error naming the first of ``paths`` that cannot be decoded with ``schema`` (looked for one file at a
+    time: only after a decode of them all failed)."""
+    for path in paths:
+        try:
+            ds.dataset([str(path)], format="parquet", schema=schema).to_table(columns=schema.names)
+        except _DECODE_ERRORS as one:
+            return StoreSchemaError(
+                f"{path}: cannot be read as kdgrid store rows (schema version {SCHEMA_VERSION}): {one}"
+            )
+    return StoreSchemaError(f"{len(paths)} store files could not be read together: {error}")
+
+
+def _decode(paths: list[Path], schema: pa.Schema) -> pa.Table:
+    """The rows of ``paths`` decoded with ``schema`` (a file's missing columns are nulls, other types cast), in
+    the order of ``paths``, plus ``_file``: the name of each row's file. One pyarrow dataset, threaded as
+    pyarrow's CPU pool allows; a file removed meanwhile raises FileNotFoundError."""
     if not paths:
-        return schema.empty_table()
-    # An explicit schema: files written by an older schema version get nulls for the columns they lack.
+        return _with_file_column(schema).empty_table()
     dataset = ds.dataset([str(p) for p in paths], format="parquet", schema=schema)
-    return dataset.to_table(columns=schema.names)
+    batches: list[pa.RecordBatch] = []
+    files: list[str] = []
+    try:
+        for tagged in dataset.scanner(columns=schema.names).scan_batches():
+            batches.append(tagged.record_batch)
+            files.extend([os.path.basename(tagged.fragment.path)] * tagged.record_batch.num_rows)
+    except _DECODE_ERRORS as error:
+        raise _unreadable_file(paths, schema, error) from error
+    table = pa.Table.from_batches(batches, schema=schema).combine_chunks()
+    return table.append_column(FILE_COLUMN, pa.array(files, type=pa.string()))
+
+
+def _check_schema_version(table: pa.Table) -> None:
+    """Raise `StoreSchemaError` naming the first row's file when ``table`` holds rows written by a newer schema
+    (null versions: files from before the column existed, read with nulls like any missing column)."""
+    versions = table.column("schema_version")
+    newest = pc.max(versions).as_py()
+    if newest is None or newest <= SCHEMA_VERSION:
+        return
+    first = pc.index(pc.greater(versions, SCHEMA_VERSION), True).as_py()
+    where = table.column(FILE_COLUMN)[first].as_py()
+    raise StoreSchemaError(
+        f"{where}: a row of store schema version {newest}, newer than this kdgrid's {SCHEMA_VERSION}; "
+        "read this store with the kdgrid that wrote it (or a newer one)"
+    )
+
+
+def _read_rows(
+    store: Path, loose: list[str], parts: list[str], schema: pa.Schema, cache: ReadCache | None
+) -> pa.Table:
+    """The rows of per-trial files ``loose`` (names in ``rows/``) then of compacted ``parts`` (names in
+    ``compacted/``), with ``schema``'s columns, in listing order; repeated row ids are kept (see
+    `_drop_repeated_rows`). Loose files the cache holds are not decoded; when ``schema`` is every column, the
+    rows of the others are added to the cache as they are decoded, `SEGMENT_FILES` at a time.
+    Raises `StoreSchemaError` for rows of a newer schema version or a file that cannot be decoded."""
+    read_schema = (
+        schema if "schema_version" in schema.names else schema.append(SCHEMA.field("schema_version"))
+    )
+    every_column = set(read_schema.names) == set(SCHEMA.names)
+    names = [*read_schema.names, FILE_COLUMN]
+    cached, fresh = cache.split(loose) if cache is not None and loose else (None, loose)
+    loose_rows = []
+    if cached is not None:
+        _check_schema_version(cached)
+        loose_rows.append(cached.select(names))
+    enough = every_column and len(fresh) >= read_cache.MIN_FILES_TO_CACHE
+    to_fill = cache if cache is not None and cache.writable and enough else None
+    step = read_cache.SEGMENT_FILES
+    for start in range(0, len(fresh), step):
+        paths = [layout.rows_dir(store) / name for name in fresh[start : start + step]]
+        rows = _decode(paths, SCHEMA if every_column else read_schema)
+        _check_schema_version(rows)  # before caching: rows of a newer schema are never cached
+        if to_fill is not None:
+            to_fill.add(rows)
+        loose_rows.append(rows.select(names))
+    table = pa.concat_tables(loose_rows) if loose_rows else _with_file_column(read_schema).empty_table()
+    if cached is not None:
+        # listing order (files sorted by name, a file's rows in its order): the stable sort by file name does it
+        table = table.take(pc.sort_indices(table, sort_keys=[(FILE_COLUMN, "ascending")]))
+    compacted = _decode([layout.compacted_dir(store) / name for name in parts], read_schema)
+    _check_schema_version(compacted)
+    table = pa.concat_tables([table, compacted]).combine_chunks()
+    return table.select(schema.names)
 
 
 def read_table(
@@ -72,19 +169,25 @@ def read_table(
     *,
     open_row_file: Callable[[layout.RowFileName], bool] | None = None,
 ) -> pa.Table:
-    """The store as one Arrow table, each row exactly once.
+    """The store as one Arrow table, each row exactly once, in a stable order (rows of files not opened, then
+    of opened per-trial files by name, then of compacted parts by name; a repeated row id keeps its first).
 
     Args:
         columns: the columns to read (default all). When they are only ``trial_id`` / ``status`` / ``row_id``,
             per-trial files are not opened at all: their names carry these.
         open_row_file: given a per-trial file's name parts, whether to open it; a file not opened contributes
             its name columns and nulls. Lets ``status`` open only the failed rows of a store of 30,000 files.
+
+    Per-trial files already decoded by an earlier read come from the read cache (`kdgrid.store.read_cache`);
+    a read of every column adds the files it decodes to it. Raises `StoreSchemaError` for rows written by a
+    newer schema version (or a file that cannot be decoded), `StoreBusyError` when the store kept changing.
     """
     store = Path(store_dir)
     schema = _schema_for(columns)
     if columns is not None and "row_id" not in schema.names:
         schema = schema.append(SCHEMA.field("row_id"))
     names_only = set(schema.names) <= NAME_COLUMNS
+    cache = ReadCache(store)
     for _ in range(MAX_READ_ATTEMPTS):
         loose, compacted = _listing(store)
         try:
@@ -94,14 +197,16 @@ def read_table(
                 opened, by_name = loose, []
             else:
                 opened, by_name = [], []
-                for path in loose:
-                    parts = layout.RowFileName.parse(path.name)
-                    (opened if parts is not None and open_row_file(parts) else by_name).append(path)
-            tables = [_rows_from_names(by_name, schema), _read_files(opened + compacted, schema)]
+                for name in loose:
+                    parts = layout.RowFileName.parse(name)
+                    (opened if parts is not None and open_row_file(parts) else by_name).append(name)
+            tables = [_rows_from_names(by_name, schema), _read_rows(store, opened, compacted, schema, cache)]
         except FileNotFoundError:
             continue  # a compaction removed a file we listed; its rows are in a new file now
         now_loose, now_compacted = _listing(store)
         if set(loose) <= set(now_loose) and set(compacted) <= set(now_compacted):
+            if set(schema.names) == set(SCHEMA.names):
+                cache.tidy(now_loose)
             table = pa.concat_tables(tables).combine_chunks()
             return _drop_repeated_rows(table)
     raise StoreBusyError(f"the store {store} kept changing while being read; try again")

@@ -100,13 +100,17 @@ def result_row(result: TrialResult, *, sweep: str, study: str, row_id: str | Non
     return row
 
 
-def write_table_atomically(table: pa.Table, final: Path) -> Path:
-    """Write ``table`` to ``final`` through a hidden temporary file, fsync, rename. Returns ``final``."""
+def write_table_atomically(
+    table: pa.Table, final: Path, *, compression: str = "zstd", statistics: bool = True
+) -> Path:
+    """Write ``table`` to ``final`` through a hidden temporary file, fsync, rename. Returns ``final``.
+
+    ``compression`` and ``statistics`` go to `pyarrow.parquet.write_table` (``write_statistics``)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = layout.temporary_path(final)
     try:
         with open(tmp, "wb") as handle:
-            pq.write_table(table, handle, compression="zstd")
+            pq.write_table(table, handle, compression=compression, write_statistics=statistics)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, final)
@@ -125,7 +129,11 @@ def write_result(store_dir: Path | str, result: TrialResult, *, sweep: str, stud
     row = result_row(result, sweep=sweep, study=study)
     table = pa.Table.from_pylist([row], schema=SCHEMA)
     name = layout.RowFileName(row["trial_id"], row["status"], row["row_id"]).name
-    return write_table_atomically(table, layout.rows_dir(Path(store_dir)) / name)
+    # One row per file: snappy and no column statistics decode about twice as fast as zstd with statistics
+    # (a cold read of 26,000 loose files is per-file decoding), and compaction rewrites them with zstd anyway.
+    return write_table_atomically(
+        table, layout.rows_dir(Path(store_dir)) / name, compression="snappy", statistics=False
+    )
 
 
 def failure_result(

@@ -74,3 +74,13 @@ def test_batched_students_smoke(tmp_path: Path) -> None:
     for row in report["runs"]:
         assert positive(row["sequential_over_batched"])
         assert row["sequential"]["peak_rss_mb"] > 100 and row["batched"]["peak_rss_mb"] > 100
+
+
+def test_store_read_smoke(tmp_path: Path) -> None:
+    report = run_script("store_read", tmp_path)
+    assert positive(report["cold_over_warm"]) and positive(report["cold_over_warm_with_arrivals"])
+    rows, arrivals = report["config"]["rows"], report["config"]["arrivals"]
+    for name, read in report["reads"].items():
+        # every read returns every row: the cache never loses or duplicates one
+        assert read["rows"] == (rows + arrivals if "arrivals" in name or "compact" in name else rows), name
+        assert positive(read["s"])
