@@ -155,7 +155,8 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
     # One memo of teacher-side loss targets per batch, kept across students: the first student to need a
     # target computes it, as in a grouped step (they are part of the teacher's precomputed features).
     memos = [TeacherTargets() for _ in batches]
-    student_steps = []
+    student_steps: list[float] = []
+    by_knowledge: dict[str, list[float]] = {}  # where the students' time goes (the README's profile)
     for run in runs:
         times = []
         for step, (batch, teacher, memo) in enumerate(zip(batches, features, memos, strict=True), start=1):
@@ -164,6 +165,7 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
                 _train_step(run, job, batch, teacher, step)
             times.append(time.perf_counter() - started)
         student_steps.append(mean_step(times))
+        by_knowledge.setdefault("+".join(run.trial.knowledge), []).append(student_steps[-1])
         run.model = run.optimizer = None
     teacher_step = mean_step(teacher_times)
     students = sum(student_steps)
@@ -171,6 +173,7 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
         "teacher_step_s": teacher_step,
         "students_step_s": students,
         "student_step_s_mean": students / len(runs),
+        "student_step_s_by_knowledge": {k: sum(v) / len(v) for k, v in sorted(by_knowledge.items())},
         "grid_step_s": teacher_step + students,
     }
 
