@@ -20,12 +20,15 @@ mean's softmax (what the loss uses) is the same. Before training, both compute t
 same weights (eval mode); the table shows both and their difference.
 
 Step time: the mean over steps 2..N (step 1 is a warm-up). Peak memory: each framework x trial runs in its own
-subprocess; the ratio is of peak RSS (kdgrid / TextBrewer).
+subprocess; the ratio is of peak RSS (kdgrid / TextBrewer). Each framework x trial runs ``--repeats`` times
+(default 3; 1 with ``--quick``), the two frameworks alternating which goes first, and the figures are the medians
+(the JSON keeps every run).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -239,19 +242,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--smoke", action="store_true", help="3 steps of batch 8 (tests)")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs per framework and trial, alternating order (median)"
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (0: torch default)")
     parser.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     parser.add_argument("--config", choices=tuple(CONFIGS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke:
-        args.steps, args.batch_size = 3, 8
+        args.steps, args.batch_size, args.repeats = 3, 8, 1
     elif args.quick:
-        args.steps = 8
+        args.steps, args.repeats = 8, 1
     if args.worker:
         worker_main(args)
         return
-    config = {"steps": args.steps, "batch_size": args.batch_size, "threads": args.threads}
+    config = {
+        "steps": args.steps,
+        "batch_size": args.batch_size,
+        "threads": args.threads,
+        "repeats": args.repeats,
+    }
     report: dict[str, Any] = {"config": config, "machine": machine(), "configs": list(CONFIGS)}
     common = [
         "--steps",
@@ -262,8 +273,23 @@ def main(argv: list[str] | None = None) -> None:
         str(args.threads),
     ]
     for name in CONFIGS:
-        runs = {f: run_worker(Path(__file__), ["--worker", f, "--config", name, *common]) for f in FRAMEWORKS}
-        losses = runs["textbrewer"].pop("first_batch_loss")
+        # Repeats alternate which framework runs first, and each figure is the median over the repeats: the two
+        # steps are mostly the same teacher forward, so the ratio is close to 1 and run-to-run noise matters.
+        measured: dict[str, list[dict[str, Any]]] = {f: [] for f in FRAMEWORKS}
+        for repeat in range(args.repeats):
+            for framework in FRAMEWORKS if repeat % 2 == 0 else FRAMEWORKS[::-1]:
+                worker = ["--worker", framework, "--config", name, *common]
+                measured[framework].append(run_worker(Path(__file__), worker))
+        runs = {
+            framework: {
+                "step_s": statistics.median(r["step_s"] for r in results),
+                "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in results),
+                "step_s_runs": [r["step_s"] for r in results],
+                "peak_rss_mb_runs": [r["peak_rss_mb"] for r in results],
+            }
+            for framework, results in measured.items()
+        }
+        losses = measured["textbrewer"][0]["first_batch_loss"]
         report[name] = {
             **runs,
             "first_batch_loss": losses,
