@@ -12,9 +12,9 @@ beta 1, alpha 0.1, temperature 1, AdamW (fused, kdgrid's weight-decay groups) wi
 Both frameworks get the same student (built by kdgrid, so the same initial weights and projection), the same
 batches in the same order and the same number of steps. TextBrewer is wired the way its docs show for a Hugging
 Face BERT: adaptors returning ``logits``, ``hidden`` (``hidden_states``), ``attention``, ``inputs_mask`` and the
-model's own hard-label ``losses``. Both frameworks run HF's fused attention (sdpa, kdgrid's default), except
-TextBrewer in the ``attention`` trial: it needs the attention maps among the model's outputs, which only HF's
-eager attention returns (kdgrid recomputes the scores of the matched layers from the captured Q and K). HF returns attention *probabilities*; TextBrewer's ``attention_ce_mean`` wants
+model's own hard-label ``losses``. Both run the same models with HF's eager attention (kdgrid's choice on CPU;
+TextBrewer needs it in the ``attention`` trial, to find the attention maps among the model's outputs; kdgrid
+recomputes the scores of the matched layers from the captured Q and K). HF returns attention *probabilities*; TextBrewer's ``attention_ce_mean`` wants
 pre-softmax scores, so its adaptor passes ``log(probs)``: per row that is the scores minus a constant, so the head
 mean's softmax (what the loss uses) is the same. Before training, both compute the first batch's loss on the
 same weights (eval mode); the table shows both and their difference.
@@ -129,10 +129,6 @@ def run_textbrewer(trial: Any, steps: int) -> dict[str, Any]:
             for s, t in pairs
         ]  # fmt: skip
         args = {"output_attentions": True}
-        # TextBrewer reads attention maps from the model's outputs, which only HF's eager attention returns;
-        # kdgrid's models run fused attention (sdpa) and recompute the scores of the matched layers from Q, K.
-        for model in (run.model, job.teacher_model):
-            model.config._attn_implementation = "eager"
 
     def adaptor(batch: dict, outputs: Any) -> dict[str, Any]:
         out = {"logits": outputs.logits, "inputs_mask": batch["attention_mask"]}

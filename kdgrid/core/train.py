@@ -34,7 +34,14 @@ import torch
 
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
-from kdgrid.core.models import ResolvedTeacher, StudentShape, resolve_teacher, student_shape
+from kdgrid.core.models import (
+    ATTENTION_BY_DEVICE,
+    ATTENTION_IMPLEMENTATION,
+    ResolvedTeacher,
+    StudentShape,
+    resolve_teacher,
+    student_shape,
+)
 from kdgrid.core.objective import (
     DivergenceError,
     Objective,
@@ -182,6 +189,13 @@ class Runtime:
         if self.device.type == "cuda":
             return f"{self.device} ({torch.cuda.get_device_name(self.device)})"
         return str(self.device)
+
+    def place(self, model: Any) -> Any:
+        """``model`` on this device, with the attention kernel that is fastest there (`ATTENTION_BY_DEVICE`)."""
+        model.config._attn_implementation = ATTENTION_BY_DEVICE.get(
+            self.device.type, ATTENTION_IMPLEMENTATION
+        )
+        return model.to(self.device)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.amp_dtype is None:
@@ -366,7 +380,7 @@ def _setup_student(plan: TrialPlan, job: _Job, checkpoint_dir: Path | None) -> S
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         result.extra["gradient_checkpointing"] = True
-    run.model = model.to(runtime.device)
+    run.model = runtime.place(model)
     run.objective = objective.to(runtime.device)
     specs = run.objective.specs
     needs = teacher_needs(plan.terms, specs)
@@ -548,7 +562,7 @@ def _load_job(trial: Trial, runtime: Runtime) -> _Job:
 
     task = get_task(trial.task)
     teacher = resolve_teacher(trial.teacher, trial.task)
-    teacher_model = load_teacher(teacher, task.num_labels).to(runtime.device)
+    teacher_model = runtime.place(load_teacher(teacher, task.num_labels))
     tokenizer = load_tokenizer(teacher)
     tokenized = tokenize_task(task, tokenizer, trial.max_length, max_train_samples=trial.max_train_samples)
     steps = len(train_batches(tokenized["train"], trial.batch_size, trial.seed, 0))

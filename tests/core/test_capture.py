@@ -33,7 +33,8 @@ def padded_batch() -> dict[str, torch.Tensor]:
 def test_softmax_of_recomputed_scores_equals_hf_attentions() -> None:
     model = tiny_bert()
     batch = padded_batch()
-    features = FeatureCapture(model, {"scores", "hidden"})(batch)  # the model runs fused attention (sdpa)
+    model.config._attn_implementation = "sdpa"  # capture needs no attention maps: the fused kernel will do
+    features = FeatureCapture(model, {"scores", "hidden"})(batch)
     model.config._attn_implementation = "eager"  # the maps HF materialises and returns
     reference = model(**batch, output_attentions=True)
     assert len(features.scores) == 3 and features.scores[0] is None

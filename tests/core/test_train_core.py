@@ -132,6 +132,15 @@ def test_a_trial_reading_teacher_targets_computed_by_a_mate_equals_the_trial_alo
     assert_same_weights(group_weights[target.trial_id], alone_weights[target.trial_id])
 
 
+def test_the_runtime_places_models_with_the_attention_kernel_of_its_device() -> None:
+    from kdgrid.core.train import make_runtime
+
+    model = BertForSequenceClassification(TEACHER_SHAPE.bert_config(2))
+    model.config._attn_implementation = "sdpa"
+    placed = make_runtime("cpu").place(model)
+    assert placed.config._attn_implementation == "eager" and next(placed.parameters()).device.type == "cpu"
+
+
 def test_result_rows_are_filled(teacher: str) -> None:
     trial = make_trial(teacher, knowledge=("hidden_mse", "attention_mse_sum"), strategy="Dilatation")
     progress: list[tuple[int, int]] = []
