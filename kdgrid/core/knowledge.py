@@ -327,7 +327,9 @@ def attention_mse_sum(
 
     def head_sum(scores: Tensor) -> Tensor:
         maps = scores if on == "scores" else _head_probs(scores, pairs)
-        return maps.masked_fill(~pairs[:, None], 0.0).sum(dim=1)
+        # Pairs are the same for every head: mask after the head sum (one [B, L, L] pass instead of [B, H, L, L];
+        # a padded entry, whatever its value, only reaches its own position, which the mask replaces).
+        return maps.sum(dim=1).masked_fill(~pairs, 0.0)
 
     sum_s = head_sum(scores_s)
     sum_t = teacher_side(("attention_mse_sum", on), (scores_t, mask), lambda: head_sum(scores_t.detach()))
@@ -375,7 +377,9 @@ def attention_ce_mean(
     pairs = _real_pairs(real)
 
     def log_head_mean(scores: Tensor) -> Tensor:
-        return _masked_log_softmax(scores.masked_fill(~pairs[:, None], 0.0).mean(dim=1), pairs)
+        # Mean over heads first: the masked log-softmax then replaces every non-real pair (a padded entry only
+        # reaches its own position, the same for every head).
+        return _masked_log_softmax(scores.mean(dim=1), pairs)
 
     def teacher_probs() -> Tensor:
         if on == "scores":
