@@ -237,6 +237,11 @@ def _zero_padding(x: Tensor, real: Tensor) -> Tensor:
     return x.masked_fill(~real[:, :, None], 0.0)
 
 
+def _teacher_zero_padded(hidden_t: Tensor, mask: Tensor, real: Tensor) -> Tensor:
+    """The teacher's ``[B, L, d]`` with padded rows zeroed, detached; once per batch for a whole group."""
+    return teacher_side(("zero_padding",), (hidden_t, mask), lambda: _zero_padding(hidden_t.detach(), real))
+
+
 def _masked_log_softmax(x: Tensor, pairs: Tensor) -> Tensor:
     """log-softmax over the last (key) axis with non-real (query, key) entries excluded.
 
@@ -414,9 +419,9 @@ def _check_hidden_tokens(hidden_s: Tensor, hidden_t: Tensor, mask: Tensor, loss:
     return _real_tokens(mask, hidden_s.shape[0], hidden_s.shape[1], loss)
 
 
-def _masked_mse(hidden_s: Tensor, hidden_t: Tensor, real: Tensor) -> Tensor:
+def _masked_mse(hidden_s: Tensor, hidden_t: Tensor, mask: Tensor, real: Tensor) -> Tensor:
     h_s = _zero_padding(hidden_s, real)
-    h_t = _zero_padding(hidden_t.detach(), real)
+    h_t = _teacher_zero_padded(hidden_t, mask, real)
     return (h_s - h_t).pow(2).sum() / (_token_count(real, h_s) * hidden_s.shape[-1])
 
 
@@ -446,7 +451,7 @@ def hidden_mse(hidden_s: Tensor, hidden_t: Tensor, mask: Tensor) -> Tensor:
     student up (W: d_S -> d_T), so the target stays the teacher's own representation.
     """
     real = _check_hidden_same(hidden_s, hidden_t, mask, "hidden_mse")
-    return _masked_mse(hidden_s, hidden_t, real)
+    return _masked_mse(hidden_s, hidden_t, mask, real)
 
 
 @register(
@@ -633,7 +638,7 @@ def gram(
     lengths = real.sum(dim=1).to(hidden_s.dtype).clamp_min(1)
     a_s = _zero_padding(hidden_s, real)
     b_s = a_s if h2_s is hidden_s else _zero_padding(h2_s, real)
-    a_t = teacher_side(("zero_padding",), (hidden_t, mask), lambda: _zero_padding(hidden_t.detach(), real))
+    a_t = _teacher_zero_padded(hidden_t, mask, real)
     b_t = a_t if h2_t is hidden_t else _zero_padding(h2_t.detach(), real)
     if 4 * length >= width:
         g_t = teacher_side(("gram", "features"), (a_t, b_t), lambda: a_t.transpose(1, 2) @ b_t)
@@ -920,7 +925,7 @@ def embedding_mse(emb_s: Tensor, emb_t: Tensor, mask: Tensor) -> Tensor:
         mask: ``[B, L]``, 1 = real token. (TinyBERT's code averages over padding too; we do not.)
     """
     real = _check_hidden_same(emb_s, emb_t, mask, "embedding_mse")
-    return _masked_mse(emb_s, emb_t, real)
+    return _masked_mse(emb_s, emb_t, mask, real)
 
 
 @register(

@@ -409,16 +409,13 @@ def _setup_student(plan: TrialPlan, job: _Job, checkpoint_dir: Path | None) -> S
 def teacher_capture_needs(runs: list[StudentRun]) -> tuple[frozenset[str], frozenset[int]]:
     """What the teacher pass must capture for these students: the union of their features, and of the teacher
     layers they are matched to (only those are kept while the students train)."""
-    planned = [r for r in runs if r.capture is not None and r.plan is not None]
-    needs = frozenset({"logits"}).union(*(r.capture.needs for r in planned))
-    layers = frozenset().union(
-        *(
-            captured_layers(r.plan.terms, 1, r.plan.teacher.shape.layers)
-            for r in planned
-            if r.plan is not None
-        )
-    )
-    return needs, layers
+    needs: set[str] = {"logits"}
+    layers: set[int] = set()
+    for run in runs:
+        if run.capture is not None and run.plan is not None:
+            needs |= run.capture.needs
+            layers |= captured_layers(run.plan.terms, 1, run.plan.teacher.shape.layers)
+    return frozenset(needs), frozenset(layers)
 
 
 def _teacher_forward(job: _Job, capture: FeatureCapture, batch: dict[str, torch.Tensor]) -> Features:
