@@ -7,12 +7,12 @@ import io
 import math
 
 import pytest
-from tables_testing import tidy_rows
 
 from analysis.compare import agreement, attach_paper, compare_with_paper
 from analysis.render import render
 from analysis.tables import Column, view_table
 from kdgrid.errors import ConfigError
+from tests.analysis.tables_testing import tidy_rows
 
 
 def match_rows(values: dict[tuple[str, str], float], table: str = "5") -> list[dict]:

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from tables_testing import tidy_rows
 
 from analysis.figures import block_matrix, slug, write_figures
 from analysis.tables import view_table
+from tests.analysis.tables_testing import tidy_rows
 
 
 def small_tidy():

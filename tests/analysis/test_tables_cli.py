@@ -7,12 +7,12 @@ import io
 
 import pytest
 from rich.console import Console
-from tables_testing import result, write
 from typer.testing import CliRunner
 
 import analysis.tables_report as tables_report
 from analysis.tables_report import demo_table, sweep_memberships
 from kdgrid.cli import app, main
+from tests.analysis.tables_testing import result, write
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from tables_testing import tidy_rows
 
 from analysis.tables import (
     HARD_ONLY,
@@ -19,6 +18,7 @@ from analysis.tables import (
     view_table,
 )
 from kdgrid.errors import ConfigError
+from tests.analysis.tables_testing import tidy_rows
 
 
 def table4_rows():

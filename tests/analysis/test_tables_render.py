@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 
 import pytest
-from tables_testing import tidy_rows
 
 from analysis.render import latex_escape, number_text, render
 from analysis.tables import Column, view_table
 from analysis.tidy import aggregate_seeds
 from kdgrid.errors import ConfigError
+from tests.analysis.tables_testing import tidy_rows
 
 GOLDEN = Path(__file__).parent / "golden"
 

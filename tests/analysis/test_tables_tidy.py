@@ -6,7 +6,6 @@ import math
 
 import pandas as pd
 import pytest
-from tables_testing import result, tidy_rows, write
 
 from analysis.tidy import (
     aggregate_seeds,
@@ -18,6 +17,7 @@ from analysis.tidy import (
 )
 from kdgrid.errors import ConfigError
 from kdgrid.store import read_store, scores_long
+from tests.analysis.tables_testing import result, tidy_rows, write
 
 
 def tidy_of(store, **kwargs) -> pd.DataFrame:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,31 +12,6 @@ from kdgrid.cli import app
 from kdgrid.store import latest_state, read_store, scores_long
 
 TASK = "synthetic-single-binary-n96-d32"
-
-
-@pytest.fixture(scope="module")
-def teacher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A tiny random BERT teacher (3 layers, width 64) with the MiniLM tokenizer, saved as a local directory."""
-    import torch
-    from transformers import AutoTokenizer, BertForSequenceClassification
-
-    from kdgrid.assets import teacher_dir
-    from kdgrid.core.models import StudentShape
-
-    root = tmp_path_factory.mktemp("e2e")
-    patch = pytest.MonkeyPatch()
-    patch.setenv("KDGRID_CACHE", str(root / "cache"))
-    path = root / "teacher"
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        shape = StudentShape(layers=3, width=64, heads=4, ffn=128)
-        BertForSequenceClassification(shape.bert_config(2)).save_pretrained(path)
-    AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield str(path)
-    torch.set_num_threads(threads)
-    patch.undo()
 
 
 def count_teacher_passes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from transformers import AutoTokenizer, BertForSequenceClassification
+from transformers import BertForSequenceClassification
 from typer.testing import CliRunner
 
-from kdgrid.assets import teacher_dir
 from kdgrid.cli import app
 from kdgrid.core.data import get_task
 from kdgrid.core.models import StudentShape, resolve_teacher
 from kdgrid.core.teacher import TeacherRecipe, cached_teacher, finetune_teacher, teacher_cache_root
 from kdgrid.errors import KdgridError
+from tests.teachers import TINY_TEACHER_SHAPE, save_random_teacher
 
 TASK = "synthetic-single-binary-n192-d64"
 RECIPE = TeacherRecipe(lr=3e-3, epochs=4, batch_size=16, max_length=24)
@@ -28,13 +28,7 @@ def base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A tiny random BERT base with the MiniLM tokenizer; the cache in a temporary directory."""
     monkeypatch.setenv("KDGRID_CACHE", str(tmp_path / "cache"))
     torch.set_num_threads(1)
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        BertForSequenceClassification(StudentShape(2, 32, 2, 64).bert_config(2)).save_pretrained(
-            tmp_path / "base"
-        )
-    AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(tmp_path / "base")
-    yield str(tmp_path / "base")
+    yield save_random_teacher(tmp_path / "base", TINY_TEACHER_SHAPE)
 
 
 def test_finetune_caches_a_teacher_that_beats_the_majority_class(

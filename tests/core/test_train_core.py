@@ -9,31 +9,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoTokenizer, BertForSequenceClassification
+from transformers import BertForSequenceClassification
 
-from kdgrid.assets import teacher_dir
 from kdgrid.core.models import StudentShape
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
+from tests.teachers import SMALL_TEACHER_SHAPE
 
 TASK = "synthetic-single-binary-n96-d32"
-TEACHER_SHAPE = StudentShape(layers=3, width=64, heads=4, ffn=128)
-
-
-@pytest.fixture(scope="module")
-def teacher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A tiny random BERT teacher (3 layers, width 64) with the MiniLM tokenizer, saved as a local directory."""
-    root = tmp_path_factory.mktemp("kdcore")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("KDGRID_CACHE", str(root / "cache"))
-    path = root / "teacher"
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        BertForSequenceClassification(TEACHER_SHAPE.bert_config(2)).save_pretrained(path)
-    AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
-    yield str(path)
-    mp.undo()
+TEACHER_SHAPE = SMALL_TEACHER_SHAPE  # the shape of the `teacher` fixture (tests/conftest.py)
 
 
 @pytest.fixture(autouse=True)

@@ -50,24 +50,6 @@ def ray_runtime() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def tiny_teacher(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A tiny random BERT teacher (2 layers, width 32) with the MiniLM tokenizer, saved as a local directory that
-    SLURM tasks and Ray actors load by path."""
-    torch = pytest.importorskip("torch")
-    from transformers import AutoTokenizer, BertForSequenceClassification
-
-    from kdgrid.assets import teacher_dir
-    from kdgrid.core.models import StudentShape
-
-    path = tmp_path_factory.mktemp("launch-teacher") / "teacher"
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        BertForSequenceClassification(StudentShape(2, 32, 2, 64).bert_config(2)).save_pretrained(path)
-    AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="session")
 def real_job(tiny_teacher: str) -> list[Trial]:
     """One real job for the core: two tiny students sharing one teacher pass on a small synthetic task."""
     base = dict(task="synthetic-single-binary-n64-d32", teacher=tiny_teacher, student="w32-l2-h2-f64", init="random",

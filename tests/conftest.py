@@ -1,0 +1,43 @@
+"""Fixtures shared by the test folders: tiny random teachers saved as local directories.
+
+Helpers that are not fixtures live in modules of the `tests` package (`tests.teachers`,
+`tests.analysis.tables_testing`) and are imported by their full name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A random BERT teacher (3 layers, width 64, 4 heads) with the MiniLM tokenizer, saved as a local directory.
+
+    For the module using it, ``KDGRID_CACHE`` points at a fresh temporary folder (tokenized data and teacher
+    checks never touch the user's cache) and torch uses one thread (results are reproducible bit for bit).
+    """
+    # torch and transformers cost seconds to import: only the modules that ask for a teacher pay for them.
+    import torch
+
+    from tests.teachers import SMALL_TEACHER_SHAPE, save_random_teacher
+
+    root = tmp_path_factory.mktemp("teacher")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("KDGRID_CACHE", str(root / "cache"))
+    path = save_random_teacher(root / "teacher", SMALL_TEACHER_SHAPE)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield path
+    torch.set_num_threads(threads)
+    patch.undo()
+
+
+@pytest.fixture(scope="session")
+def tiny_teacher(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A random BERT teacher (2 layers, width 32, 2 heads) with the MiniLM tokenizer, saved as a local directory
+    that SLURM tasks and Ray actors load by path."""
+    from tests.teachers import TINY_TEACHER_SHAPE, save_random_teacher
+
+    return save_random_teacher(tmp_path_factory.mktemp("tiny-teacher") / "teacher", TINY_TEACHER_SHAPE)
