@@ -1,6 +1,6 @@
 """What `kdgrid tables` and `kdgrid demo` print: read a store, lay out the tables asked for, compare, render.
 
-Kept apart from the command module so the lead's `kdgrid demo` and tests call the same code as the CLI.
+Kept apart from the command module so `kdgrid demo` and tests call the same code as the CLI.
 """
 
 from __future__ import annotations

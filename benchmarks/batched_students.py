@@ -1,5 +1,5 @@
-"""Batched students: N students of one architecture as one vmapped computation vs N separate steps (issue 7,
-"Beyond the bound").
+"""Batched students: N students of one architecture as one vmapped computation vs N separate steps: beyond
+the lower bound of one teacher pass plus each student's own step.
 
     .venv/bin/python benchmarks/batched_students.py [--quick | --smoke] [--json PATH] [--threads N] [--device D]
 

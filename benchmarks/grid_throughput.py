@@ -1,4 +1,4 @@
-"""What a grid costs: per-trial training vs kdgrid's grouped jobs vs the lower bound (issue 7, benchmark 1).
+"""What a grid costs: per-trial training vs kdgrid's grouped jobs vs the lower bound.
 
     .venv/bin/python benchmarks/grid_throughput.py [--quick | --smoke] [--json PATH]
 

@@ -1,4 +1,4 @@
-"""What dynamic, length-grouped batches save against fixed 128-token padding (issue 7, benchmark 3).
+"""What dynamic, length-grouped batches save against fixed 128-token padding.
 
     .venv/bin/python benchmarks/padding.py [--quick | --smoke] [--json PATH]
 

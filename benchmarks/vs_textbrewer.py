@@ -1,4 +1,4 @@
-"""One trial through kdgrid vs the same trial through TextBrewer's GeneralDistiller (issue 7, benchmark 2).
+"""One trial through kdgrid vs the same trial through TextBrewer's GeneralDistiller.
 
     .venv/bin/pip install -c constraints.txt textbrewer      # benchmark-only dependency (the `bench` extra)
     .venv/bin/python benchmarks/vs_textbrewer.py [--quick | --smoke] [--json PATH]

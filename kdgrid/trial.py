@@ -1,6 +1,6 @@
 """A trial: one student distilled once. Frozen, hashable, and identified by a hash of its canonical JSON.
 
-The id is what the store and resume key on (design decision 1): the same configuration gives the same id on any
+The id is what the store and resume key on (docs/design.md): the same configuration gives the same id on any
 machine and in any sweep. Executor settings, paths of the store and sweep/study names are not part of a trial.
 Names (knowledge, strategy, student, task) are validated and canonicalised by `kdgrid.grid` before a Trial is
 built; this module only fixes the fields, their defaults, the canonical form and the grouping key.
@@ -124,7 +124,7 @@ REQUIRED_FIELDS: tuple[str, ...] = tuple(
 )
 
 # Trials that agree on these fields see the same batches in the same order and can share one teacher pass
-# (design decision 6). Everything else (student, knowledge, strategy, weights, lr, ...) may differ in a job.
+# (docs/design.md). Everything else (student, knowledge, strategy, weights, lr, ...) may differ in a job.
 GROUP_FIELDS: tuple[str, ...] = (
     "task",
     "teacher",

@@ -11,8 +11,8 @@ Run from the repository root::
     .venv/bin/python -m analysis.paper.transcribe [--source PATH] [--out DIR] [--check]
 
 ``--check`` re-parses and fails if the committed CSVs differ from what the source gives (a CI guard against
-hand edits). The source defaults to ``$KDGRID_PAPER_TEXT`` or ``../shared/seeds/004_f65d5bb595b2f723.txt``
-beside the repository.
+hand edits). The OCR text is not part of the repository: give it with ``--source`` or
+``$KDGRID_PAPER_TEXT`` (`default_source` also looks for it beside the checkout, where the authors keep it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Capture, don't fork: what a BERT computes, read through forward hooks (design decision 4).
+"""Capture, don't fork: what a BERT computes, read through forward hooks (docs/design.md says why).
 
 Forward hooks on each self-attention's ``query`` / ``key`` / ``value`` Linear modules give Q, K, V
 ``[B, L, d]`` (before the head split); ``output_hidden_states`` gives the hidden states ``[B, L, d]`` of the

@@ -1,6 +1,6 @@
-"""Every knowledge type of the paper (Appendix A.2) and of the seed documents, one function per formula.
+"""Every knowledge type of the paper (Appendix A.2) and of related work, one function per formula.
 
-Conventions shared by every function (``../shared/design.md``, "Conventions for the losses"):
+Conventions shared by every function (``docs/design.md``, "Loss conventions", restates them with each formula):
 
 * Argument order: student first, teacher second, then the padding mask.
 * Shapes: attention scores ``[B, H, L, L]`` (pre-softmax, the padding bias already added on key columns; the
@@ -495,7 +495,7 @@ def cos(hidden_s: Tensor, hidden_t: Tensor, mask: Tensor, *, eps: float = 1e-8) 
     in_paper=True,
     paper_label="pkd",
     call_style="pair",
-    source="paper eq. 14; PKD's patient loss L_PT (000_*.txt); TextBrewer pkd_loss",
+    source="paper eq. 14; PKD's patient loss L_PT (Sun et al., 2019); TextBrewer pkd_loss",
     aliases=["patient", "patient loss", "normalized mse"],
 )
 def pkd(
@@ -506,7 +506,7 @@ def pkd(
     scale: Literal["sum", "mean"] = "sum",
     eps: float = 1e-12,
 ) -> Tensor:
-    """PKD's patient loss on the [CLS] vectors (paper eq. 14, L_PT of ``000_*.txt`` for one layer pair).
+    """PKD's patient loss on the [CLS] vectors (paper eq. 14, PKD's L_PT for one layer pair).
 
     With ``c = H[:, 0]`` (position 0, the [CLS] token), each L2-normalised::
 
@@ -569,8 +569,8 @@ def mmd(
         hidden_t: teacher hidden states ``[B, L, d_T]`` (detached).
         mask: ``[B, L]``, 1 = real token; only pairs of real tokens count.
         second_s, second_t: H_2 of eq. 15 (another layer's hidden states, same shapes); default H_2 = H_1,
-            the design's single-layer reading used by the grid.
-        scale: ``"width"`` (default, the design and TextBrewer's unmasked branch: divide by d) or
+            the single-layer reading the grid uses (docs/design.md).
+        scale: ``"width"`` (default, docs/design.md and TextBrewer's unmasked branch: divide by d) or
             ``"length"``: divide by each example's real length len_b instead. TextBrewer's masked branch
             divides by the padded length, which makes the loss depend on padding; ``"length"`` is its
             padding-free reading.
@@ -736,7 +736,7 @@ _RELATION_DOC = """{title} relation of MiniLMv2 (paper Appendix A.2, "{label}"):
         loss = sum_b sum_r sum_{{i real}} KL(P^T_bri || P^S_bri) / (R * sum_b len_b)
 
     i.e. KL summed over keys, averaged over every (example, relation head, real query row) together. The
-    paper's formula divides by sqrt(d); MiniLMv2 and the design use the per-head width d/R.
+    paper's formula divides by sqrt(d); MiniLMv2 and kdgrid use the per-head width d/R.
 
     Args:
         {arg}_s: student {what} ``[B, L, d_S]`` before the head split (the linear layer's output).
@@ -897,7 +897,7 @@ def hard_label(logits_s: Tensor, labels: Tensor, *, regression: bool | None = No
 
 
 # --------------------------------------------------------------------------------------------------------------
-# From the other seed documents
+# From related work: TinyBERT, linear CKA, contrastive (InfoNCE) distillation, ReAugKD
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -911,7 +911,7 @@ def hard_label(logits_s: Tensor, labels: Tensor, *, regression: bool | None = No
     paper_label="embedding mse",
     call_style="pair",
     placement="embeddings",
-    source="TinyBERT L_embd (000_*.txt)",
+    source="TinyBERT L_embd (Jiao et al., 2020)",
     aliases=["embd", "embedding", "embeddings mse"],
 )
 def embedding_mse(emb_s: Tensor, emb_t: Tensor, mask: Tensor) -> Tensor:
@@ -937,7 +937,7 @@ def embedding_mse(emb_s: Tensor, emb_t: Tensor, mask: Tensor) -> Tensor:
     in_paper=False,
     paper_label="cka",
     call_style="pair",
-    source="survey (002_*.txt) section 3.4: linear CKA",
+    source="linear CKA (Kornblith et al., 2019)",
     aliases=["linear cka"],
 )
 def cka(hidden_s: Tensor, hidden_t: Tensor, mask: Tensor, *, eps: float = 1e-12) -> Tensor:
@@ -991,7 +991,7 @@ def _check_sentences(s: Tensor, t: Tensor, loss: str) -> None:
     paper_label="contrastive",
     call_style="batch",
     placement="output",
-    source="survey (002_*.txt) section 4.5: InfoNCE (CoDIR, KDFA)",
+    source="InfoNCE between sentence vectors (CoDIR, KDFA)",
     aliases=["infonce", "info nce"],
 )
 def contrastive(
@@ -1009,7 +1009,7 @@ def contrastive(
         sentence_t: teacher sentence vectors ``[B, d_T]`` (detached).
         mask: unused (sentence vectors carry no padding); accepted so that every knowledge function takes
             (student, teacher, mask).
-        tau: the temperature, > 0 (default 0.07, the only one the seed documents state, for SupCon). Named
+        tau: the temperature, > 0 (default 0.07, SupCon's temperature). Named
             ``tau`` so it is never confused with the soft-label temperature T.
 
     Not zero on identical inputs (its floor depends on how distinct the batch's vectors are); needs B >= 2 to
@@ -1032,7 +1032,7 @@ def contrastive(
     paper_label="reaug relation",
     call_style="batch",
     placement="output",
-    source="ReAugKD eq. 1-3 (003_*.txt)",
+    source="ReAugKD (Zhang et al., 2023) eq. 1-3",
     aliases=["reaugkd", "reaug"],
 )
 def reaug_relation(

@@ -16,10 +16,10 @@ First-1       1 -> 1                                             (1,1)
 Last-1        L_S -> L_T                                         (4,12)
 ============  =================================================  ===================================
 
-From the other documents: ``PKD-skip`` and ``PKD-last`` (PKD's patient schemes: Dilatation / Last without the
+From related work: ``PKD-skip`` and ``PKD-last`` (PKD's patient schemes: Dilatation / Last without the
 final student layer, whose output PKD distils through the logits instead), ``MiniLM`` (the last layer only, as
 Last-1; MiniLM pairs it with attention and value-relation knowledge, see `MINILM_KNOWLEDGE`). ``Uniform``
-(TinyBERT, the survey) is the same map as Dilatation and is an alias of it.
+(TinyBERT's name for it) is the same map as Dilatation and is an alias of it.
 
 Defined behaviour at the edges:
 

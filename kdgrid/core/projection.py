@@ -6,7 +6,7 @@ width. A `Projection` maps ``[..., d_S] -> [..., d_T]``; it is trained with the 
 the student's optimizer) and saved in the student's checkpoints, and discarded after training.
 
 ``kind="linear"`` (default, TinyBERT's W_h, what the paper used) is one affine map. ``kind="mlp"`` is
-Linear -> GELU -> Linear; the survey (``002_*.txt`` section 3.2, 7.2) warns that an expressive projector can
+Linear -> GELU -> Linear; studies of hidden-state alignment warn that an expressive projector can
 absorb the mimicry itself ("projector overfitting": the loss falls, the student learns nothing), so use it as a
 comparison, not a default.
 """

@@ -1,4 +1,4 @@
-"""`run_job`: train a group of students against one teacher pass (design decision 6).
+"""`run_job`: train a group of students against one teacher pass (docs/design.md, "The shared teacher pass").
 
 A job is a list of trials sharing `kdgrid.trial.group_key` (task, teacher, seed, batch size, max length, epochs,
 max_train_samples): they see the same batches in the same order, so the teacher runs once per batch, under

@@ -1,10 +1,10 @@
 """Planning: trials into jobs that share one teacher pass, split to a size and memory budget.
 
 Trials with the same `kdgrid.trial.group_key` (task, teacher, seed, batch size, sequence length, epochs, train
-subset) see the same batches in the same order, so one teacher forward per batch can feed all of them (design
-decision 6). A group larger than ``max_group_size`` trials, or whose students would need more than
-``memory_budget_gb`` together, is split into several jobs. The split is deterministic (trials sorted by id), so
-a re-planned job keeps its checkpoints.
+subset) see the same batches in the same order, so one teacher forward per batch can feed all of them
+(docs/design.md, "The shared teacher pass"). A group larger than ``max_group_size`` trials, or whose students
+would need more than ``memory_budget_gb`` together, is split into several jobs. The split is deterministic
+(trials sorted by id), so a re-planned job keeps its checkpoints.
 
 The budget is that of one job where it will run; the commands take it from the executor
 (``Executor.memory_budget()``, see `kdgrid.launch.memory`) unless ``--memory-budget-gb`` gives it.

@@ -1,4 +1,4 @@
-"""A sweep against the store (design decision 3: resume is planning against the store).
+"""A sweep against the store (docs/design.md, "Resume is planning against the store").
 
 Each trial of a sweep is ``done`` (a done row exists, from any sweep: ids are global), ``failed`` (only failed
 rows) or ``pending`` (no row at all). `run` runs the pending ones; `resume` also retries the failed ones that

@@ -1,6 +1,6 @@
 """The results store: one Parquet file per finished or failed trial attempt, read back as one dataset.
 
-Design decision 2: the store is the truth. `write_result` writes a row atomically; `read_store` reads every row
+The store is the only truth (docs/design.md, "The store"). `write_result` writes a row atomically; `read_store` reads every row
 exactly once; `latest_state` says which trials are done or failed; `compact` merges small files safely.
 """
 

@@ -1,4 +1,4 @@
-"""The benchmark scripts run end to end in their smallest mode and write the JSON keys the issue fixes.
+"""The benchmark scripts run end to end in their smallest mode and write every key of their JSON reports.
 
 They are measurements, not tests: the figures are not asserted, only that every script still runs against the
 current core, reports every ratio as a positive number, and (vs_textbrewer) that both frameworks compute the same

@@ -326,7 +326,7 @@ def test_cka_by_hand():
     mean_t = [sum(y[k] for y in tokens_t) / n for k in range(5)]
     xs = [[x[k] - mean_s[k] for k in range(3)] for x in tokens_s]
     ys = [[y[k] - mean_t[k] for k in range(5)] for y in tokens_t]
-    # Through the n x n kernels (the survey's form): CKA = <Kx, Ky> / (|Kx| |Ky|).
+    # Through the n x n kernels (the kernel form of linear CKA): CKA = <Kx, Ky> / (|Kx| |Ky|).
     kx = [[_dot(a, b) for b in xs] for a in xs]
     ky = [[_dot(a, b) for b in ys] for a in ys]
     inner = sum(kx[i][j] * ky[i][j] for i in range(n) for j in range(n))
