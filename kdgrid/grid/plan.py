@@ -75,19 +75,20 @@ def plan_jobs(
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for trial in trials:
         groups[group_key(trial)].append(trial)
-    memory: dict[str, float] = {}
+    # One estimate per (student, batch size, length), the fields it depends on; groups differ in the last two.
+    memory: dict[tuple[str, int, int], float] = {}
 
     def cost(trial: Trial) -> float:
         if memory_budget_gb is None:
             return 0.0
-        if trial.student not in memory:
-            memory[trial.student] = estimate_trial_memory_gb(trial)
-        return memory[trial.student]
+        shape_key = (trial.student, trial.batch_size, trial.max_length)
+        if shape_key not in memory:
+            memory[shape_key] = estimate_trial_memory_gb(trial)
+        return memory[shape_key]
 
     jobs: list[Job] = []
     for key in sorted(groups, key=lambda k: json.dumps(k, default=str)):
-        # ids are hashes computed on access: compute each once
-        members = [t for _, t in sorted(((t.trial_id, t) for t in groups[key]), key=lambda pair: pair[0])]
+        members = sorted(groups[key], key=lambda trial: trial.trial_id)  # Trial caches its id
         job: Job = []
         used = 0.0
         for trial in members:
