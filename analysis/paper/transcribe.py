@@ -12,7 +12,7 @@ Run from the repository root::
 
 ``--check`` re-parses and fails if the committed CSVs differ from what the source gives (a CI guard against
 hand edits). The OCR text is not part of the repository: give it with ``--source`` or
-``$KDGRID_PAPER_TEXT`` (`default_source` also looks for it beside the checkout, where the authors keep it).
+``$KDGRID_PAPER_TEXT`` (`default_source` also looks for it beside the checkout, where the maintainers keep it).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ SOURCE_NAME = "004_f65d5bb595b2f723.txt"
 
 
 def default_source() -> Path:
-    """The OCR text of the paper: ``$KDGRID_PAPER_TEXT`` or the shared seeds folder beside the repository."""
+    """The OCR text of the paper: ``$KDGRID_PAPER_TEXT``, else the maintainers' copy beside the checkout."""
     env = os.environ.get("KDGRID_PAPER_TEXT")
     if env:
         return Path(env)

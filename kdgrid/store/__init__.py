@@ -1,7 +1,7 @@
 """The results store: one Parquet file per finished or failed trial attempt, read back as one dataset.
 
-The store is the only truth (docs/design.md, "The store"). `write_result` writes a row atomically; `read_store` reads every row
-exactly once; `latest_state` says which trials are done or failed; `compact` merges small files safely.
+The store is the only truth (docs/design.md says why). `write_result` writes a row atomically; `read_store` reads
+every row exactly once; `latest_state` says which trials are done or failed; `compact` merges small files safely.
 """
 
 from kdgrid.store.compact import CompactionReport, compact
