@@ -1,0 +1,488 @@
+"""A Hugging Face cache shaped like the Hub's, for running kdgrid's real loading code offline.
+
+`build_hub_cache(root)` writes, under ``root``:
+
+- ``hub/`` (``HF_HUB_CACHE``): one ``models--{org}--{name}`` folder per repo id kdgrid names (the paper's
+  BERT-base and BERT-large teachers of the 8 GLUE tasks, Turc et al.'s compact BERTs the sweeps initialise from)
+  and ``datasets--nyu-mll--glue``, each laid out as ``huggingface_hub`` downloads it: ``blobs/<etag>`` (the file's
+  bytes; the etag is the git blob SHA-1 of a regular file, the SHA-256 of an LFS file: weights, parquet),
+  ``refs/main`` (the commit hash, no newline) and ``snapshots/<commit>/<path>``, a relative symlink to its blob.
+  Offline, ``hf_hub_download`` reads ``refs/main`` to find the snapshot and returns the file under it.
+- ``datasets/`` (``HF_DATASETS_CACHE``): what ``datasets.load_dataset("nyu-mll/glue", config)`` leaves there
+  when it runs online: ``nyu-mll___glue/{config}/0.0.0/{commit}/`` with ``dataset_info.json`` and one Arrow file
+  per split (``glue-{split}.arrow``). Offline, ``datasets`` 5.2 never reads the Hub cache's snapshot: its
+  ``dataset_module_factory`` raises on offline mode before any download and falls back to
+  ``CachedDatasetModuleFactory``, which reads only this folder. The builder therefore runs ``datasets``' own Parquet
+  builder over the snapshot's parquet files, with the repo id, dataset name and commit the online path uses, so the
+  folder is written by the library itself.
+
+Point ``HF_HOME`` at ``root`` (``HF_HUB_CACHE`` = ``root/hub``, ``HF_DATASETS_CACHE`` = ``root/datasets``) and set
+``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``: ``from_pretrained(repo_id)``, ``AutoTokenizer.from_pretrained``
+and ``load_dataset("nyu-mll/glue", config)`` then resolve from it unchanged.
+
+The models are random BERTs: the teachers keep their real depth and head count (12 / 12 for BERT-base, 24 / 16 for
+BERT-large, so layer matching sees the real teacher layers) at a tiny width; the compact BERTs have their real
+shape (``kdgrid`` checks a ``pretrain`` checkpoint's shape against the student's). All share bert-base-uncased's
+WordPiece vocabulary (30,522 tokens), taken from the offline MiniLM teacher, as every real repo here does.
+The GLUE data is generated text, deterministic (seeded), a few dozen rows per split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import datasets
+import torch
+from datasets.info import DatasetInfosDict
+from datasets.load import LocalDatasetModuleFactory, get_dataset_builder_class
+from datasets.utils.metadata import MetadataConfigs
+from huggingface_hub import DatasetCard, DatasetCardData
+from transformers import BertConfig, BertForPreTraining, BertForSequenceClassification
+
+from kdgrid.assets import teacher_dir
+
+GLUE_REPO = "nyu-mll/glue"
+SEED = 20240601
+
+# ------------------------------------------------------------------------------------------------------- models
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """One model repo of the fixture.
+
+    Attributes:
+        repo_id: the exact Hub id kdgrid names.
+        layers, width, heads, ffn: the fixture's shape (see the module docstring).
+        num_labels: classifier outputs (``None``: a pretrained encoder saved as ``BertForPreTraining``).
+        class_order: the dataset label index each output means, output by output, as the real checkpoint was
+            trained (``None`` for an encoder). The random weights do not encode it; it is the declared fact a
+            label-alignment check or a trained fixture teacher must honour.
+        config_extra: keys the real repo's ``config.json`` carries beyond the shape.
+        drop_config_keys: keys ``save_pretrained`` writes that the real ``config.json`` lacks.
+        tokenizer_files: whether the repo ships ``tokenizer_config.json`` and ``special_tokens_map.json`` (all
+            of them ship ``vocab.txt``).
+    """
+
+    repo_id: str
+    layers: int
+    width: int
+    heads: int
+    ffn: int
+    num_labels: int | None
+    class_order: tuple[int, ...] | None = None
+    config_extra: dict[str, Any] = field(default_factory=dict)
+    drop_config_keys: tuple[str, ...] = ()
+    tokenizer_files: bool = True
+
+
+GLUE_CONFIGS = ("cola", "mrpc", "stsb", "rte", "qqp", "mnli", "sst2", "qnli")
+
+# The dataset's MNLI labels are 0 entailment, 1 neutral, 2 contradiction (the ClassLabel below). BERT-base MNLI
+# checkpoints of 2020 were trained with transformers' legacy run_glue processor, whose label list is
+# [contradiction, entailment, neutral]: output 0 means dataset label 2, output 1 label 0, output 2 label 1.
+# - textattack/bert-base-uncased-MNLI: confirmed by QData/TextAttack issue 684 ("0 (model) -> 2 (GT), 1 (model) ->
+#   0 (GT), 2 (model) -> 1 (GT)"), https://github.com/QData/TextAttack/issues/684 (kdgrid uses ishan's, below).
+# - ishan/bert-base-uncased-mnli (kdgrid's MNLI teacher): NOT confirmed offline. Public code disagrees: one
+#   project using a local copy of it maps {"contradiction": 0, "entailment": 1, "neutral": 2} (the legacy order
+#   above); another maps every "bert-base-uncased-mnli" to {"neutral": 0, "entailment": 1, "contradiction": 2}.
+#   The fixture declares the legacy order, the more common of the two; its config carries generic names.
+LEGACY_RUN_GLUE_MNLI_ORDER = (2, 0, 1)
+
+# TextAttack's GLUE models (model cards: "fine-tuned with TextAttack and the glue dataset loaded using the nlp
+# library") were trained on the `nlp`/`datasets` GLUE labels, so their binary classes follow the dataset's order;
+# their configs carry generic LABEL_k names, BertForSequenceClassification, model_type bert, and the repos ship
+# pytorch_model.bin without safetensors on main (2020 uploads). STS-B is a 1-output regression head. From the
+# public model cards and configs as remembered, NOT re-checked offline here.
+# yoshitomo-matsubara/bert-large-uncased-{task}: fine-tuned with torchdistill on `datasets`' GLUE
+# (load_dataset("glue", task)), so every class order is the dataset's, MNLI included; generic LABEL_k names,
+# pytorch_model.bin (2021 uploads). Inferred from torchdistill's GLUE example, NOT confirmed offline.
+# google/bert_uncased_L-{L}_H-{H}_A-{A} (Turc et al.): converted TF checkpoints whose config.json has neither
+# `architectures` (keras-team/keras-hub issue 3009, "Fix 'architectures' error for hf://google/bert_uncased")
+# nor, as remembered, `model_type` (transformers falls back to the "bert" in the name); pytorch_model.bin and
+# vocab.txt, no tokenizer_config.json. The shapes are Turc et al.'s (BERT's README table).
+_TEXTATTACK_NAMES = {
+    "mnli": None,  # kdgrid's BERT-base MNLI teacher is ishan's, not textattack's
+    "qqp": "QQP",
+    "qnli": "QNLI",
+    "sst2": "SST-2",
+    "cola": "CoLA",
+    "stsb": "STS-B",
+    "mrpc": "MRPC",
+    "rte": "RTE",
+}
+NUM_LABELS = {"cola": 2, "mrpc": 2, "stsb": 1, "rte": 2, "qqp": 2, "mnli": 3, "sst2": 2, "qnli": 2}
+
+# The teachers keep depth and head count, at head size 4 (BERT-base: 12 layers, 12 heads; BERT-large: 24, 16).
+BASE_TEACHER_SHAPE = {"layers": 12, "width": 48, "heads": 12, "ffn": 192}
+LARGE_TEACHER_SHAPE = {"layers": 24, "width": 64, "heads": 16, "ffn": 256}
+# The compact BERTs the paper's sweeps use (bert-tiny, -mini, -small) and bert-medium, at their real shape.
+COMPACT_SHAPES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512)}
+
+
+def _classifier_config(task: str) -> dict[str, Any]:
+    """The classification keys of a fine-tuned GLUE teacher's config.json: generic label names."""
+    n = NUM_LABELS[task]
+    return {
+        "architectures": ["BertForSequenceClassification"],
+        "id2label": {str(k): f"LABEL_{k}" for k in range(n)},
+        "label2id": {f"LABEL_{k}": k for k in range(n)},
+        **({"problem_type": "regression"} if n == 1 else {}),
+    }
+
+
+def paper_models() -> list[HubModel]:
+    """Every model repo kdgrid names for the paper (`kdgrid.core.models.TEACHERS`, `kdgrid.core.init`)."""
+    models = []
+    for task in GLUE_CONFIGS:
+        n = NUM_LABELS[task]
+        identity = None if n == 1 else tuple(range(n))
+        suffix = _TEXTATTACK_NAMES[task]
+        base_id = (
+            "ishan/bert-base-uncased-mnli" if suffix is None else f"textattack/bert-base-uncased-{suffix}"
+        )
+        base_order = LEGACY_RUN_GLUE_MNLI_ORDER if task == "mnli" else identity
+        models.append(
+            HubModel(
+                base_id,
+                **BASE_TEACHER_SHAPE,
+                num_labels=n,
+                class_order=base_order,
+                config_extra=_classifier_config(task),
+            )
+        )
+        models.append(
+            HubModel(
+                f"yoshitomo-matsubara/bert-large-uncased-{task}",
+                **LARGE_TEACHER_SHAPE,
+                num_labels=n,
+                class_order=identity,
+                config_extra=_classifier_config(task),
+            )
+        )
+    for layers, width in COMPACT_SHAPES.values():
+        heads = width // 64
+        models.append(
+            HubModel(
+                f"google/bert_uncased_L-{layers}_H-{width}_A-{heads}",
+                layers,
+                width,
+                heads,
+                4 * width,
+                num_labels=None,
+                drop_config_keys=(
+                    "architectures",
+                    "model_type",
+                    "transformers_version",
+                    "dtype",
+                    "torch_dtype",
+                ),
+                tokenizer_files=False,
+            )
+        )
+    return models
+
+
+# --------------------------------------------------------------------------------------------- the cache layout
+
+
+def git_blob_sha1(data: bytes) -> str:
+    """The etag the Hub gives a regular (non-LFS) file: git's blob hash."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+LFS_SUFFIXES = (".bin", ".safetensors", ".parquet", ".h5", ".msgpack", ".arrow")
+
+
+def write_repo(hub_cache: Path, repo_id: str, files: dict[str, bytes], repo_type: str = "model") -> Path:
+    """Write one repo into ``hub_cache`` the way ``hf_hub_download`` leaves it; returns its snapshot folder.
+
+    The commit hash is derived from the repo id and the files (40 hex digits, stable across runs).
+    """
+    folder = hub_cache / f"{repo_type}s--{repo_id.replace('/', '--')}"
+    digest = hashlib.sha1(repo_id.encode())
+    etags = {}
+    for path in sorted(files):
+        data = files[path]
+        etag = hashlib.sha256(data).hexdigest() if path.endswith(LFS_SUFFIXES) else git_blob_sha1(data)
+        etags[path] = etag
+        digest.update(f"{path}\0{etag}\0".encode())
+    commit = digest.hexdigest()
+    (folder / "blobs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs").mkdir(exist_ok=True)
+    (folder / "refs" / "main").write_text(commit)
+    snapshot = folder / "snapshots" / commit
+    for path, data in files.items():
+        blob = folder / "blobs" / etags[path]
+        if not blob.exists():
+            blob.write_bytes(data)
+        link = snapshot / path
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    return snapshot
+
+
+def saved_files(model: torch.nn.Module, drop_config_keys: Sequence[str]) -> dict[str, bytes]:
+    """``config.json`` and ``pytorch_model.bin`` of a model (not safetensors: the real repos predate it)."""
+    config = model.config.to_dict()
+    for key in drop_config_keys:
+        config.pop(key, None)
+    for key in ("_name_or_path", "_attn_implementation_autoset", "_commit_hash", "transformers_version"):
+        config.pop(key, None)
+    with tempfile.TemporaryDirectory() as tmp:
+        weights = Path(tmp) / "pytorch_model.bin"
+        torch.save({k: v.contiguous() for k, v in model.state_dict().items()}, weights)
+        return {
+            "config.json": (json.dumps(config, indent=2, sort_keys=True) + "\n").encode(),
+            "pytorch_model.bin": weights.read_bytes(),
+        }
+
+
+def vocabulary_files(with_config: bool) -> dict[str, bytes]:
+    source = teacher_dir()
+    files = {"vocab.txt": (source / "vocab.txt").read_bytes()}
+    if with_config:
+        # What a 2020 `save_pretrained` of BertTokenizer wrote: lower-casing, the special tokens, max length.
+        files["tokenizer_config.json"] = json.dumps({"do_lower_case": True, "model_max_length": 512}).encode()
+        files["special_tokens_map.json"] = (source / "special_tokens_map.json").read_bytes()
+    return files
+
+
+def vocab_size() -> int:
+    return len((teacher_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines())
+
+
+def build_model(spec: HubModel, seed: int) -> torch.nn.Module:
+    """The random model of a repo, float32, seeded."""
+    config = BertConfig(
+        vocab_size=vocab_size(),
+        hidden_size=spec.width,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        intermediate_size=spec.ffn,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        **({"num_labels": spec.num_labels} if spec.num_labels else {}),
+        **spec.config_extra,
+    )
+    torch.manual_seed(seed)
+    model = BertForPreTraining(config) if spec.num_labels is None else BertForSequenceClassification(config)
+    return model.float().eval()
+
+
+def write_model(hub_cache: Path, spec: HubModel, seed: int) -> Path:
+    model = build_model(spec, seed)
+    files = {**saved_files(model, spec.drop_config_keys), **vocabulary_files(spec.tokenizer_files)}
+    return write_repo(hub_cache, spec.repo_id, files)
+
+
+# ------------------------------------------------------------------------------------------------------ GLUE
+
+
+@dataclass(frozen=True)
+class GlueConfig:
+    """One GLUE config as ``nyu-mll/glue`` has it: text columns, label names (``None``: regression, float32)
+    and splits (test splits have label -1)."""
+
+    name: str
+    text_columns: tuple[str, ...]
+    label_names: tuple[str, ...] | None
+    splits: tuple[str, ...] = ("train", "validation", "test")
+
+
+# Column names, ClassLabel names and split names of the nyu-mll/glue dataset card's `dataset_info`
+# (https://huggingface.co/datasets/nyu-mll/glue, README.md).
+GLUE = {
+    c.name: c
+    for c in (
+        GlueConfig("cola", ("sentence",), ("unacceptable", "acceptable")),
+        GlueConfig("sst2", ("sentence",), ("negative", "positive")),
+        GlueConfig("mrpc", ("sentence1", "sentence2"), ("not_equivalent", "equivalent")),
+        GlueConfig("qqp", ("question1", "question2"), ("not_duplicate", "duplicate")),
+        GlueConfig("stsb", ("sentence1", "sentence2"), None),
+        GlueConfig(
+            "mnli",
+            ("premise", "hypothesis"),
+            ("entailment", "neutral", "contradiction"),
+            ("train", "validation_matched", "validation_mismatched", "test_matched", "test_mismatched"),
+        ),
+        GlueConfig("qnli", ("question", "sentence"), ("entailment", "not_entailment")),
+        GlueConfig("rte", ("sentence1", "sentence2"), ("entailment", "not_entailment")),
+    )
+}
+ROWS = {"train": 48, "test": 12}  # every other split (the dev sets): DEV_ROWS
+DEV_ROWS = 24
+
+
+def glue_features(config: GlueConfig) -> datasets.Features:
+    label = (
+        datasets.Value("float32")
+        if config.label_names is None
+        else datasets.ClassLabel(names=list(config.label_names))
+    )
+    return datasets.Features(
+        {
+            **{c: datasets.Value("string") for c in config.text_columns},
+            "label": label,
+            "idx": datasets.Value("int32"),
+        }
+    )
+
+
+def _words() -> list[str]:
+    """Plain lower-case words of bert-base-uncased's vocabulary (so generated text tokenizes to whole words)."""
+    vocab = (teacher_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    return [w for w in vocab[2000:6000] if w.isalpha() and w.isascii() and len(w) >= 3]
+
+
+def generate_split(config: GlueConfig, split: str, seed: int) -> dict[str, list[Any]]:
+    """Rows of one split: random sentences of 4-14 words; labels cycle through the classes (every class
+    present), shuffled; test labels are -1 as on the Hub."""
+    rng = random.Random(f"{seed}-{config.name}-{split}")
+    words = _words()
+    n = (
+        ROWS["test" if split.startswith("test") else split]
+        if split.startswith(("test", "train"))
+        else DEV_ROWS
+    )
+    test = split.startswith("test")
+    columns: dict[str, list[Any]] = {c: [] for c in config.text_columns}
+    for _ in range(n):
+        for column in config.text_columns:
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
+            columns[column].append(text + ("?" if column.startswith("question") else "."))
+    if config.label_names is None:
+        labels: list[Any] = [-1.0 if test else round(rng.uniform(0, 5), 3) for _ in range(n)]
+    else:
+        k = len(config.label_names)
+        labels = [-1] * n if test else [i % k for i in range(n)]
+        if not test:
+            rng.shuffle(labels)
+    return {**columns, "label": labels, "idx": list(range(n))}
+
+
+def _glue_card(configs: Iterable[GlueConfig], infos: dict[str, datasets.DatasetInfo]) -> bytes:
+    """The dataset card: YAML ``configs`` (data files per split) and ``dataset_info`` (features, splits), written
+    by ``datasets``' own card helpers, as ``push_to_hub`` writes them."""
+    card_data = DatasetCardData(pretty_name="GLUE (General Language Understanding Evaluation benchmark)")
+    MetadataConfigs(
+        {c.name: {"data_files": [{"split": s, "path": f"{c.name}/{s}-*"} for s in c.splits]} for c in configs}
+    ).to_dataset_card_data(card_data)
+    DatasetInfosDict(infos).to_dataset_card_data(card_data)
+    return str(DatasetCard(f"---\n{card_data.to_yaml()}\n---\n\n# GLUE (generated test fixture)\n")).encode()
+
+
+def write_glue(hub_cache: Path, datasets_cache: Path, configs: Sequence[str], seed: int) -> Path:
+    """The ``nyu-mll/glue`` repo (parquet per config and split, the card) and its prepared ``datasets`` cache."""
+    bars = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        return _write_glue([GLUE[name] for name in configs], hub_cache, datasets_cache, seed)
+    finally:
+        if bars:
+            datasets.enable_progress_bars()
+
+
+def _write_glue(chosen: list[GlueConfig], hub_cache: Path, datasets_cache: Path, seed: int) -> Path:
+    files: dict[str, bytes] = {}
+    infos: dict[str, datasets.DatasetInfo] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for config in chosen:
+            features = glue_features(config)
+            split_infos = []
+            for split in config.splits:
+                table = datasets.Dataset.from_dict(generate_split(config, split, seed), features=features)
+                path = Path(tmp) / f"{split}.parquet"
+                table.to_parquet(str(path))
+                files[f"{config.name}/{split}-00000-of-00001.parquet"] = path.read_bytes()
+                split_infos.append(datasets.SplitInfo(name=split, num_examples=len(table)))
+            infos[config.name] = datasets.DatasetInfo(
+                features=features,
+                config_name=config.name,
+                splits=datasets.SplitDict({s.name: s for s in split_infos}),
+            )
+    files["README.md"] = _glue_card(chosen, infos)
+    snapshot = write_repo(hub_cache, GLUE_REPO, files, repo_type="dataset")
+    commit = snapshot.name
+    local = LocalDatasetModuleFactory(str(snapshot)).get_module()
+    # Online, `load_dataset("nyu-mll/glue", config)` prepares the same card and data files with the builder named
+    # "glue", repo id "nyu-mll/glue" and hash = the commit, into <cache>/nyu-mll___glue/<config>/0.0.0/<commit>.
+    # The builder accepts a repo id only with hf:// data files, which need the network to resolve: it prepares
+    # here without one (into <tmp>/glue/...), and the folder is moved under the namespaced name.
+    staging = Path(tempfile.mkdtemp(dir=datasets_cache, prefix=".glue-"))
+    try:
+        for config in chosen:
+            builder = get_dataset_builder_class(local, dataset_name="glue")(
+                cache_dir=str(staging),
+                dataset_name="glue",
+                config_name=config.name,
+                hash=commit,
+                info=local.dataset_infos.get(config.name),
+                base_path=str(snapshot),
+            )
+            builder.download_and_prepare()
+        target = datasets_cache / GLUE_REPO.replace("/", "___")
+        for config_dir in (staging / "glue").iterdir():
+            shutil.rmtree(target / config_dir.name, ignore_errors=True)
+            target.mkdir(parents=True, exist_ok=True)
+            config_dir.rename(target / config_dir.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return snapshot
+
+
+# ---------------------------------------------------------------------------------------------------- entry
+
+
+def build_hub_cache(
+    root: Path,
+    *,
+    repo_ids: Iterable[str] | None = None,
+    glue_configs: Sequence[str] = GLUE_CONFIGS,
+    seed: int = SEED,
+) -> Path:
+    """Populate ``root/hub`` and ``root/datasets`` (see the module docstring); returns ``root``.
+
+    ``repo_ids`` limits the models (default: every repo of `paper_models`); ``glue_configs`` the GLUE configs.
+    Every model's weights are seeded by ``seed`` and its position in `paper_models`, so a repo's bytes do not
+    depend on which others are built.
+    """
+    root = Path(root)
+    hub_cache, datasets_cache = root / "hub", root / "datasets"
+    hub_cache.mkdir(parents=True, exist_ok=True)
+    datasets_cache.mkdir(parents=True, exist_ok=True)
+    wanted = None if repo_ids is None else set(repo_ids)
+    known = paper_models()
+    unknown = (wanted or set()) - {m.repo_id for m in known}
+    if unknown:
+        raise ValueError(f"no fixture model for {sorted(unknown)}")
+    for index, spec in enumerate(known):
+        if wanted is None or spec.repo_id in wanted:
+            write_model(hub_cache, spec, seed + index)
+    if glue_configs:
+        write_glue(hub_cache, datasets_cache, glue_configs, seed)
+    return root
+
+
+def offline_environment(root: Path) -> dict[str, str]:
+    """The environment variables that make the libraries read ``root`` offline."""
+    root = Path(root)
+    return {
+        "HF_HOME": str(root),
+        "HF_HUB_CACHE": str(root / "hub"),
+        "HF_DATASETS_CACHE": str(root / "datasets"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
