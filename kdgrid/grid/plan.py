@@ -1,8 +1,8 @@
 """Planning: trials into jobs that share one teacher pass, split to a size and memory budget.
 
 Trials with the same `kdgrid.trial.group_key` (task, teacher, seed, batch size, sequence length, epochs, train
-subset) see the same batches in the same order, so one teacher forward per batch can feed all of them (design
-decision 6). A group larger than ``max_group_size`` trials, or whose students would need more than
+subset) see the same batches in the same order, so one teacher forward per batch can feed all of them (see
+docs/design.md). A group larger than ``max_group_size`` trials, or whose students would need more than
 ``memory_budget_gb`` together, is split into several jobs. The split is deterministic (trials sorted by id), so
 a re-planned job keeps its checkpoints.
 
@@ -18,6 +18,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from kdgrid.core.models import student_shape
+from kdgrid.store.layout import checkpoints_dir
 from kdgrid.trial import GROUP_FIELDS, Trial, group_key
 
 Job = list[Trial]
@@ -30,8 +32,6 @@ def estimate_trial_memory_gb(trial: Trial) -> float:
     """A rough upper bound of one student's training memory in GiB: weights, gradients and AdamW moments
     (16 bytes per parameter) plus activations kept for the backward pass (about 20 values per token per layer
     and width, and the attention scores and probabilities). Only used to split jobs, never to refuse one."""
-    from kdgrid.core.models import student_shape
-
     shape = student_shape(trial.student)
     tokens = trial.batch_size * trial.max_length
     activations = shape.layers * (
@@ -50,8 +50,6 @@ def group_hash(trial: Trial) -> str:
 def checkpoint_dir_for(store_dir: Path, job: Job) -> Path:
     """Where a job keeps its epoch checkpoints: ``<store>/_checkpoints/<group hash>``. The core writes one file
     per trial id inside it, so split jobs of one group can share the folder."""
-    from kdgrid.store.layout import checkpoints_dir
-
     return checkpoints_dir(Path(store_dir)) / group_hash(job[0])
 
 
@@ -86,8 +84,7 @@ def plan_jobs(
 
     jobs: list[Job] = []
     for key in sorted(groups, key=lambda k: json.dumps(k, default=str)):
-        # ids are hashes computed on access: compute each once
-        members = [t for _, t in sorted(((t.trial_id, t) for t in groups[key]), key=lambda pair: pair[0])]
+        members = sorted(groups[key], key=lambda trial: trial.trial_id)
         job: Job = []
         used = 0.0
         for trial in members:
