@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kdgrid.bundled_sweeps import find_sweep
+from kdgrid.core.train import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid import Sweep, load_sweep, plan_jobs, store_problems
 from kdgrid.grid.state import SweepState, sweep_state
@@ -40,6 +41,12 @@ Log = Callable[[str], None]
 
 def _quiet(_line: str) -> None:
     """The default ``log`` of `run_sweep`: a library call prints nothing unless asked to."""
+
+
+def load_named_sweep(sweep: Path | str, *, store_dir: Path | str | None = None) -> Sweep:
+    """`kdgrid.grid.load_sweep` of a sweep file, or of the sweep shipped with kdgrid that a bare name names
+    (`kdgrid.bundled_sweeps.find_sweep`)."""
+    return load_sweep(find_sweep(sweep), store_dir=store_dir)
 
 
 def memory_budget(value: float | str, executor: Executor) -> MemoryBudget:
@@ -98,10 +105,6 @@ def check_trials_here(trials: list[Trial]) -> None:
     Raises:
         ConfigError: every trial that cannot run here, one line each.
     """
-    # torch (via the core) is imported only when a pre-flight runs: `kdgrid plan` and `kdgrid status` use
-    # this module too and start in a third of the time without it.
-    from kdgrid.core.train import validate_trials
-
     problems: list[str] = []
     for job in plan_sweep_jobs(trials, 0, None):
         try:
@@ -220,7 +223,7 @@ def run_sweep(
             trials the pre-flight finds cannot run here; nothing has run then.
     """
     store = Path(store)
-    spec = load_sweep(find_sweep(sweep), store_dir=store)
+    spec = load_named_sweep(sweep, store_dir=store)
     runner, budget = executor_and_budget(executor, executor_settings, memory_budget_gb)
     problems = store_problems(store, create=True)
     if problems:

@@ -6,8 +6,10 @@
 
 A trial two sweeps share runs once (the second sweep finds it done), so its rows name only the sweep that ran
 it; the membership files let analysis count it in both sweeps' tables without reading any sweep file
-(`analysis.tidy.table_trials`). `kdgrid run` and `kdgrid resume` record a sweep's membership before they run
-anything, also when there is nothing left to run.
+(`analysis.tidy.membership_tables`). `kdgrid run` and `kdgrid resume` (`kdgrid.sweep_run.run_sweep`) record a
+sweep's membership before they run anything, also when there is nothing left to run. A store written before
+memberships were recorded has none: analysis then goes by the ``sweep`` and ``study`` columns of the rows alone,
+and running each sweep again (`kdgrid resume`, which reruns nothing done) records its membership.
 
 The files are immutable and named by their content: recording the same membership again writes nothing, two
 runs of different sweeps (or of one sweep) never write the same file with different content, and an edited sweep

@@ -41,7 +41,9 @@ def test_odd_sweep_names_stay_one_visible_file_each(tmp_path: Path) -> None:
         record_membership(tmp_path, name, {"t": "main"})
     names = sorted(p.name for p in memberships_dir(tmp_path).iterdir())
     assert len(names) == 4 and not any(n.startswith(".") or "/" in n for n in names)
-    assert sorted(s.sweep for s in read_memberships(tmp_path)) == sorted([".hidden", "a/b", "a%2Fb", "üñï code"])
+    assert sorted(s.sweep for s in read_memberships(tmp_path)) == sorted(
+        [".hidden", "a/b", "a%2Fb", "üñï code"]
+    )
 
 
 def test_temporary_files_are_not_read_and_a_foreign_file_is_refused(tmp_path: Path) -> None:
@@ -65,7 +67,9 @@ def _record_many(store: str, sweep: str) -> None:
 def test_concurrent_runs_of_sweeps_never_collide(tmp_path: Path) -> None:
     # Two processes per sweep, two sweeps, all recording at once: one complete file per sweep, nothing left over.
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_record_many, args=(str(tmp_path), s)) for s in ("s1", "s2", "s1", "s2")]
+    workers = [
+        context.Process(target=_record_many, args=(str(tmp_path), s)) for s in ("s1", "s2", "s1", "s2")
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
