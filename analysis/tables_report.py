@@ -1,31 +1,34 @@
 """What `kdgrid tables` and `kdgrid demo` print: read a store, lay out the tables asked for, compare, render.
 
-Kept apart from the command module so `kdgrid demo` and tests call the same code as the CLI.
+Kept apart from the command module so that `kdgrid demo` and tests call the same code as the CLI. Which
+tables a trial counts in comes from the store alone (its rows and the sweep memberships recorded when its sweeps
+ran), so this works from an installed package as from a checkout.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from analysis.compare import compare_with_paper
 from analysis.render import check_format, render, to_rich
 from analysis.tables import PAPER_TABLES, TABLE_CHOICES, TableView, build_view, get_spec, tables_in
 from analysis.tables_claims import claim_notes
-from analysis.tidy import store_to_tidy, table_of
+from analysis.tidy import membership_tables, store_to_tidy
+from kdgrid.bundled_sweeps import bundled_sweep_files
 from kdgrid.errors import ConfigError, KdgridError
-
-SWEEPS_DIR = Path(__file__).resolve().parent.parent / "sweeps"
+from kdgrid.store import read_store, scores_long
+from kdgrid.store.membership import read_memberships
 
 
 def sweep_files(name: str) -> list[str]:
-    """The sweep file(s) producing table ``name`` (``sweeps/table5_*.yaml``), or the pattern if none exists."""
+    """The sweep file(s) producing table ``name`` (``sweeps/table5_*.yaml``) among those shipped with kdgrid,
+    or the pattern if none is; only for the hints in messages."""
     pattern = get_spec(name).sweep
-    found = sorted(SWEEPS_DIR.glob(pattern)) if SWEEPS_DIR.is_dir() else []
-    return [f"sweeps/{path.name}" for path in found] or [f"sweeps/{pattern}"]
+    return [f"sweeps/{path.name}" for path in bundled_sweep_files(pattern)] or [f"sweeps/{pattern}"]
 
 
 def missing_table_error(name: str, store_dir: Path) -> KdgridError:
@@ -37,49 +40,21 @@ def missing_table_error(name: str, store_dir: Path) -> KdgridError:
     )
 
 
-def sweep_memberships(tables: Iterable[str] | None = None) -> dict[str, set[str]]:
-    """Table -> trial ids of the sweeps that produce it (``sweeps/table5_*.yaml``, ``sweeps/demo.yaml``), for
-    ``tables`` (default: every table).
-
-    A trial two sweeps share runs once (the second sweep finds it done) and its row names the first sweep's
-    study; this lets it count in both tables. A sweep file that does not load is skipped (its own commands
-    report its problems)."""
-    from kdgrid.grid import load_sweep
-
-    if not SWEEPS_DIR.is_dir():
-        return {}
-    names = list(tables) if tables is not None else list(TABLE_CHOICES)
-    paths = sorted({path for name in names for path in SWEEPS_DIR.glob(get_spec(name).sweep)})
-    memberships: dict[str, set[str]] = {}
-    for path in paths:
-        try:
-            sweep = load_sweep(path)
-        except (KdgridError, OSError):
-            continue
-        for planned in sweep.trials:
-            table = table_of(planned.study, path.name)
-            if table in TABLE_CHOICES:
-                memberships.setdefault(table, set()).add(planned.trial.trial_id)
-    return memberships
-
-
-def load_tidy(
-    store_dir: Path, kind: str = "best", *, tables: Iterable[str] | None = None, use_sweeps: bool = True
-) -> pd.DataFrame:
-    """The store at ``store_dir`` in the tidy format, seeds aggregated (`analysis.tidy.store_to_tidy`); with
-    ``use_sweeps``, a trial counts in every table (of ``tables``, default all) whose sweep lists it."""
+def load_tidy(store_dir: Path, kind: str = "best") -> pd.DataFrame:
+    """The store at ``store_dir`` in the tidy format, seeds aggregated (`analysis.tidy.store_to_tidy`); a trial
+    counts in every table whose sweep lists it, as the sweeps' memberships recorded in the store say
+    (`analysis.tidy.membership_tables`; a store written before memberships were recorded falls back to each
+    row's own study and sweep). No sweep file is read."""
     store_dir = Path(store_dir)
     if not store_dir.is_dir():
         raise KdgridError(f"no results store at {store_dir} (run a sweep first, or pass --store DIR)")
-    from kdgrid.store import read_store, scores_long
-
     store_df = read_store(store_dir)
     if store_df.empty:
         return store_to_tidy(
             store_df, pd.DataFrame(columns=["trial_id", "dev_set", "metric", "value", "kind"])
         )
-    memberships = sweep_memberships(tables) if use_sweeps else None
-    return store_to_tidy(store_df, scores_long(store_df), kind=kind, table_trials=memberships)
+    tables = membership_tables(read_memberships(store_dir))
+    return store_to_tidy(store_df, scores_long(store_df), kind=kind, table_trials=tables)
 
 
 def table_names(which: str) -> list[str]:
@@ -114,8 +89,6 @@ def build_report(tidy: pd.DataFrame, which: str, store_dir: Path, *, compare: st
         view = build_view(get_spec(name), tidy)
         view.notes.extend(claim_notes(name, tidy))
         if compare == "paper" and name in PAPER_TABLES:
-            from analysis.compare import compare_with_paper
-
             view = compare_with_paper(view)
         views.append(view)
     if not views:
@@ -150,7 +123,7 @@ def demo_table(store_dir: Path | str, kind: str = "best"):  # -> rich renderable
     """The demo study's table (knowledge x strategy for bert-tiny on polarity, with the soft-label-only and
     hard-label-only baselines beside it) as a rich renderable, for `kdgrid demo` to print."""
     store_dir = Path(store_dir)
-    tidy = load_tidy(store_dir, kind, tables=["demo"])
+    tidy = load_tidy(store_dir, kind)
     if "demo" not in tables_in(tidy):
         raise missing_table_error("demo", store_dir)
     return to_rich(build_view(get_spec("demo"), tidy))

@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from kdgrid.errors import ConfigError
+from kdgrid.store.membership import SweepMembership
 
 # Columns that identify a configuration (a number's place); ``seed`` is aggregated away.
 CONFIG_COLUMNS: tuple[str, ...] = (
@@ -100,13 +101,32 @@ KNOWN_TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8", "demo")
 
 
 def table_of(study: Any, sweep: Any) -> str:
-    """The table a store row belongs to: its study if that names a table (``table5``, ``demo``), else its sweep
-    if that does (``sweeps/table5_single_match.yaml``), else the study (or sweep) name as it is."""
+    """The table a (study, sweep) pair belongs to, a store row's or a recorded membership's: its study if that
+    names a table (``table5``, ``demo``), else its sweep if that does (``table5_single_match``, or a file name
+    ``sweeps/table5_single_match.yaml``), else the study (or sweep) name as it is. The one rule from names to
+    tables: a sweep file's name says which table it produces."""
     names = [table_name(study), table_name(Path(_text(sweep)).stem) if _text(sweep) else ""]
     for name in names:
         if name in KNOWN_TABLES:
             return name
     return names[0] or names[1]
+
+
+def membership_tables(memberships: Iterable[SweepMembership]) -> dict[str, set[str]]:
+    """Table -> the trial ids that the recorded sweep memberships (`kdgrid.store.membership`) put in it, for the
+    tables the analysis lays out (`KNOWN_TABLES`); each (study, sweep) pair is mapped by `table_of`.
+
+    A store written before memberships were recorded has none: its trials then count only in the tables of
+    the rows' own ``study`` and ``sweep`` columns (`store_to_tidy`), so a trial two sweeps share counts in the
+    table of the sweep that ran it until the other sweep is run again (`kdgrid resume` records its membership
+    and runs nothing that is done)."""
+    tables: dict[str, set[str]] = {}
+    for membership in memberships:
+        for trial_id, study in membership.trials.items():
+            table = table_of(study, membership.sweep)
+            if table in KNOWN_TABLES:
+                tables.setdefault(table, set()).add(trial_id)
+    return tables
 
 
 def knowledge_label(value: Any) -> str:
@@ -185,9 +205,9 @@ def _trial_rows(
 ) -> pd.DataFrame:
     """The done rows of the store with the config columns of the tidy format: one row per (trial, table).
 
-    A trial belongs to the table of every study that wrote a row of it (``study`` ``table5`` -> ``"5"``; the
-    sweep name where no study was given) and to every table of ``table_trials`` listing its id: a trial shared
-    by two sweeps runs once (resume skips it the second time) but counts in both tables."""
+    A trial belongs to the table of every (study, sweep) that wrote a row of it (`table_of`) and to every table
+    of ``table_trials`` listing its id (the recorded memberships, `membership_tables`): a trial shared by two sweeps
+    runs once (the second sweep finds it done) but counts in both tables."""
     required = {"trial_id", "task", "student"}
     missing = required - set(store_df.columns)
     if missing:
@@ -291,8 +311,9 @@ def store_to_tidy(
         scores_df: `kdgrid.store.scores_long` output: ``trial_id, dev_set, metric, value, kind``.
         kind: ``best`` (the best epoch's scores, what the paper reports) or ``last``.
         per_seed: keep one row per seed (with a ``seed`` column) instead of aggregating.
-        table_trials: table name -> trial ids of its sweep(s): a trial listed there counts in that table even
-            when the row in the store was written by another study's sweep.
+        table_trials: table name -> trial ids of its sweep(s) (`membership_tables` of the store's recorded
+            memberships): a trial listed there counts in that table even when the row in the store was written
+            by another study's sweep. Without it a trial counts only in the table of its rows' study/sweep.
 
     Returns:
         One row per (configuration, dev set, metric) with ``value`` the mean over seeds, ``std`` the sample

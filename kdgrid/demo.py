@@ -3,7 +3,8 @@
 Every step is the same code path a user takes by hand, and every step skips what is already done:
 1. `kdgrid assets fetch`: the offline teacher and the polarity corpus;
 2. `kdgrid teacher finetune polarity`: the MiniLM teacher fine-tuned on polarity (cached by content hash);
-3. `kdgrid resume sweeps/demo.yaml`: the 52 trials of the demo, with the local executor (done trials never rerun);
+3. `kdgrid resume demo` (`kdgrid.sweep_run.run_sweep`): the 52 trials of the demo sweep shipped with kdgrid
+   (``sweeps/demo.yaml``), with the local executor (done trials never rerun);
 4. `kdgrid tables demo` and `kdgrid figures`: the demo's table in the terminal, its figures under the store.
 A second run trains nothing and prints the same table.
 """
@@ -13,33 +14,43 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import typer
 from rich.console import Console
 
+from analysis.figures import write_store_figures
+from analysis.tables_report import demo_table
+from kdgrid import assets
+from kdgrid.bundled_sweeps import bundled_sweep
+from kdgrid.core.teacher import finetune_teacher
 from kdgrid.errors import ConfigError
+from kdgrid.sweep_run import SweepRun, run_sweep
 
-DEMO_SWEEP = "demo.yaml"
+DEMO_SWEEP = "demo"
 DEMO_TASK = "polarity"
+# Attempts per trial: a trial that failed once is retried by the next `kdgrid demo`, not forever.
+DEMO_MAX_ATTEMPTS = 2
 
 
 def demo_sweep_path() -> Path:
-    """``sweeps/demo.yaml`` of the working directory, else of the checkout kdgrid is installed from."""
-    for root in (Path.cwd(), Path(__file__).resolve().parents[1]):
-        candidate = root / "sweeps" / DEMO_SWEEP
-        if candidate.is_file():
-            return candidate
-    raise ConfigError(
-        f"sweeps/{DEMO_SWEEP} not found in {Path.cwd()} nor beside the kdgrid package; "
-        "run `kdgrid demo` from a kdgrid checkout"
-    )
+    """The demo sweep shipped with kdgrid (`kdgrid.bundled_sweeps`).
+
+    Raises:
+        ConfigError: it is not installed (a checkout without the ``kdgrid/sweeps`` link).
+    """
+    path = bundled_sweep(DEMO_SWEEP)
+    if path is None:
+        raise ConfigError(
+            f"the demo sweep {DEMO_SWEEP}.yaml is not installed with kdgrid; pass --sweep sweeps/demo.yaml"
+        )
+    return path
 
 
-def run_demo(store: Path = Path("results"), *, sweep: Path | None = None, workers: int = 0) -> None:
-    """Run every missing step of the demo and print its table; figures go to ``<store>/figures``."""
-    from kdgrid import assets
-    from kdgrid.commands.sweep import resume
-    from kdgrid.core.teacher import finetune_teacher
+def run_demo(store: Path = Path("results"), *, sweep: Path | None = None, workers: int = 0) -> SweepRun:
+    """Run every missing step of the demo and print its table; figures go to ``<store>/figures``.
 
+    Returns:
+        The run of the demo sweep: a trial that failed is in its ``failed_now`` (the table is printed all the
+        same; `kdgrid demo` then exits 1).
+    """
     console = Console()
     started = time.time()
     sweep = sweep or demo_sweep_path()
@@ -58,20 +69,18 @@ def run_demo(store: Path = Path("results"), *, sweep: Path | None = None, worker
     )
 
     console.rule(f"[bold]3/4 {sweep.name}: the study, one teacher pass shared per job (local executor)")
-    failed: typer.Exit | None = None
-    settings = [f"local_workers={workers}"] if workers else None
-    try:
-        resume(sweep, store=store, settings=settings, max_attempts=2)
-    except typer.Exit as exit_:  # a trial of this run failed: show the table all the same, then exit non-zero
-        failed = exit_
+    outcome = run_sweep(
+        sweep,
+        store,
+        executor_settings={"local_workers": workers} if workers else None,
+        max_attempts=DEMO_MAX_ATTEMPTS,
+        # `out`, not `print`: a progress line holds "[study]", which rich would read as markup.
+        log=lambda line: console.out(line, highlight=False),
+    )
 
     console.rule("[bold]4/4 the demo table")
-    from analysis.figures import write_store_figures
-    from analysis.tables_report import demo_table
-
     console.print(demo_table(store))
     figures = write_store_figures(store, store / "figures")
     console.print(f"{len(figures)} figure files in {store / 'figures'}")
     console.print(f"demo finished in {time.time() - started:.0f} s; rerun it and nothing is trained again.")
-    if failed is not None:
-        raise failed
+    return outcome

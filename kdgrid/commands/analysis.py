@@ -33,10 +33,11 @@ def tables(
     from rich.console import Console
 
     from analysis.render import check_format, to_rich
-    from analysis.tables_report import build_report, load_tidy, render_report, table_names
+    from analysis.tables_report import build_report, load_tidy, render_report, sweep_files, table_names
 
     check_format(fmt)
-    tidy = load_tidy(store, kind, tables=table_names(table))
+    table_names(table)  # an unknown table is refused before the store is read
+    tidy = load_tidy(store, kind)
     report = build_report(tidy, table, store, compare=compare)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -55,8 +56,6 @@ def tables(
         console.print()
     for name in report.missing:
         label = "the demo table" if name == "demo" else f"Table {name}"
-        from analysis.tables_report import sweep_files
-
         console.print(f"[dim]no trials of {label} in {store} (sweep: {sweep_files(name)[0]})[/]")
 
 

@@ -18,6 +18,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from kdgrid.core.models import student_shape
+from kdgrid.store.layout import checkpoints_dir
 from kdgrid.trial import GROUP_FIELDS, Trial, group_key
 
 Job = list[Trial]
@@ -30,8 +32,6 @@ def estimate_trial_memory_gb(trial: Trial) -> float:
     """A rough upper bound of one student's training memory in GiB: weights, gradients and AdamW moments
     (16 bytes per parameter) plus activations kept for the backward pass (about 20 values per token per layer
     and width, and the attention scores and probabilities). Only used to split jobs, never to refuse one."""
-    from kdgrid.core.models import student_shape
-
     shape = student_shape(trial.student)
     tokens = trial.batch_size * trial.max_length
     activations = shape.layers * (
@@ -50,8 +50,6 @@ def group_hash(trial: Trial) -> str:
 def checkpoint_dir_for(store_dir: Path, job: Job) -> Path:
     """Where a job keeps its epoch checkpoints: ``<store>/_checkpoints/<group hash>``. The core writes one file
     per trial id inside it, so split jobs of one group can share the folder."""
-    from kdgrid.store.layout import checkpoints_dir
-
     return checkpoints_dir(Path(store_dir)) / group_hash(job[0])
 
 

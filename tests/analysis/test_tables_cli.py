@@ -9,18 +9,20 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-import analysis.tables_report as tables_report
-from analysis.tables_report import demo_table, sweep_memberships
+import kdgrid.bundled_sweeps as bundled_sweeps
+from analysis.tables_report import demo_table
 from kdgrid.cli import app, main
 from tests.analysis.tables_testing import result, write
+from kdgrid.store.membership import record_membership
 
 
 @pytest.fixture(autouse=True)
 def sweeps_dir(tmp_path, monkeypatch):
-    """An empty sweeps folder: tests do not depend on the repository's sweep files."""
+    """An empty folder of bundled sweeps: the hints in messages do not depend on the sweep files kdgrid ships
+    (the tables never read a sweep file)."""
     folder = tmp_path / "sweeps"
     folder.mkdir()
-    monkeypatch.setattr(tables_report, "SWEEPS_DIR", folder)
+    monkeypatch.setattr(bundled_sweeps, "BUNDLED_SWEEPS_DIR", folder)
     return folder
 
 
@@ -133,15 +135,13 @@ def test_demo_table_of_a_store_without_the_demo_names_the_sweep(store):
         demo_table(store)
 
 
-def test_a_trial_listed_by_another_tables_sweep_counts_there(store, sweeps_dir):
-    # The MRPC T=1, weight 0.1 trial was written by table4's sweep; a table1 sweep listing it counts it too.
-    (sweeps_dir / "table1_init.yaml").write_text(
-        "name: table1_init\nstudies:\n  table1:\n    fixed: {task: mrpc, teacher: bert-base, student: bert-mini,"
-        " temperature: 1.0, alpha: 0.1}\n"
-    )
-    memberships = sweep_memberships()
-    if not memberships:
-        pytest.skip("the sweep grammar changed; the membership path is covered by test_tables_tidy")
+def test_a_trial_listed_by_another_tables_sweep_counts_there(store):
+    # The MRPC T=1, weight 0.1 trial was written by table4's sweep; a table1 sweep listing it counts it too,
+    # as the membership its run recorded in the store says (the table1 sweep itself ran nothing).
+    shared = result(0.7010, student="bert-mini", temperature=1.0, alpha=0.1).trial.trial_id
+    out = invoke("tables", "1", "--store", str(store), "--format", "markdown")
+    assert "holds no trials of Table 1" in str(out.exception)  # not before its sweep listed it
+    record_membership(store, "table1_init", {shared: "main"})
     out = invoke("tables", "1", "--store", str(store), "--format", "markdown")
     assert out.exit_code == 0, out.output
     assert "0.7010" in out.output
@@ -203,7 +203,7 @@ def test_demo_table_from_a_real_run_of_the_core(tmp_path):
     from analysis.tables import HARD_ONLY, SOFT_ONLY, Column, view_table
     from analysis.tables_report import load_tidy
 
-    view = view_table("demo", load_tidy(store, tables=["demo"]))
+    view = view_table("demo", load_tidy(store))
     main_block, baselines = view.blocks
     values = [
         main_block.cell("cos", Column("Last-1")).value,

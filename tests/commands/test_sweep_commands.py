@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from kdgrid.cli import app, main
 from kdgrid.launch.testing import job_log_jobs, store_studies
 from kdgrid.store import latest_state, read_store
+from kdgrid.store.membership import SweepMembership, memberships_dir, read_memberships
 
 FAKE = [
     "--set",
@@ -86,6 +87,11 @@ def test_plan_run_status_and_a_second_run_that_does_nothing(tmp_path: Path) -> N
     code, out = invoke("run", sweep, "--store", store, *FAKE)
     assert code == 0 and "running 0" in out
     assert len(starts(tmp_path)) == 7  # run never repeats a done trial
+    from kdgrid.grid import load_sweep
+
+    # the run recorded which trials the sweep lists, once (the second run wrote no second file)
+    assert read_memberships(store) == [SweepMembership("cli-test", load_sweep(sweep).study_of())]
+    assert len(list(memberships_dir(store).iterdir())) == 1
     frame = read_store(store)
     assert (
         len(frame) == 7 and set(frame["study"]) == {"grid", "extra"} and set(frame["sweep"]) == {"cli-test"}
@@ -156,6 +162,25 @@ def test_a_killed_worker_then_resume_completes_exactly_the_missing_trials(tmp_pa
     assert set(latest_state(frame)["state"]) == {"done"}
 
 
+def test_a_trial_two_sweeps_share_runs_once_and_counts_in_both_tables(tmp_path: Path) -> None:
+    from analysis.tables import tables_in
+    from analysis.tables_report import load_tidy
+
+    fixed = {"task": "mrpc", "teacher": "bert-base", "student": "bert-mini", "alpha": 0.1}
+    table4, table1 = tmp_path / "table4_t.yaml", tmp_path / "table1_i.yaml"
+    table4.write_text(json.dumps({"name": "table4_t", "fixed": fixed, "axes": {"temperature": [1, 2]}}))
+    table1.write_text(json.dumps({"name": "table1_i", "fixed": {**fixed, "temperature": 1}}))
+    store = tmp_path / "store"
+    assert invoke("run", table4, "--store", store, *FAKE)[0] == 0
+    code, out = invoke("resume", table1, "--store", store, *FAKE)
+    assert code == 0 and "running 0" in out  # the shared trial is done: the second sweep runs nothing
+    frame = read_store(store)
+    assert len(frame) == 2 and set(frame["sweep"]) == {"table4_t"}
+    tidy = load_tidy(store)
+    assert set(tables_in(tidy)) == {"1", "4"}
+    assert len(tidy[tidy["table"] == "1"]) == 1 and len(tidy[tidy["table"] == "4"]) == 2
+
+
 def user_error(capsys: pytest.CaptureFixture[str], *args: object) -> str:
     """Run the CLI as a user does; it must exit 2 with one message and no traceback. Returns the message."""
     with pytest.raises(SystemExit) as exit_info:
@@ -184,6 +209,7 @@ def test_bad_input_is_refused_before_anything_runs(
                                                       "slurm_partition=x")  # fmt: skip
     assert "write KEY=VALUE" in user_error(capsys, "run", good, "--store", tmp_path / "s", "--set", "oops")
     assert not starts(tmp_path) and not (tmp_path / "s" / "rows").exists()
+    assert read_memberships(tmp_path / "s") == []
 
 
 def test_store_compact_command(tmp_path: Path) -> None:
@@ -288,3 +314,22 @@ def test_a_bad_memory_budget_is_refused_naming_the_option(
             f"--memory-budget-gb: expected a number of GB >= 0 (0 = off) or 'auto', got '{value}'" in message
         )
     assert not starts(tmp_path)
+
+
+def test_run_sweep_returns_what_ran_and_reports_failures_without_raising(tmp_path: Path) -> None:
+    from kdgrid.sweep_run import FailedTrial, SweepCounts, run_sweep
+
+    bad = {"task": "mrpc", "temperature": 8, "options": {"test_raise": "loss went NaN"}}
+    sweep, store = sweep_file(tmp_path, bad), tmp_path / "store"
+    fake = {"job_fn": "kdgrid.launch.testing:job_to_store", "local_progress": False}
+    lines: list[str] = []
+    outcome = run_sweep(sweep, store, executor_settings=fake, preflight=False, log=lines.append)
+    assert (outcome.sweep, outcome.trials, outcome.jobs, len(outcome.ran)) == ("cli-test", 8, 2, 8)
+    assert outcome.before == SweepCounts(0, 0, 8) and outcome.after == SweepCounts(7, 1, 0)
+    [failed] = outcome.failed_now
+    assert failed == FailedTrial(failed.trial_id, "extra", "RuntimeError: loss went NaN") and not outcome.ok
+    assert outcome.done_now == 7 and lines[0] == "cli-test: 8 trials; done 0, failed 0, pending 8; running 8"
+    assert lines[-1] == f"failed {failed.trial_id} [extra]: RuntimeError: loss went NaN"
+
+    again = run_sweep(sweep, store, executor_settings=fake, preflight=False, max_attempts=1)
+    assert again.ok and again.ran == () and again.jobs == 0 and again.after == again.before

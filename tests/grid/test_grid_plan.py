@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from pathlib import Path
 
 import pytest
 
-from kdgrid.grid import checkpoint_dir_for, estimate_trial_memory_gb, group_hash, plan_jobs
+from kdgrid.grid import checkpoint_dir_for, estimate_trial_memory_gb, group_hash, load_sweep, plan_jobs
 from kdgrid.trial import Trial, group_key
 
 
@@ -78,10 +79,6 @@ def test_a_budget_below_one_student_gives_every_trial_its_own_job() -> None:
 @pytest.mark.slow
 def test_a_paper_sized_sweep_expands_to_every_trial(tmp_path: Path) -> None:
     """The benchmark's ~30,000-trial sweep (timed by benchmarks/plan_big.py, not here) expands completely."""
-    import importlib.util
-
-    from kdgrid.grid import load_sweep
-
     bench = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_big.py"
     spec = importlib.util.spec_from_file_location("plan_big", bench)
     assert spec is not None and spec.loader is not None
