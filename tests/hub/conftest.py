@@ -15,7 +15,7 @@ from pathlib import Path
 import datasets
 import huggingface_hub.constants
 import pytest
-from hub_cache import build_hub_cache, offline_environment
+from tests.hub.hub_cache import build_hub_cache, offline_environment
 
 SMALL_REPOS = (
     "textattack/bert-base-uncased-MRPC",

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import huggingface_hub
-from hub_cache import GLUE, GLUE_REPO, build_hub_cache, git_blob_sha1, paper_models
+from tests.hub.hub_cache import GLUE, GLUE_REPO, build_hub_cache, git_blob_sha1, paper_models
 
 from kdgrid.core.data.glue import GLUE_DATASET, GLUE_TASKS
 from kdgrid.core.init import turc_hub_name

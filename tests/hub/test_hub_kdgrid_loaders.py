@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hub_cache import GLUE, HubModel, build_model, saved_files, vocabulary_files, write_repo
+from tests.hub.hub_cache import GLUE, HubModel, build_model, saved_files, vocabulary_files, write_repo
 
 from kdgrid.core.data import get_task, load_splits, tokenize_task
 from kdgrid.core.data.glue import GLUE_TASKS, GlueUnavailableError
