@@ -200,10 +200,10 @@ def test_demo_table_from_a_real_run_of_the_core(tmp_path):
     assert "synthetic-single-binary · bert-tiny" in text
     assert "soft labels only" in text and "hard labels only" in text
     # every trial's number is in its place, a real accuracy
-    from analysis.tables import HARD_ONLY, SOFT_ONLY, Column, view_table
+    from analysis.tables import HARD_ONLY, SOFT_ONLY, Column, build_view, get_spec
     from analysis.tables_report import load_tidy
 
-    view = view_table("demo", load_tidy(store, tables=["demo"]))
+    view = build_view(get_spec("demo"), load_tidy(store, tables=["demo"]))
     main_block, baselines = view.blocks
     values = [
         main_block.cell("cos", Column("Last-1")).value,
