@@ -27,8 +27,6 @@ from analysis.tables import (
 )
 from kdgrid.errors import ConfigError
 
-COMPARE_CHOICES: tuple[str, ...] = ("paper",)
-
 
 def agreement(pairs: list[tuple[float, float]]) -> Agreement:
     """Mean |ours - paper| and Spearman's rho over (ours, paper) pairs; rho is NaN with fewer than 3 pairs or a

@@ -13,7 +13,6 @@ import csv
 import io
 import math
 from collections.abc import Callable
-from typing import Literal
 
 from rich.columns import Columns
 from rich.console import Console, Group, RenderableType
@@ -23,7 +22,6 @@ from rich.text import Text
 from analysis.tables import Agreement, Block, Cell, Column, TableView
 from kdgrid.errors import ConfigError
 
-Format = Literal["terminal", "markdown", "latex", "csv"]
 FORMATS: tuple[str, ...] = ("terminal", "markdown", "latex", "csv")
 MISSING = "-"
 
