@@ -35,6 +35,7 @@ from typing import Literal
 import pandas as pd
 
 from kdgrid.errors import ConfigError
+from kdgrid.paper import reported_metric
 
 CONDITION: tuple[str, ...] = ("student", "task", "dev_set")
 CONFIGURATION: tuple[str, ...] = ("knowledge", "strategy")
@@ -45,9 +46,6 @@ BestOf = Literal["configuration", "strategy_mean"]
 BEST_OF: tuple[str, ...] = ("configuration", "strategy_mean")
 VarianceOver = Literal["strategies", "configurations"]
 VARIANCE_OVER: tuple[str, ...] = ("strategies", "configurations")
-
-# The metric the paper reports per task: accuracy everywhere but STS-B.
-_REPORTED_METRIC = {"stsb": "pearson"}
 
 
 def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
@@ -60,7 +58,7 @@ def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
     if "role" in rows.columns:
         rows = rows[rows["role"].fillna("student").replace("", "student") == "student"]
     if "metric" in rows.columns:
-        wanted = rows["task"].map(lambda task: _REPORTED_METRIC.get(task, "accuracy"))
+        wanted = rows["task"].map(reported_metric)
         rows = rows[rows["metric"] == wanted]
     rows = rows[(rows["strategy"].fillna("") != "") & (rows["knowledge"].fillna("") != "")]
     keys = [*CONDITION, *CONFIGURATION]

@@ -12,9 +12,20 @@ import math
 
 import pandas as pd
 
-from analysis.tables import AVERAGE, Agreement, Block, Cell, Column, TableView, build_view, get_spec, ordered
-
-COMPARE_CHOICES: tuple[str, ...] = ("paper",)
+from analysis.paper_numbers import paper_numbers
+from analysis.tables import (
+    AVERAGE,
+    PAPER_TABLES,
+    Agreement,
+    Block,
+    Cell,
+    Column,
+    TableView,
+    build_view,
+    get_spec,
+    ordered,
+)
+from kdgrid.errors import ConfigError
 
 
 def agreement(pairs: list[tuple[float, float]]) -> Agreement:
@@ -27,6 +38,7 @@ def agreement(pairs: list[tuple[float, float]]) -> Agreement:
     mad = sum(abs(a - b) for a, b in pairs) / len(pairs)
     rho = math.nan
     if len(pairs) >= 3 and len(set(ours)) > 1 and len(set(paper)) > 1:
+        # Local: importing scipy.stats takes ~1.6 s, paid only where a block has numbers to rank.
         from scipy.stats import spearmanr
 
         rho = float(spearmanr(ours, paper).statistic)
@@ -94,16 +106,12 @@ def paper_view(name: str, paper: pd.DataFrame | None = None) -> TableView:
     """Table ``name`` laid out from the published numbers (`analysis.paper_numbers`, or ``paper`` if given)."""
     spec = get_spec(name)
     if paper is None:
-        from analysis.paper_numbers import paper_numbers
-
         paper = paper_numbers(spec.name)
     return build_view(spec, paper)
 
 
 def compare_with_paper(ours: TableView, paper: pd.DataFrame | None = None) -> TableView:
     """``ours`` with the published numbers of the same table beside it (see `attach_paper`)."""
-    from kdgrid.errors import ConfigError
-
-    if ours.name not in ("1", "2", "3", "4", "5", "6", "7", "8"):
+    if ours.name not in PAPER_TABLES:
         raise ConfigError(f"table {ours.name!r} is not in the paper: --compare paper works for tables 1-8")
     return attach_paper(ours, paper_view(ours.name, paper))

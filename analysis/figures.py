@@ -26,7 +26,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.compare import compare_with_paper
 from analysis.tables import Block, TableView, build_view, get_spec, tables_in
+from analysis.tables_report import load_tidy
 
 PAGE_WIDTH_IN = 6.75
 STYLE = {
@@ -239,8 +241,6 @@ def write_figures(tidy: pd.DataFrame, out_dir: Path, *, paper: pd.DataFrame | No
     """Every figure the tidy numbers allow, under ``out_dir``; returns the files written (PNG and PDF).
 
     ``paper``: the published numbers to scatter against (default: `analysis.paper_numbers`)."""
-    from analysis.compare import compare_with_paper
-
     out_dir = Path(out_dir)
     written: list[Path] = []
     compared = []
@@ -258,6 +258,4 @@ def write_figures(tidy: pd.DataFrame, out_dir: Path, *, paper: pd.DataFrame | No
 
 def write_store_figures(store_dir: Path, out_dir: Path, *, kind: str = "best") -> list[Path]:
     """Every figure of the store at ``store_dir`` (what `kdgrid figures` and the demo write)."""
-    from analysis.tables_report import load_tidy
-
     return write_figures(load_tidy(Path(store_dir), kind), Path(out_dir))

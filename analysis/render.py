@@ -13,12 +13,15 @@ import csv
 import io
 import math
 from collections.abc import Callable
-from typing import Literal
+
+from rich.columns import Columns
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
 
 from analysis.tables import Agreement, Block, Cell, Column, TableView
 from kdgrid.errors import ConfigError
 
-Format = Literal["terminal", "markdown", "latex", "csv"]
 FORMATS: tuple[str, ...] = ("terminal", "markdown", "latex", "csv")
 MISSING = "-"
 
@@ -224,13 +227,8 @@ def to_csv(view: TableView) -> str:
 # --- terminal (rich) --------------------------------------------------------------------------------------------
 
 
-def to_rich(view: TableView):  # -> rich.console.RenderableType
+def to_rich(view: TableView) -> RenderableType:
     """A rich renderable: one table per block (side by side where the view asks, as the demo's baselines)."""
-    from rich.columns import Columns
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
     parts = []
     for block in view.blocks:
         table = Table(title=block.title or None, title_justify="left")
@@ -260,8 +258,6 @@ def to_rich(view: TableView):  # -> rich.console.RenderableType
 
 def to_terminal_text(view: TableView, width: int = 200) -> str:
     """The terminal rendering as plain text (for ``--out`` with ``--format terminal``)."""
-    from rich.console import Console
-
     console = Console(record=True, width=width, file=io.StringIO(), color_system=None)
     console.print(to_rich(view))
     return console.export_text()

@@ -29,8 +29,22 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from analysis.tidy import normalise, reported_metric, table_name
+from analysis.tidy import normalise, table_name
 from kdgrid.errors import ConfigError
+from kdgrid.paper import (
+    APPENDIX_DEV_SETS,
+    PAPER_INITS,
+    PAPER_KNOWLEDGE,
+    PAPER_STRATEGIES,
+    PAPER_STUDENTS,
+    TABLE1_DEV_SETS,
+    TABLE1_STUDENTS,
+    TABLE2_DEV_SETS,
+    TABLE7_AVERAGED,
+    TABLE7_DEV_SETS,
+    DevSet,
+    reported_metric,
+)
 
 BoldScope = Literal["block", "row", "column", "none"]
 
@@ -139,27 +153,6 @@ INIT_LABELS = {
     "general_distillation": "General Distillation",
     "pretrain": "Pre-train",
 }
-STRATEGY_ORDER = ("First", "Last", "Dilatation", "First-1", "Last-1")
-STUDENT_ORDER_SMALL_FIRST = ("bert-small", "bert-mini", "bert-tiny")
-STUDENT_ORDER_TINY_FIRST = ("bert-tiny", "bert-mini", "bert-small")
-PAPER_KNOWLEDGE_ORDER = (
-    "attention_mse_sum",
-    "attention_ce_mean",
-    "hidden_mse",
-    "mmd",
-    "gram",
-    "cos",
-    "pkd",
-    "query_relation",
-    "key_relation",
-    "value_relation",
-)
-# The dev sets in the order of Tables 4-6 and 8 (and, by the transcription's reading, Table 3).
-APPENDIX_TASK_ORDER = ("MRPC", "SST-2", "QQP", "QNLI", "RTE", "CoLA", "STS-B", "MNLI-mm", "MNLI-m")
-TABLE1_TASK_ORDER = ("QNLI", "MRPC", "RTE", "STS-B", "QQP", "MNLI-m", "MNLI-mm", "SST-2", "CoLA")
-TABLE2_TASK_ORDER = ("CoLA", "MRPC", "STS-B", "RTE", "QQP", "MNLI-m", "SST-2", "QNLI")
-TABLE7_TASK_ORDER = ("SST-2", "STS-B", "QQP", "MRPC", "RTE", "MNLI-m", "MNLI-mm", "QNLI")
-TABLE7_AVERAGED = ("SST-2", "STS-B", "QQP", "MRPC", "RTE", "QNLI")
 TABLE2_BLOCKS = {"fixed_params": "#para ≈ 6.2M", "fixed_flops": "flops = 2G"}
 # The paper's shapes of each Table 2 block; a store's row has no block label, its shape says which block.
 TABLE2_SHAPES = {
@@ -197,6 +190,19 @@ def shape_label(student: str) -> str:
     """``w128-l12-h2-f512`` -> ``w128-l12`` (the width and depth Table 2 is about); other names unchanged."""
     match = re.fullmatch(r"(w\d+-l\d+)(?:-h\d+)?(?:-f\d+)?", student)
     return match.group(1) if match else student
+
+
+def task_labels(dev_sets: Iterable[DevSet]) -> tuple[str, ...]:
+    """The labels of dev sets in their order: ``[("mnli", "validation_matched")]`` -> ``("MNLI-m",)``."""
+    return tuple(task_label(task, dev_set) for task, dev_set in dev_sets)
+
+
+# The paper's orders (`kdgrid.paper`) as the tables label them.
+APPENDIX_TASK_ORDER = task_labels(APPENDIX_DEV_SETS)
+TABLE1_TASK_ORDER = task_labels(TABLE1_DEV_SETS)
+TABLE2_TASK_ORDER = task_labels(TABLE2_DEV_SETS)
+TABLE7_TASK_ORDER = task_labels(TABLE7_DEV_SETS)
+TABLE7_AVERAGED_LABELS = task_labels(TABLE7_AVERAGED)
 
 
 def number_label(value: float) -> str:
@@ -329,7 +335,7 @@ def _match_blocks(students: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{task} · {student}" for task in APPENDIX_TASK_ORDER for student in students)
 
 
-_STRATEGY_COLUMNS = tuple(Column(s) for s in STRATEGY_ORDER)
+_STRATEGY_COLUMNS = tuple(Column(s) for s in PAPER_STRATEGIES)
 
 SPECS: dict[str, TableSpec] = {
     spec.name: spec
@@ -341,11 +347,7 @@ SPECS: dict[str, TableSpec] = {
             _place_table1,
             bold="row",
             row_order=TABLE1_TASK_ORDER,
-            column_order=tuple(
-                Column(INIT_LABELS[i], group=s)
-                for s in STUDENT_ORDER_TINY_FIRST
-                for i in ("random", "preload", "general_distillation", "pretrain")
-            ),
+            column_order=tuple(Column(INIT_LABELS[i], group=s) for s in TABLE1_STUDENTS for i in PAPER_INITS),
         ),
         TableSpec(
             "2",
@@ -366,9 +368,7 @@ SPECS: dict[str, TableSpec] = {
             bold="row",
             row_order=APPENDIX_TASK_ORDER,
             column_order=tuple(
-                Column(t, group=g)
-                for g in ("teacher", *STUDENT_ORDER_SMALL_FIRST)
-                for t in ("bert-base", "bert-large")
+                Column(t, group=g) for g in ("teacher", *PAPER_STUDENTS) for t in ("bert-base", "bert-large")
             ),
         ),
         TableSpec(
@@ -386,8 +386,8 @@ SPECS: dict[str, TableSpec] = {
             "Table 5: single-match, knowledge x matching strategy (beta = 1)",
             "table5_*.yaml",
             _place_match,
-            block_order=_match_blocks(STUDENT_ORDER_SMALL_FIRST),
-            row_order=PAPER_KNOWLEDGE_ORDER,
+            block_order=_match_blocks(PAPER_STUDENTS),
+            row_order=PAPER_KNOWLEDGE,
             column_order=_STRATEGY_COLUMNS,
         ),
         TableSpec(
@@ -395,7 +395,7 @@ SPECS: dict[str, TableSpec] = {
             "Table 6: double-match, knowledge pair x matching strategy",
             "table6_*.yaml",
             _place_match,
-            block_order=_match_blocks(STUDENT_ORDER_SMALL_FIRST),
+            block_order=_match_blocks(PAPER_STUDENTS),
             column_order=_STRATEGY_COLUMNS,
         ),
         TableSpec(
@@ -407,15 +407,15 @@ SPECS: dict[str, TableSpec] = {
             row_order=("bert-base (teacher)", "electra-small (previous SOTA)", "ours (bert-mini)"),
             column_order=(PARAMS, *(Column(t) for t in TABLE7_TASK_ORDER), Column(AVERAGE)),
             facts=((PARAMS, "params_m"),),
-            average=TABLE7_AVERAGED,
+            average=TABLE7_AVERAGED_LABELS,
         ),
         TableSpec(
             "8",
             "Table 8: weighted single-match (knowledge weight calibrated to ~1/10 of the soft loss)",
             "table8_*.yaml",
             _place_match,
-            block_order=_match_blocks(STUDENT_ORDER_SMALL_FIRST),
-            row_order=PAPER_KNOWLEDGE_ORDER,
+            block_order=_match_blocks(PAPER_STUDENTS),
+            row_order=PAPER_KNOWLEDGE,
             column_order=_STRATEGY_COLUMNS,
         ),
         TableSpec(
@@ -423,7 +423,7 @@ SPECS: dict[str, TableSpec] = {
             "Demo: knowledge x matching strategy, bert-tiny on polarity (MiniLM teacher)",
             "demo.yaml",
             _place_demo,
-            row_order=(*PAPER_KNOWLEDGE_ORDER, SOFT_ONLY, HARD_ONLY),
+            row_order=(*PAPER_KNOWLEDGE, SOFT_ONLY, HARD_ONLY),
             column_order=_STRATEGY_COLUMNS,
             side_by_side=True,
         ),
@@ -551,11 +551,6 @@ def mark_best(view: TableView, scope: BoldScope) -> None:
             best = max(c.value for c in members)
             for cell in members:
                 cell.bold = cell.value == best
-
-
-def view_table(name: str, tidy: pd.DataFrame) -> TableView:
-    """Table ``name`` laid out from ``tidy``."""
-    return build_view(get_spec(name), tidy)
 
 
 def tables_in(tidy: pd.DataFrame) -> list[str]:

@@ -16,7 +16,7 @@ Conventions:
     strategy: canonical matching-strategy name, ``""`` when no knowledge is matched.
     beta: a string: ``"1"``, ``"0.5"``, ``"auto"`` (calibrated weights, Table 8), ``""`` when unknown.
     metric: the task's metrics as the core names them (accuracy, f1, mcc, pearson, spearman, ...). The paper
-        reports accuracy everywhere except STS-B (pearson): `REPORTED_METRIC`.
+        reports accuracy everywhere except STS-B (pearson): `kdgrid.paper.reported_metric`.
     value: a fraction in [0, 1] or a correlation in [-1, 1], exactly as the store holds it.
 """
 
@@ -59,10 +59,6 @@ LABEL_COLUMNS: tuple[str, ...] = tuple(
 )
 TIDY_COLUMNS: tuple[str, ...] = (*CONFIG_COLUMNS, "value")
 
-# The metric each task's tables print (the paper: accuracy, except Pearson's r for STS-B).
-REPORTED_METRIC: dict[str, str] = {"stsb": "pearson"}
-DEFAULT_METRIC = "accuracy"
-
 # Score kinds the store keeps per trial: the best epoch's scores and the last epoch's.
 SCORE_KINDS = ("best", "last")
 
@@ -77,11 +73,6 @@ def is_missing(value: Any) -> bool:
         return bool(pd.isna(value))
     except (TypeError, ValueError):
         return False
-
-
-def reported_metric(task: str) -> str:
-    """The metric the paper reports for ``task`` (``pearson`` for STS-B, ``accuracy`` otherwise)."""
-    return REPORTED_METRIC.get(task, DEFAULT_METRIC)
 
 
 def table_name(value: Any) -> str:
@@ -318,7 +309,8 @@ def store_to_tidy(
     Returns:
         One row per (configuration, dev set, metric) with ``value`` the mean over seeds, ``std`` the sample
         standard deviation over seeds (NaN for a single seed) and ``n_seeds``; or, with ``per_seed``, one row
-        per seed. Every metric the store holds is kept; `reported_metric` says which one the tables print.
+        per seed. Every metric the store holds is kept; `kdgrid.paper.reported_metric` says which one the
+        tables print.
         Teachers' own scores, where recorded, come as ``role = teacher`` rows.
     """
     if kind not in SCORE_KINDS:
@@ -369,9 +361,3 @@ def aggregate_seeds(tidy: pd.DataFrame) -> pd.DataFrame:
         out[fact] = grouped[fact].mean().to_numpy()
     out.loc[out["n_seeds"] < 2, "std"] = math.nan
     return out[[*CONFIG_COLUMNS, *FACT_COLUMNS, "value", "std", "n_seeds"]]
-
-
-def reported_only(tidy: pd.DataFrame) -> pd.DataFrame:
-    """Only the rows of the metric the paper reports for each task (`reported_metric`)."""
-    wanted = [reported_metric(task) for task in tidy["task"]]
-    return tidy[tidy["metric"] == pd.Series(wanted, index=tidy.index)]

@@ -55,8 +55,7 @@ TASK = "polarity"
 def grid_trials(teacher: str, n_trials: int, steps: int, batch_size: int, length: int) -> list[Any]:
     """The first ``n_trials`` of knowledge x strategy, in an order that spreads both axes (trial i takes
     knowledge i mod 10 and strategy (i + i // 10) mod 5), so a small grid still covers every knowledge type."""
-    from kdgrid.core.knowledge import PAPER_KNOWLEDGE
-    from kdgrid.core.matching import PAPER_STRATEGIES
+    from kdgrid.paper import PAPER_KNOWLEDGE, PAPER_STRATEGIES
     from kdgrid.trial import Trial
 
     trials = []

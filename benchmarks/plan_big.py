@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from kdgrid.paper import PAPER_STRATEGIES, PAPER_STUDENTS
+
 SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 
 
@@ -27,9 +29,9 @@ def big_sweep(folder: Path) -> Path:
         "extends": "_paper_defaults.yaml",
         "axes": {
             "task": ["cola", "mrpc", "stsb", "rte", "qqp", "mnli", "sst2", "qnli"],
-            "student": ["bert-small", "bert-mini", "bert-tiny"],
+            "student": list(PAPER_STUDENTS),
             "knowledge": [[k] for k in single] + pairs,
-            "strategy": ["First", "Last", "Dilatation", "First-1", "Last-1"],
+            "strategy": list(PAPER_STRATEGIES),
             "seed": [0, 1, 2, 3, 4, 5],
         },
     }

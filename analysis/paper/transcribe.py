@@ -29,7 +29,16 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from analysis.paper_numbers import COLUMNS as PAPER_COLUMNS
-from kdgrid.core.knowledge import PAPER_KNOWLEDGE
+from kdgrid.paper import (
+    APPENDIX_DEV_SETS,
+    DEFAULT_INIT,
+    PAPER_INITS,
+    PAPER_KNOWLEDGE,
+    PAPER_STRATEGIES,
+    PAPER_STUDENTS,
+    TABLE1_STUDENTS,
+    reported_metric,
+)
 
 PAPER_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PAPER_DIR.parent.parent
@@ -45,15 +54,13 @@ def default_source() -> Path:
 
 
 # --- vocabulary -------------------------------------------------------------------------------------------------
+# The paper's names and orders (knowledge, strategies, students, dev sets, metric) come from `kdgrid.paper`; below
+# are only the spellings the OCR uses for them and the judgements of this transcription.
 
-# Canonical order of the matching strategies in Tables 5, 6 and 8 (every header that names them agrees).
-STRATEGIES: tuple[str, ...] = ("First", "Last", "Dilatation", "First-1", "Last-1")
+# The strategy headers of Tables 5, 6 and 8, lower-cased, as printed (every header that names them does so in the
+# order `PAPER_STRATEGIES`; Table 8 writes "First1").
 _STRATEGY_ALIASES = {"first": "First", "last": "Last", "dilatation": "Dilatation"}
 _STRATEGY_ALIASES |= {"first1": "First-1", "first-1": "First-1", "last1": "Last-1", "last-1": "Last-1"}
-
-STUDENTS: tuple[str, ...] = ("bert-tiny", "bert-mini", "bert-small")
-
-# The paper's ten knowledge types: the registry's names and order (`kdgrid.core.knowledge.PAPER_KNOWLEDGE`).
 
 # (task, dev_set) for every spelling of a dev-set header met in the OCR, keyed by the header lower-cased with
 # everything but letters and digits removed ("MNLi-mm", "mnl_i_mismatched" -> "mnlimm", "mnlimismatched").
@@ -86,25 +93,17 @@ DEV_SET_SIZES: dict[tuple[str, str], int] = {
 # Table 3 prints no task names. Its rows follow the order of Tables 4, 5, 6 and 8 (MRPC, SST-2, QQP, QNLI, RTE,
 # CoLA, STS-B, MNLI-mm, MNLI-m): the bert-base teacher column agrees with Table 7's BERT-base row to 3 decimals on
 # all seven dev sets they share (0.8775~0.877 MRPC, 0.9231~0.923 SST-2, ... 0.8456~0.845 MNLI-m).
-TABLE3_ROW_ORDER: tuple[str, ...] = ("mrpc", "sst2", "qqp", "qnli", "rte", "cola", "stsb", "mnlimm", "mnlim")
+TABLE3_ROW_ORDER: tuple[tuple[str, str], ...] = APPENDIX_DEV_SETS
 
 # Table 1's second MNLI row has no label. Read as mismatched: the first row's bert-mini pre-train score
 # 0.7664 equals Table 4's best bert-mini MNLI-m score, and Table 7 prints MNLI as "matched mismatched".
 TABLE1_UNLABELLED_ROW = "mnlimm"
 
-# Table 1 prints its students left to right as tiny, mini, small (four schemes each).
-TABLE1_STUDENTS: tuple[str, ...] = ("bert-tiny", "bert-mini", "bert-small")
+# Table 1's scheme headers, lower-cased with everything but letters removed ("General Distillation").
+INIT_NAMES = {name.replace("_", ""): name for name in PAPER_INITS}
 
-INIT_NAMES = {
-    "random": "random",
-    "preload": "preload",
-    "generaldistillation": "general_distillation",
-    "pretrain": "pretrain",
-}
-
-# The paper's defaults (Appendix A.1.1): beta = 1, initialization = pre-train, temperature and hard-label weight
-# = the best of Table 4 per task (not printed beside the later tables, so left empty there).
-DEFAULT_INIT = "pretrain"
+# The paper's defaults (Appendix A.1.1): beta = 1, initialization = pre-train (`DEFAULT_INIT`), temperature and
+# hard-label weight = the best of Table 4 per task (not printed beside the later tables, so left empty there).
 
 # Judgements that no rule finds: (table, task, dev_set, student, knowledge, strategy, init) -> reason.
 # Matched on every key given (None = any).
@@ -224,10 +223,6 @@ def dev_header(text: str) -> tuple[str, str] | None:
     return _DEV_HEADERS.get(re.sub(r"[^a-z0-9]", "", text.lower()))
 
 
-def metric_for(task: str) -> str:
-    return "pearson" if task == "stsb" else "accuracy"
-
-
 def decimals(text: str) -> int:
     return len(text.split(".")[1]) if "." in text else 0
 
@@ -287,7 +282,7 @@ def _value(
     cell: Cell, number: int, *, table: str, task: str, dev_set: str, student: str, teacher: str, **extra: str
 ) -> Row:
     role = extra.pop("role", "student")
-    metric = extra.pop("metric", metric_for(task))
+    metric = extra.pop("metric", reported_metric(task))
     row = Row(
         table=table,
         task=task,
@@ -430,15 +425,14 @@ def parse_table3(src: Source) -> list[Row]:
     header = src.find(r"^Teacher Model\t", start)
     students = [c.text for c in split_cells(src.line(header + 1))]
     teachers = [c.text for c in split_cells(src.line(header + 2))]
-    if students != ["bert-small", "bert-mini", "bert-tiny"] or teachers != ["bert-base", "bert-large"] * 4:
+    if students != list(PAPER_STUDENTS) or teachers != ["bert-base", "bert-large"] * 4:
         raise TranscriptionError(f"Table 3: unexpected header at lines {header + 1}-{header + 2}")
     rows: list[Row] = []
-    for index, key in enumerate(TABLE3_ROW_ORDER):
+    for index, (task, dev_set) in enumerate(TABLE3_ROW_ORDER):
         number = header + 3 + index
         cells = split_cells(src.line(number))
         if len(cells) != 8 or not all(is_number(c.text) for c in cells):
             raise TranscriptionError(f"Table 3 line {number}: expected 8 numbers")
-        task, dev_set = _DEV_HEADERS[key]
         for column, cell in enumerate(cells):
             teacher = teachers[column]
             if column < 2:
@@ -539,15 +533,17 @@ def _strategies(cells: list[Cell], number: int, table: str) -> tuple[list[str], 
         if name is None:
             raise TranscriptionError(f"Table {table} line {number}: unknown strategy {cell.text!r}")
         names.append(name)
-    if tuple(names) == STRATEGIES[: len(names)]:
-        return list(STRATEGIES), set(STRATEGIES[len(names) :])
-    raise TranscriptionError(f"Table {table} line {number}: strategies {names} not in the order {STRATEGIES}")
+    if tuple(names) == PAPER_STRATEGIES[: len(names)]:
+        return list(PAPER_STRATEGIES), set(PAPER_STRATEGIES[len(names) :])
+    raise TranscriptionError(
+        f"Table {table} line {number}: strategies {names} not in the order {PAPER_STRATEGIES}"
+    )
 
 
 def parse_match_table(src: Source, table: str, start: int, end: int, *, beta: str) -> list[Row]:
     """Dev-set headers, student headers (with or without strategy names), then knowledge rows of five values."""
     task = dev_set = student = ""
-    strategies: list[str] = list(STRATEGIES)
+    strategies: list[str] = list(PAPER_STRATEGIES)
     dropped: set[str] = set()
     header_line = 0
     rows: list[Row] = []
@@ -560,7 +556,7 @@ def parse_match_table(src: Source, table: str, start: int, end: int, *, beta: st
             task, dev_set = found
             student = ""
             continue
-        if first in STUDENTS:
+        if first in PAPER_STUDENTS:
             student = first
             if len(cells) > 1:
                 strategies, dropped = _strategies(cells[1:], number, table)
@@ -663,7 +659,7 @@ def parse_table7(src: Source) -> list[Row]:
                 found = dev_header(name)
                 if found is None:
                     raise TranscriptionError(f"Table 7 line {header}: unknown dev set {name!r}")
-                columns.append((*found, metric_for(found[0]), cell, ""))
+                columns.append((*found, reported_metric(found[0]), cell, ""))
         for task, dev_set, metric, cell, note in columns:
             row = _value(
                 cell,

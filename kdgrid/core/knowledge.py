@@ -96,7 +96,7 @@ class KnowledgeSpec:
         category: ``response`` | ``feature`` | ``relation`` (the paper's taxonomy).
         region: where it acts: ``attention`` | ``hidden`` | ``qkv`` (the paper's three double-match regions),
             or ``logits`` | ``embeddings`` | ``sentence`` for the others.
-        in_paper: one of the paper's ten intermediate knowledge types.
+        in_paper: one of the paper's ten intermediate knowledge types (`kdgrid.paper.PAPER_KNOWLEDGE`).
         paper_label: the name as the paper's prose writes it (``attention mse``).
         call_style: how `compute_knowledge` passes arguments (see the module comment).
         placement: ``pairs`` (each of the strategy's layer pairs), ``embeddings`` (layer 0 of both) or
@@ -1092,20 +1092,6 @@ def canonical_knowledge(name: str) -> str:
     return _ALIASES[_alias_key(name)]
 
 
-# The paper's ten intermediate knowledge types in the order of its tables (Appendix A.2, Table 5 rows).
-PAPER_KNOWLEDGE: tuple[str, ...] = (
-    "attention_mse_sum",
-    "attention_ce_mean",
-    "hidden_mse",
-    "cos",
-    "pkd",
-    "mmd",
-    "gram",
-    "query_relation",
-    "key_relation",
-    "value_relation",
-)
-
 # The three regions of the double-match study, in the order the paper's pair names put them.
 DOUBLE_MATCH_REGIONS: tuple[str, ...] = ("attention", "hidden", "qkv")
 
@@ -1119,27 +1105,6 @@ def canonical_pair(first: str, second: str) -> tuple[str, str]:
     key_a = (order.get(KNOWLEDGE[a].region, len(order)), a)
     key_b = (order.get(KNOWLEDGE[b].region, len(order)), b)
     return (a, b) if key_a <= key_b else (b, a)
-
-
-def _double_match_pairs() -> tuple[tuple[str, str], ...]:
-    regions = {
-        region: [k for k in PAPER_KNOWLEDGE if KNOWLEDGE[k].region == region]
-        for region in DOUBLE_MATCH_REGIONS
-    }
-    combos = [
-        canonical_pair(a, b)
-        for i, first in enumerate(DOUBLE_MATCH_REGIONS)
-        for second in DOUBLE_MATCH_REGIONS[i + 1 :]
-        for a in regions[first]
-        for b in regions[second]
-    ]
-    # Table 6 lists the pairs sorted by their written name "first,second".
-    return tuple(sorted(combos, key=",".join))
-
-
-# The 31 double matches of the paper (attention x hidden 2x5, attention x qkv 2x3, hidden x qkv 5x3), each
-# ordered by region and listed in the order of Table 6 (alphabetical by "first,second").
-DOUBLE_MATCH_PAIRS: tuple[tuple[str, str], ...] = _double_match_pairs()
 
 
 def paper_name(name: str) -> str:

@@ -4,7 +4,8 @@ Layers are numbered as ``output_hidden_states`` numbers them: 0 is the embedding
 layers. Every strategy returns explicit ``(student layer, teacher layer)`` pairs over the transformer layers
 (1..L_S, 1..L_T); TinyBERT's embedding loss is a knowledge type placed on (0, 0), not a strategy.
 
-The paper's five (Section 4.4, `PAPER_STRATEGIES`), for a student of L_S and a teacher of L_T layers:
+The paper's five (Section 4.4, in the order of `kdgrid.paper.PAPER_STRATEGIES`), for a student of L_S and a
+teacher of L_T layers:
 
 ============  =================================================  ===================================
 strategy      pairs                                              L_S = 4, L_T = 12
@@ -184,9 +185,6 @@ def _pkd_last(student_layers: int, teacher_layers: int) -> LayerPairs:
 def _minilm(student_layers: int, teacher_layers: int) -> LayerPairs:
     return [(student_layers, teacher_layers)]
 
-
-# The paper's five settings in the order of its tables' columns.
-PAPER_STRATEGIES: tuple[str, ...] = ("First", "Last", "Dilatation", "First-1", "Last-1")
 
 # The knowledge MiniLM distils on its single pair (self-attention distributions and value relation), in
 # `kdgrid.core.knowledge` names; a sweep using the MiniLM strategy usually names these.

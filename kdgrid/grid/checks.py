@@ -49,7 +49,7 @@ def combination_problems(trial: Trial) -> list[str]:
     problems: list[str] = []
     student = student_shape(trial.student)
     if trial.knowledge and trial.strategy is None:
-        from kdgrid.core.matching import PAPER_STRATEGIES
+        from kdgrid.paper import PAPER_STRATEGIES
 
         problems.append(
             f"knowledge {list(trial.knowledge)} needs a `strategy`; allowed: {', '.join(PAPER_STRATEGIES)}, ..."

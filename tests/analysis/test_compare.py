@@ -10,7 +10,7 @@ import pytest
 
 from analysis.compare import agreement, attach_paper, compare_with_paper
 from analysis.render import render
-from analysis.tables import Column, view_table
+from analysis.tables import Column, build_view, get_spec
 from kdgrid.errors import ConfigError
 from tests.analysis.tables_testing import tidy_rows
 
@@ -41,7 +41,7 @@ def test_agreement_is_undefined_where_it_must_be():
 
 
 def test_published_value_and_difference_sit_beside_ours():
-    ours = view_table("5", tidy_rows(match_rows({("cos", "First"): 0.62, ("cos", "Last-1"): 0.60})))
+    ours = build_view(get_spec("5"), tidy_rows(match_rows({("cos", "First"): 0.62, ("cos", "Last-1"): 0.60})))
     paper = tidy_rows(match_rows({("cos", "First"): 0.60, ("cos", "Last-1"): 0.65, ("pkd", "First"): 0.58}))
     view = compare_with_paper(ours, paper)
     (block,) = view.blocks
@@ -57,7 +57,7 @@ def test_published_value_and_difference_sit_beside_ours():
 
 
 def test_rendered_comparison():
-    ours = view_table("5", tidy_rows(match_rows({("cos", "First"): 0.62})))
+    ours = build_view(get_spec("5"), tidy_rows(match_rows({("cos", "First"): 0.62})))
     view = compare_with_paper(ours, tidy_rows(match_rows({("cos", "First"): 0.60, ("pkd", "Last"): 0.5})))
     text = render(view, "markdown")
     assert "**0.6200** / 0.6000 (+0.0200)" in text
@@ -71,7 +71,7 @@ def test_rendered_comparison():
 
 
 def test_blocks_only_the_paper_has_are_added():
-    ours = view_table("5", tidy_rows(match_rows({("cos", "First"): 0.62})))
+    ours = build_view(get_spec("5"), tidy_rows(match_rows({("cos", "First"): 0.62})))
     other = tidy_rows(
         [
             {
@@ -84,7 +84,7 @@ def test_blocks_only_the_paper_has_are_added():
             }
         ]
     )
-    view = attach_paper(ours, view_table("5", other))
+    view = attach_paper(ours, build_view(get_spec("5"), other))
     assert [b.title for b in view.blocks] == ["RTE · bert-tiny", "MRPC · bert-mini"]
     assert view.blocks[1].agreement.n == 0
 
@@ -95,7 +95,7 @@ def test_compare_against_the_real_transcription():
 
     paper = paper_numbers("4")
     shifted = paper.assign(value=paper["value"] + 0.01 * (paper["task"] == "mrpc"))
-    view = compare_with_paper(view_table("4", shifted))
+    view = compare_with_paper(build_view(get_spec("4"), shifted))
     mrpc = view.block("MRPC")
     assert mrpc.agreement.n == 24
     assert mrpc.agreement.mean_abs_diff == pytest.approx(0.01)
@@ -104,8 +104,8 @@ def test_compare_against_the_real_transcription():
 
 
 def test_the_demo_has_no_published_counterpart():
-    demo = view_table(
-        "demo",
+    demo = build_view(
+        get_spec("demo"),
         tidy_rows(
             [{"table": "demo", "task": "polarity", "knowledge": "cos", "strategy": "First", "value": 0.8}]
         ),

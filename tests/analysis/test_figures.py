@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.figures import block_matrix, slug, write_figures
-from analysis.tables import view_table
+from analysis.tables import build_view, get_spec
 from tests.analysis.tables_testing import tidy_rows
 
 
@@ -86,7 +86,7 @@ def test_png_is_sized_for_a_paper(tmp_path):
 
 
 def test_heat_map_matrix_keeps_missing_cells_missing():
-    view = view_table("5", small_tidy())
+    view = build_view(get_spec("5"), small_tidy())
     mini = view.block("RTE · bert-mini")
     matrix, rows, columns = block_matrix(mini)
     assert rows == ["mmd", "cos"]  # the paper's order of knowledge types

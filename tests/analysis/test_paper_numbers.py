@@ -13,12 +13,13 @@ import pytest
 from analysis.paper import transcribe
 from analysis.paper_numbers import COLUMNS, paper_numbers
 from kdgrid.errors import ConfigError
+from kdgrid.paper import PAPER_KNOWLEDGE
 
 SOURCE = transcribe.default_source()
 needs_source = pytest.mark.skipif(not SOURCE.is_file(), reason=f"paper text not found at {SOURCE}")
 
 KEY = list(transcribe.KEY_COLUMNS)
-PAPER_TEN = set(transcribe.PAPER_KNOWLEDGE)
+PAPER_TEN = set(PAPER_KNOWLEDGE)
 STUDENTS = {"bert-tiny", "bert-mini", "bert-small"}
 STRATEGIES = {"First", "Last", "Dilatation", "First-1", "Last-1"}
 DEV_SETS = {

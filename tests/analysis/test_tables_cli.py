@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 import kdgrid.bundled_sweeps as bundled_sweeps
 from analysis.tables_report import demo_table
 from kdgrid.cli import app, main
-from tests.analysis.tables_testing import result, write
 from kdgrid.store.membership import record_membership
+from tests.analysis.tables_testing import result, write
 
 
 @pytest.fixture(autouse=True)
@@ -200,10 +200,10 @@ def test_demo_table_from_a_real_run_of_the_core(tmp_path):
     assert "synthetic-single-binary · bert-tiny" in text
     assert "soft labels only" in text and "hard labels only" in text
     # every trial's number is in its place, a real accuracy
-    from analysis.tables import HARD_ONLY, SOFT_ONLY, Column, view_table
+    from analysis.tables import HARD_ONLY, SOFT_ONLY, Column, build_view, get_spec
     from analysis.tables_report import load_tidy
 
-    view = view_table("demo", load_tidy(store))
+    view = build_view(get_spec("demo"), load_tidy(store))
     main_block, baselines = view.blocks
     values = [
         main_block.cell("cos", Column("Last-1")).value,

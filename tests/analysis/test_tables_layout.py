@@ -15,7 +15,6 @@ from analysis.tables import (
     shape_label,
     task_label,
     teacher_label,
-    view_table,
 )
 from kdgrid.errors import ConfigError
 from tests.analysis.tables_testing import tidy_rows
@@ -42,7 +41,7 @@ def table4_rows():
 
 
 def test_table4_blocks_rows_columns_in_the_papers_order():
-    view = view_table("4", tidy_rows(table4_rows()))
+    view = build_view(get_spec("4"), tidy_rows(table4_rows()))
     assert [b.title for b in view.blocks] == ["MRPC", "MNLI-mm"]  # the appendix order, not the input order
     mrpc = view.block("MRPC")
     assert mrpc.rows == ["0.1", "0.2"]
@@ -51,7 +50,7 @@ def test_table4_blocks_rows_columns_in_the_papers_order():
 
 
 def test_best_per_block_is_bold_and_only_it():
-    view = view_table("4", tidy_rows(table4_rows()))
+    view = build_view(get_spec("4"), tidy_rows(table4_rows()))
     for block in view.blocks:
         bold = [(r, c.label) for (r, c), cell in block.cells.items() if cell.bold]
         assert bold == [("0.1", "8")]
@@ -63,7 +62,7 @@ def test_ties_are_all_bold():
         for k in ("cos", "pkd")
         for s in ("First", "Last")
     ]
-    (block,) = view_table("5", tidy_rows(rows)).blocks
+    (block,) = build_view(get_spec("5"), tidy_rows(rows)).blocks
     assert all(cell.bold for cell in block.cells.values())
 
 
@@ -78,7 +77,7 @@ def test_missing_cells_stay_missing_and_the_papers_columns_all_show():
             "value": 0.86,
         }
     ]
-    (block,) = view_table("5", tidy_rows(rows)).blocks
+    (block,) = build_view(get_spec("5"), tidy_rows(rows)).blocks
     assert block.title == "SST-2 · bert-mini"
     assert [c.label for c in block.columns] == ["First", "Last", "Dilatation", "First-1", "Last-1"]
     assert block.cell("cos", Column("First")).missing
@@ -95,7 +94,7 @@ def test_table1_bold_is_per_task_within_each_student():
             ("bert-mini", "pretrain", 0.50),
         )
     ]
-    (block,) = view_table("1", tidy_rows(rows)).blocks
+    (block,) = build_view(get_spec("1"), tidy_rows(rows)).blocks
     assert block.cell("RTE", Column("Pre-train", group="bert-tiny")).bold
     assert block.cell("RTE", Column("Random", group="bert-mini")).bold
     assert not block.cell("RTE", Column("Random", group="bert-tiny")).bold
@@ -122,7 +121,7 @@ def test_table2_blocks_follow_the_shape_and_carry_facts():
         },
         {"table": "2", "task": "cola", "student": "w64-l2", "params_m": 2.1, "flops_g": 0.3, "value": 0.6},
     ]
-    view = view_table("2", tidy_rows(rows))
+    view = build_view(get_spec("2"), tidy_rows(rows))
     assert [b.title for b in view.blocks] == ["#para ≈ 6.2M", "flops = 2G", "other shapes"]
     fixed = view.block("#para ≈ 6.2M")
     assert fixed.cell("w128-l12", Column("#para (M)", fact=True)).value == 6.36
@@ -148,7 +147,7 @@ def test_table3_teachers_on_the_left_and_hub_names_grouped():
             "value": 0.77,
         },
     ]
-    (block,) = view_table("3", tidy_rows(rows)).blocks
+    (block,) = build_view(get_spec("3"), tidy_rows(rows)).blocks
     assert block.columns[0] == Column("bert-base", group="teacher")
     assert block.cell("MRPC", Column("bert-base", group="teacher")).value == 0.87
     assert block.cell("MRPC", Column("bert-large", group="bert-tiny")).value == 0.77
@@ -170,7 +169,7 @@ def test_table7_average_is_the_papers_six_task_mean_and_needs_all_six():
         {"table": "7", "task": "mnli", "dev_set": d, "student": "bert-mini", "value": 0.5}
         for d in ("validation_matched", "validation_mismatched")
     ]
-    view = view_table("7", tidy_rows(rows + mnli))
+    view = build_view(get_spec("7"), tidy_rows(rows + mnli))
     (block,) = view.blocks
     # MNLI is left out of the average, as in the paper's printed averages
     assert block.cell("ours (bert-mini)", block.column("average")).value == pytest.approx(0.825)
@@ -178,7 +177,7 @@ def test_table7_average_is_the_papers_six_task_mean_and_needs_all_six():
         "ours (bert-mini)", block.column("average")
     ).bold  # an average is not a score to rank
     assert any("average: the mean of SST-2, STS-B, QQP, MRPC, RTE, QNLI" in note for note in view.notes)
-    (partial,) = view_table("7", tidy_rows(rows[:-1] + mnli)).blocks
+    (partial,) = build_view(get_spec("7"), tidy_rows(rows[:-1] + mnli)).blocks
     assert partial.cell("ours (bert-mini)", partial.column("average")).missing
 
 
@@ -187,7 +186,7 @@ def test_two_configurations_in_one_cell_show_the_best_and_say_so():
         {"table": "4", "task": "rte", "temperature": 1.0, "alpha": 0.1, "value": 0.6, "init": "pretrain"},
         {"table": "4", "task": "rte", "temperature": 1.0, "alpha": 0.1, "value": 0.65, "init": "random"},
     ]
-    view = view_table("4", tidy_rows(rows))
+    view = build_view(get_spec("4"), tidy_rows(rows))
     assert view.blocks[0].cell("0.1", Column("1")).value == 0.65
     assert "more than one configuration" in view.notes[0]
 
@@ -205,7 +204,7 @@ def test_demo_has_its_baselines_beside_it():
         {"table": "demo", "task": "polarity", "student": "bert-tiny", "soft_weight": 1.0, "value": 0.78},
         {"table": "demo", "task": "polarity", "student": "bert-tiny", "soft_weight": 0.0, "value": 0.74},
     ]
-    view = view_table("demo", tidy_rows(rows))
+    view = build_view(get_spec("demo"), tidy_rows(rows))
     assert view.side_by_side
     main, baselines = view.blocks
     assert (main.title, main.rows) == ("polarity · bert-tiny", ["cos"])
@@ -233,7 +232,7 @@ def test_rows_of_other_tables_and_metrics_are_left_out():
             "value": 0.8,
         },
     ]
-    assert view_table("5", tidy_rows(rows)).blocks == []
+    assert build_view(get_spec("5"), tidy_rows(rows)).blocks == []
 
 
 def test_labels():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.render import latex_escape, number_text, render
-from analysis.tables import Column, view_table
+from analysis.tables import Column, build_view, get_spec
 from analysis.tidy import aggregate_seeds
 from kdgrid.errors import ConfigError
 from tests.analysis.tables_testing import tidy_rows
@@ -36,7 +36,7 @@ def small_table4():
             "value": 0.8515,
         },
     ]
-    return view_table("4", aggregate_seeds(tidy_rows(rows)))
+    return build_view(get_spec("4"), aggregate_seeds(tidy_rows(rows)))
 
 
 def check_golden(name: str, text: str) -> None:

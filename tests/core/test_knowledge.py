@@ -11,10 +11,8 @@ import torch
 
 from kdgrid.core import knowledge as kn
 from kdgrid.core.knowledge import (
-    DOUBLE_MATCH_PAIRS,
     FEATURES,
     KNOWLEDGE,
-    PAPER_KNOWLEDGE,
     NonFiniteLossError,
     ShapeError,
     canonical_knowledge,
@@ -29,6 +27,7 @@ from kdgrid.core.knowledge import (
 )
 from kdgrid.core.projection import Projection
 from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.paper import DOUBLE_MATCH_PAIRS, PAPER_KNOWLEDGE
 
 torch.set_num_threads(1)
 

@@ -6,7 +6,6 @@ import pytest
 
 from kdgrid.core.matching import (
     MINILM_KNOWLEDGE,
-    PAPER_STRATEGIES,
     STRATEGIES,
     STRATEGY_ALIASES,
     canonical_strategy,
@@ -14,6 +13,7 @@ from kdgrid.core.matching import (
     layer_pairs,
 )
 from kdgrid.errors import ConfigError
+from kdgrid.paper import PAPER_STRATEGIES
 
 # (L_S, L_T) -> strategy -> expected pairs, by hand.
 EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kdgrid.core.knowledge import PAPER_KNOWLEDGE, compute_knowledge, get_knowledge
+from kdgrid.core.knowledge import compute_knowledge, get_knowledge
 from kdgrid.core.projection import Projection
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets, teacher_side
+from kdgrid.paper import PAPER_KNOWLEDGE
 
 BATCH, LENGTH, WIDTH_S, WIDTH_T, HEADS_S, HEADS_T = 3, 5, 8, 48, 2, 4
 # cka and the extra knowledge types beside the paper's ten, all computed from (student, teacher, mask).

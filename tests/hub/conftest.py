@@ -15,6 +15,7 @@ from pathlib import Path
 import datasets
 import huggingface_hub.constants
 import pytest
+
 from tests.hub.hub_cache import build_hub_cache, offline_environment
 
 SMALL_REPOS = (

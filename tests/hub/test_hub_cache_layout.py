@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 
 import huggingface_hub
-from tests.hub.hub_cache import GLUE, GLUE_REPO, build_hub_cache, git_blob_sha1, paper_models
 
 from kdgrid.core.data.glue import GLUE_DATASET, GLUE_TASKS
 from kdgrid.core.init import turc_hub_name
 from kdgrid.core.models import TEACHERS, student_shape
+from tests.hub.hub_cache import GLUE, GLUE_REPO, build_hub_cache, git_blob_sha1, paper_models
 
 SWEEP_STUDENTS = ("bert-tiny", "bert-mini", "bert-small")  # the students the paper's sweeps initialise
 

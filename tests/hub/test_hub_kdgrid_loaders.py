@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.hub.hub_cache import GLUE, HubModel, build_model, saved_files, vocabulary_files, write_repo
 
 from kdgrid.core.data import get_task, load_splits, tokenize_task
 from kdgrid.core.data.glue import GLUE_TASKS, GlueUnavailableError
@@ -22,6 +21,7 @@ from kdgrid.core.models import (
 )
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
+from tests.hub.hub_cache import GLUE, HubModel, build_model, saved_files, vocabulary_files, write_repo
 
 Switch = Callable[[Path], dict[str, str]]
 

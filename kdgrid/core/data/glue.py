@@ -1,7 +1,8 @@
 """The paper's eight GLUE tasks, loaded from the Hugging Face Hub (``nyu-mll/glue``) with `datasets`.
 
-Metrics: accuracy everywhere but STS-B (Pearson), as the paper reports (its section 4, "for the convenience of
-comparison"), plus GLUE's standard ones (MCC for CoLA, F1 for MRPC and QQP, Pearson and Spearman for STS-B).
+Metrics: the primary one is what the paper reports (`kdgrid.paper.reported_metric`: accuracy everywhere but
+STS-B, Pearson; its section 4, "for the convenience of comparison"), plus GLUE's standard ones (MCC for CoLA,
+F1 for MRPC and QQP, Pearson and Spearman for STS-B).
 Without network and without a cached copy, loading fails with one `GlueUnavailableError` saying what to do.
 """
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from kdgrid.core.data.spec import TaskSpec
 from kdgrid.errors import KdgridError
+from kdgrid.paper import reported_metric
 
 GLUE_DATASET = "nyu-mll/glue"
 
@@ -33,7 +35,7 @@ def _glue(
         label_key="label",
         num_labels=num_labels,
         metrics=metrics,
-        primary_metric="pearson" if num_labels == 1 else "accuracy",
+        primary_metric=reported_metric(name),
         dev_sets=dev_sets,
         source="glue",
         params={"dataset": GLUE_DATASET, "config": name},
