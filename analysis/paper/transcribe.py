@@ -12,7 +12,7 @@ Run from the repository root::
 
 ``--check`` re-parses and fails if the committed CSVs differ from what the source gives (a CI guard against
 hand edits). The OCR text is not part of the repository: give it with ``--source`` or
-``$KDGRID_PAPER_TEXT`` (`default_source` also looks for it beside the checkout, where the maintainers keep it).
+``$KDGRID_PAPER_TEXT`` (CI sets it where its machine keeps a copy).
 """
 
 from __future__ import annotations
@@ -41,16 +41,12 @@ from kdgrid.paper import (
 )
 
 PAPER_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PAPER_DIR.parent.parent
-SOURCE_NAME = "004_f65d5bb595b2f723.txt"
 
 
-def default_source() -> Path:
-    """The OCR text of the paper: ``$KDGRID_PAPER_TEXT``, else the maintainers' copy beside the checkout."""
+def default_source() -> Path | None:
+    """The OCR text of the paper named by ``$KDGRID_PAPER_TEXT`` (None when unset)."""
     env = os.environ.get("KDGRID_PAPER_TEXT")
-    if env:
-        return Path(env)
-    return REPO_ROOT.parent / "shared" / "seeds" / SOURCE_NAME
+    return Path(env) if env else None
 
 
 # --- vocabulary -------------------------------------------------------------------------------------------------
@@ -771,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     source = args.source or default_source()
-    if not source.is_file():
+    if source is None or not source.is_file():
         print(f"paper text not found: {source} (set KDGRID_PAPER_TEXT or pass --source)", file=sys.stderr)
         return 2
     tables = transcribe(source.read_text(encoding="utf-8"))

@@ -16,7 +16,8 @@ from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_KNOWLEDGE
 
 SOURCE = transcribe.default_source()
-needs_source = pytest.mark.skipif(not SOURCE.is_file(), reason=f"paper text not found at {SOURCE}")
+SOURCE_FOUND = SOURCE is not None and SOURCE.is_file()
+needs_source = pytest.mark.skipif(not SOURCE_FOUND, reason=f"paper text not found (KDGRID_PAPER_TEXT={SOURCE})")
 
 KEY = list(transcribe.KEY_COLUMNS)
 PAPER_TEN = set(PAPER_KNOWLEDGE)
@@ -42,8 +43,8 @@ def numbers() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def lines() -> list[str]:
-    if not SOURCE.is_file():
-        pytest.skip(f"paper text not found at {SOURCE}")
+    if not SOURCE_FOUND:
+        pytest.skip(f"paper text not found (KDGRID_PAPER_TEXT={SOURCE})")
     return SOURCE.read_text(encoding="utf-8").splitlines()
 
 
@@ -488,8 +489,8 @@ def test_missing_source_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_transcription_refuses_text_it_cannot_place() -> None:
-    if not SOURCE.is_file():
-        pytest.skip(f"paper text not found at {SOURCE}")
+    if not SOURCE_FOUND:
+        pytest.skip(f"paper text not found (KDGRID_PAPER_TEXT={SOURCE})")
     text = SOURCE.read_text(encoding="utf-8").replace("gram\t0.6859\t0.6606", "gramm\t0.6859\t0.6606", 1)
     with pytest.raises(transcribe.TranscriptionError, match="cannot place"):
         transcribe.transcribe(text)
