@@ -9,12 +9,12 @@ import pytest
 from typer.testing import CliRunner
 
 from kdgrid.cli import app, main
-from kdgrid.launch.testing import job_log_jobs, store_studies
 from kdgrid.store import latest_state, read_store
+from tests.launch.fakes import job_log_jobs, store_studies
 
 FAKE = [
     "--set",
-    "job_fn=kdgrid.launch.testing:job_to_store",
+    "job_fn=tests.launch.fakes:job_to_store",
     "--set",
     "local_progress=false",
     "--no-preflight",
@@ -58,12 +58,12 @@ def starts(tmp_path: Path) -> list[str]:
     log = tmp_path / "starts.log"
     if not log.exists():
         return []
-    # kdgrid.launch.testing logs "start <trial id> <pid> <time>" (and "end ...") per trial
+    # tests.launch.fakes logs "start <trial id> <pid> <time>" (and "end ...") per trial
     return [line.split()[1] for line in log.read_text().splitlines() if line.startswith("start ")]
 
 
 def jobs(tmp_path: Path) -> list[set[str]]:
-    """The jobs that ran (each the set of its trial ids), as `kdgrid.launch.testing`'s fake core logs them."""
+    """The jobs that ran (each the set of its trial ids), as `tests.launch.fakes`'s fake core logs them."""
     return job_log_jobs(tmp_path / "jobs.log")
 
 

@@ -5,18 +5,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kdgrid.launch import testing
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker, trials_without_rows_since
-from kdgrid.launch.testing import make_trial, store_rows
+from kdgrid.store import read_store
+from tests.launch import fakes
+from tests.launch.fakes import make_trial, store_rows
 
 
 def test_only_trials_without_a_row_from_this_run_are_recorded_as_lost(tmp_path: Path) -> None:
     before, during, silent = make_trial(0), make_trial(0, k=1), make_trial(0, k=2)
-    testing.job_to_store([before], tmp_path, sweep="s")  # an earlier run's row
+    fakes.job_to_store([before], tmp_path, sweep="s")  # an earlier run's row
     earlier = next((tmp_path / "rows").iterdir())
     os.utime(earlier, (1_000_000, 1_000_000))  # written long before this run's marker
     marker = touch_run_marker(tmp_path, "run")
-    testing.job_to_store([during], tmp_path, sweep="s")  # this run wrote it, then the job died
+    fakes.job_to_store([during], tmp_path, sweep="s")  # this run wrote it, then the job died
 
     assert trials_without_rows_since(tmp_path, [before, during, silent], marker) == [before, silent]
     lost = record_lost_trials(
@@ -31,8 +32,6 @@ def test_only_trials_without_a_row_from_this_run_are_recorded_as_lost(tmp_path: 
     assert sorted(store_rows(tmp_path)) == sorted(
         [(before.trial_id, "done"), (during.trial_id, "done"), (silent.trial_id, "failed")]
     )
-    from kdgrid.store import read_store
-
     row = read_store(tmp_path).set_index("trial_id").loc[silent.trial_id]
     assert row["error_type"] == "JobLost" and row["error_message"] == "SLURM task 7_1 ended CANCELLED"
     assert (row["sweep"], row["study"]) == ("s", "b")
