@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker, trials_without_rows_since
+from kdgrid.launch.lost_trials import RunRows, record_lost_trials, touch_run_marker, trials_without_rows_since
 from kdgrid.store import read_store
 from tests.launch import fakes
 from tests.launch.fakes import make_trial, store_rows
@@ -45,3 +45,18 @@ def test_markers_live_where_store_readers_do_not_look(tmp_path: Path) -> None:
     marker = touch_run_marker(tmp_path, "run")
     assert marker.parent.name.startswith("_") and marker.is_file()
     assert store_rows(tmp_path) == []
+
+
+def test_run_rows_count_only_the_rows_written_after_the_run_began(tmp_path: Path) -> None:
+    earlier, failing, fine = make_trial(0), make_trial(0, test_raise="no"), make_trial(0, k=3)
+    fakes.job_to_store(
+        [earlier], tmp_path, sweep="s"
+    )  # before the run: never the run's, even within one tick
+    rows = RunRows.start(tmp_path, "local-test")
+    fakes.job_to_store([failing, fine], tmp_path, sweep="s")
+    fakes.job_to_store([failing], tmp_path, sweep="s")
+    assert rows.refresh().states() == {failing.trial_id: "failed", fine.trial_id: "done"}
+    assert rows.states(among={fine.trial_id}) == {fine.trial_id: "done"}
+    assert rows.without_rows([earlier, failing, fine]) == [earlier]
+    rows.close()
+    assert not rows.marker.exists()

@@ -197,3 +197,18 @@ def test_slurm_executor_is_built_by_the_registry_with_its_prefixed_settings() ->
     executor = get_executor("slurm", profile="local", slurm_time=5, wait=False)
     assert isinstance(executor, slurm.SlurmExecutor)
     assert executor.settings.partition == "local" and executor.settings.time == 5 and not executor.wait
+
+
+def test_named_profiles_ship_with_the_package_and_a_path_still_works(tmp_path: Path) -> None:
+    package = Path(slurm.__file__).parent
+    for name in ("local", "example"):
+        assert slurm.find_profile(name).parent == package / "slurm_profiles"  # not the checkout's slurm/
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("partition: mine\ntime: 5\n")
+    assert resolve_settings(mine, {}).partition == "mine"
+
+
+def test_every_setting_has_one_help_line_and_its_prefix() -> None:
+    help_lines = slurm.SlurmSettings.help()
+    assert list(help_lines) == [f"slurm_{name}" for name in slurm.SlurmSettings.names()]
+    assert all(line.strip() for line in help_lines.values())
