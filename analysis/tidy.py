@@ -33,6 +33,7 @@ import pandas as pd
 
 from kdgrid.errors import ConfigError
 from kdgrid.store.membership import SweepMembership
+from kdgrid.store.read import latest_done_rows
 
 # Columns that identify a configuration (a number's place); ``seed`` is aggregated away.
 CONFIG_COLUMNS: tuple[str, ...] = (
@@ -216,10 +217,8 @@ def _trial_rows(
         for trial_id in ids:
             if str(trial_id) in memberships:
                 memberships[str(trial_id)].add(table_name(table))
-    # A trial run twice (a forced re-run) has two done rows: the latest counts, as in `scores_long`.
-    if "written_at" in rows.columns:
-        rows = rows.assign(_order=range(len(rows))).sort_values(["written_at", "_order"], na_position="first")
-    rows = rows.drop_duplicates("trial_id", keep="last")
+    # A trial run twice (a forced re-run) has two done rows: the latest counts (the store's one rule).
+    rows = latest_done_rows(rows if "status" in rows.columns else rows.assign(status="done"))
     blank = [""] * len(rows)
     rows_study = list(rows["study"]) if "study" in rows.columns else blank
     trials = pd.DataFrame({"trial_id": [str(v) for v in rows["trial_id"]]})

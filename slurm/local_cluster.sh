@@ -5,9 +5,11 @@
 #   slurm/local_cluster.sh status   # JSON; exit 0 when the cluster is up
 #   slurm/local_cluster.sh env      # `export SLURM_CONF=...` for this shell: eval "$(slurm/local_cluster.sh env)"
 #   slurm/local_cluster.sh stop     # stops every daemon by its pid file
-# Extra flags: --state DIR, --no-install, --max-array-size N. The logic lives in kdgrid/launch/slurm_local.py.
+# Extra flags: --state DIR, --no-install, --max-array-size N. The logic lives in slurm/local_cluster.py.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 python="${KDGRID_PYTHON:-$root/.venv/bin/python}"
 [ -x "$python" ] || python="$(command -v python3)"
-exec "$python" -m kdgrid.launch.slurm_local "$@"
+# The checkout first on the path: `slurm.local_cluster` is not part of the installed package.
+export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+exec "$python" -m slurm.local_cluster "$@"

@@ -50,7 +50,7 @@ SetOpt = Annotated[
     ),
 ]
 ProfileOpt = Annotated[
-    str | None, typer.Option("--profile", help="SLURM: a profile in slurm/profiles (or a YAML path).")
+    str | None, typer.Option("--profile", help="SLURM: a named profile (shipped in kdgrid/launch/slurm_profiles, or in $KDGRID_SLURM_PROFILES) or a YAML path.")
 ]
 GroupOpt = Annotated[
     int, typer.Option("--max-group-size", help="At most this many trials per job (0 = no limit).")

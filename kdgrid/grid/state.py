@@ -1,7 +1,7 @@
 """A sweep against the store (docs/design.md, "Resume is planning against the store").
 
 Each trial of a sweep is ``done`` (a done row exists, from any sweep: ids are global), ``failed`` (only failed
-rows) or ``pending`` (no row at all). `run` runs the pending ones; `resume` also retries the failed ones that
+rows) or ``pending`` (no row at all): the store's one rule, `kdgrid.store.trial_states`, through `latest_state`. `run` runs the pending ones; `resume` also retries the failed ones that
 have fewer than ``max_attempts`` failed rows. The cost estimate uses the store's own wall times.
 """
 

@@ -1,7 +1,8 @@
 """Executors: where jobs run. ``local`` (this machine, the default), ``ray`` (Ray Tune) and ``slurm`` (submitit).
 
-All of them run `kdgrid.launch.worker.run_job_to_store` per job; build one with `get_executor(name, **settings)`.
-Ray and submitit are imported only when their executor is built.
+All of them run a job function per job (`kdgrid.launch.job_fn`; default `kdgrid.launch.worker.run_job_to_store`);
+build one with `get_executor(name, **settings)`. An executor's module is imported only when it is built (Ray and
+submitit are heavy), Ray only when a RayExecutor runs.
 """
 
 from kdgrid.launch.base import EXECUTORS, Executor, get_executor

@@ -1,8 +1,8 @@
 """The executor interface and the registry that builds one by name.
 
 An executor is any object with ``run(jobs, store_dir, *, sweep, studies) -> None`` that runs every job (a list
-of trials sharing one teacher pass) through `kdgrid.launch.worker.run_job_to_store` (or an injected job
-function of the same signature) and returns when they have ended. Results go to the store, never through the
+of trials sharing one teacher pass) through its job function (its ``job_fn`` argument, `kdgrid.launch.job_fn`;
+default `kdgrid.launch.worker.run_job_to_store`) and returns when they have ended. Results go to the store, never through the
 return value. A job may hold trials of several studies of the sweep (they share the teacher pass all the
 same): ``studies`` maps each trial id to the study its row records (`kdgrid.grid.Sweep.study_of`), and every
 row the executor or its jobs write, failure rows included, takes its study from there
@@ -12,6 +12,8 @@ budget (``--memory-budget-gb auto``).
 
 Settings carry the executor's prefix (``local_workers``, ``ray_gpus_per_job``, ``slurm_partition``), so one flat
 set of ``--set KEY=VALUE`` flags can reach any executor; an unknown key raises at once, naming the allowed ones.
+Each executor declares its settings as one dataclass (`kdgrid.launch.settings`): `LocalSettings`,
+`RaySettings`, `SlurmSettings`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from kdgrid.errors import ConfigError
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.trial import Trial
 
-# name -> (module, class); modules are imported only when their executor is asked for (Ray, submitit are heavy).
+# name -> (module, class); modules are imported only when their executor is asked for (submitit is imported by
+# the SLURM executor's module; an executor whose dependency is not installed says so when asked for).
 EXECUTORS: dict[str, tuple[str, str]] = {
     "local": ("kdgrid.launch.local", "LocalExecutor"),
     "ray": ("kdgrid.launch.ray", "RayExecutor"),
@@ -61,17 +64,6 @@ class Executor(Protocol):
         ...
 
 
-def import_job_fn(path: str) -> Any:
-    """The function named ``module:function`` (a job function with `run_job_to_store`'s signature)."""
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
-        raise ConfigError(f"job function {path!r}: write it as 'module:function'")
-    try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError(f"job function {path!r} cannot be imported: {error}") from None
-
-
 def get_executor(name: str, **settings: Any) -> Executor:
     """Build the executor ``name`` (``local``, ``ray`` or ``slurm``) with its settings.
 
@@ -96,8 +88,6 @@ def get_executor(name: str, **settings: Any) -> Executor:
             f"executor {name!r}: setting(s) {', '.join(unprefixed)} must carry the prefix '{name}_' "
             f"(e.g. {name}_{unprefixed[0]}); other arguments allowed: {', '.join(sorted(plain))}"
         )
-    if isinstance(settings.get("job_fn"), str):
-        settings["job_fn"] = import_job_fn(settings["job_fn"])
     module_name, class_name = EXECUTORS[name]
     try:
         module = importlib.import_module(module_name)

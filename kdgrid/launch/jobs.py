@@ -1,9 +1,10 @@
 """What a job is to the executors: its key, its checkpoint folder, the study each of its trials' rows records,
-and which of its trials are already done, so that a retried or requeued job never runs a finished trial twice.
+and which of its trials are still to run, so that a retried or requeued job never runs a finished trial twice.
 
 A job may mix studies: trials of two studies of a sweep that share a group (`kdgrid.trial.group_key`) share
 one teacher pass, and each row still records its own study. Executors therefore carry ``studies``, a mapping
 trial id -> study name (`kdgrid.grid.Sweep.study_of`), and `row_studies` is the one rule that reads it.
+What a job runs, the job function, is `kdgrid.launch.job_fn`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from kdgrid.grid.plan import checkpoint_dir_for
 from kdgrid.trial import Trial
 
 
@@ -32,21 +34,7 @@ def row_studies(trials: Iterable[Trial], studies: Mapping[str, str] | None) -> d
 def job_checkpoint_dir(store_dir: Path, trials: Sequence[Trial]) -> Path:
     """Where a job keeps its epoch checkpoints: the grid's ``<store>/_checkpoints/<group hash>``, the same folder
     under every executor, so a job preempted on SLURM can be finished by another executor from its checkpoints."""
-    from kdgrid.grid.plan import checkpoint_dir_for
-
     return checkpoint_dir_for(Path(store_dir), list(trials))
-
-
-def done_trial_ids(store_dir: Path) -> set[str]:
-    """Ids of the trials with a done row in the store (read from file names and compacted files: cheap)."""
-    from kdgrid.store import read_table
-
-    if not Path(store_dir).exists():
-        return set()
-    table = read_table(store_dir, ["trial_id", "status"])
-    ids = table.column("trial_id").to_pylist()
-    return {trial_id for trial_id, status in zip(ids, table.column("status").to_pylist(), strict=True)
-            if status == "done"}  # fmt: skip
 
 
 def not_done(trials: Sequence[Trial], done: set[str]) -> list[Trial]:

@@ -16,48 +16,54 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+import traceback
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
 from kdgrid.errors import ConfigError
-from kdgrid.grid.plan import checkpoint_dir_for
 from kdgrid.launch import memory
-from kdgrid.launch.jobs import row_studies
+from kdgrid.launch.failure_rows import write_failure_rows
+from kdgrid.launch.job_fn import DEFAULT_JOB_FN, JobFn, accepts_on_step, resolve_job_fn
+from kdgrid.launch.jobs import job_checkpoint_dir, row_studies
+from kdgrid.launch.lost_trials import RunRows
 from kdgrid.launch.memory import MemoryBudget
-from kdgrid.launch.settings import normalize_settings
+from kdgrid.launch.settings import ExecutorSettings, setting
 from kdgrid.store import layout
 from kdgrid.trial import Trial
 
-JobFn = Callable[..., None]
 
-PREFIX = "local_"
-LOCAL_SETTINGS: dict[str, str] = {
-    "workers": "jobs at once, each in its own process; 0 = one after another in this process (default 0)",
-    "start_method": "how worker processes start: spawn (default), forkserver or fork",
-    "threads": "torch threads per worker process (default: CPU cores / workers)",
-    "progress": "show a progress bar (default true)",
-    "poll_s": "seconds between two looks at the store and the workers (default 0.5)",
-}
-POLL_SECONDS = 0.5
+@dataclass(frozen=True)
+class LocalSettings(ExecutorSettings):
+    """The local executor's settings (``--set local_<name>=VALUE``)."""
 
+    PREFIX = "local_"
 
-def _default_job_fn() -> JobFn:
-    from kdgrid.launch.worker import run_job_to_store
+    workers: int = setting(0, "jobs at once, each in its own process; 0 = one after another in this process")
+    start_method: str = setting("spawn", "how worker processes start: spawn, forkserver or fork")
+    threads: int | None = setting(
+        None, "torch threads per worker process (default: CPU cores / workers)", minimum=1
+    )
+    progress: bool = setting(True, "show a progress bar")
+    poll_s: float = setting(0.5, "seconds between two looks at the store and the workers")
 
-    return run_job_to_store
-
-
-def _resolve_job_fn(job_fn: JobFn | str | None) -> JobFn:
-    """A callable, a ``module:function`` path, or None for `run_job_to_store`."""
-    if job_fn is None:
-        return _default_job_fn()
-    if callable(job_fn):
-        return job_fn
-    from kdgrid.launch.base import import_job_fn
-
-    return import_job_fn(str(job_fn))
+    def __post_init__(self) -> None:
+        methods = multiprocessing.get_all_start_methods()
+        if self.start_method not in methods:
+            raise ConfigError(
+                f"{self.PREFIX}start_method: {self.start_method!r} is not available; allowed: {', '.join(methods)}"
+            )
 
 
 def _run_in_child(
@@ -73,7 +79,8 @@ def _run_in_child(
     trial id -> study, for this job's trials only)."""
     if threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-        if job_fn is _default_job_fn():
+        if job_fn is DEFAULT_JOB_FN:
+            # Local: torch costs seconds to import; only the default job function trains, and it imports it anyway.
             import torch
 
             torch.set_num_threads(threads)
@@ -99,32 +106,8 @@ class RunSummary:
     seconds: float = 0.0
 
 
-class _StoreWatch:
-    """Which of this run's trials have a row written since the run began (per-trial files are listed, not read)."""
-
-    def __init__(self, store: Path, trial_ids: set[str]) -> None:
-        self.folder = layout.rows_dir(store)
-        self.trial_ids = trial_ids
-        self.before = set(os.listdir(self.folder)) if self.folder.is_dir() else set()
-        self.done: set[str] = set()
-        self.failed: set[str] = set()
-
-    def refresh(self) -> None:
-        if not self.folder.is_dir():
-            return
-        for name in set(os.listdir(self.folder)) - self.before:
-            parts = layout.RowFileName.parse(name)
-            if parts is None or parts.trial_id not in self.trial_ids:
-                continue
-            (self.done if parts.status == "done" else self.failed).add(parts.trial_id)
-        self.failed -= self.done
-
-    def reported(self) -> set[str]:
-        return self.done | self.failed
-
-
 class LocalExecutor:
-    """Run jobs on this machine. Settings: `LOCAL_SETTINGS` (prefix ``local_``, which may be left out).
+    """Run jobs on this machine. Settings: `LocalSettings` (prefix ``local_``, which may be left out).
 
     Args:
         job_fn: what each job runs (a callable or ``module:function``); default
@@ -134,26 +117,8 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, *, job_fn: JobFn | str | None = None, **settings: Any) -> None:
-        given = normalize_settings(
-            settings, prefix=PREFIX, allowed=list(LOCAL_SETTINGS), source="local executor"
-        )
-        self.job_fn = _resolve_job_fn(job_fn)
-        self.workers = given.get("workers", 0)
-        self.start_method = given.get("start_method", "spawn")
-        self.threads = given.get("threads")
-        self.progress = given.get("progress", True)
-        self.poll_s = float(given.get("poll_s", POLL_SECONDS))
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
-            raise ConfigError(f"{PREFIX}workers: expected a whole number >= 0, got {self.workers!r}")
-        if self.start_method not in multiprocessing.get_all_start_methods():
-            raise ConfigError(
-                f"{PREFIX}start_method: {self.start_method!r} is not available; allowed: "
-                f"{', '.join(multiprocessing.get_all_start_methods())}"
-            )
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise ConfigError(f"{PREFIX}threads: expected a whole number >= 1, got {self.threads!r}")
-        if not isinstance(self.progress, bool):
-            raise ConfigError(f"{PREFIX}progress: expected true or false, got {self.progress!r}")
+        self.settings = LocalSettings.from_flags(settings, source="local executor")
+        self.job_fn = resolve_job_fn(job_fn)
         self.summary = RunSummary()
 
     def memory_budget(self) -> MemoryBudget:
@@ -161,8 +126,9 @@ class LocalExecutor:
         without a GPU, of the RAM, capped by the cgroup limit) divided by the jobs running at once
         (``local_workers``, at least 1). Every worker's job lands on the same GPU (the core takes the current
         CUDA device; workers are not spread over GPUs), so the workers share one GPU's memory."""
-        jobs = max(1, self.workers)
-        share = f"{jobs} local workers" if self.workers > 1 else f"{jobs} job at a time"
+        workers = self.settings.workers
+        jobs = max(1, workers)
+        share = f"{jobs} local workers" if workers > 1 else f"{jobs} job at a time"
         gpus = memory.gpu_memory_gb()
         if gpus:
             return memory.per_job(min(gpus), "of GPU memory (the smallest visible GPU)", jobs, share)
@@ -182,21 +148,26 @@ class LocalExecutor:
         store = Path(store_dir)
         layout.rows_dir(store).mkdir(parents=True, exist_ok=True)
         study_of = row_studies((t for job in jobs for t in job), studies)
-        watch = _StoreWatch(store, set(study_of))
+        watch = RunRows.start(store, f"local-{uuid.uuid4().hex}")
         started = time.monotonic()
-        with _ProgressBar(
-            len(study_of), enabled=self.progress and bool(jobs), title=_progress_title(sweep, study_of)
-        ) as bar:
-            if self.workers == 0:
-                self._run_here(jobs, store, sweep, study_of, watch, bar)
-            else:
-                self._run_pool(jobs, store, sweep, study_of, watch, bar)
-            watch.refresh()
-            bar.update(len(watch.done), len(watch.failed))
+        title = _progress_title(sweep, study_of)
+        try:
+            with _ProgressBar(
+                len(study_of), enabled=self.settings.progress and bool(jobs), title=title
+            ) as bar:
+                if self.settings.workers == 0:
+                    self._run_here(jobs, store, sweep, study_of, watch, bar)
+                else:
+                    self._run_pool(jobs, store, sweep, study_of, watch, bar)
+                bar.show(watch.refresh().states(study_of))
+        finally:
+            watch.close()
+        states = list(watch.states(study_of).values())
+        done, failed = states.count("done"), states.count("failed")
         self.summary = RunSummary(
-            done=len(watch.done),
-            failed=len(watch.failed),
-            missing=len(set(study_of) - watch.reported()),
+            done=done,
+            failed=failed,
+            missing=len(study_of) - done - failed,
             seconds=time.monotonic() - started,
         )
 
@@ -206,21 +177,15 @@ class LocalExecutor:
         store: Path,
         sweep: str,
         study_of: dict[str, str],
-        watch: _StoreWatch,
+        watch: RunRows,
         error_type: str,
         message: str,
         traceback_text: str | None = None,
     ) -> None:
-        from kdgrid.store.write import failure_result, write_result
-
-        watch.refresh()
-        for trial in job:
-            if trial.trial_id not in watch.reported():
-                result = failure_result(
-                    trial, error_type=error_type, message=message, traceback_text=traceback_text
-                )
-                write_result(store, result, sweep=sweep, study=study_of[trial.trial_id])
-        watch.refresh()
+        """A failure row for each trial of ``job`` without a row from this run."""
+        unreported = watch.refresh().without_rows(job)
+        write_failure_rows(store, unreported, sweep=sweep, studies=study_of, error_type=error_type,
+                           message=message, traceback_text=traceback_text)  # fmt: skip
 
     def _run_here(
         self,
@@ -228,12 +193,10 @@ class LocalExecutor:
         store: Path,
         sweep: str,
         study_of: dict[str, str],
-        watch: _StoreWatch,
+        watch: RunRows,
         bar: _ProgressBar,
     ) -> None:
-        import traceback
-
-        progress = {"on_step": bar.job_steps} if _accepts_on_step(self.job_fn) else {}
+        progress = {"on_step": bar.job_steps} if accepts_on_step(self.job_fn) else {}
         for job in jobs:
             try:
                 self.job_fn(
@@ -241,22 +204,13 @@ class LocalExecutor:
                     store,
                     sweep=sweep,
                     studies=row_studies(job, study_of),
-                    checkpoint_dir=checkpoint_dir_for(store, job),
+                    checkpoint_dir=job_checkpoint_dir(store, job),
                     **progress,
                 )
             except Exception as error:
-                self._fail_unreported(
-                    job,
-                    store,
-                    sweep,
-                    study_of,
-                    watch,
-                    type(error).__name__,
-                    str(error),
-                    traceback.format_exc(),
-                )
-            watch.refresh()
-            bar.update(len(watch.done), len(watch.failed))
+                self._fail_unreported(job, store, sweep, study_of, watch, type(error).__name__, str(error),
+                                      traceback.format_exc())  # fmt: skip
+            bar.show(watch.refresh().states(study_of))
 
     def _run_pool(
         self,
@@ -264,16 +218,17 @@ class LocalExecutor:
         store: Path,
         sweep: str,
         study_of: dict[str, str],
-        watch: _StoreWatch,
+        watch: RunRows,
         bar: _ProgressBar,
     ) -> None:
-        context = multiprocessing.get_context(self.start_method)
-        threads = self.threads or max(1, (os.cpu_count() or 1) // self.workers)
+        workers = self.settings.workers
+        context = multiprocessing.get_context(self.settings.start_method)
+        threads = self.settings.threads or max(1, (os.cpu_count() or 1) // workers)
         waiting = list(jobs)
         running: list[tuple[Any, list[Trial]]] = []
         try:
             while waiting or running:
-                while waiting and len(running) < self.workers:
+                while waiting and len(running) < workers:
                     job = waiting.pop(0)
                     args = (
                         self.job_fn,
@@ -281,13 +236,13 @@ class LocalExecutor:
                         str(store),
                         sweep,
                         row_studies(job, study_of),  # this job's trials only: pickled for the process
-                        str(checkpoint_dir_for(store, job)),
+                        str(job_checkpoint_dir(store, job)),
                         threads,
                     )
                     process = context.Process(target=_run_in_child, args=args, daemon=False)
                     process.start()
                     running.append((process, job))
-                time.sleep(self.poll_s)
+                time.sleep(self.settings.poll_s)
                 still: list[tuple[Any, list[Trial]]] = []
                 for process, job in running:
                     if process.is_alive():
@@ -299,8 +254,7 @@ class LocalExecutor:
                             job, store, sweep, study_of, watch, "WorkerDied", _exit_reason(process.exitcode)
                         )
                 running = still
-                watch.refresh()
-                bar.update(len(watch.done), len(watch.failed))
+                bar.show(watch.refresh().states(study_of))
         finally:
             for process, _ in running:  # interrupted: stop our own workers, by their pids
                 process.terminate()
@@ -313,17 +267,6 @@ def _progress_title(sweep: str, study_of: Mapping[str, str]) -> str:
     if len(names) == 1:
         return f"{sweep}/{names[0]}"
     return f"{sweep} ({len(names)} studies)" if names else sweep
-
-
-def _accepts_on_step(job_fn: JobFn) -> bool:
-    """Whether a job function takes the ``on_step`` progress callback (the default one does)."""
-    import inspect
-
-    try:
-        parameters = inspect.signature(job_fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "on_step" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 class _ProgressBar:
@@ -339,15 +282,6 @@ class _ProgressBar:
 
     def __enter__(self) -> _ProgressBar:
         if self.enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
@@ -373,8 +307,11 @@ class _ProgressBar:
         remaining = self.total - done - failed
         return f"[green]done {done}[/] [red]failed {failed}[/] remaining {remaining}"
 
-    def update(self, done: int, failed: int) -> None:
+    def show(self, trial_states: Mapping[str, str]) -> None:
+        """Show the counts of ``trial_states`` (trial id -> done / failed, from this run's rows)."""
         if self._progress is not None:
+            states = list(trial_states.values())
+            done, failed = states.count("done"), states.count("failed")
             self._progress.update(self._task, completed=done + failed, info=self._info(done, failed))
 
     def __exit__(self, *exc: object) -> None:

@@ -1,24 +1,36 @@
-"""Failure rows for trials whose job died without a word (SIGKILL, scancel, out of requeues, a dead Ray actor).
+"""The rows a run wrote, and failure rows for trials whose job died without a word (SIGKILL, scancel, out of
+requeues, a dead Ray actor, a dead local worker process).
 
 A job that is killed cannot write anything, so its unfinished trials would just have no row. The executor that
 saw the job end badly writes a ``failed`` row for each trial of that job that got no row during this run, with
-the reason (the SLURM state or Ray's error): ``kdgrid status`` then shows why, and ``kdgrid resume`` retries them.
-"This run" is decided by file times on the store's own filesystem (a marker touched before submission), so clocks
-of the submitting host and the nodes need not agree.
+the reason (the SLURM state, Ray's error, the worker's exit): ``kdgrid status`` then shows why, and
+``kdgrid resume`` retries them. `RunRows` is the one answer to "which trials got a row during this run, and are
+they done?" (the local executor's progress bar and summary read it too); done or failed is decided by the
+store's one rule, `kdgrid.store.trial_states`.
+
+"This run" is decided on the store's own filesystem: a row file is the run's when it was not in ``rows/`` when
+the run began (`RunRows.start`), or, given only the run's marker (``<store>/_runs/<name>``, touched before
+submission), when its mtime is not older than the marker's; so clocks of the submitting host and the nodes need
+not agree.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from kdgrid.launch.failure_rows import write_failure_rows
+from kdgrid.store import layout
+from kdgrid.store.read import trial_states
 from kdgrid.trial import Trial
+
+RUNS_DIR = "_runs"  # starts with "_": store readers never look inside
 
 
 def touch_run_marker(store_dir: Path, name: str) -> Path:
     """Create (or refresh) ``<store>/_runs/<name>``; its mtime is this run's start on the store's clock."""
-    folder = Path(store_dir) / "_runs"
+    folder = Path(store_dir) / RUNS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     marker = folder / name
     marker.touch()
@@ -26,22 +38,63 @@ def touch_run_marker(store_dir: Path, name: str) -> Path:
     return marker
 
 
+class RunRows:
+    """The per-trial row files a run wrote (listed by name, never opened; each file looked at once).
+
+    Args:
+        store_dir: the store.
+        marker: the run's marker (`touch_run_marker`): a file not older than it is the run's.
+        before: names ``rows/`` held when the run began: never the run's, whatever their mtime.
+    """
+
+    def __init__(self, store_dir: Path, marker: Path, *, before: Iterable[str] = ()) -> None:
+        self.folder = layout.rows_dir(Path(store_dir))
+        self.marker = marker
+        self.since = marker.stat().st_mtime
+        self.seen: set[str] = set(before)
+        self.rows: list[tuple[str, str]] = []  # (trial id, status) of the run's rows
+
+    @classmethod
+    def start(cls, store_dir: Path, name: str) -> RunRows:
+        """A run beginning now: ``rows/`` listed, then its marker touched."""
+        before = layout.visible_names(layout.rows_dir(Path(store_dir)))
+        return cls(store_dir, touch_run_marker(store_dir, name), before=before)
+
+    def refresh(self) -> RunRows:
+        """Look at the row files that appeared since the last look; returns self."""
+        for name in layout.visible_names(self.folder):
+            if name in self.seen:
+                continue
+            self.seen.add(name)
+            parts = layout.RowFileName.parse(name)
+            if parts is None:
+                continue
+            try:
+                mine = (self.folder / name).stat().st_mtime >= self.since
+            except FileNotFoundError:  # moved by a compaction meanwhile: it was written, and counted there
+                mine = True
+            if mine:
+                self.rows.append((parts.trial_id, parts.status))
+        return self
+
+    def states(self, among: Container[str] | None = None) -> dict[str, str]:
+        """trial id -> ``done`` / ``failed`` for the trials with a row from this run (`trial_states`), only
+        those of ``among`` (trial ids) when given."""
+        return trial_states(row for row in self.rows if among is None or row[0] in among)
+
+    def without_rows(self, trials: Iterable[Trial]) -> list[Trial]:
+        """The trials with no row (done or failed) from this run, order kept."""
+        reported = {trial_id for trial_id, _ in self.rows}
+        return [trial for trial in trials if trial.trial_id not in reported]
+
+    def close(self) -> None:
+        """The run has ended: remove its marker."""
+        self.marker.unlink(missing_ok=True)
+
+
 def trials_without_rows_since(store_dir: Path, trials: Sequence[Trial], marker: Path) -> list[Trial]:
     """The trials with no per-trial row file (done or failed) written at or after ``marker``'s mtime."""
-    from kdgrid.store import layout
-
-    since = marker.stat().st_mtime
-    written: set[str] = set()
-    for path in layout.visible_files(layout.rows_dir(Path(store_dir))):
-        parts = layout.RowFileName.parse(path.name)
-        if parts is None:
-            continue
-        try:
-            if path.stat().st_mtime >= since:
-                written.add(parts.trial_id)
-        except FileNotFoundError:  # moved by a compaction meanwhile: it was written, and counted there
-            written.add(parts.trial_id)
-    return [trial for trial in trials if trial.trial_id not in written]
+    return RunRows(store_dir, marker).refresh().without_rows(trials)
 
 
 def record_lost_trials(
@@ -59,12 +112,7 @@ def record_lost_trials(
 
     Returns the trials recorded.
     """
-    from kdgrid.launch.jobs import row_studies
-    from kdgrid.store import failure_result, write_result
-
     lost = trials_without_rows_since(store_dir, trials, marker)
-    study_of = row_studies(lost, studies)
-    for trial in lost:
-        result = failure_result(trial, error_type="JobLost", message=reason)
-        write_result(store_dir, result, sweep=sweep, study=study_of[trial.trial_id])
-    return lost
+    return write_failure_rows(
+        store_dir, lost, sweep=sweep, studies=studies, error_type="JobLost", message=reason
+    )

@@ -21,85 +21,59 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
-from kdgrid.launch.jobs import done_trial_ids, job_checkpoint_dir, not_done, row_studies
+from kdgrid.launch.job_fn import JobFn, resolve_job_fn, run_pending
+from kdgrid.launch.jobs import row_studies
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
 from kdgrid.launch.memory import MemoryBudget
-from kdgrid.launch.settings import normalize_settings
+from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.store.read import done_trial_ids
 from kdgrid.trial import Trial
 
-JobFn = Callable[..., None]
-
-PREFIX = "ray_"
-RAY_SETTINGS: dict[str, str] = {
-    "address": "an existing Ray cluster ('auto', 'ray://host:10001'); none = start a local runtime",
-    "num_cpus": "CPUs of the local runtime (default: all of this machine)",
-    "num_gpus": "GPUs of the local runtime; logical, so it may exceed the real count for testing",
-    "cpus_per_job": "CPUs each job reserves (default 1)",
-    "gpus_per_job": "GPUs each job reserves; a fraction lets several small jobs share one GPU (default 0)",
-    "reuse_actors": "keep actors between jobs (default true)",
-    "max_concurrent": "at most this many jobs at once (default: as many as resources allow)",
-    "max_failures": "times Tune retries a job whose actor died (default 0; the core resumes from checkpoints)",
-    "storage_path": "where Tune keeps its experiment folder (default <store>/_ray)",
-    "verbose": "Tune's verbosity, 0-3 (default 0: kdgrid prints its own progress lines)",
-}
-DEFAULTS: dict[str, Any] = {
-    "address": None,
-    "num_cpus": None,
-    "num_gpus": None,
-    "cpus_per_job": 1.0,
-    "gpus_per_job": 0.0,
-    "reuse_actors": True,
-    "max_concurrent": None,
-    "max_failures": 0,
-    "storage_path": None,
-    "verbose": 0,
-}
+# Ray is imported inside the functions that need it: it takes seconds to import and is needed only once a
+# RayExecutor runs (building one, e.g. for its memory budget, must stay cheap).
 
 
-def resolve_settings(flags: Mapping[str, Any]) -> dict[str, Any]:
-    """Defaults updated by ``ray_*`` flags; validated and typed."""
-    settings = dict(DEFAULTS)
-    settings.update(
-        normalize_settings(flags, prefix=PREFIX, allowed=list(RAY_SETTINGS), source="executor settings")
+@dataclass(frozen=True)
+class RaySettings(ExecutorSettings):
+    """The Ray executor's settings (``--set ray_<name>=VALUE``)."""
+
+    PREFIX = "ray_"
+
+    address: str | None = setting(
+        None, "an existing Ray cluster ('auto', 'ray://host:10001'); none = start a local runtime"
     )
-    # Flags may arrive as text ("0.25", "true"): accept the obvious spellings, refuse anything else by name.
-    for name in ("cpus_per_job", "gpus_per_job"):
-        value = settings[name]
-        try:
-            number = float(value) if not isinstance(value, bool) else -1.0
-        except (TypeError, ValueError):
-            number = -1.0
-        if number < 0:
-            raise ConfigError(f"{PREFIX}{name}: expected a number >= 0, got {value!r}")
-        settings[name] = number
-    if settings["gpus_per_job"] > 1 and not settings["gpus_per_job"].is_integer():
-        raise ConfigError(f"{PREFIX}gpus_per_job: above 1 it must be whole, got {settings['gpus_per_job']}")
-    for name in ("num_cpus", "num_gpus", "max_concurrent", "max_failures", "verbose"):
-        value = settings[name]
-        if isinstance(value, str) and value.strip().isdigit():
-            value = settings[name] = int(value)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ConfigError(f"{PREFIX}{name}: expected a whole number >= 0, got {value!r}")
-    reuse = settings["reuse_actors"]
-    if isinstance(reuse, str) and reuse.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        settings["reuse_actors"] = reuse.strip().lower() in ("true", "1", "yes")
-    if not isinstance(settings["reuse_actors"], bool):
-        raise ConfigError(f"{PREFIX}reuse_actors: expected true or false, got {reuse!r}")
-    return settings
+    num_cpus: int | None = setting(None, "CPUs of the local runtime (default: all of this machine)")
+    num_gpus: int | None = setting(
+        None, "GPUs of the local runtime; logical, so it may exceed the real count for testing"
+    )
+    cpus_per_job: float = setting(1.0, "CPUs each job reserves")
+    gpus_per_job: float = setting(
+        0.0, "GPUs each job reserves; a fraction lets several small jobs share one GPU (above 1: whole)"
+    )
+    reuse_actors: bool = setting(True, "keep actors between jobs")
+    max_concurrent: int | None = setting(
+        None, "at most this many jobs at once (default: as many as resources allow)"
+    )
+    max_failures: int = setting(
+        0, "times Tune retries a job whose actor died (the core resumes from checkpoints)"
+    )
+    storage_path: str | None = setting(None, "where Tune keeps its experiment folder (default <store>/_ray)")
+    verbose: int = setting(0, "Tune's verbosity, 0-3 (0: kdgrid prints its own progress lines)")
 
-
-def _default_job_fn() -> JobFn:
-    from kdgrid.launch.worker import run_job_to_store
-
-    return run_job_to_store
+    def __post_init__(self) -> None:
+        if self.gpus_per_job > 1 and not self.gpus_per_job.is_integer():
+            raise ConfigError(f"{self.PREFIX}gpus_per_job: above 1 it must be whole, got {self.gpus_per_job}")
 
 
 def run_one_job(
@@ -109,40 +83,38 @@ def run_one_job(
     store_dir: str,
     sweep: str,
     studies: Mapping[str, str],
-    job_fn: JobFn | None,
+    job_fn: JobFn,
 ) -> None:
     """The Tune trainable: run job ``config["job"]`` and report how many trials it held.
 
     Module-level (not a closure) so Ray pickles it by reference; the jobs and ``studies`` (trial id -> study
     of every job's trials) travel through Ray's object store (`tune.with_parameters`), not inside every
-    trial's config.
+    trial's config. A job Tune retries after its actor died (``ray_max_failures``) skips the trials it finished
+    before.
     """
     from ray import tune
 
-    job = list(jobs[config["job"]])
-    # A job Tune retries after its actor died (ray_max_failures) skips the trials it finished before.
-    trials = not_done(job, done_trial_ids(Path(store_dir)))
-    if trials:
-        folder = job_checkpoint_dir(Path(store_dir), job)
-        folder.mkdir(parents=True, exist_ok=True)
-        run = job_fn or _default_job_fn()
-        run(trials, Path(store_dir), sweep=sweep, studies=row_studies(trials, studies), checkpoint_dir=folder)
-    tune.report({"trials": len(trials), "finished": 1})
+    store = Path(store_dir)
+    ran = run_pending(
+        job_fn, jobs[config["job"]], store, sweep=sweep, studies=studies, done=done_trial_ids(store)
+    )
+    tune.report({"trials": len(ran), "finished": 1})
 
 
 class RayExecutor:
     """Run jobs as Ray Tune trials (one per job) and wait for all of them.
 
     Args:
-        job_fn: what each job runs; default `kdgrid.launch.worker.run_job_to_store`. Tests inject their own.
-        **settings: ``ray_*`` keys of `RAY_SETTINGS` (the prefix may be left out).
+        job_fn: what each job runs (a callable or ``module:function``, importable by reference: Ray pickles
+            it); default `kdgrid.launch.worker.run_job_to_store`.
+        **settings: ``ray_*`` keys of `RaySettings` (the prefix may be left out).
     """
 
     name = "ray"
 
-    def __init__(self, *, job_fn: JobFn | None = None, **settings: Any) -> None:
-        self.settings = resolve_settings(settings)
-        self.job_fn = job_fn
+    def __init__(self, *, job_fn: JobFn | str | None = None, **settings: Any) -> None:
+        self.settings = RaySettings.from_flags(settings)
+        self.job_fn = resolve_job_fn(job_fn)
         self.last_result_grid: Any = None
 
     def concurrent_jobs(self) -> tuple[int, str]:
@@ -150,15 +122,15 @@ class RayExecutor:
         CPUs / ``ray_cpus_per_job`` and (with GPU jobs) ``ray_num_gpus`` / ``ray_gpus_per_job``; CPUs are
         ``ray_num_cpus`` or this machine's cores."""
         s = self.settings
-        cpus = s["num_cpus"] or os.cpu_count() or 1
+        cpus = s.num_cpus or os.cpu_count() or 1
         limits: list[tuple[int, str]] = []
-        if s["max_concurrent"]:
-            limits.append((s["max_concurrent"], "ray_max_concurrent"))
-        if s["cpus_per_job"] > 0:
-            limits.append((int(cpus // s["cpus_per_job"]), f"{cpus} CPUs / {s['cpus_per_job']:g} per job"))
-        if s["gpus_per_job"] > 0 and s["num_gpus"] is not None:
-            limits.append((int(s["num_gpus"] // s["gpus_per_job"]),
-                           f"{s['num_gpus']} GPUs / {s['gpus_per_job']:g} per job"))  # fmt: skip
+        if s.max_concurrent:
+            limits.append((s.max_concurrent, "ray_max_concurrent"))
+        if s.cpus_per_job > 0:
+            limits.append((int(cpus // s.cpus_per_job), f"{cpus} CPUs / {s.cpus_per_job:g} per job"))
+        if s.gpus_per_job > 0 and s.num_gpus is not None:
+            limits.append((int(s.num_gpus // s.gpus_per_job),
+                           f"{s.num_gpus} GPUs / {s.gpus_per_job:g} per job"))  # fmt: skip
         if not limits:  # no CPU or GPU reservation: Tune starts about one job per core
             limits.append((cpus, f"{cpus} CPUs"))
         jobs, why = min(limits, key=lambda limit: limit[0])
@@ -168,7 +140,7 @@ class RayExecutor:
         """The memory one job may use: `memory.SAFETY_FRACTION` of ``ray_gpus_per_job`` of the smallest visible
         GPU's memory (a job uses one GPU at most), or of the RAM (capped by the cgroup limit) divided by
         `concurrent_jobs` when jobs take no GPU or this machine has none."""
-        fraction = self.settings["gpus_per_job"]
+        fraction = self.settings.gpus_per_job
         gpus = memory.gpu_memory_gb() if fraction > 0 else []
         if gpus:
             share = min(fraction, 1.0)
@@ -187,14 +159,14 @@ class RayExecutor:
         if ray.is_initialized():
             return False
         s = self.settings
-        if s["address"]:
-            ray.init(address=s["address"], log_to_driver=False)
+        if s.address:
+            ray.init(address=s.address, log_to_driver=False)
         else:
             # address="local": always a new runtime, even where `ray start` left a cluster address file behind.
             ray.init(
                 address="local",
-                num_cpus=s["num_cpus"],
-                num_gpus=s["num_gpus"],
+                num_cpus=s.num_cpus,
+                num_gpus=s.num_gpus,
                 include_dashboard=False,
                 log_to_driver=False,
             )
@@ -205,7 +177,7 @@ class RayExecutor:
         import ray
 
         total = ray.cluster_resources()
-        need = {"CPU": self.settings["cpus_per_job"], "GPU": self.settings["gpus_per_job"]}
+        need = {"CPU": self.settings.cpus_per_job, "GPU": self.settings.gpus_per_job}
         short = {name: amount for name, amount in need.items() if amount > total.get(name, 0.0)}
         if short:
             have = {name: total.get(name, 0.0) for name in need}
@@ -230,7 +202,7 @@ class RayExecutor:
         from ray import tune
 
         store_dir = Path(store_dir).resolve()
-        storage = Path(self.settings["storage_path"] or store_dir / "_ray").resolve()
+        storage = Path(self.settings.storage_path or store_dir / "_ray").resolve()
         marker = touch_run_marker(store_dir, f"ray-{uuid.uuid4().hex}")
         started = self._init_ray()
         try:
@@ -243,22 +215,22 @@ class RayExecutor:
                 studies=study_of,
                 job_fn=self.job_fn,
             )
-            resources = {"cpu": self.settings["cpus_per_job"], "gpu": self.settings["gpus_per_job"]}
-            if not self.settings["verbose"]:
+            resources = {"cpu": self.settings.cpus_per_job, "gpu": self.settings.gpus_per_job}
+            if not self.settings.verbose:
                 # Tune's newer console output prints a configuration box regardless of verbose=0.
                 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
             tuner = tune.Tuner(
                 tune.with_resources(trainable, resources),
                 param_space={"job": tune.grid_search(list(range(len(jobs))))},
                 tune_config=tune.TuneConfig(
-                    reuse_actors=self.settings["reuse_actors"],
-                    max_concurrent_trials=self.settings["max_concurrent"],
+                    reuse_actors=self.settings.reuse_actors,
+                    max_concurrent_trials=self.settings.max_concurrent,
                 ),
                 run_config=tune.RunConfig(
                     name=_experiment_name(sweep),
                     storage_path=str(storage),
-                    verbose=self.settings["verbose"],
-                    failure_config=tune.FailureConfig(max_failures=self.settings["max_failures"]),
+                    verbose=self.settings.verbose,
+                    failure_config=tune.FailureConfig(max_failures=self.settings.max_failures),
                     callbacks=[_progress_callback(len(jobs))],
                 ),
             )
@@ -289,9 +261,6 @@ class RayExecutor:
 
 
 def _experiment_name(sweep: str) -> str:
-    import re
-    from datetime import datetime, timezone
-
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', sweep) or 'sweep'}-{stamp}"
 

@@ -8,8 +8,9 @@ How a sweep maps onto SLURM:
   only its own), which its rows and the failed rows written for it record.
 - Arrays are split so that none exceeds the cluster's ``MaxArraySize`` (read from ``scontrol show config``;
   1001 when it cannot be read); ``slurm_array_parallelism`` caps how many tasks of one array run at once.
-- Partition, account, qos, time, GPUs, CPUs and memory come from a profile (``slurm/profiles/NAME.yaml`` or a
-  path) and from ``slurm_*`` flags, which win. An unknown key is refused, naming it and the allowed ones; a
+- Partition, account, qos, time, GPUs, CPUs and memory come from a profile (a name: ``local``, ``example``,
+  shipped with the package in ``kdgrid/launch/slurm_profiles/``, or one in ``$KDGRID_SLURM_PROFILES``; or a path
+  to a YAML file) and from ``slurm_*`` flags, which win; both are read into `SlurmSettings`. An unknown key is refused, naming it and the allowed ones; a
   partition that ``sinfo`` does not list is refused before anything is submitted.
 - Each task is an `ArrayTask`, a `submitit.helpers.Checkpointable`: on preemption or at its time limit SLURM
   signals it, submitit calls `ArrayTask.checkpoint`, which resubmits the task itself; the requeued task skips
@@ -31,69 +32,36 @@ The submitit executor is chosen explicitly (`submitit.SlurmExecutor`), never aut
 
 from __future__ import annotations
 
-import math
 import os
+import pickle
 import re
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import submitit
 import yaml
 from submitit.helpers import Checkpointable, DelayedSubmission
 from submitit.slurm.slurm import SlurmInfoWatcher
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
-from kdgrid.launch.jobs import done_trial_ids, job_checkpoint_dir, job_key, not_done, row_studies
+from kdgrid.launch.job_fn import DEFAULT_JOB_FN, JobFn, resolve_job_fn, run_pending
+from kdgrid.launch.jobs import job_checkpoint_dir, job_key, row_studies
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
 from kdgrid.launch.memory import MemoryBudget
-from kdgrid.launch.settings import normalize_settings
+from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.store.read import done_trial_ids
 from kdgrid.trial import Trial
 
-# A job function has run_job_to_store's signature:
-# (trials, store_dir, *, sweep, studies, checkpoint_dir) -> None.
-JobFn = Callable[..., None]
-
-PREFIX = "slurm_"
-# Settings a profile or a flag may give (without the prefix), and what each means.
-SLURM_SETTINGS: dict[str, str] = {
-    "partition": "partition to submit to (checked against sinfo before submission)",
-    "account": "account charged (sbatch --account)",
-    "qos": "quality of service (sbatch --qos)",
-    "time": "time limit of one array task: minutes, or [D-]HH:MM[:SS]",
-    "gpus": "GPUs per task (sbatch --gpus-per-node; one task per node)",
-    "cpus_per_task": "CPU cores per task",
-    "mem_gb": "memory per task in GB (also the default memory budget of a job: --memory-budget-gb auto)",
-    "gpu_mem_gb": "memory of one GPU of the partition in GB; only sizes jobs to the GPU (--memory-budget-gb auto)",
-    "array_parallelism": "at most this many tasks of one array run at once",
-    "jobs_per_task": "jobs run one after another in one array task (>1 for tiny jobs)",
-    "max_array_size": "split arrays to at most this many tasks (default: the cluster's MaxArraySize)",
-    "max_num_timeout": "how many times a task may be requeued after a time limit or preemption",
-    "signal_delay_s": "seconds before the time limit at which SLURM signals the task to checkpoint",
-    "constraint": "node features required (sbatch --constraint)",
-    "exclude": "nodes to avoid (sbatch --exclude)",
-    "job_name": "the name jobs show in squeue",
-    "setup": "shell lines run before the task (module load ..., source venv/bin/activate)",
-    "additional_parameters": "any other sbatch option, as a mapping {option: value}",
-    "sacct_give_up_s": "stop waiting when sacct has failed, or listed none of the unfinished tasks, for this "
-    "many seconds; the tasks keep running (default 1800; 0 = wait forever)",
-}
 DEFAULT_MAX_ARRAY_SIZE = 1001
-DEFAULTS: dict[str, Any] = {
-    "time": 60,
-    "jobs_per_task": 1,
-    "max_num_timeout": 3,
-    "signal_delay_s": 120,
-    "array_parallelism": 256,
-    "job_name": "kdgrid",
-    "sacct_give_up_s": 1800.0,
-}
-PROFILES_DIR = Path(__file__).resolve().parents[2] / "slurm" / "profiles"
+PROFILES_ENV = "KDGRID_SLURM_PROFILES"
 # sacct states after which an array task will not run again.
 FINISHED_OK = {"COMPLETED"}
 UNFINISHED = {"READY", "PENDING", "RUNNING", "UNKNOWN", "REQUEUED", "COMPLETING", "PREEMPTED", "CONFIGURING",
@@ -122,11 +90,62 @@ def parse_time_minutes(value: int | float | str, source: str = "slurm_time") -> 
     return minutes
 
 
+@dataclass(frozen=True)
+class SlurmSettings(ExecutorSettings):
+    """The SLURM executor's settings (``--set slurm_<name>=VALUE``, or a profile's ``<name>:``)."""
+
+    PREFIX = "slurm_"
+
+    partition: str | None = setting(None, "partition to submit to (checked against sinfo before submission)")
+    account: str | None = setting(None, "account charged (sbatch --account)")
+    qos: str | None = setting(None, "quality of service (sbatch --qos)")
+    time: int = setting(
+        60, "time limit of one array task: minutes, or [D-]HH:MM[:SS]", parse=parse_time_minutes
+    )
+    gpus: int | None = setting(None, "GPUs per task (sbatch --gpus-per-node; one task per node)")
+    cpus_per_task: int | None = setting(None, "CPU cores per task", minimum=1)
+    mem_gb: float | None = setting(
+        None, "memory per task in GB (also the default memory budget of a job: --memory-budget-gb auto)",
+        positive=True,
+    )  # fmt: skip
+    gpu_mem_gb: float | None = setting(
+        None, "memory of one GPU of the partition in GB; only sizes jobs to the GPU (--memory-budget-gb auto)",
+        positive=True,
+    )  # fmt: skip
+    array_parallelism: int = setting(256, "at most this many tasks of one array run at once", minimum=1)
+    jobs_per_task: int = setting(
+        1, "jobs run one after another in one array task (>1 for tiny jobs)", minimum=1
+    )
+    max_array_size: int | None = setting(
+        None, "split arrays to at most this many tasks (default: the cluster's MaxArraySize)", minimum=1
+    )
+    max_num_timeout: int = setting(
+        3, "how many times a task may be requeued after a time limit or preemption"
+    )
+    signal_delay_s: int = setting(
+        120, "seconds before the time limit at which SLURM signals the task to checkpoint"
+    )
+    constraint: str | None = setting(None, "node features required (sbatch --constraint)")
+    exclude: str | None = setting(None, "nodes to avoid (sbatch --exclude)")
+    job_name: str = setting("kdgrid", "the name jobs show in squeue")
+    setup: list[str] | None = setting(
+        None, "shell lines run before the task (module load ..., source venv/bin/activate)"
+    )
+    additional_parameters: dict[str, Any] | None = setting(
+        None, "any other sbatch option, as a mapping {option: value}"
+    )
+    sacct_give_up_s: float = setting(
+        1800.0, "stop waiting when sacct has failed, or listed none of the unfinished tasks, for this many "
+        "seconds; the tasks keep running (0 = wait forever)",
+    )  # fmt: skip
+
+
 def profile_dirs() -> list[Path]:
-    """Where profiles are looked up by name: ``$KDGRID_SLURM_PROFILES`` (if set), then the repository's
-    ``slurm/profiles``."""
-    extra = os.environ.get("KDGRID_SLURM_PROFILES")
-    return ([Path(extra)] if extra else []) + [PROFILES_DIR]
+    """Where profiles are looked up by name: ``$KDGRID_SLURM_PROFILES`` (if set), then the profiles shipped with
+    the package (``kdgrid/launch/slurm_profiles``)."""
+    extra = os.environ.get(PROFILES_ENV)
+    shipped = Path(str(resources.files("kdgrid.launch") / "slurm_profiles"))
+    return ([Path(extra)] if extra else []) + [shipped]
 
 
 def find_profile(profile: str | Path) -> Path:
@@ -145,7 +164,7 @@ def find_profile(profile: str | Path) -> Path:
 
 
 def load_profile(profile: str | Path) -> dict[str, Any]:
-    """Read a profile file: a mapping of the keys of `SLURM_SETTINGS` (with or without ``slurm_``)."""
+    """Read a profile file: a mapping of `SlurmSettings` keys (with or without ``slurm_``), unprefixed."""
     path = find_profile(profile)
     try:
         data = yaml.safe_load(path.read_text()) or {}
@@ -153,69 +172,25 @@ def load_profile(profile: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: a profile is a mapping of settings, got {type(data).__name__}")
-    return normalize_settings(data, prefix=PREFIX, allowed=list(SLURM_SETTINGS), source=str(path))
+    return SlurmSettings.normalize(data, source=str(path))
 
 
-def resolve_settings(profile: str | Path | None, flags: Mapping[str, Any]) -> dict[str, Any]:
+def resolve_settings(profile: str | Path | None, flags: Mapping[str, Any]) -> SlurmSettings:
     """Defaults, then the profile, then the flags; validated and typed."""
-    settings = dict(DEFAULTS)
-    if profile is not None:
-        settings.update(load_profile(profile))
-    settings.update(
-        normalize_settings(flags, prefix=PREFIX, allowed=list(SLURM_SETTINGS), source="executor settings")
-    )
-    settings["time"] = parse_time_minutes(settings["time"])
-    # Whole-number settings and their smallest allowed value; flags may arrive as text ("8").
-    for name, minimum in (("gpus", 0), ("cpus_per_task", 1), ("array_parallelism", 1), ("jobs_per_task", 1),
-                          ("max_array_size", 1), ("max_num_timeout", 0), ("signal_delay_s", 0)):  # fmt: skip
-        if settings.get(name) is not None:
-            settings[name] = _whole_number(name, settings[name], minimum)
-    for name in ("mem_gb", "gpu_mem_gb"):
-        if settings.get(name) is not None:
-            settings[name] = _number(name, settings[name], "a positive number of GB", positive=True)
-    settings["sacct_give_up_s"] = _number(
-        "sacct_give_up_s", settings["sacct_give_up_s"], "a number of seconds >= 0", positive=False
-    )
-    if settings.get("setup") is not None and not (
-        isinstance(settings["setup"], list) and all(isinstance(s, str) for s in settings["setup"])
-    ):
-        raise ConfigError(f"{PREFIX}setup: expected a list of shell lines, got {settings['setup']!r}")
-    if settings.get("additional_parameters") is not None and not isinstance(
-        settings["additional_parameters"], Mapping
-    ):
-        raise ConfigError(f"{PREFIX}additional_parameters: expected a mapping {{option: value}}, "
-                          f"got {settings['additional_parameters']!r}")  # fmt: skip
-    return settings
+    values = load_profile(profile) if profile is not None else {}
+    values.update(SlurmSettings.normalize(flags, source="executor settings"))
+    return SlurmSettings.build(values)
 
 
-def _number(name: str, value: Any, expected: str, *, positive: bool) -> float:
-    """A finite number (flags may arrive as text), > 0 if ``positive`` else >= 0; `ConfigError` naming the key."""
-    try:
-        number = float(value) if not isinstance(value, bool) else float("nan")
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not math.isfinite(number) or number < 0 or (positive and number == 0):
-        raise ConfigError(f"{PREFIX}{name}: expected {expected}, got {value!r}")
-    return number
-
-
-def _whole_number(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{PREFIX}{name}: expected a whole number >= {minimum}, got {value!r}")
-    return value
-
-
-def submitit_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
+def submitit_parameters(settings: SlurmSettings) -> dict[str, Any]:
     """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords."""
     direct = ("partition", "account", "qos", "time", "cpus_per_task", "array_parallelism", "signal_delay_s",
               "constraint", "exclude", "job_name", "setup", "additional_parameters")  # fmt: skip
-    params = {name: settings[name] for name in direct if settings.get(name) is not None}
-    if settings.get("gpus"):
-        params["gpus_per_node"] = settings["gpus"]
-    if settings.get("mem_gb") is not None:
-        mem_gb = float(settings["mem_gb"])
+    params = {name: getattr(settings, name) for name in direct if getattr(settings, name) is not None}
+    if settings.gpus:
+        params["gpus_per_node"] = settings.gpus
+    if settings.mem_gb is not None:
+        mem_gb = settings.mem_gb
         params["mem"] = f"{int(mem_gb)}GB" if mem_gb.is_integer() else f"{round(mem_gb * 1024)}MB"
     return params
 
@@ -267,7 +242,7 @@ def check_partition(partition: str | None) -> None:
         return
     known = cluster_partitions()
     if partition not in known:
-        raise ConfigError(f"{PREFIX}partition: {partition!r} is not a partition of this cluster (sinfo lists: "
+        raise ConfigError(f"{SlurmSettings.PREFIX}partition: {partition!r} is not a partition of this cluster (sinfo lists: "
                           f"{', '.join(known) or 'none'})")  # fmt: skip
 
 
@@ -283,12 +258,6 @@ def split_arrays(tasks: Sequence[Any], max_array_size: int) -> list[list[Any]]:
 
 
 # -- what runs on the node ------------------------------------------------------------------------------------------
-def _default_job_fn() -> JobFn:
-    from kdgrid.launch.worker import run_job_to_store
-
-    return run_job_to_store
-
-
 @dataclass
 class ArrayTask(Checkpointable):  # type: ignore[misc]
     """One array task: runs its jobs in order through ``job_fn`` (default: ``run_job_to_store``).
@@ -309,7 +278,7 @@ class ArrayTask(Checkpointable):  # type: ignore[misc]
     sweep: str
     studies: dict[str, str]
     run_id: str
-    job_fn: JobFn | None = field(default=None)
+    job_fn: JobFn = field(default=DEFAULT_JOB_FN)
 
     def job_dir(self, trials: Sequence[Trial]) -> Path:
         return job_checkpoint_dir(Path(self.store_dir), trials)
@@ -320,20 +289,15 @@ class ArrayTask(Checkpointable):  # type: ignore[misc]
     def __call__(self) -> int:
         """Run every job of the task not yet finished, minus trials already done in the store; returns how many
         jobs ran in this attempt."""
-        run = self.job_fn or _default_job_fn()
+        store = Path(self.store_dir)
         # Trials done before this attempt (a requeue that struck after some rows were written) never run again.
-        done = done_trial_ids(Path(self.store_dir))
+        done = done_trial_ids(store)
         ran = 0
         for trials in self.jobs:
             marker = self.finished_marker(trials)
             if marker.exists():  # finished before a requeue: its rows are in the store already
                 continue
-            todo = not_done(trials, done)
-            if todo:
-                folder = self.job_dir(trials)
-                folder.mkdir(parents=True, exist_ok=True)
-                studies = row_studies(todo, self.studies)
-                run(todo, Path(self.store_dir), sweep=self.sweep, studies=studies, checkpoint_dir=folder)
+            if run_pending(self.job_fn, trials, store, sweep=self.sweep, studies=self.studies, done=done):
                 ran += 1
             marker.touch()
         for trials in self.jobs:  # the whole task is done: no attempt of it will look for its markers again
@@ -358,13 +322,14 @@ class SlurmExecutor:
     """Submit jobs as SLURM arrays through submitit and (by default) wait for them.
 
     Args:
-        profile: a profile name in ``slurm/profiles`` or a path to a profile YAML; ``None`` = defaults only.
+        profile: a profile name (`profile_dirs`) or a path to a profile YAML; ``None`` = defaults only.
         wait: wait for every task and report; ``False`` returns right after submission (``--no-wait``).
         log_dir: submitit's folder (sbatch scripts, pickles, logs), on the shared filesystem; default
             ``<store_dir>/_slurm/<sweep>/<job id>``. Epoch checkpoints go to ``<store_dir>/_checkpoints/<group>``.
         poll_interval_s: seconds between two ``sacct`` calls while waiting.
-        job_fn: what each job runs; default `kdgrid.launch.worker.run_job_to_store`. Tests inject their own.
-        **settings: ``slurm_*`` keys of `SLURM_SETTINGS` (they override the profile).
+        job_fn: what each job runs (a callable or ``module:function``, importable by reference: the task is
+            pickled); default `kdgrid.launch.worker.run_job_to_store`.
+        **settings: ``slurm_*`` keys of `SlurmSettings` (they override the profile).
 
     Bad settings and unknown partitions raise `ConfigError` here or in `run`, before any submission.
     """
@@ -378,21 +343,21 @@ class SlurmExecutor:
         wait: bool = True,
         log_dir: str | Path | None = None,
         poll_interval_s: float = 10.0,
-        job_fn: JobFn | None = None,
+        job_fn: JobFn | str | None = None,
         **settings: Any,
     ) -> None:
         self.settings = resolve_settings(profile, settings)
         self.wait = wait
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.poll_interval_s = poll_interval_s
-        self.job_fn = job_fn
+        self.job_fn = resolve_job_fn(job_fn)
 
     def memory_budget(self) -> MemoryBudget:
         """The memory one job may use on a node: `memory.SAFETY_FRACTION` of the task's ``slurm_mem_gb`` (RAM),
         or of ``slurm_gpu_mem_gb`` when the task has GPUs and that is given (a GPU's memory is not known before
         submission). Without ``slurm_mem_gb`` there is no budget. Jobs packed into one task
         (``slurm_jobs_per_task``) run one after another, so each has the whole task's memory."""
-        gpus, gpu_mem, mem = (self.settings.get(name) for name in ("gpus", "gpu_mem_gb", "mem_gb"))
+        gpus, gpu_mem, mem = self.settings.gpus, self.settings.gpu_mem_gb, self.settings.mem_gb
         alone = "1 job at a time per task"
         if gpus and gpu_mem is not None:
             return memory.per_job(gpu_mem, "of GPU memory (slurm_gpu_mem_gb)", 1, alone)
@@ -422,7 +387,7 @@ class SlurmExecutor:
         """One `ArrayTask` per ``slurm_jobs_per_task`` jobs, each carrying the studies of its own trials only
         (a task is pickled to the shared filesystem: not the whole sweep's mapping in each)."""
         tasks = []
-        for group in pack_tasks(jobs, self.settings["jobs_per_task"]):
+        for group in pack_tasks(jobs, self.settings.jobs_per_task):
             own = row_studies((trial for job in group for trial in job), studies)
             tasks.append(ArrayTask(group, str(store_dir), sweep, own, run_id, self.job_fn))
         return tasks
@@ -453,19 +418,15 @@ class SlurmExecutor:
         jobs = [job for job in jobs if job]
         if not jobs:
             return None
-        import submitit
-
         store_dir = Path(store_dir).resolve()
-        check_partition(self.settings.get("partition"))
-        max_array = min(
-            self.settings.get("max_array_size") or DEFAULT_MAX_ARRAY_SIZE, cluster_max_array_size()
-        )
+        check_partition(self.settings.partition)
+        max_array = min(self.settings.max_array_size or DEFAULT_MAX_ARRAY_SIZE, cluster_max_array_size())
         log_folder = self._log_folder(store_dir, sweep)
         run_id = uuid.uuid4().hex
         tasks = self.make_tasks(jobs, store_dir, sweep=sweep, studies=studies, run_id=run_id)
         marker = touch_run_marker(store_dir, f"slurm-{run_id}")
 
-        executor = submitit.SlurmExecutor(folder=log_folder, max_num_timeout=self.settings["max_num_timeout"])
+        executor = submitit.SlurmExecutor(folder=log_folder, max_num_timeout=self.settings.max_num_timeout)
         executor.update_parameters(**submitit_parameters(self.settings))
         submitted: list[Any] = []
         for array in split_arrays(tasks, max_array):
@@ -544,7 +505,7 @@ class SlurmExecutor:
         lists none of the unfinished tasks, for ``slurm_sacct_give_up_s`` in a row (nothing learnt meanwhile from
         result pickles either), raises `_SacctGaveUp` naming the tasks, which may still be running.
         """
-        give_up_s = self.settings["sacct_give_up_s"]
+        give_up_s = self.settings.sacct_give_up_s
         states = {str(job.job_id): "UNKNOWN" for job in submitted}
         last_line = ""
         blind_since: float | None = None  # time.monotonic() of the first poll that learnt nothing
@@ -624,8 +585,6 @@ def _result_ok(job: Any, state: str) -> bool:
     if not path.exists():
         return state.upper().startswith("COMPLETED")
     try:
-        import pickle
-
         with open(path, "rb") as handle:
             outcome, _ = pickle.load(handle)
     except Exception:

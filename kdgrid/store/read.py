@@ -1,5 +1,11 @@
 """Reading the store back: the whole store as one DataFrame, tidy scores, and each trial's latest state.
 
+The one answer to "is this trial done?" lives here: `trial_states` (a trial is ``done`` when any of its rows
+is done - done wins over failed - else ``failed``; no row: not in the answer). `done_trial_ids` (executors
+skipping finished trials), `latest_state` (``kdgrid status``, `kdgrid.grid.state.sweep_state`) and the rows a
+run wrote (`kdgrid.launch.lost_trials.RunRows`) all apply it. The one "latest done row wins" rule is
+`latest_done_rows` (scores and the analysis tables read a trial's latest done row).
+
 Exactly once: rows are immutable and carry a unique ``row_id``; a reader drops repeated row ids (a crashed or
 concurrent compaction can leave a row in two files for a while) and re-reads when a file it listed was removed
 under it (a compaction finished meanwhile), so every row is seen exactly once. See `kdgrid.store.compact`.
@@ -279,7 +285,7 @@ def _nullable_types(arrow_type: pa.DataType) -> Any:
 def scores_long(df: pd.DataFrame) -> pd.DataFrame:
     """Tidy scores of the done trials: columns ``trial_id, dev_set, metric, value, kind`` (kind ``best`` = at the
     best epoch, ``last`` = after the last epoch). A trial with several done rows contributes its latest one."""
-    done = _latest_done_rows(df)
+    done = latest_done_rows(df)
     records: list[tuple[str, str, str, float, str]] = []
     for trial_id, best, last in zip(
         done["trial_id"], done["scores_json"], done["last_scores_json"], strict=True
@@ -299,9 +305,33 @@ def _order_by_time(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _latest_done_rows(df: pd.DataFrame) -> pd.DataFrame:
+def latest_done_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The latest done row of each trial of ``df`` (rows of the store's schema): a trial run twice (a forced
+    re-run) has two done rows and the one written last counts (by ``written_at``, then by order in ``df``).
+    Failed rows are dropped. The frame keeps ``df``'s columns."""
     done = _order_by_time(df[df["status"] == "done"])
-    return done.drop_duplicates("trial_id", keep="last")
+    return done.drop_duplicates("trial_id", keep="last").drop(columns="_order", errors="ignore")
+
+
+def trial_states(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The one rule of "is this trial done?": ``{trial id: "done" | "failed"}`` from (trial id, status) pairs,
+    ``done`` when any row of the trial is done (done wins over failed, whatever the order), else ``failed``.
+    Trials without a row are absent (pending)."""
+    states: dict[str, str] = {}
+    for trial_id, status in rows:
+        if states.get(trial_id) != "done":
+            states[trial_id] = "done" if status == "done" else "failed"
+    return states
+
+
+def done_trial_ids(store_dir: Path | str) -> set[str]:
+    """Ids of the trials `trial_states` calls done in the store (read from file names and the compacted
+    files' name columns: cheap, no per-trial file is opened). A missing store has none."""
+    if not Path(store_dir).exists():
+        return set()
+    table = read_table(store_dir, ["trial_id", "status"])
+    pairs = zip(table.column("trial_id").to_pylist(), table.column("status").to_pylist(), strict=True)
+    return {trial_id for trial_id, state in trial_states(pairs).items() if state == "done"}
 
 
 def latest_state(df: pd.DataFrame) -> pd.DataFrame:
@@ -316,15 +346,14 @@ def latest_state(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=columns, index=pd.Index([], name="trial_id"))
     ordered = _order_by_time(df)
+    decided = trial_states(zip(ordered["trial_id"], ordered["status"], strict=True))
     attempts = ordered.groupby("trial_id").size()
     failures = (ordered["status"] == "failed").groupby(ordered["trial_id"]).sum()
     latest_failed = ordered[ordered["status"] == "failed"].drop_duplicates("trial_id", keep="last")
     latest_failed = latest_failed.set_index("trial_id")
-    latest_done = (
-        ordered[ordered["status"] == "done"].drop_duplicates("trial_id", keep="last").set_index("trial_id")
-    )
+    latest_done = latest_done_rows(ordered).set_index("trial_id")
     state = pd.DataFrame(index=attempts.index)
-    state["state"] = ["done" if t in latest_done.index else "failed" for t in state.index]
+    state["state"] = [decided[t] for t in state.index]
     state["attempts"] = attempts.astype(int)
     state["failures"] = failures.reindex(state.index).fillna(0).astype(int)
     for column in ("error_type", "error_message"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ def _student_shape_columns(student: str) -> dict[str, int | None]:
     """The student's layers / width / heads / ffn, or nulls when the name cannot be parsed (a failed trial may
     have failed for exactly that reason)."""
     try:
+        # Local: kdgrid.core.models imports torch and transformers (seconds), which a row writer (a test fake, a
+        # failure row written by the submitting host) need not pay for.
         from kdgrid.core.models import student_shape
 
         shape = student_shape(student)
@@ -145,13 +148,11 @@ def failure_result(
     traceback_text: str | None = None,
 ) -> TrialResult:
     """A failed `TrialResult` for a trial that produced none (its job crashed, its worker was killed)."""
-    import traceback as tb
-
     if error is not None:
         error_type = error_type or type(error).__name__
         message = message or str(error)
         traceback_text = traceback_text or "".join(
-            tb.format_exception(type(error), error, error.__traceback__)
+            traceback.format_exception(type(error), error, error.__traceback__)
         )
     now = _utc_now()
     return TrialResult(

@@ -9,13 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from kdgrid.cli import app, main
-from kdgrid.launch.testing import job_log_jobs, store_studies
 from kdgrid.store import latest_state, read_store
 from kdgrid.store.membership import SweepMembership, memberships_dir, read_memberships
+from tests.launch.fakes import job_log_jobs, store_studies
 
 FAKE = [
     "--set",
-    "job_fn=kdgrid.launch.testing:job_to_store",
+    "job_fn=tests.launch.fakes:job_to_store",
     "--set",
     "local_progress=false",
     "--no-preflight",
@@ -59,12 +59,12 @@ def starts(tmp_path: Path) -> list[str]:
     log = tmp_path / "starts.log"
     if not log.exists():
         return []
-    # kdgrid.launch.testing logs "start <trial id> <pid> <time>" (and "end ...") per trial
+    # tests.launch.fakes logs "start <trial id> <pid> <time>" (and "end ...") per trial
     return [line.split()[1] for line in log.read_text().splitlines() if line.startswith("start ")]
 
 
 def jobs(tmp_path: Path) -> list[set[str]]:
-    """The jobs that ran (each the set of its trial ids), as `kdgrid.launch.testing`'s fake core logs them."""
+    """The jobs that ran (each the set of its trial ids), as `tests.launch.fakes`'s fake core logs them."""
     return job_log_jobs(tmp_path / "jobs.log")
 
 
@@ -321,7 +321,7 @@ def test_run_sweep_returns_what_ran_and_reports_failures_without_raising(tmp_pat
 
     bad = {"task": "mrpc", "temperature": 8, "options": {"test_raise": "loss went NaN"}}
     sweep, store = sweep_file(tmp_path, bad), tmp_path / "store"
-    fake = {"job_fn": "kdgrid.launch.testing:job_to_store", "local_progress": False}
+    fake = {"job_fn": "tests.launch.fakes:job_to_store", "local_progress": False}
     lines: list[str] = []
     outcome = run_sweep(sweep, store, executor_settings=fake, preflight=False, log=lines.append)
     assert (outcome.sweep, outcome.trials, outcome.jobs, len(outcome.ran)) == ("cli-test", 8, 2, 8)

@@ -1,6 +1,10 @@
 """Real runtimes for the executor tests: a single-node SLURM cluster and a local Ray runtime (session scope).
 
-The SLURM fixture starts the cluster of `kdgrid.launch.slurm_local` (installing its Debian packages on first use)
+The job functions of the tests (`tests.launch.fakes`) run in other processes: local worker processes, Ray actors,
+SLURM array tasks. They import them by reference, so the repository root goes first on the ``PYTHONPATH`` these
+processes inherit (Ray's raylet and sbatch pass on the environment of this process).
+
+The SLURM fixture starts the cluster of `slurm.local_cluster` (installing its Debian packages on first use)
 or reuses one already running, and stops it at the end only if it started it. It skips, saying why, only where
 the cluster cannot start here: not root, not Linux, or packages missing with no working apt-get. A cluster that
 should start but does not is an error, not a skip.
@@ -10,11 +14,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from kdgrid.launch.slurm_local import LocalCluster, PackagesUnavailableError, cannot_start_reason
 from kdgrid.trial import Trial
+from slurm.local_cluster import LocalCluster, PackagesUnavailableError, cannot_start_reason
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fakes_importable_by_job_processes() -> Iterator[None]:
+    """The repository root first on ``PYTHONPATH`` for the session, so `tests.launch.fakes` imports anywhere."""
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *([saved] if saved else [])])
+    yield
+    if saved is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = saved
 
 
 @pytest.fixture(scope="session")

@@ -15,11 +15,11 @@ import pytest
 from kdgrid.errors import ConfigError
 from kdgrid.grid import checkpoint_dir_for
 from kdgrid.launch import get_executor, worker
-from kdgrid.launch.local import LocalExecutor
-from kdgrid.launch.testing import crashing_job, fake_run_job, job_to_store, store_studies
+from kdgrid.launch.local import LocalExecutor, _progress_title
 from kdgrid.result import TrialResult
 from kdgrid.store import latest_state, read_store
 from kdgrid.trial import Trial
+from tests.launch.fakes import crashing_job, fake_run_job, job_to_store, store_studies
 
 
 def trial(seed: int, **options: object) -> Trial:
@@ -95,17 +95,19 @@ def test_a_worker_killed_with_sigkill_costs_only_its_unfinished_trials(tmp_path:
     )  # rows from the workers and for the dead one
 
 
-def test_worker_writes_rows_as_trials_finish_and_failure_rows_after_a_crash(
-    tmp_path: Path, monkeypatch
-) -> None:
+def test_worker_writes_rows_as_trials_finish_and_failure_rows_after_a_crash(tmp_path: Path) -> None:
     def half_then_crash(trials, *, checkpoint_dir=None, on_result=None, **_):
         fake_run_job(trials[:1], on_result=on_result)
         raise MemoryError("teacher does not fit")
 
-    monkeypatch.setattr(worker, "run_job", half_then_crash)
     job = [trial(1), trial(2), trial(3)]
     worker.run_job_to_store(
-        job, tmp_path, sweep="s", studies=alternating([job]), checkpoint_dir=tmp_path / "ck"
+        job,
+        tmp_path,
+        sweep="s",
+        studies=alternating([job]),
+        checkpoint_dir=tmp_path / "ck",
+        run_job=half_then_crash,
     )
     frame = read_store(tmp_path)
     assert len(frame) == 3
@@ -115,12 +117,13 @@ def test_worker_writes_rows_as_trials_finish_and_failure_rows_after_a_crash(
     assert store_studies(tmp_path) == alternating([job])
 
 
-def test_worker_writes_results_the_core_returned_without_reporting(tmp_path: Path, monkeypatch) -> None:
+def test_worker_writes_results_the_core_returned_without_reporting(tmp_path: Path) -> None:
     def quiet(trials, **_):
         return [TrialResult(trial=trials[0], status="done")]  # reports nothing, forgets the second trial
 
-    monkeypatch.setattr(worker, "run_job", quiet)
-    worker.run_job_to_store([trial(1), trial(2)], tmp_path, sweep="s", studies={trial(2).trial_id: "b"})
+    worker.run_job_to_store(
+        [trial(1), trial(2)], tmp_path, sweep="s", studies={trial(2).trial_id: "b"}, run_job=quiet
+    )
     got = latest_state(read_store(tmp_path))
     assert got.loc[trial(1).trial_id, "state"] == "done"
     assert got.loc[trial(2).trial_id, "error_type"] == "MissingResult"
@@ -129,8 +132,6 @@ def test_worker_writes_results_the_core_returned_without_reporting(tmp_path: Pat
 
 
 def test_the_progress_bar_names_the_study_or_counts_the_studies() -> None:
-    from kdgrid.launch.local import _progress_title
-
     assert _progress_title("table2", {"x": "fixed_flops", "y": "fixed_flops"}) == "table2/fixed_flops"
     assert _progress_title("table2", {"x": "fixed_flops", "y": "fixed_params"}) == "table2 (2 studies)"
     assert _progress_title("s", {"x": ""}) == "s"
@@ -138,7 +139,7 @@ def test_the_progress_bar_names_the_study_or_counts_the_studies() -> None:
 
 def test_get_executor_validates_prefixed_settings() -> None:
     local = get_executor("local", local_workers=2, local_progress=False)
-    assert isinstance(local, LocalExecutor) and local.workers == 2
+    assert isinstance(local, LocalExecutor) and local.settings.workers == 2
     with pytest.raises(ConfigError, match="unknown executor 'lokal'; allowed: local, ray, slurm"):
         get_executor("lokal")
     with pytest.raises(ConfigError, match="slurm_partition belong to another executor"):
@@ -150,8 +151,8 @@ def test_get_executor_validates_prefixed_settings() -> None:
     with pytest.raises(ConfigError, match="local_workers: expected a whole number"):
         get_executor("local", local_workers=-1)
     with pytest.raises(ConfigError, match="cannot be imported"):
-        get_executor("local", job_fn="kdgrid.launch.testing:no_such_function")
-    assert get_executor("local", job_fn="kdgrid.launch.testing:job_to_store").job_fn is job_to_store
+        get_executor("local", job_fn="tests.launch.fakes:no_such_function")
+    assert get_executor("local", job_fn="tests.launch.fakes:job_to_store").job_fn is job_to_store
 
 
 def test_a_trial_killed_mid_epoch_continues_from_its_checkpoint(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The Ray executor against a real local Ray runtime (2 CPUs, 1 logical GPU; see conftest.py).
 
 Each job is a real Tune trial in a Ray actor running the real worker and store; only the training is faked
-(`kdgrid.launch.testing`). Checked: GPU-fraction packing (logical GPUs), actor reuse, a raising trial, an actor
+(`tests.launch.fakes`). Checked: GPU-fraction packing (logical GPUs), actor reuse, a raising trial, an actor
 killed with SIGKILL (fit() does not raise: num_errors is checked), and a resume that runs exactly what is missing.
 """
 
@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from kdgrid.errors import ConfigError, LaunchError
-from kdgrid.launch import testing
-from kdgrid.launch.ray import RayExecutor, resolve_settings
-from kdgrid.launch.testing import log_events, make_trial, max_overlap, pending_jobs, store_rows, store_studies
+from kdgrid.launch.ray import RayExecutor, RaySettings, run_one_job
+from kdgrid.store import read_store
 from kdgrid.trial import Trial
+from tests.launch import fakes
+from tests.launch.fakes import log_events, make_trial, max_overlap, pending_jobs, store_rows, store_studies
 
 
 def done_once_each(store: Path, trials: list[Trial]) -> None:
@@ -47,16 +48,14 @@ def test_an_unknown_ray_setting_is_refused_naming_it_and_the_allowed_ones() -> N
 )  # fmt: skip
 def test_bad_ray_values_are_refused_naming_the_key(key: str, value: object) -> None:
     with pytest.raises(ConfigError, match=key):
-        resolve_settings({key: value})
+        RaySettings.from_flags({key: value})
 
 
 def test_ray_settings_given_as_text_are_typed() -> None:
-    settings = resolve_settings(
+    settings = RaySettings.from_flags(
         {"ray_gpus_per_job": "0.25", "ray_reuse_actors": "false", "ray_num_cpus": "2"}
     )
-    assert (
-        settings["gpus_per_job"] == 0.25 and settings["reuse_actors"] is False and settings["num_cpus"] == 2
-    )
+    assert settings.gpus_per_job == 0.25 and settings.reuse_actors is False and settings.num_cpus == 2
 
 
 def test_importing_the_executors_does_not_import_ray() -> None:
@@ -70,9 +69,8 @@ def test_a_tune_trial_runs_its_job_with_the_studies_of_its_own_trials(
 ) -> None:
     """The trainable itself, outside Tune (its report captured): a job mixing two studies writes each row
     under its trial's study, and the job function is given only its own trials' studies."""
-    from ray import tune
+    from ray import tune  # Ray takes seconds to import: only the tests that use it pay for it
 
-    from kdgrid.launch.ray import run_one_job
 
     reports: list[dict] = []
     given: list[dict[str, str]] = []
@@ -80,7 +78,7 @@ def test_a_tune_trial_runs_its_job_with_the_studies_of_its_own_trials(
 
     def recording_job(trials, store_dir, *, sweep, studies, checkpoint_dir):
         given.append(dict(studies))
-        testing.job_to_store(trials, store_dir, sweep=sweep, studies=studies, checkpoint_dir=checkpoint_dir)
+        fakes.job_to_store(trials, store_dir, sweep=sweep, studies=studies, checkpoint_dir=checkpoint_dir)
 
     a0, b0, a1 = make_trial(0), make_trial(0, k=1), make_trial(1)
     studies = {a0.trial_id: "a", b0.trial_id: "b", a1.trial_id: "a"}
@@ -98,7 +96,7 @@ def test_gpu_fractions_pack_jobs_onto_one_gpu_and_actors_are_reused(
 ) -> None:
     log = tmp_path / "log.txt"
     jobs = [[make_trial(seed, test_log=str(log), test_seconds=1.0)] for seed in range(6)]
-    RayExecutor(job_fn=testing.job_to_store, ray_gpus_per_job=gpus_per_job).run(jobs, tmp_path, sweep="p")
+    RayExecutor(job_fn=fakes.job_to_store, ray_gpus_per_job=gpus_per_job).run(jobs, tmp_path, sweep="p")
 
     done_once_each(tmp_path, [t for job in jobs for t in job])
     # One logical GPU: 0.5 GPU per job lets two run at once, a whole GPU only one.
@@ -121,14 +119,12 @@ def test_a_raising_trial_and_a_killed_actor_leave_a_truthful_store_and_resume_ru
     jobs = [healthy, [first, victim, after]]
     studies = {t.trial_id: "ab"[i % 2] for job in jobs for i, t in enumerate(job)}  # jobs mixing two studies
     with pytest.raises(LaunchError, match=r"1 of 2 Ray job\(s\) did not finish.*job 1"):
-        RayExecutor(job_fn=testing.job_to_store).run(jobs, tmp_path, sweep="f", studies=studies)
+        RayExecutor(job_fn=fakes.job_to_store).run(jobs, tmp_path, sweep="f", studies=studies)
 
     assert sorted(store_rows(tmp_path)) == sorted(
         [(healthy[0].trial_id, "done"), (raiser.trial_id, "failed"), (first.trial_id, "done"),
          (victim.trial_id, "failed"), (after.trial_id, "failed")]
     )  # fmt: skip
-    from kdgrid.store import read_store
-
     errors = read_store(tmp_path).set_index("trial_id")["error_type"]
     assert errors[raiser.trial_id] == "RuntimeError" and errors[victim.trial_id] == "JobLost"
     # rows from the jobs and the JobLost rows the executor wrote alike record each trial's own study
@@ -136,7 +132,7 @@ def test_a_raising_trial_and_a_killed_actor_leave_a_truthful_store_and_resume_ru
 
     remaining = pending_jobs(jobs, tmp_path)
     assert remaining == [[raiser], [victim, after]]
-    RayExecutor(job_fn=testing.job_to_store).run(remaining, tmp_path, sweep="f", studies=studies)
+    RayExecutor(job_fn=fakes.job_to_store).run(remaining, tmp_path, sweep="f", studies=studies)
     done_once_each(tmp_path, [t for job in jobs for t in job])
     started = collections.Counter(trial_id for event, trial_id, _, _ in log_events(log) if event == "start")
     assert started[healthy[0].trial_id] == 1 and started[first.trial_id] == 1 and started[after.trial_id] == 1
@@ -147,9 +143,7 @@ def test_a_job_needing_more_than_the_cluster_has_is_refused_before_running(
     ray_runtime: None, tmp_path: Path
 ) -> None:
     with pytest.raises(ConfigError, match="GPU"):
-        RayExecutor(job_fn=testing.job_to_store, ray_gpus_per_job=2).run(
-            [[make_trial(0)]], tmp_path, sweep="s"
-        )
+        RayExecutor(job_fn=fakes.job_to_store, ray_gpus_per_job=2).run([[make_trial(0)]], tmp_path, sweep="s")
     assert store_rows(tmp_path) == []
 
 
@@ -160,8 +154,6 @@ def test_a_real_core_job_runs_as_a_tune_trial_and_writes_its_rows(
     """No fake: the default job function (run_job_to_store -> the core's run_job) in a Ray actor."""
     RayExecutor().run([real_job], tmp_path, sweep="real")
     done_once_each(tmp_path, real_job)
-    from kdgrid.store import read_store
-
     rows = read_store(tmp_path)
     assert set(rows["status"]) == {"done"}
     accuracy = [column for column in rows.columns if "accuracy" in column]
@@ -175,7 +167,7 @@ def test_a_job_retried_after_its_actor_died_skips_the_trials_it_had_finished(
     log = tmp_path / "log.txt"
     first = make_trial(0, test_log=str(log))
     victim = make_trial(0, k=1, test_log=str(log), test_kill_once=str(tmp_path / "killed-once"))
-    RayExecutor(job_fn=testing.job_to_store, ray_max_failures=1).run([[first, victim]], tmp_path, sweep="r")
+    RayExecutor(job_fn=fakes.job_to_store, ray_max_failures=1).run([[first, victim]], tmp_path, sweep="r")
 
     done_once_each(tmp_path, [first, victim])
     started = collections.Counter(trial_id for event, trial_id, _, _ in log_events(log) if event == "start")
@@ -216,10 +208,10 @@ def test_jobs_run_on_an_existing_ray_cluster_given_its_address(tmp_path: Path) -
             time.sleep(1)
         driver = textwrap.dedent(f"""
             from pathlib import Path
-            from kdgrid.launch import testing
+            from tests.launch import fakes
             from kdgrid.launch.ray import RayExecutor
-            jobs = [[testing.make_trial(seed)] for seed in range(3)]
-            RayExecutor(job_fn=testing.job_to_store, ray_address={address!r}).run(jobs, Path({str(tmp_path)!r}), sweep="a")
+            jobs = [[fakes.make_trial(seed)] for seed in range(3)]
+            RayExecutor(job_fn=fakes.job_to_store, ray_address={address!r}).run(jobs, Path({str(tmp_path)!r}), sweep="a")
         """)  # fmt: skip
         done = subprocess.run(
             [sys.executable, "-c", driver], capture_output=True, text=True, timeout=180, env=env

@@ -1,7 +1,7 @@
 """The SLURM executor against a real single-node cluster (slurmctld + slurmd + slurmdbd, see conftest.py).
 
 Jobs are real SLURM array tasks running the real worker and store; only the training is faked
-(`kdgrid.launch.testing`), so each task takes seconds. Fault tests: a trial that raises, a task killed with
+(`tests.launch.fakes`), so each task takes seconds. Fault tests: a trial that raises, a task killed with
 SIGKILL, a task cancelled with scancel, a requeue at a time limit. After each, the store must tell the truth and
 a resume must complete exactly the missing trials: one done row per trial, no duplicates.
 """
@@ -16,17 +16,18 @@ from pathlib import Path
 import pytest
 
 from kdgrid.errors import ConfigError, LaunchError
-from kdgrid.launch import testing
 from kdgrid.launch.slurm import SlurmExecutor, cluster_max_array_size, cluster_partitions
-from kdgrid.launch.slurm_local import PARTITION, LocalCluster
-from kdgrid.launch.testing import log_events, make_trial, pending_jobs, store_rows, store_studies
+from kdgrid.store import read_store
 from kdgrid.trial import Trial
+from slurm.local_cluster import PARTITION, LocalCluster
+from tests.launch import fakes
+from tests.launch.fakes import log_events, make_trial, pending_jobs, store_rows, store_studies
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 
 def executor(**settings: object) -> SlurmExecutor:
-    return SlurmExecutor("local", job_fn=testing.job_to_store, poll_interval_s=1.0, **settings)  # type: ignore[arg-type]
+    return SlurmExecutor("local", job_fn=fakes.job_to_store, poll_interval_s=1.0, **settings)  # type: ignore[arg-type]
 
 
 def done_once_each(store: Path, trials: list[Trial]) -> None:
@@ -109,8 +110,6 @@ def test_a_task_killed_with_sigkill_records_its_lost_trials_and_resume_runs_exac
             (last.trial_id, "failed"),
         ]
     )
-    from kdgrid.store import read_store
-
     lost = read_store(tmp_path).set_index("trial_id").loc[victim.trial_id]
     assert lost["error_type"] == "JobLost" and "FAILED" in lost["error_message"]
     # rows written by the task and the failed rows written for it alike record each trial's own study
@@ -131,7 +130,7 @@ def test_a_task_cancelled_with_scancel_is_reported_and_resume_completes_it(
     quick = make_trial(0, test_log=str(log))
     slow = make_trial(0, k=1, test_log=str(log), test_seconds=6.0, test_epochs=3)
     jobs = [[quick, slow]]
-    run = SlurmExecutor("local", job_fn=testing.job_to_store, poll_interval_s=1.0, wait=False)
+    run = SlurmExecutor("local", job_fn=fakes.job_to_store, poll_interval_s=1.0, wait=False)
     submission = run.submit(jobs, tmp_path, sweep="cancel")
     assert submission is not None
     deadline = time.monotonic() + 90
@@ -161,8 +160,6 @@ def test_a_task_at_its_time_limit_is_requeued_and_continues_from_its_checkpoint(
     done_once_each(tmp_path, [long_trial])
     attempts = [pid for event, _, pid, _ in log_events(log) if event == "start"]
     assert len(attempts) >= 2, "the task was never requeued"
-    from kdgrid.store import read_store
-
     row = read_store(tmp_path).iloc[0]
     assert '"resumed_from_epoch": 0' not in row["extra_json"], "the requeued task started over"
 
@@ -173,8 +170,6 @@ def test_a_real_core_job_runs_as_an_array_task_and_writes_its_rows(
     """No fake: the default job function (run_job_to_store -> the core's run_job) in a SLURM task."""
     SlurmExecutor("local", poll_interval_s=1.0).run([real_job], tmp_path, sweep="real")
     done_once_each(tmp_path, real_job)
-    from kdgrid.store import read_store
-
     rows = read_store(tmp_path)
     assert set(rows["status"]) == {"done"}
     accuracy = [column for column in rows.columns if "accuracy" in column]

@@ -7,9 +7,10 @@ import pickle
 from pathlib import Path
 
 import pytest
+from submitit.slurm.slurm import _make_sbatch_string
 
 from kdgrid.errors import ConfigError
-from kdgrid.launch import slurm, testing
+from kdgrid.launch import get_executor, slurm
 from kdgrid.launch.slurm import (
     ArrayTask,
     SlurmExecutor,
@@ -20,7 +21,9 @@ from kdgrid.launch.slurm import (
     split_arrays,
     submitit_parameters,
 )
-from kdgrid.launch.testing import make_trial, store_rows, store_studies
+from kdgrid.store import read_store
+from tests.launch import fakes
+from tests.launch.fakes import make_trial, store_rows, store_studies
 
 GOLDEN = Path(__file__).parent / "golden" / "sbatch_example_profile.sh"
 
@@ -74,9 +77,9 @@ def test_flags_override_the_profile_and_values_are_typed() -> None:
     settings = resolve_settings(
         "example", {"slurm_time": "00:10:00", "slurm_array_parallelism": "8", "mem_gb": 4}
     )
-    assert settings["partition"] == "gpu"  # from the profile
-    assert settings["time"] == 10 and settings["array_parallelism"] == 8  # flags, text turned into numbers
-    assert settings["mem_gb"] == 4.0
+    assert settings.partition == "gpu"  # from the profile
+    assert settings.time == 10 and settings.array_parallelism == 8  # flags, text turned into numbers
+    assert settings.mem_gb == 4.0
 
 
 @pytest.mark.parametrize(
@@ -99,8 +102,6 @@ def test_submitit_parameters_translate_gpus_and_memory() -> None:
 
 
 def test_the_sbatch_script_of_the_example_profile_matches_the_golden_file() -> None:
-    from submitit.slurm.slurm import _make_sbatch_string
-
     folder = "/shared/results/_slurm/demo/%j"
     text = _make_sbatch_string(
         command=f"python -u -m submitit.core._submit {folder}",
@@ -135,7 +136,7 @@ def test_a_requeued_array_task_skips_the_jobs_it_finished_before_and_cleans_up(t
     log, store = tmp_path / "log.txt", tmp_path / "store"
     first = make_trial(0, test_log=str(log))
     interrupted = make_trial(1, test_log=str(log), test_exit_once=str(tmp_path / "exited"))
-    task = ArrayTask([[first], [interrupted]], str(store), "sweep", {}, "run1", testing.job_to_store)
+    task = ArrayTask([[first], [interrupted]], str(store), "sweep", {}, "run1", fakes.job_to_store)
     with pytest.raises(SystemExit):  # the time limit strikes during the second job
         task()
     assert store_rows(store) == [(first.trial_id, "done")]
@@ -150,28 +151,26 @@ def test_a_requeued_array_task_skips_the_jobs_it_finished_before_and_cleans_up(t
     ]  # fmt: skip
     assert not list((store / "_checkpoints").rglob(".finished-*"))
     # A later submission of a job whose trials are all done runs nothing: no trial gets a second done row.
-    assert ArrayTask([[first, interrupted]], str(store), "sweep", {}, "run2", testing.job_to_store)() == 0
+    assert ArrayTask([[first, interrupted]], str(store), "sweep", {}, "run2", fakes.job_to_store)() == 0
     assert len(store_rows(store)) == 2
 
 
 def test_a_job_that_finished_with_failures_runs_again_in_a_later_submission(tmp_path: Path) -> None:
     """Markers belong to one submission: a resume of the same job (its trial failed) is not skipped."""
     flaky = make_trial(0, test_raise_once=str(tmp_path / "raised"))
-    assert ArrayTask([[flaky]], str(tmp_path), "sweep", {}, "run1", testing.job_to_store)() == 1
-    assert ArrayTask([[flaky]], str(tmp_path), "sweep", {}, "run2", testing.job_to_store)() == 1
+    assert ArrayTask([[flaky]], str(tmp_path), "sweep", {}, "run1", fakes.job_to_store)() == 1
+    assert ArrayTask([[flaky]], str(tmp_path), "sweep", {}, "run2", fakes.job_to_store)() == 1
     assert sorted(store_rows(tmp_path)) == sorted([(flaky.trial_id, "failed"), (flaky.trial_id, "done")])
 
 
 def test_a_requeued_task_continues_an_unfinished_job_from_its_checkpoint(tmp_path: Path) -> None:
     trial = make_trial(0, test_epochs=4, test_seconds=0.0)
-    task = ArrayTask([[trial]], str(tmp_path / "store"), "sweep", {}, "run", testing.job_to_store)
+    task = ArrayTask([[trial]], str(tmp_path / "store"), "sweep", {}, "run", fakes.job_to_store)
     # Two epochs were done before the time limit (as the fake core records them), then the task is rerun.
     folder = task.job_dir([trial])
     folder.mkdir(parents=True)
     (folder / f"{trial.trial_id}.epochs").write_text("2")
     task()
-    from kdgrid.store import read_store
-
     row = read_store(tmp_path / "store").iloc[0]
     assert row["status"] == "done" and '"resumed_from_epoch": 2' in row["extra_json"]
 
@@ -180,7 +179,7 @@ def test_array_tasks_of_jobs_mixing_studies_write_each_row_under_its_trials_stud
     store = tmp_path / "store"
     jobs = [[make_trial(0), make_trial(0, k=1)], [make_trial(1), make_trial(1, k=1)], [make_trial(2)]]
     studies = {trial.trial_id: "ab"[i % 2] for job in jobs for i, trial in enumerate(job)}
-    runner = SlurmExecutor(job_fn=testing.job_to_store, slurm_jobs_per_task=2)
+    runner = SlurmExecutor(job_fn=fakes.job_to_store, slurm_jobs_per_task=2)
     tasks = runner.make_tasks(jobs, store, sweep="sweep", studies=studies, run_id="run")
     assert [len(task.jobs) for task in tasks] == [2, 1]
     for task in tasks:  # what each node runs, after the round trip submitit makes through a pickle
@@ -190,13 +189,26 @@ def test_array_tasks_of_jobs_mixing_studies_write_each_row_under_its_trials_stud
 
 
 def test_an_executor_with_no_jobs_submits_nothing(tmp_path: Path) -> None:
-    SlurmExecutor(job_fn=testing.job_to_store).run([], tmp_path, sweep="s")
+    SlurmExecutor(job_fn=fakes.job_to_store).run([], tmp_path, sweep="s")
     assert not any(tmp_path.iterdir())
 
 
 def test_slurm_executor_is_built_by_the_registry_with_its_prefixed_settings() -> None:
-    from kdgrid.launch import get_executor
-
     executor = get_executor("slurm", profile="local", slurm_time=5, wait=False)
     assert isinstance(executor, slurm.SlurmExecutor)
-    assert executor.settings["partition"] == "local" and executor.settings["time"] == 5 and not executor.wait
+    assert executor.settings.partition == "local" and executor.settings.time == 5 and not executor.wait
+
+
+def test_named_profiles_ship_with_the_package_and_a_path_still_works(tmp_path: Path) -> None:
+    package = Path(slurm.__file__).parent
+    for name in ("local", "example"):
+        assert slurm.find_profile(name).parent == package / "slurm_profiles"  # not the checkout's slurm/
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("partition: mine\ntime: 5\n")
+    assert resolve_settings(mine, {}).partition == "mine"
+
+
+def test_every_setting_has_one_help_line_and_its_prefix() -> None:
+    help_lines = slurm.SlurmSettings.help()
+    assert list(help_lines) == [f"slurm_{name}" for name in slurm.SlurmSettings.names()]
+    assert all(line.strip() for line in help_lines.values())

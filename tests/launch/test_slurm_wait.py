@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import pytest
 
 from kdgrid.errors import ConfigError, LaunchError
-from kdgrid.launch import testing
 from kdgrid.launch.lost_trials import touch_run_marker
 from kdgrid.launch.slurm import ArrayTask, SlurmExecutor, Submission, resolve_settings, sacct_states
-from kdgrid.launch.testing import make_trial, store_rows, store_studies
-from kdgrid.store import failure_result, write_result
+from kdgrid.store import failure_result, read_store, write_result
+from tests.launch import fakes
+from tests.launch.fakes import make_trial, store_rows, store_studies
 
 ARRAY = "4242"
 
@@ -60,16 +60,14 @@ def submission(tmp_path: Path, n_tasks: int = 2) -> Submission:
     pairs = []
     for index in range(n_tasks):
         trial = make_trial(index)
-        task = ArrayTask(
-            [[trial]], str(store), "sweep", {trial.trial_id: "study"}, "run", testing.job_to_store
-        )
+        task = ArrayTask([[trial]], str(store), "sweep", {trial.trial_id: "study"}, "run", fakes.job_to_store)
         pairs.append((submitted_job(tmp_path, index), task))
     marker = touch_run_marker(store, "slurm-test")
     return Submission(pairs, store, "sweep", marker)
 
 
 def executor(give_up_s: float) -> SlurmExecutor:
-    return SlurmExecutor(poll_interval_s=0.02, slurm_sacct_give_up_s=give_up_s, job_fn=testing.job_to_store)
+    return SlurmExecutor(poll_interval_s=0.02, slurm_sacct_give_up_s=give_up_s, job_fn=fakes.job_to_store)
 
 
 def test_a_broken_sacct_ends_the_wait_with_the_task_ids_and_loses_nothing(
@@ -170,8 +168,6 @@ def test_a_cancelled_task_of_jobs_mixing_studies_gets_failed_rows_under_each_tri
     sub = Submission(pairs, store, "sweep", touch_run_marker(store, "slurm-test"))
     with pytest.raises(LaunchError, match=r"1 of 2 SLURM array task\(s\) did not finish"):
         run.wait_for(sub)
-    from kdgrid.store import read_store
-
     assert set(read_store(store)["error_type"]) == {"JobLost"}
     assert store_studies(store) == {a0.trial_id: "a", b0.trial_id: "b"}
 
@@ -193,6 +189,6 @@ def test_a_bad_give_up_time_is_refused_naming_the_key(value: object) -> None:
 
 
 def test_the_give_up_time_defaults_to_half_an_hour_and_zero_means_never() -> None:
-    assert resolve_settings(None, {})["sacct_give_up_s"] == 1800
-    assert resolve_settings(None, {"slurm_sacct_give_up_s": "0"})["sacct_give_up_s"] == 0
-    assert resolve_settings(None, {"sacct_give_up_s": 90})["sacct_give_up_s"] == 90
+    assert resolve_settings(None, {}).sacct_give_up_s == 1800
+    assert resolve_settings(None, {"slurm_sacct_give_up_s": "0"}).sacct_give_up_s == 0
+    assert resolve_settings(None, {"sacct_give_up_s": 90}).sacct_give_up_s == 90

@@ -15,11 +15,13 @@ from kdgrid.result import TrialResult
 from kdgrid.store import (
     COLUMNS,
     SCHEMA_VERSION,
+    done_trial_ids,
     failure_result,
     latest_state,
     layout,
     read_store,
     scores_long,
+    trial_states,
     write_result,
 )
 from kdgrid.trial import Trial
@@ -195,3 +197,22 @@ def test_files_of_an_older_schema_read_with_nulls(tmp_path: Path) -> None:
     pq.write_table(table, path)
     row = read_store(tmp_path).iloc[0]
     assert row["trial_id"] == MNLI.trial_id and pd.isna(row["device"])
+
+
+def test_done_wins_over_failed_whatever_the_order_of_the_rows() -> None:
+    rows = [("a", "failed"), ("a", "done"), ("a", "failed"), ("b", "failed"), ("c", "done")]
+    assert trial_states(rows) == {"a": "done", "b": "failed", "c": "done"}
+    assert trial_states([]) == {}
+
+
+def test_done_trial_ids_applies_the_one_rule_to_the_store(tmp_path: Path) -> None:
+    other = Trial(task="rte", teacher="bert-base", student="bert-tiny")
+    assert done_trial_ids(tmp_path / "missing") == set()
+    write_result(tmp_path, done_result(), sweep="s", study="t")
+    write_result(tmp_path, failure_result(MNLI, error_type="OOM", message="after"), sweep="s", study="t")
+    write_result(tmp_path, failure_result(other, error_type="OOM", message="only"), sweep="s", study="t")
+    assert done_trial_ids(tmp_path) == {MNLI.trial_id}  # a later failed row does not undo a done one
+    assert set(latest_state(read_store(tmp_path))["state"].items()) == {
+        (MNLI.trial_id, "done"),
+        (other.trial_id, "failed"),
+    }

@@ -17,13 +17,14 @@ Settings chosen for containers without cgroups or DNS (Debian 12, root, no syste
 ``CR_Core`` (one slot per core), ``AuthInfo=cred_expire=10`` and ``sched_interval=5,bf_interval=5`` so that a
 requeued job starts again within ~15 s instead of ~120 s.
 
-Command line (also wrapped by ``slurm/local_cluster.sh``)::
+Developer infrastructure, not part of the installed package. Command line (run from a checkout)::
 
-    python -m kdgrid.launch.slurm_local start|stop|status|env [--state DIR] [--no-install]
+    slurm/local_cluster.sh start|stop|status|env [--state DIR] [--no-install] [--max-array-size N]
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -205,7 +206,7 @@ def node_line(memory_fraction: float = MEMORY_FRACTION) -> str:
 def slurm_conf_text(paths: ClusterPaths, node: str, *, max_array_size: int = 1001) -> str:
     """The cluster's slurm.conf (cgroup-free, accounting through slurmdbd)."""
     host = socket.gethostname()
-    return f"""# Written by kdgrid.launch.slurm_local: a single-node cluster for tests. Do not edit; `stop` + `start`.
+    return f"""# Written by slurm/local_cluster.py: a single-node cluster for tests. Do not edit; `stop` + `start`.
 ClusterName={CLUSTER_NAME}
 SlurmctldHost={host}(127.0.0.1)
 SlurmUser=root
@@ -242,7 +243,7 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
 
 def slurmdbd_conf_text(paths: ClusterPaths) -> str:
-    return f"""# Written by kdgrid.launch.slurm_local.
+    return f"""# Written by slurm/local_cluster.py.
 AuthType=auth/munge
 AuthInfo=socket={paths.munge_socket}
 DbdHost=localhost
@@ -481,8 +482,6 @@ def _reap(pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(prog="slurm/local_cluster.sh", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("start", "stop", "status", "env"))
     parser.add_argument("--state", type=Path, default=None, help="state directory (default $KDGRID_SLURM_STATE "

@@ -1,7 +1,7 @@
 """Job functions for testing executors: fast, deterministic, and able to fail on purpose.
 
-`job_to_store` is `kdgrid.launch.worker.run_job_to_store` (the real worker, writing real rows into the real store)
-with a core that trains nothing: each trial's behaviour comes from its ``options``
+`job_to_store` is a plain job function: `kdgrid.launch.worker.run_job_to_store` (the real worker, writing real rows
+into the real store) given `fake_run_job`, a core that trains nothing, as its ``run_job``: each trial's behaviour comes from its ``options``
 (which are part of the trial and of its id, so a test builds the trials it needs):
 
 - ``test_seconds``: work time of the trial, spread over ``test_epochs`` epochs (default 1); after each epoch the
@@ -18,7 +18,9 @@ with a core that trains nothing: each trial's behaviour comes from its ``options
 - ``test_job_log``: a path; each job holding such a trial appends ``job <pid> <trial ids of the job>`` to it
   once when it starts (a job is one teacher pass per batch): a test counts jobs and sees who shared one.
 
-Module-level and importable, so job processes (SLURM array tasks, Ray actors) load them by reference.
+Module-level and importable as ``tests.launch.fakes``, so job processes (local worker processes, Ray actors,
+SLURM array tasks) load them by reference: ``tests/launch/conftest.py`` puts the repository root on the
+``PYTHONPATH`` those processes inherit.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from kdgrid.launch.worker import run_job_to_store
 from kdgrid.result import TrialResult
+from kdgrid.store import read_table
 from kdgrid.trial import Trial
 
 
@@ -138,20 +142,11 @@ def job_to_store(
     studies: Mapping[str, str] | None = None,
     checkpoint_dir: Path | None = None,
 ) -> None:
-    """`run_job_to_store` itself, with `fake_run_job` standing in for the core's `run_job` during the call.
-
-    The real worker writes the rows (and its crash fallback applies); only the training is faked.
-    """
-    from kdgrid.launch import worker
-
-    original = worker.run_job
-    worker.run_job = fake_run_job  # type: ignore[assignment]
-    try:
-        worker.run_job_to_store(
-            trials, store_dir, sweep=sweep, studies=studies, checkpoint_dir=checkpoint_dir
-        )
-    finally:
-        worker.run_job = original  # type: ignore[assignment]
+    """`run_job_to_store` itself with `fake_run_job` as its core: the real worker writes the rows (and its crash
+    fallback applies); only the training is faked."""
+    run_job_to_store(
+        trials, store_dir, sweep=sweep, studies=studies, checkpoint_dir=checkpoint_dir, run_job=fake_run_job
+    )
 
 
 def crashing_job(
@@ -180,8 +175,6 @@ def store_studies(store: Path) -> dict[str, str]:
     Raises:
         AssertionError: a trial whose rows record different studies.
     """
-    from kdgrid.store import read_table
-
     table = read_table(store, ["trial_id", "study"])
     studies: dict[str, str] = {}
     for trial_id, study in zip(
@@ -195,8 +188,6 @@ def store_studies(store: Path) -> dict[str, str]:
 
 def store_rows(store: Path) -> list[tuple[str, str]]:
     """(trial id, status) of every row in the store, read through the store's own reader."""
-    from kdgrid.store import read_table
-
     table = read_table(store, ["trial_id", "status"])
     return list(zip(table.column("trial_id").to_pylist(), table.column("status").to_pylist(), strict=True))
 

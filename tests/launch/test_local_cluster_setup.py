@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kdgrid.launch import slurm_local
-from kdgrid.launch.slurm_local import (
+from slurm import local_cluster
+from slurm.local_cluster import (
     ClusterPaths,
     ClusterUnavailableError,
     LocalCluster,
@@ -47,7 +47,7 @@ def test_slurm_conf_has_the_container_settings_the_cluster_relies_on(tmp_path: P
     assert conf["MaxArraySize"] == "7"
     assert conf["SlurmctldPidFile"] == str(paths.pid_file("slurmctld"))
     assert conf["NodeName"].startswith("box NodeAddr=127.0.0.1")
-    assert conf["PartitionName"].startswith(f"{slurm_local.PARTITION} Nodes=ALL Default=YES")
+    assert conf["PartitionName"].startswith(f"{local_cluster.PARTITION} Nodes=ALL Default=YES")
 
 
 def test_slurmdbd_conf_uses_mariadb_and_the_clusters_own_munge_socket(tmp_path: Path) -> None:
@@ -62,13 +62,13 @@ def test_slurmdbd_conf_uses_mariadb_and_the_clusters_own_munge_socket(tmp_path: 
 
 def test_node_line_keeps_ninety_percent_of_the_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     reply = "NodeName=vm CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=24105\nUpTime=1\n"
-    monkeypatch.setattr(slurm_local, "_sbin", lambda name: name)
+    monkeypatch.setattr(local_cluster, "_sbin", lambda name: name)
     monkeypatch.setattr(
-        slurm_local.subprocess,
+        local_cluster.subprocess,
         "run",
         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=reply, stderr=""),
     )
-    line = slurm_local.node_line()
+    line = local_cluster.node_line()
     assert line.startswith("NodeName=vm NodeAddr=127.0.0.1 CPUs=2 ")
     assert "RealMemory=21694" in line and line.endswith("State=UNKNOWN") and "UpTime" not in line
 
@@ -117,7 +117,7 @@ def test_a_stale_pid_file_naming_an_unrelated_process_is_never_signalled(tmp_pat
 def test_without_root_the_reason_says_so_and_start_refuses(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(slurm_local.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(local_cluster.os, "geteuid", lambda: 1000)
     reason = cannot_start_reason()
     assert reason is not None and "root" in reason
     with pytest.raises(ClusterUnavailableError, match="root"):
@@ -127,7 +127,7 @@ def test_without_root_the_reason_says_so_and_start_refuses(
 def test_the_command_line_reports_status_as_json_and_exit_code(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    assert slurm_local.main(["status", "--state", str(tmp_path)]) == 1  # not running
+    assert local_cluster.main(["status", "--state", str(tmp_path)]) == 1  # not running
     assert '"running": false' in capsys.readouterr().out
-    assert slurm_local.main(["env", "--state", str(tmp_path)]) == 0
+    assert local_cluster.main(["env", "--state", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == f"export SLURM_CONF={tmp_path / 'etc' / 'slurm.conf'}"

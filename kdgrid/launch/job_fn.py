@@ -1,0 +1,73 @@
+"""Job functions: what an executor runs for each job, how one is named, and how it is run on a job's pending trials.
+
+A job function has `kdgrid.launch.worker.run_job_to_store`'s signature,
+``(trials, store_dir, *, sweep, studies, checkpoint_dir[, on_step]) -> None``, and writes one row per trial into
+the store. Every executor takes one as its ``job_fn`` argument (a callable, or ``"module:function"`` on the
+command line); the default is `run_job_to_store`. Tests pass their own (``tests/launch/fakes.py``). Executors
+that run jobs in other processes (worker processes, Ray actors, SLURM tasks) need it importable by reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from kdgrid.errors import ConfigError
+from kdgrid.launch.jobs import job_checkpoint_dir, not_done, row_studies
+from kdgrid.launch.worker import run_job_to_store
+from kdgrid.trial import Trial
+
+JobFn = Callable[..., None]
+DEFAULT_JOB_FN: JobFn = run_job_to_store
+
+
+def import_job_fn(path: str) -> JobFn:
+    """The function named ``module:function``."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"job function {path!r}: write it as 'module:function'")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ConfigError(f"job function {path!r} cannot be imported: {error}") from None
+
+
+def resolve_job_fn(job_fn: JobFn | str | None) -> JobFn:
+    """A callable as it is, a ``module:function`` path imported, None: `DEFAULT_JOB_FN`."""
+    if job_fn is None:
+        return DEFAULT_JOB_FN
+    if isinstance(job_fn, str):
+        return import_job_fn(job_fn)
+    return job_fn
+
+
+def accepts_on_step(job_fn: JobFn) -> bool:
+    """Whether a job function takes the ``on_step`` progress callback (the default one does)."""
+    try:
+        parameters = inspect.signature(job_fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "on_step" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def run_pending(
+    job_fn: JobFn,
+    trials: Sequence[Trial],
+    store_dir: Path,
+    *,
+    sweep: str,
+    studies: Mapping[str, str] | None,
+    done: set[str],
+) -> list[Trial]:
+    """Run ``job_fn`` on the trials of one job not in ``done`` (ids of done trials, from
+    `kdgrid.store.done_trial_ids`), with the job's checkpoint folder (created) and the studies of those trials
+    only. Shared by the Ray trainable and the SLURM array task (a retried or requeued job skips the trials it
+    finished before). Returns the trials it ran (none: ``job_fn`` was not called)."""
+    todo = not_done(trials, done)
+    if todo:
+        folder = job_checkpoint_dir(store_dir, trials)
+        folder.mkdir(parents=True, exist_ok=True)
+        job_fn(todo, Path(store_dir), sweep=sweep, studies=row_studies(todo, studies), checkpoint_dir=folder)
+    return todo
