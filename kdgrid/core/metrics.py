@@ -17,8 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # type only: `kdgrid.core.data.spec` imports the metric names from here
     from kdgrid.core.data.spec import TaskSpec
+
+# scikit-learn and SciPy are imported inside the metric functions: together about 0.8 s, and every task lookup
+# imports this module (for the metric names) without scoring anything.
 
 CLASSIFICATION_METRICS: tuple[str, ...] = ("accuracy", "f1", "matthews_corrcoef")
 REGRESSION_METRICS: tuple[str, ...] = ("pearson", "spearman")
@@ -112,19 +115,15 @@ def predicted_values(task: TaskSpec, predictions: Any) -> np.ndarray:
     return array.astype(np.int64)
 
 
-def compute_metrics(task: TaskSpec | str, predictions: Any, labels: Any) -> dict[str, float]:
+def compute_metrics(task: TaskSpec, predictions: Any, labels: Any) -> dict[str, float]:
     """Every metric of ``task`` (in the order of ``task.metrics``) for one dev set.
 
     Args:
-        task: a `TaskSpec` or a task name.
+        task: the task's `TaskSpec` (`kdgrid.core.data.get_task` gives it from a name).
         predictions: logits ``[N, C]``, class ids ``[N]``, or regression scores ``[N]`` / ``[N, 1]``
             (NumPy, torch or lists).
         labels: gold labels ``[N]`` (class ids or float scores).
     """
-    if isinstance(task, str):
-        from kdgrid.core.data.registry import get_task
-
-        task = get_task(task)
     values = predicted_values(task, predictions)
     gold = _as_numpy(labels)
     gold = gold.astype(np.float64) if task.is_regression else gold.astype(np.int64)
@@ -136,17 +135,13 @@ def compute_metrics(task: TaskSpec | str, predictions: Any, labels: Any) -> dict
 
 
 def majority_baseline(
-    task: TaskSpec | str, train_labels: Sequence[Any], dev_labels: Sequence[Any]
+    task: TaskSpec, train_labels: Sequence[Any], dev_labels: Sequence[Any]
 ) -> dict[str, float]:
     """Scores of the trivial predictor: the most frequent training class (regression: the training mean).
 
     A fine-tuned teacher must beat this on the primary metric; CoLA's 0.6913 in the paper is this number.
     Ties between classes go to the smallest class id.
     """
-    if isinstance(task, str):
-        from kdgrid.core.data.registry import get_task
-
-        task = get_task(task)
     train = _as_numpy(train_labels)
     dev = _as_numpy(dev_labels)
     if task.is_regression:
