@@ -13,12 +13,22 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:  # type only: `kdgrid.core.data.spec` imports the metric names from here
-    from kdgrid.core.data.spec import TaskSpec
+
+class ScoredTask(Protocol):
+    """What scoring reads of a task (`kdgrid.core.data.TaskSpec` has it; `kdgrid.core.data` imports the metric
+    names from here, so this module does not import it back)."""
+
+    name: str
+    num_labels: int
+    metrics: tuple[str, ...]
+
+    @property
+    def is_regression(self) -> bool: ...
+
 
 # scikit-learn and SciPy are imported inside the metric functions: together about 0.8 s, and every task lookup
 # imports this module (for the metric names) without scoring anything.
@@ -87,7 +97,7 @@ def _as_numpy(values: Any) -> np.ndarray:
     return np.asarray(values)
 
 
-def predicted_values(task: TaskSpec, predictions: Any) -> np.ndarray:
+def predicted_values(task: ScoredTask, predictions: Any) -> np.ndarray:
     """Model outputs -> what the metrics compare with labels.
 
     Classification: logits or probabilities ``[N, C]`` become class ids (argmax over C); class ids ``[N]`` pass
@@ -115,11 +125,11 @@ def predicted_values(task: TaskSpec, predictions: Any) -> np.ndarray:
     return array.astype(np.int64)
 
 
-def compute_metrics(task: TaskSpec, predictions: Any, labels: Any) -> dict[str, float]:
+def compute_metrics(task: ScoredTask, predictions: Any, labels: Any) -> dict[str, float]:
     """Every metric of ``task`` (in the order of ``task.metrics``) for one dev set.
 
     Args:
-        task: the task's `TaskSpec` (`kdgrid.core.data.get_task` gives it from a name).
+        task: the task (a `TaskSpec`; `kdgrid.core.data.get_task` gives it from a name).
         predictions: logits ``[N, C]``, class ids ``[N]``, or regression scores ``[N]`` / ``[N, 1]``
             (NumPy, torch or lists).
         labels: gold labels ``[N]`` (class ids or float scores).
@@ -135,7 +145,7 @@ def compute_metrics(task: TaskSpec, predictions: Any, labels: Any) -> dict[str, 
 
 
 def majority_baseline(
-    task: TaskSpec, train_labels: Sequence[Any], dev_labels: Sequence[Any]
+    task: ScoredTask, train_labels: Sequence[Any], dev_labels: Sequence[Any]
 ) -> dict[str, float]:
     """Scores of the trivial predictor: the most frequent training class (regression: the training mean).
 
