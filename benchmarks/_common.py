@@ -119,13 +119,6 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def current_rss_mb() -> float:
-    """This process's resident set size now, in MiB (from /proc)."""
-    with open("/proc/self/statm") as handle:
-        pages = int(handle.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 def memory_figures() -> dict[str, float]:
     figures = {"peak_rss_mb": round(peak_rss_mb(), 1)}
     if torch.cuda.is_available():

@@ -12,7 +12,7 @@ each) trains against fixed, precomputed teacher features of the MiniLM shape (ra
 with kdgrid's linear schedule. One step of all N students is timed two ways, each in its own subprocess (so each
 peak RSS is its own):
 
-- ``sequential``: the core's own `kdgrid.core.train._train_step` once per student (its forward through
+- ``sequential``: the core's own `kdgrid.core.train.train_step` once per student (its forward through
   `FeatureCapture`, `Objective`, backward, fused AdamW step, scheduler): what a grouped job does today;
 - ``batched``: the N students' parameters (model and projections) stacked along a new leading dimension (what
   `torch.func.stack_module_state` builds; here filled one student at a time so the N separate models never
@@ -136,7 +136,7 @@ class StudentObjective(nn.Module):
         config = shape.bert_config(2)
         if not dropout:
             config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
-        # The core's seeding (`_setup_student`): the model from the seed, the projections from seed + 1.
+        # The core's seeding (`setup_student`): the model from the seed, the projections from seed + 1.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.model = BertForSequenceClassification(config)
@@ -158,13 +158,13 @@ class StudentObjective(nn.Module):
 def sequential_runs(
     trial: Any, n: int, total_steps: int, runtime: Any, dropout: bool = True
 ) -> tuple[list[Any], Any]:
-    """N `StudentRun`s set up like the core's `_setup_student` (seeds 0..N-1; same optimizer, scheduler and RNG
-    stream rules) and the minimal `_Job` that `_train_step` reads; ``runtime`` is a `kdgrid.core.train.Runtime`
+    """N `StudentRun`s set up like the core's `setup_student` (seeds 0..N-1; same optimizer, scheduler and RNG
+    stream rules) and the minimal `Job` that `train_step` reads; ``runtime`` is a `kdgrid.core.train.Runtime`
     (device and autocast)."""
     from dataclasses import replace
 
     from kdgrid.core.optim import build_optimizer
-    from kdgrid.core.train import StudentRun, _Job
+    from kdgrid.core.train import Job, StudentRun
     from kdgrid.result import TrialResult
 
     runs = []
@@ -181,17 +181,17 @@ def sequential_runs(
         if runtime.device.type == "cuda":
             run.cuda_rng = torch.Generator(device=runtime.device).manual_seed(seed + 2).get_state()
         runs.append(run)
-    job = _Job(None, None, None, {}, runtime, total_steps)
+    job = Job(None, None, None, {}, runtime, total_steps)
     return runs, job
 
 
 def sequential_step(
     runs: list[Any], job: Any, batch: dict[str, torch.Tensor], teacher: Any, step: int
 ) -> None:
-    from kdgrid.core.train import _train_step
+    from kdgrid.core.train import train_step
 
     for run in runs:
-        _train_step(run, job, batch, teacher, step)
+        train_step(run, job, batch, teacher, step)
 
 
 # ---------------------------------------------------------------------------------------------------- batched
@@ -402,7 +402,7 @@ def check_config(
     out["loss_max_abs_diff"] = loss_diff
     out["grad_max_abs_diff"] = grad_diff
 
-    # 3. Two optimizer steps each way (the core's _train_step per student vs one batched step).
+    # 3. Two optimizer steps each way (the core's train_step per student vs one batched step).
     for step in range(1, steps + 1):
         sequential_step(runs, job, batch, teacher, step)
         group.step(batch, teacher)

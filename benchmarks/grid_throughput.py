@@ -132,25 +132,25 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
     """The teacher's forward alone, then each student's steps against the stored teacher features."""
     from kdgrid.core.capture import FeatureCapture
     from kdgrid.core.data import train_batches
-    from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
+    from kdgrid.core.teacher_targets import TeacherTargets
     from kdgrid.core.train import (
-        _load_job,
-        _setup_student,
-        _teacher_forward,
-        _train_step,
+        load_job,
         make_runtime,
         plan_trial,
+        setup_student,
         teacher_capture_needs,
+        teacher_forward,
+        train_step,
     )
 
-    job = _load_job(trials[0], make_runtime("cpu"))
+    job = load_job(trials[0], make_runtime("cpu"))
     batches = list(train_batches(job.tokenized["train"], trials[0].batch_size, trials[0].seed, 0))[:steps]
-    runs = [_setup_student(plan_trial(t, job.teacher), job, None) for t in trials]
+    runs = [setup_student(plan_trial(t, job.teacher), job, None) for t in trials]
     capture = FeatureCapture(job.teacher_model, *teacher_capture_needs(runs))
     teacher_times, features = [], []
     for batch in batches:
         started = time.perf_counter()
-        features.append(_teacher_forward(job, capture, batch))
+        features.append(teacher_forward(job, capture, batch))
         teacher_times.append(time.perf_counter() - started)
     # One memo of teacher-side loss targets per batch, kept across students: the first student to need a
     # target computes it, as in a grouped step (they are part of the teacher's precomputed features).
@@ -161,8 +161,7 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
         times = []
         for step, (batch, teacher, memo) in enumerate(zip(batches, features, memos, strict=True), start=1):
             started = time.perf_counter()
-            with shared_teacher_targets(memo):
-                _train_step(run, job, batch, teacher, step)
+            train_step(run, job, batch, teacher, step, memo)
             times.append(time.perf_counter() - started)
         student_steps.append(mean_step(times))
         by_knowledge.setdefault("+".join(run.trial.knowledge), []).append(student_steps[-1])

@@ -46,13 +46,13 @@ def time_steps(task: str, batches: list[dict], width: int | None, batch_size: in
     ``width`` when given; a fresh student each call so both variants start from the same weights."""
     from kdgrid.core.capture import FeatureCapture
     from kdgrid.core.train import (
-        _load_job,
-        _setup_student,
-        _teacher_forward,
-        _train_step,
+        load_job,
         make_runtime,
         plan_trial,
+        setup_student,
         teacher_capture_needs,
+        teacher_forward,
+        train_step,
     )
     from kdgrid.trial import Trial
 
@@ -67,16 +67,16 @@ def time_steps(task: str, batches: list[dict], width: int | None, batch_size: in
         max_length=FIXED,
         epochs=1,
     )
-    job = _load_job(trial, make_runtime("cpu"))
-    run = _setup_student(plan_trial(trial, job.teacher), job, None)
+    job = load_job(trial, make_runtime("cpu"))
+    run = setup_student(plan_trial(trial, job.teacher), job, None)
     capture = FeatureCapture(job.teacher_model, *teacher_capture_needs([run]))
     times = []
     for step, batch in enumerate([batches[0], *batches], start=1):  # the repeated first batch is a warm-up
         if width is not None:
             batch = pad_batch(batch, width)
         started = time.perf_counter()
-        teacher = _teacher_forward(job, capture, batch)
-        _train_step(run, job, batch, teacher, step)
+        teacher = teacher_forward(job, capture, batch)
+        train_step(run, job, batch, teacher, step)
         times.append(time.perf_counter() - started)
     return times
 

@@ -157,10 +157,10 @@ def run_textbrewer(trial: Any, steps: int) -> dict[str, Any]:
 
     from kdgrid.core.data import train_batches
     from kdgrid.core.optim import decay_groups, linear_schedule
-    from kdgrid.core.train import _load_job, _setup_student, make_runtime, plan_trial
+    from kdgrid.core.train import load_job, make_runtime, plan_trial, setup_student
 
-    job = _load_job(trial, make_runtime("cpu"))
-    run = _setup_student(plan_trial(trial, job.teacher), job, None)  # kdgrid's student, projections and seed
+    job = load_job(trial, make_runtime("cpu"))
+    run = setup_student(plan_trial(trial, job.teacher), job, None)  # kdgrid's student, projections and seed
     run.capture.remove()  # TextBrewer reads the model's outputs, not kdgrid's hooks
     batches = list(train_batches(job.tokenized["train"], trial.batch_size, trial.seed, 0))[:steps]
     with tempfile.TemporaryDirectory() as out_dir:
@@ -197,7 +197,7 @@ def run_interleaved(trial: Any, steps: int) -> dict[str, Any]:
     both alike, so their ratio is steadier than between two processes run one after the other.
 
     kdgrid's step is what `run_job` does per batch (teacher pass through its capture, the shared teacher-target
-    scope, `_train_step`); TextBrewer's is its own training loop, which asks for the next batch once it has
+    memo, `train_step`); TextBrewer's is its own training loop, which asks for the next batch once it has
     finished a step (forward, backward, optimizer and scheduler step): it is timed from `train_on_batch` to that
     request. Each framework trains its own copy of the same student; on odd steps kdgrid goes first, on even
     steps TextBrewer (whichever goes second finds the teacher's weights warm in the CPU caches)."""
@@ -206,20 +206,20 @@ def run_interleaved(trial: Any, steps: int) -> dict[str, Any]:
     from kdgrid.core.capture import FeatureCapture
     from kdgrid.core.data import train_batches
     from kdgrid.core.optim import decay_groups, linear_schedule
-    from kdgrid.core.teacher_targets import shared_teacher_targets
+    from kdgrid.core.teacher_targets import TeacherTargets
     from kdgrid.core.train import (
-        _load_job,
-        _setup_student,
-        _teacher_forward,
-        _train_step,
+        load_job,
         make_runtime,
         plan_trial,
+        setup_student,
         teacher_capture_needs,
+        teacher_forward,
+        train_step,
     )
 
-    job = _load_job(trial, make_runtime("cpu"))
-    ours = _setup_student(plan_trial(trial, job.teacher), job, None)
-    theirs = _setup_student(plan_trial(trial, job.teacher), job, None)  # the same seed: the same student
+    job = load_job(trial, make_runtime("cpu"))
+    ours = setup_student(plan_trial(trial, job.teacher), job, None)
+    theirs = setup_student(plan_trial(trial, job.teacher), job, None)  # the same seed: the same student
     theirs.capture.remove()
     capture = FeatureCapture(job.teacher_model, *teacher_capture_needs([ours]))
     batches = list(train_batches(job.tokenized["train"], trial.batch_size, trial.seed, 0))[:steps]
@@ -230,9 +230,8 @@ def run_interleaved(trial: Any, steps: int) -> dict[str, Any]:
     def kdgrid_step(step: int) -> None:
         started = time.perf_counter()
         batch = batches[step - 1]
-        teacher = _teacher_forward(job, capture, batch)
-        with shared_teacher_targets():
-            _train_step(ours, job, batch, teacher, step)
+        teacher = teacher_forward(job, capture, batch)
+        train_step(ours, job, batch, teacher, step, TeacherTargets())  # the batch's teacher-side targets
         del teacher
         kdgrid_times[step] = time.perf_counter() - started
 

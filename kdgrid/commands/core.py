@@ -1,14 +1,24 @@
-"""`kdgrid teacher ...` and `kdgrid trial`: the distillation core from the command line."""
+"""`kdgrid teacher ...` and `kdgrid trial`: the distillation core from the command line.
+
+The core's training modules are imported inside the commands that run them: they load torch and transformers
+(about 3.5 s), which `kdgrid --help` and every other command would otherwise pay.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from kdgrid.errors import ConfigError
+from kdgrid.grid.expand import raise_problems, trial_from_settings
+from kdgrid.grid.spec import Problems, load_yaml
+from kdgrid.trial import Trial
 
 teacher_app = typer.Typer(
     help="Fine-tune and inspect task teachers (cached by content hash).", no_args_is_help=True
@@ -39,9 +49,7 @@ def finetune(
     Trials naming the teacher `minilm-l6` use the teacher made with the default recipe; a teacher made with
     another recipe is used by naming its printed directory as the trial's teacher.
     """
-    from rich.console import Console
-
-    from kdgrid.core.teacher import TeacherRecipe, finetune_teacher
+    from kdgrid.core.teacher import TeacherRecipe, finetune_teacher  # torch: see the module docstring
 
     console = Console(stderr=True)
     recipe = TeacherRecipe(
@@ -59,65 +67,37 @@ def finetune(
     typer.echo(json.dumps({"path": str(record.path), **record.info}, indent=1, sort_keys=True))
 
 
-def read_trials(path: Path) -> list[Any]:
-    """Trials from a YAML/JSON file: one mapping, a list of mappings, or ``{"trials": [...]}``."""
-    from kdgrid.grid.expand import raise_problems
-    from kdgrid.grid.spec import Problems, load_yaml
-    from kdgrid.trial import REQUIRED_FIELDS, Trial
+def read_trials(path: Path) -> list[Trial]:
+    """Trials from a YAML/JSON file: one mapping, a list of mappings, or ``{"trials": [...]}``.
 
+    Read, canonicalised and checked as a sweep file's trials are (`kdgrid.grid.expand.trial_from_settings`), so a
+    trial run here has the id it has in a sweep; every problem of every trial is reported at once.
+    """
     if not path.is_file():
         raise ConfigError(f"trial config {path} does not exist")
-    read_problems = Problems()
-    data = load_yaml(path, read_problems)  # the sweep files' reader: YAML (a superset of JSON), strict keys
-    raise_problems(read_problems, path)
+    problems = Problems()
+    data = load_yaml(path, problems)  # the sweep files' reader: YAML (a superset of JSON), strict keys
+    raise_problems(problems, path)
     if isinstance(data, dict) and "trials" in data:
         data = data["trials"]
     items = data if isinstance(data, list) else [data]
-    # The sweep files' canonicalisation (kdgrid.grid.values), so a trial run here has the id it has in a sweep;
-    # every problem of every trial is reported at once.
-    from kdgrid.grid.values import InvalidValue, drop_unused_fields, normalize
-
-    allowed = Trial.field_names()
-    problems: list[str] = []
-    trials = []
-    for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            problems.append(f"trial {index}: not a mapping of trial fields")
-            continue
-        config: dict[str, Any] = {}
-        for key, value in item.items():
-            if key not in allowed:
-                problems.append(f"trial {index}: unknown key {key!r}; allowed: {', '.join(allowed)}")
-                continue
-            try:
-                config[key] = normalize(key, value)
-            except InvalidValue as error:
-                problems.append(f"trial {index}: {key}: {error}")
-        drop_unused_fields(config)
-        missing = [f for f in REQUIRED_FIELDS if f not in item]
-        if missing:
-            problems.append(f"trial {index}: missing required field(s) {', '.join(missing)}")
-        elif len(problems) == 0:
-            trials.append(Trial.from_dict(config))
-    if problems:
-        raise ConfigError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+    trials = [
+        trial_from_settings(item, problems, str(path), f"trial {index}") for index, item in enumerate(items)
+    ]
+    raise_problems(problems, path)
     if not trials:
         raise ConfigError(f"{path}: no trials")
-    return trials
+    return [trial for trial in trials if trial is not None]
 
 
 def result_row(result: Any) -> dict[str, Any]:
     """A `TrialResult` as a JSON-ready mapping (the trial's fields under ``trial``, plus its id)."""
-    import dataclasses
-
     row = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name != "trial"}
     row["layer_pairs"] = [list(pair) for pair in result.layer_pairs]
     return {"trial_id": result.trial.trial_id, "trial": result.trial.to_dict(), **row}
 
 
 def _table(results: list[Any]) -> Any:
-    from rich.table import Table
-
     table = Table(title="trial results")
     for column in ("trial", "student", "knowledge", "strategy", "status", "best", "last", "epoch", "seconds"):
         table.add_column(column, overflow="fold")
@@ -159,9 +139,7 @@ def trial(
     ] = None,
 ) -> None:
     """Run one trial (or a small group sharing one teacher pass) and print its result row."""
-    from rich.console import Console
-
-    from kdgrid.core.train import run_job, validate_trials
+    from kdgrid.core.train import run_job, validate_trials  # torch: see the module docstring
 
     trials = read_trials(config)
     validate_trials(trials)

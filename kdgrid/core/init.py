@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
+from transformers import AutoConfig, BertForSequenceClassification
 
 from kdgrid.core.models import (
     ATTENTION_IMPLEMENTATION,
@@ -34,13 +34,15 @@ from kdgrid.core.models import (
     load_pretrained_bert,
     shape_of_config,
 )
+from kdgrid.core.trial_rules import (
+    GENERAL_DISTILLATION_NEEDS_INIT_FROM,
+    INIT_SCHEMES,
+    preload_problems,
+    unknown_choice,
+)
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 
-if TYPE_CHECKING:
-    from transformers import BertForSequenceClassification
-
-INIT_SCHEMES = ("random", "pretrain", "general_distillation", "preload")
 GENERAL_DISTILLATION_INFO = "general_distillation.json"
 
 # Turc et al. (2019) released compact BERTs for every L in TURC_LAYERS and H in TURC_WIDTHS, with H/64 heads.
@@ -85,16 +87,12 @@ def init_source(trial: Trial, shape: StudentShape, teacher: ResolvedTeacher) -> 
         return trial.init_from or turc_hub_name(shape)
     if trial.init == "general_distillation":
         if not trial.init_from:
-            raise ConfigError(
-                "init 'general_distillation' needs init_from: the directory of a general-distillation checkpoint"
-            )
+            raise ConfigError(GENERAL_DISTILLATION_NEEDS_INIT_FROM)
         return trial.init_from
     return trial.init_from or teacher.source  # preload
 
 
 def _local_config_shape(path: Path) -> StudentShape:
-    from transformers import AutoConfig
-
     return shape_of_config(AutoConfig.from_pretrained(str(path)))
 
 
@@ -104,7 +102,7 @@ def check_init(trial: Trial, shape: StudentShape, teacher: ResolvedTeacher) -> N
     Shapes are checked wherever they are known without the network (local directories, the teacher's shape).
     """
     if trial.init not in INIT_SCHEMES:
-        raise ConfigError(f"unknown init {trial.init!r}; allowed: {', '.join(INIT_SCHEMES)}")
+        raise ConfigError(unknown_choice("init", trial.init, INIT_SCHEMES))
     source = init_source(trial, shape, teacher)
     if source is None:
         return
@@ -114,7 +112,7 @@ def check_init(trial: Trial, shape: StudentShape, teacher: ResolvedTeacher) -> N
         if source_shape is None and path.is_dir():
             source_shape = _local_config_shape(path)
         if source_shape is not None:
-            _check_preload_shapes(shape, source_shape, source)
+            _refuse_preload(shape, source_shape, source)
             preload_layers(trial, shape.layers, source_shape.layers)
         return
     path = Path(source).expanduser()
@@ -136,17 +134,10 @@ def _check_same_shape(student: StudentShape, found: StudentShape, scheme: str, s
         )
 
 
-def _check_preload_shapes(student: StudentShape, teacher: StudentShape, source: str) -> None:
-    if (student.width, student.heads, student.ffn) != (teacher.width, teacher.heads, teacher.ffn):
-        raise ConfigError(
-            f"init 'preload' copies whole teacher layers, so the student needs the teacher's width, heads and "
-            f"ffn: {source} is {teacher.name}, the student is {student.name} "
-            f"(try student 'w{teacher.width}-l{student.layers}-h{teacher.heads}-f{teacher.ffn}')"
-        )
-    if student.layers > teacher.layers:
-        raise ConfigError(
-            f"init 'preload': the student has {student.layers} layers, the teacher {source} only {teacher.layers}"
-        )
+def _refuse_preload(student: StudentShape, source: StudentShape, source_name: str) -> None:
+    problems = preload_problems(student, source, source_name)
+    if problems:
+        raise ConfigError(problems[0])
 
 
 def build_student(
@@ -170,8 +161,6 @@ def build_student(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(trial.seed)
         if trial.init == "random":
-            from transformers import BertForSequenceClassification
-
             model = BertForSequenceClassification(
                 shape.bert_config(num_labels, vocab_size=vocab_size or VOCAB_SIZE)
             )
@@ -229,14 +218,12 @@ def _preload(
     teacher: ResolvedTeacher,
     teacher_model: BertForSequenceClassification | None,
 ) -> BertForSequenceClassification:
-    from transformers import BertForSequenceClassification
-
     if source == teacher.source and teacher_model is not None:
         donor = teacher_model
     else:
         donor = load_pretrained_bert(source, num_labels, what="init 'preload'", ignore_mismatched_sizes=True)
     donor_shape = shape_of_config(donor.config)
-    _check_preload_shapes(shape, donor_shape, source)
+    _refuse_preload(shape, donor_shape, source)
     layers = preload_layers(trial, shape.layers, donor_shape.layers)
     model = BertForSequenceClassification(shape.bert_config(num_labels, vocab_size=donor.config.vocab_size))
     with torch.no_grad():

@@ -37,9 +37,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from kdgrid.core.teacher_targets import teacher_side
-from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.errors import ConfigError
 
-Feature = Literal["scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"]
 FEATURES: frozenset[str] = frozenset(
     {"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"}
 )
@@ -58,30 +57,6 @@ Placement = Literal["pairs", "embeddings", "output"]
 
 class ShapeError(ConfigError):
     """Student and teacher tensors (or the mask) do not fit together; the message gives the shapes."""
-
-
-class NonFiniteLossError(KdgridError):
-    """A loss term came out NaN or infinite; the message names the loss and the layer pair.
-
-    Attributes:
-        loss_name: the knowledge (or objective term) name.
-        layer_pair: the (student layer, teacher layer) pair, or ``None`` for terms without layers.
-        value: the offending value as a Python float.
-    """
-
-    def __init__(self, loss_name: str, layer_pair: tuple[int, int] | None, value: float) -> None:
-        where = (
-            f" on layer pair (student {layer_pair[0]}, teacher {layer_pair[1]})"
-            if layer_pair is not None
-            else ""
-        )
-        super().__init__(
-            f"loss '{loss_name}'{where} is {value}: training diverged (try a lower learning rate or beta, "
-            "or a loss weight calibrated with beta='auto')"
-        )
-        self.loss_name = loss_name
-        self.layer_pair = layer_pair
-        self.value = value
 
 
 @dataclass(frozen=True)
@@ -256,18 +231,6 @@ def _masked_log_softmax(x: Tensor, pairs: Tensor) -> Tensor:
 def _l2_normalize(x: Tensor, eps: float) -> Tensor:
     # sqrt of a clamped square sum: the gradient stays finite at the zero vector (unlike x / x.norm()).
     return x / (x * x).sum(dim=-1, keepdim=True).clamp_min(eps * eps).sqrt()
-
-
-def check_finite(value: Tensor, loss_name: str, layer_pair: tuple[int, int] | None = None) -> Tensor:
-    """Return ``value`` unchanged if every element is finite; raise `NonFiniteLossError` otherwise.
-
-    The training loop calls this on every loss term so that a diverging trial fails with the loss and layer
-    pair named, instead of finishing as a silent NaN trial. (It reads the value, i.e. synchronises a GPU.)
-    """
-    if not bool(torch.isfinite(value).all()):
-        bad = value[~torch.isfinite(value)].flatten()[0].item() if value.dim() else value.item()
-        raise NonFiniteLossError(loss_name, layer_pair, float(bad))
-    return value
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -1204,30 +1167,6 @@ def compute_knowledge(
     if spec.call_style == "relation":
         return spec.fn(s, t, mask, heads_s, heads_t, relation_heads, **opts)
     return spec.fn(s, t, mask, **opts)
-
-
-def options_for(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The variants of one knowledge picked out of a trial's options, validated.
-
-    Trial options name a knowledge's variant as ``"{knowledge}.{option}"`` (``{"pkd.scale": "mean",
-    "attention_ce_mean.on": "probs"}``); keys without a dot belong to the objective and are skipped. A key
-    whose knowledge part names this knowledge (any alias) but whose option it does not have raises
-    ConfigError naming the key and the allowed options.
-    """
-    spec = get_knowledge(name)
-    allowed = spec.options()
-    picked: dict[str, Any] = {}
-    for key, value in options.items():
-        prefix, dot, option = key.rpartition(".")
-        if not dot or _ALIASES.get(_alias_key(prefix)) != spec.name:
-            continue
-        if option not in allowed:
-            raise ConfigError(
-                f"option {key!r}: knowledge {spec.name!r} has no option {option!r}; "
-                f"allowed: {', '.join(f'{spec.name}.{o}' for o in allowed) or 'none'}"
-            )
-        picked[option] = value
-    return picked
 
 
 def _feature(spec: KnowledgeSpec, features: Mapping[str, Tensor], need: str, side: str) -> Tensor:

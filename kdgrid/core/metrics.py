@@ -13,12 +13,25 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from kdgrid.core.data.spec import TaskSpec
+
+class ScoredTask(Protocol):
+    """What scoring reads of a task (`kdgrid.core.data.TaskSpec` has it; `kdgrid.core.data` imports the metric
+    names from here, so this module does not import it back)."""
+
+    name: str
+    num_labels: int
+    metrics: tuple[str, ...]
+
+    @property
+    def is_regression(self) -> bool: ...
+
+
+# scikit-learn and SciPy are imported inside the metric functions: together about 0.8 s, and every task lookup
+# imports this module (for the metric names) without scoring anything.
 
 CLASSIFICATION_METRICS: tuple[str, ...] = ("accuracy", "f1", "matthews_corrcoef")
 REGRESSION_METRICS: tuple[str, ...] = ("pearson", "spearman")
@@ -84,7 +97,7 @@ def _as_numpy(values: Any) -> np.ndarray:
     return np.asarray(values)
 
 
-def predicted_values(task: TaskSpec, predictions: Any) -> np.ndarray:
+def predicted_values(task: ScoredTask, predictions: Any) -> np.ndarray:
     """Model outputs -> what the metrics compare with labels.
 
     Classification: logits or probabilities ``[N, C]`` become class ids (argmax over C); class ids ``[N]`` pass
@@ -112,19 +125,15 @@ def predicted_values(task: TaskSpec, predictions: Any) -> np.ndarray:
     return array.astype(np.int64)
 
 
-def compute_metrics(task: TaskSpec | str, predictions: Any, labels: Any) -> dict[str, float]:
+def compute_metrics(task: ScoredTask, predictions: Any, labels: Any) -> dict[str, float]:
     """Every metric of ``task`` (in the order of ``task.metrics``) for one dev set.
 
     Args:
-        task: a `TaskSpec` or a task name.
+        task: the task (a `TaskSpec`; `kdgrid.core.data.get_task` gives it from a name).
         predictions: logits ``[N, C]``, class ids ``[N]``, or regression scores ``[N]`` / ``[N, 1]``
             (NumPy, torch or lists).
         labels: gold labels ``[N]`` (class ids or float scores).
     """
-    if isinstance(task, str):
-        from kdgrid.core.data.registry import get_task
-
-        task = get_task(task)
     values = predicted_values(task, predictions)
     gold = _as_numpy(labels)
     gold = gold.astype(np.float64) if task.is_regression else gold.astype(np.int64)
@@ -136,17 +145,13 @@ def compute_metrics(task: TaskSpec | str, predictions: Any, labels: Any) -> dict
 
 
 def majority_baseline(
-    task: TaskSpec | str, train_labels: Sequence[Any], dev_labels: Sequence[Any]
+    task: ScoredTask, train_labels: Sequence[Any], dev_labels: Sequence[Any]
 ) -> dict[str, float]:
     """Scores of the trivial predictor: the most frequent training class (regression: the training mean).
 
     A fine-tuned teacher must beat this on the primary metric; CoLA's 0.6913 in the paper is this number.
     Ties between classes go to the smallest class id.
     """
-    if isinstance(task, str):
-        from kdgrid.core.data.registry import get_task
-
-        task = get_task(task)
     train = _as_numpy(train_labels)
     dev = _as_numpy(dev_labels)
     if task.is_regression:

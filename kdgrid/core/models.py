@@ -4,11 +4,11 @@ Students are plain `transformers` BERTs (`BertForSequenceClassification`) built 
 reads Q, K and V through hooks and recomputes the scores of the layers a loss needs, so no model has to return its
 attention maps: models are built with eager attention (on CPU as fast as the fused kernel for these shapes, and
 faster in the backward pass), and the training runtime switches them to PyTorch's fused attention on CUDA
-(`kdgrid.core.train.Runtime.place`).
+(`kdgrid.core.runtime.Runtime.place`).
 
 Teachers are named by a Hub name (the paper's fine-tuned BERT-base list of Appendix A.1.3, the BERT-large models
 of yoshitomo-matsubara), a local directory, or the offline alias ``minilm-l6`` (the MiniLM base weights; a trial
-uses the copy fine-tuned on its task by `kdgrid teacher finetune`, see `kdgrid.core.teacher`).
+uses the copy fine-tuned on its task by `kdgrid teacher finetune`, see `kdgrid.core.teacher_cache`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kdgrid.core.teacher_cache import MINILM_ALIAS, finetuned_teacher_dir
 from kdgrid.errors import ConfigError, KdgridError
 
+# transformers is imported inside the functions that build or load models: it costs about 2 s, and sweep
+# expansion (`kdgrid plan`) reads shapes and teachers from here without needing it.
 if TYPE_CHECKING:
     from transformers import BertConfig, BertForSequenceClassification
 
@@ -176,8 +179,6 @@ TEACHERS: dict[str, dict[str, TeacherSpec]] = {
     },
 }
 
-MINILM_ALIAS = "minilm-l6"
-
 
 @dataclass(frozen=True)
 class ResolvedTeacher:
@@ -220,8 +221,6 @@ def resolve_teacher(name: str, task: str) -> ResolvedTeacher:
     Raises `ConfigError` for an unknown alias or task and `KdgridError` when a needed local teacher is missing.
     """
     if name == MINILM_ALIAS:
-        from kdgrid.core.teacher import finetuned_teacher_dir
-
         path = finetuned_teacher_dir(task)  # raises KdgridError naming the fine-tune command
         return ResolvedTeacher(str(path), _local_shape(path), True)
     if name in TEACHERS:

@@ -28,7 +28,9 @@ import torch
 from torch import nn
 
 from kdgrid.core.capture import Features
+from kdgrid.core.knowledge import compute_knowledge, get_knowledge, term_name, term_pairs
 from kdgrid.core.models import StudentShape
+from kdgrid.core.projection import Projection
 from kdgrid.core.teacher_targets import teacher_side
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
@@ -73,8 +75,6 @@ def knowledge_terms(
     Raises `ConfigError` for an unknown knowledge or option, or a knowledge that needs a projection the trial
     forbids (``projection: none`` with different widths).
     """
-    from kdgrid.core.knowledge import get_knowledge, term_name, term_pairs
-
     terms: list[Term] = []
     for name in trial.knowledge:
         spec = get_knowledge(name)
@@ -128,9 +128,6 @@ class Objective(nn.Module):
         self, trial: Trial, terms: list[Term], student: StudentShape, teacher: StudentShape, regression: bool
     ) -> None:
         super().__init__()
-        from kdgrid.core.knowledge import get_knowledge
-        from kdgrid.core.projection import Projection
-
         self.trial = trial
         self.terms = terms
         self.regression = regression
@@ -162,8 +159,6 @@ class Objective(nn.Module):
     ) -> dict[str, torch.Tensor]:
         """Each term's unweighted value (0-dim tensors) for one batch; ``soft`` at the trial's temperature
         (times T^2 with the option ``soft_t2``), ``hard`` against the gold labels."""
-        from kdgrid.core.knowledge import compute_knowledge
-
         s_logits, t_logits = {"logits": student.logits.float()}, {"logits": teacher.logits.float()}
         values = {
             "soft": compute_knowledge(

@@ -3,7 +3,8 @@
 Feature losses that compare vectors directly (hidden_mse, cos, pkd, gram, embedding_mse, contrastive,
 reaug_relation; ``needs_projection`` in `kdgrid.core.knowledge.KNOWLEDGE`) need the student in the teacher's
 width. A `Projection` maps ``[..., d_S] -> [..., d_T]``; it is trained with the student (put its parameters in
-the student's optimizer) and saved in the student's checkpoints, and discarded after training.
+the student's optimizer) and saved in the student's checkpoints, and discarded after training;
+`kdgrid.core.objective.Objective` owns one per projected loss term.
 
 ``kind="linear"`` (default, TinyBERT's W_h, what the paper used) is one affine map. ``kind="mlp"`` is
 Linear -> GELU -> Linear; studies of hidden-state alignment warn that an expressive projector can
@@ -13,11 +14,8 @@ comparison, not a default.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from torch import Tensor, nn
 
-from kdgrid.core.knowledge import get_knowledge, term_name, term_pairs
 from kdgrid.errors import ConfigError
 
 PROJECTION_KINDS: tuple[str, ...] = ("linear", "mlp")
@@ -72,38 +70,3 @@ class Projection(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.student_width} -> {self.teacher_width}, kind={self.kind}"
-
-
-def build_projections(
-    knowledge: Sequence[str],
-    strategy_pairs: Sequence[tuple[int, int]],
-    student_width: int,
-    teacher_width: int,
-    kind: str = "linear",
-    *,
-    always: bool = False,
-) -> nn.ModuleDict:
-    """One `Projection` per loss term that needs one, keyed by `kdgrid.core.knowledge.term_name`.
-
-    Args:
-        knowledge: the trial's knowledge names (any alias).
-        strategy_pairs: the matching strategy's (student layer, teacher layer) pairs.
-        student_width, teacher_width: d_S and d_T.
-        kind: ``linear`` | ``mlp``.
-        always: also create projections when the widths are equal. Default False: with d_S == d_T the
-            student is compared as is (no projection parameters, nothing to overfit).
-
-    Returns:
-        An ``nn.ModuleDict`` such as ``{"hidden_mse@1-6": Projection(128 -> 768), "embedding_mse@0-0": ...}``;
-        empty when no term needs a projection. Keys are stable, so a checkpoint's state dict reloads.
-    """
-    projections = nn.ModuleDict()
-    if student_width == teacher_width and not always:
-        return projections
-    for name in knowledge:
-        spec = get_knowledge(name)
-        if not spec.needs_projection:
-            continue
-        for pair in term_pairs(spec.name, strategy_pairs):
-            projections[term_name(spec.name, pair)] = Projection(student_width, teacher_width, kind)
-    return projections

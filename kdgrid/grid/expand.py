@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kdgrid.core.trial_rules import number_problems
 from kdgrid.errors import ConfigError
 from kdgrid.grid.checks import combination_problems
 from kdgrid.grid.spec import Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
@@ -150,7 +151,7 @@ class _StudyExpander:
                 config.update(settings)
         _fill_templates(config)
         drop_unused_fields(config)
-        missing = [f for f in REQUIRED_FIELDS if f not in config and f not in self.bad]
+        missing = _missing_fields(config, self.bad)
         for field in missing:
             if field not in self.missing_reported:
                 self.missing_reported.add(field)
@@ -185,6 +186,51 @@ class _StudyExpander:
             yield self._finish(config, entry_where), entry_where, True
 
 
+def _missing_fields(config: dict[str, Any], bad: set[str]) -> list[str]:
+    """Required fields without a value (those whose value was invalid are reported as such, not as missing)."""
+    return [f for f in REQUIRED_FIELDS if f not in config and f not in bad]
+
+
+def trial_from_settings(settings: Any, problems: Problems, source: str, where: str) -> Trial | None:
+    """One trial from a mapping of field -> value as written (an entry of a trial file), canonicalised as sweep
+    files are (`normalize` per value, then `drop_unused_fields`) and checked by the same rules
+    (`trial_problems`). Every problem is added to ``problems`` under ``where``; None when there is any."""
+    if not isinstance(settings, dict):
+        problems.add(source, where, "not a mapping of trial fields")
+        return None
+    allowed = Trial.field_names()
+    normalizer = _Normalizer(problems)
+    config: dict[str, Any] = {}
+    bad: set[str] = set()
+    for field, value in settings.items():
+        if field not in allowed:
+            problems.add(source, where, f"unknown key {field!r}; allowed: {', '.join(allowed)}")
+            bad.add(field)
+            continue
+        ok, canonical = normalizer.value(field, Located(value, source, f"{where}: {field}"))
+        if ok:
+            config[field] = canonical
+        else:
+            bad.add(field)
+    drop_unused_fields(config)
+    missing = _missing_fields(config, bad)
+    if missing:
+        problems.add(source, where, f"missing required field(s) {', '.join(missing)}")
+    if bad or missing:
+        return None
+    trial = Trial(**config)
+    messages = trial_problems(trial)
+    for message in messages:
+        problems.add(source, f"{where}: trial {_describe(trial)}", message)
+    return None if messages else trial
+
+
+def trial_problems(trial: Trial) -> list[str]:
+    """Every static problem of a trial (its numbers, then its combination), as messages; empty when it can run.
+    The rules are `kdgrid.core.trial_rules`, which the trainer's pre-flight applies too."""
+    return number_problems(trial) + combination_problems(trial)
+
+
 def _describe(trial: Trial) -> str:
     parts = [
         f"task={trial.task}",
@@ -207,7 +253,6 @@ def _combination_key(trial: Trial) -> tuple[Any, ...]:
         bool(trial.knowledge),
         trial.strategy,
         trial.relation_heads,
-        trial.soft_weight == 0 and trial.alpha == 0,
     )
 
 
@@ -256,10 +301,11 @@ def expand(spec: SweepSpec, problems: Problems) -> Sweep:
             key = _combination_key(trial)
             if key not in checked:
                 checked[key] = combination_problems(trial)
-            if checked[key]:
-                if key not in reported:
-                    reported.add(key)
-                    for message in checked[key]:
+            messages = number_problems(trial) + checked[key]  # numbers per trial: they are not in the key
+            if messages:
+                if (key, *messages) not in reported:
+                    reported.add((key, *messages))
+                    for message in messages:
                         if "strategy" in expander.bad and "needs a `strategy`" in message:
                             continue  # a consequence of the invalid strategy reported above
                         problems.add(source, f"{where}: trial {_describe(trial)}", message)

@@ -4,7 +4,6 @@ Canonical forms make equal configurations equal trials (and equal ids): knowledg
 sorted (a pair's order does not matter); strategies are canonical names (``last-1`` -> ``Last-1``); free-form
 student shapes are written in full (``w144-l8`` -> ``w144-l8-h4-f576``); known task names are lower-case.
 
-The registries are imported lazily, inside the functions: importing `kdgrid.grid` stays light.
 """
 
 from __future__ import annotations
@@ -14,6 +13,10 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+from kdgrid.core.data import TASKS, get_task
+from kdgrid.core.matching import canonical_strategy
+from kdgrid.core.models import STUDENTS, student_shape
+from kdgrid.core.trial_rules import INIT_SCHEMES, PROJECTIONS, unknown_choice
 from kdgrid.errors import KdgridError
 
 FLOAT_FIELDS = ("soft_weight", "temperature", "alpha", "lr", "warmup_ratio", "weight_decay")
@@ -32,6 +35,7 @@ def _number(value: Any) -> bool:
 
 @functools.cache
 def _knowledge_name(name: str) -> str:
+    # Imported here: the knowledge registry imports torch (about 1 s), which sweep expansion otherwise never needs.
     from kdgrid.core.knowledge import canonical_knowledge
 
     try:
@@ -42,8 +46,6 @@ def _knowledge_name(name: str) -> str:
 
 @functools.cache
 def _strategy_name(name: str) -> str:
-    from kdgrid.core.matching import canonical_strategy
-
     try:
         return canonical_strategy(name)
     except KdgridError as error:
@@ -52,8 +54,6 @@ def _strategy_name(name: str) -> str:
 
 @functools.cache
 def _student_name(name: str) -> str:
-    from kdgrid.core.models import STUDENTS, student_shape
-
     try:
         shape = student_shape(name)
     except KdgridError as error:
@@ -64,26 +64,12 @@ def _student_name(name: str) -> str:
 
 @functools.cache
 def _task_name(name: str) -> str:
-    from kdgrid.core.data import TASKS, get_task
-
     try:
         get_task(name)
     except KdgridError as error:
         raise InvalidValue(str(error)) from None
     key = name.strip().lower()
     return key if key in TASKS else name
-
-
-def _init_schemes() -> tuple[str, ...]:
-    from kdgrid.core.init import INIT_SCHEMES
-
-    return tuple(INIT_SCHEMES)
-
-
-def _projections() -> tuple[str, ...]:
-    from kdgrid.core.train import PROJECTIONS
-
-    return tuple(PROJECTIONS)
 
 
 def _knowledge(value: Any) -> tuple[str, ...]:
@@ -116,10 +102,10 @@ def normalize(field: str, value: Any) -> Any:
             return _task_name(value)
         if field == "student":
             return _student_name(value)
-        if field == "init" and value not in _init_schemes():
-            raise InvalidValue(f"unknown init {value!r}; allowed: {', '.join(_init_schemes())}")
-        if field == "projection" and value not in _projections():
-            raise InvalidValue(f"unknown projection {value!r}; allowed: {', '.join(_projections())}")
+        if field == "init" and value not in INIT_SCHEMES:
+            raise InvalidValue(unknown_choice("init", value, INIT_SCHEMES))
+        if field == "projection" and value not in PROJECTIONS:
+            raise InvalidValue(unknown_choice("projection", value, PROJECTIONS))
         return value
     if field in OPTIONAL_STR_FIELDS:
         if value is not None and not isinstance(value, str):

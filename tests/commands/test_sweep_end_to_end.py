@@ -19,7 +19,7 @@ def count_teacher_passes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]
     from kdgrid.core import train
 
     seen: dict[str, list[int]] = {"jobs": [], "forwards": []}
-    load_job, teacher_forward = train._load_job, train._teacher_forward
+    load_job, teacher_forward = train.load_job, train.teacher_forward
 
     def counting_load_job(*args, **kwargs):
         job = load_job(*args, **kwargs)
@@ -30,8 +30,8 @@ def count_teacher_passes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]
         seen["forwards"].append(int(batch["input_ids"].shape[0]))
         return teacher_forward(job, capture, batch)
 
-    monkeypatch.setattr(train, "_load_job", counting_load_job)
-    monkeypatch.setattr(train, "_teacher_forward", counting_forward)
+    monkeypatch.setattr(train, "load_job", counting_load_job)
+    monkeypatch.setattr(train, "teacher_forward", counting_forward)
     return seen
 
 

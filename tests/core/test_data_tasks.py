@@ -122,9 +122,9 @@ def test_polarity_majority_baseline_is_one_half() -> None:
     from kdgrid.core.metrics import majority_baseline
 
     splits = load_splits("polarity")
-    assert majority_baseline("polarity", splits["train"]["label"], splits["validation"]["label"]) == {
-        "accuracy": 0.5
-    }
+    assert majority_baseline(
+        get_task("polarity"), splits["train"]["label"], splits["validation"]["label"]
+    ) == {"accuracy": 0.5}
 
 
 def test_importing_the_task_registry_stays_light() -> None:

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from kdgrid.core.teacher import TeacherRecipe, TeacherRecord, finetune_teacher
+from kdgrid.core.teacher import finetune_teacher
+from kdgrid.core.teacher_cache import TeacherRecipe, TeacherRecord
 from kdgrid.trial import Trial
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,11 @@ import pytest
 import torch
 
 from kdgrid.core.knowledge import hidden_mse
-from kdgrid.core.projection import PROJECTION_KINDS, Projection, build_projections
+from kdgrid.core.models import StudentShape
+from kdgrid.core.objective import Objective, knowledge_terms
+from kdgrid.core.projection import PROJECTION_KINDS, Projection
 from kdgrid.errors import ConfigError
+from kdgrid.trial import Trial
 
 torch.set_num_threads(1)
 
@@ -48,33 +51,48 @@ def test_bad_kind_and_bad_input_width_are_config_errors():
         Projection(8, 12)(torch.randn(2, 5, 9))
 
 
-def test_build_projections_one_per_projected_term():
+def objective_of(
+    knowledge: tuple[str, ...], pairs: list[tuple[int, int]], width_s: int, width_t: int, kind: str = "linear"
+) -> Objective:
+    """The objective (owner of the projections) of a trial with ``knowledge`` on ``pairs``."""
+    student = StudentShape(layers=max(s for s, _ in pairs), width=width_s, heads=2, ffn=4 * width_s)
+    teacher = StudentShape(layers=max(t for _, t in pairs), width=width_t, heads=2, ffn=4 * width_t)
+    trial = Trial("sst2", "bert-base", student.name, knowledge=knowledge, strategy="First", projection=kind)
+    terms = knowledge_terms(trial, pairs, student, teacher)
+    return Objective(trial, terms, student, teacher, regression=False)
+
+
+def test_one_projection_per_projected_term():
     pairs = [(1, 6), (2, 12)]
-    projections = build_projections(
-        ["hidden_mse", "attention ce", "value_relation", "embedding_mse", "contrastive"], pairs, 128, 768
-    )
-    assert sorted(projections) == ["contrastive", "embedding_mse@0-0", "hidden_mse@1-6", "hidden_mse@2-12"]
+    knowledge = ("hidden_mse", "attention_ce_mean", "value_relation", "embedding_mse", "contrastive")
+    projections = objective_of(knowledge, pairs, 128, 768).projections
+    assert sorted(projections) == [
+        "contrastive",
+        "embedding_mse_at_0_0",
+        "hidden_mse_at_1_6",
+        "hidden_mse_at_2_12",
+    ]
     assert all(p.student_width == 128 and p.teacher_width == 768 for p in projections.values())
     # Distinct modules: each term learns its own map.
-    assert projections["hidden_mse@1-6"] is not projections["hidden_mse@2-12"]
+    assert projections["hidden_mse_at_1_6"] is not projections["hidden_mse_at_2_12"]
 
 
-def test_equal_widths_need_no_projection_unless_asked():
-    assert len(build_projections(["hidden_mse"], [(1, 1)], 384, 384)) == 0
-    assert sorted(build_projections(["hidden_mse"], [(1, 1)], 384, 384, always=True)) == ["hidden_mse@1-1"]
+def test_equal_widths_need_no_projection():
+    assert len(objective_of(("hidden_mse",), [(1, 1)], 384, 384).projections) == 0
 
 
 def test_projections_round_trip_through_a_checkpoint():
     pairs = [(1, 3), (2, 6)]
     torch.manual_seed(1)
-    saved = build_projections(["hidden_mse", "pkd"], pairs, 16, 24, kind="mlp")
+    saved = objective_of(("hidden_mse", "pkd"), pairs, 16, 24, kind="mlp").projections
     buffer = io.BytesIO()
     torch.save(saved.state_dict(), buffer)
     buffer.seek(0)
     torch.manual_seed(2)
-    restored = build_projections(["hidden_mse", "pkd"], pairs, 16, 24, kind="mlp")
+    restored = objective_of(("hidden_mse", "pkd"), pairs, 16, 24, kind="mlp").projections
     restored.load_state_dict(torch.load(buffer))
     x = torch.randn(2, 5, 16)
+    assert sorted(saved) == ["hidden_mse_at_1_3", "hidden_mse_at_2_6", "pkd_at_1_3", "pkd_at_2_6"]
     for key in saved:
         torch.testing.assert_close(restored[key](x), saved[key](x))
 

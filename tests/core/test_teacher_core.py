@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from kdgrid.cli import app
 from kdgrid.core.data import get_task
 from kdgrid.core.models import StudentShape, resolve_teacher
-from kdgrid.core.teacher import TeacherRecipe, cached_teacher, finetune_teacher, teacher_cache_root
+from kdgrid.core.teacher import finetune_teacher
+from kdgrid.core.teacher_cache import TeacherRecipe, cached_teacher, teacher_cache_root
 from kdgrid.errors import KdgridError
 from tests.teachers import TINY_TEACHER_SHAPE, save_random_teacher
 
@@ -66,7 +67,7 @@ def test_the_minilm_alias_resolves_to_the_finetuned_teacher(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The alias is looked up by (MiniLM weights, task, default recipe): a teacher put in the cache by that key."""
-    import kdgrid.core.teacher as teacher_module
+    import kdgrid.core.teacher_cache as teacher_module
 
     monkeypatch.setenv("KDGRID_CACHE", str(tmp_path))
     key = teacher_module.teacher_key("minilm-l6", get_task(TASK), TeacherRecipe())

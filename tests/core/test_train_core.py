@@ -164,6 +164,8 @@ def test_a_teacher_evaluation_error_is_recorded_and_the_trained_students_kept(
     teacher: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import kdgrid.core.evaluate as evaluation
+    import kdgrid.core.job as job_module
+    import kdgrid.core.student as student_module
 
     real_evaluate = evaluation.evaluate
     teacher_layers = TEACHER_SHAPE.layers
@@ -173,7 +175,8 @@ def test_a_teacher_evaluation_error_is_recorded_and_the_trained_students_kept(
             raise RuntimeError("teacher evaluation broke")
         return real_evaluate(model, *args, **kwargs)
 
-    monkeypatch.setattr(evaluation, "evaluate", failing_for_the_teacher)
+    for module in (job_module, student_module):  # the teacher's evaluation (job) and the students' (student)
+        monkeypatch.setattr(module, "evaluate", failing_for_the_teacher)
     results, _ = run([make_trial(teacher, epochs=1), make_trial(teacher, epochs=1, lr=1e-3)])
     assert [r.status for r in results] == ["done", "done"]
     for result in results:
@@ -202,11 +205,13 @@ def test_resume_from_an_epoch_checkpoint_equals_an_uninterrupted_run(
             raise Preempted
         return original(tokenized, batch_size, seed, epoch, **kw)
 
-    monkeypatch.setattr(batching, "train_batches", preempt_in_epoch_3)
+    import kdgrid.core.train as train
+
+    monkeypatch.setattr(train, "train_batches", preempt_in_epoch_3)  # the job loop's batches
     with pytest.raises(Preempted):
         run(trials, checkpoint_dir=tmp_path)
     assert sorted(p.name for p in tmp_path.glob("*.pt")) == sorted(f"{t.trial_id}.pt" for t in trials)
-    monkeypatch.setattr(batching, "train_batches", original)
+    monkeypatch.setattr(train, "train_batches", original)
     resumed, resumed_weights = run(trials, checkpoint_dir=tmp_path)
     for a, b in zip(straight, resumed, strict=True):
         assert b.extra["resumed_from_epoch"] == 2
@@ -265,7 +270,7 @@ def test_validate_trials_reports_every_problem_before_training(teacher: str) -> 
         ),
         "unknown task": make_trial(teacher, task="no-such-task"),
         "unknown matching strategy": make_trial(teacher, knowledge=("cos",), strategy="Sideways"),
-        "needs a strategy": make_trial(teacher, knowledge=("cos",)),
+        "needs a `strategy`": make_trial(teacher, knowledge=("cos",)),
         "unknown knowledge": make_trial(teacher, knowledge=("telepathy",), strategy="First"),
         "unknown student": make_trial(teacher, student="bert-enormous"),
         "unknown init": make_trial(teacher, init="magic"),

@@ -26,6 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from kdgrid.assets import polarity_files
 from kdgrid.core.data.spec import TRAIN_SPLIT, TaskSpec
 from kdgrid.core.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS
 from kdgrid.errors import ConfigError
@@ -248,12 +251,7 @@ def task_from_file(path: str | Path) -> TaskSpec:
         raise ConfigError(f"task spec file {path} does not exist")
     text = path.read_text(encoding="utf-8")
     try:
-        if path.suffix.lower() == ".json":
-            raw = json.loads(text)
-        else:
-            import yaml
-
-            raw = yaml.safe_load(text)
+        raw = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except Exception as error:  # json.JSONDecodeError, yaml.YAMLError: a parse error is the user's to fix
         raise ConfigError(f"task spec {path}: cannot parse: {error}") from None
     return task_from_spec(raw, base_dir=path.parent.resolve(), where=f"task spec {path}")
@@ -266,14 +264,14 @@ def task_files(task: TaskSpec) -> dict[str, Path]:
     """Split name -> file of a local task (resolving an asset; raises AssetMissingError naming the fetch command)."""
     asset = task.param("asset")
     if asset == "polarity":
-        from kdgrid.assets import polarity_files
-
         found = polarity_files()
         return {TRAIN_SPLIT: found.train, "validation": found.dev}
     return {split: Path(path) for split, path in task.param("files")}
 
 
 def _read_frame(path: Path, file_format: str) -> Any:
+    # pandas and datasets (about 1.5 s together) load only when a split is read: every task lookup imports this
+    # module.
     import pandas as pd
 
     if file_format == "csv":

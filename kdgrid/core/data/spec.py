@@ -96,10 +96,6 @@ class TaskSpec:
         return self.num_labels == 1
 
     @property
-    def is_pair(self) -> bool:
-        return len(self.text_keys) == 2
-
-    @property
     def split_names(self) -> tuple[str, ...]:
         """``train`` followed by the dev sets."""
         return (TRAIN_SPLIT, *self.dev_sets)

@@ -34,6 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kdgrid.assets import teacher_dir
 from kdgrid.core.data.spec import TRAIN_SPLIT, TaskSpec
 from kdgrid.errors import ConfigError
 
@@ -132,8 +133,6 @@ def vocabulary_words(vocab_file: str | None = None) -> tuple[str, ...]:
     Kept: ASCII, alphabetic, lowercase, at least 3 letters; dropped: ``[..]`` specials and ``##`` pieces.
     """
     if vocab_file is None:
-        from kdgrid.assets import teacher_dir
-
         vocab_file = str(teacher_dir() / "vocab.txt")
     words = []
     for line in Path(vocab_file).read_text(encoding="utf-8").splitlines():
@@ -284,7 +283,7 @@ def generate_examples(
 
 def load_synthetic_splits(task: TaskSpec) -> dict[str, Any]:
     """``{"train": Dataset, "validation": Dataset}`` of a generated task."""
-    import datasets
+    import datasets  # about 1 s: only when a split is loaded, not when a task is named or listed
 
     shape, kind, seed = task.param("shape"), task.param("kind"), task.param("seed")
     sizes = {TRAIN_SPLIT: task.param("train_size"), DEV_SPLIT: task.param("dev_size")}

@@ -26,7 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from transformers import AutoTokenizer
 
+from kdgrid.assets import cache_dir
+from kdgrid.core.data.local import task_files
 from kdgrid.core.data.registry import get_task, load_splits
 from kdgrid.core.data.spec import TRAIN_SPLIT, TaskSpec
 from kdgrid.errors import ConfigError
@@ -72,8 +77,6 @@ class TokenizedSplit:
         return self.input_ids[start:end], self.token_type_ids[start:end]
 
     def to_table(self) -> Any:
-        import pyarrow as pa
-
         offsets = pa.array(self.offsets, type=pa.int64())
         return pa.table(
             {
@@ -174,8 +177,6 @@ def task_fingerprint(task: TaskSpec) -> dict[str, Any]:
         "params": {k: v for k, v in task.params if k not in ("files", "asset")},
     }
     if task.source == "local":
-        from kdgrid.core.data.local import task_files
-
         files = task_files(task)
         fingerprint["files"] = {split: _sha256_file(files[split]) for split in task.split_names}
     return fingerprint
@@ -262,14 +263,10 @@ def encode_split(dataset: Any, task: TaskSpec, tokenizer: Any, max_length: int) 
 
 
 def _disk_path(key: str) -> Path:
-    from kdgrid.assets import cache_dir
-
     return cache_dir() / "tokenized" / key
 
 
 def _read_disk(task: TaskSpec, key: str) -> dict[str, TokenizedSplit] | None:
-    import pyarrow.parquet as pq
-
     folder = _disk_path(key)
     meta_file = folder / "meta.json"
     if not meta_file.is_file():
@@ -288,8 +285,6 @@ def _read_disk(task: TaskSpec, key: str) -> dict[str, TokenizedSplit] | None:
 
 
 def _write_disk(key: str, splits: dict[str, TokenizedSplit], meta: dict[str, Any]) -> None:
-    import pyarrow.parquet as pq
-
     folder = _disk_path(key)
     if (folder / "meta.json").is_file():
         return  # another process wrote it meanwhile; entries with the same key hold the same data
@@ -325,8 +320,6 @@ def _encode_task(
 
 def _resolve_tokenizer(tokenizer: Any) -> Any:
     if isinstance(tokenizer, str | Path):
-        from transformers import AutoTokenizer
-
         return AutoTokenizer.from_pretrained(str(tokenizer))
     return tokenizer
 

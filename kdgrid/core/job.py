@@ -1,0 +1,102 @@
+"""What a job's students share: the task, its tokenized splits, the teacher (loaded once) and its forward pass.
+
+A job is a list of trials sharing `kdgrid.trial.group_key` (task, teacher, seed, batch size, max length, epochs,
+max_train_samples): they see the same batches in the same order, so the teacher runs once per batch, under
+``torch.no_grad``, capturing the union of what the students' knowledge needs (`teacher_forward`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kdgrid.core.capture import FeatureCapture, Features
+from kdgrid.core.data import TaskSpec, get_task
+from kdgrid.core.data.batching import train_batches
+from kdgrid.core.data.tokenization import tokenize_task
+from kdgrid.core.evaluate import evaluate
+from kdgrid.core.models import ResolvedTeacher, load_teacher, load_tokenizer, resolve_teacher
+from kdgrid.core.runtime import Runtime
+from kdgrid.core.teacher_cache import TEACHER_INFO
+from kdgrid.trial import Trial
+
+
+@dataclass
+class Job:
+    """The shared part of a job.
+
+    Attributes:
+        task: the task's spec.
+        teacher: where the teacher comes from and its shape.
+        teacher_model: the teacher, placed on the runtime's device, eval mode, no gradients.
+        tokenized: the task's tokenized splits by name (``train`` and the dev sets).
+        runtime: device and precision settings.
+        steps_per_epoch: batches per epoch (the same for every student of the job).
+    """
+
+    task: TaskSpec
+    teacher: ResolvedTeacher
+    teacher_model: Any
+    tokenized: dict[str, Any]
+    runtime: Runtime
+    steps_per_epoch: int
+
+
+def load_job(trial: Trial, runtime: Runtime) -> Job:
+    """Load what the job of ``trial`` (any of its trials) shares: the task's data and the teacher."""
+    task = get_task(trial.task)
+    teacher = resolve_teacher(trial.teacher, trial.task)
+    teacher_model = runtime.place(load_teacher(teacher, task.num_labels))
+    tokenizer = load_tokenizer(teacher)
+    tokenized = tokenize_task(task, tokenizer, trial.max_length, max_train_samples=trial.max_train_samples)
+    steps = len(train_batches(tokenized["train"], trial.batch_size, trial.seed, 0))
+    return Job(task, teacher, teacher_model, tokenized, runtime, steps)
+
+
+def teacher_forward(job: Job, capture: FeatureCapture, batch: dict[str, torch.Tensor]) -> Features:
+    """The teacher's features of one batch (what ``capture`` is set to keep), without gradients."""
+    with torch.no_grad(), job.runtime.autocast():
+        return capture(batch)
+
+
+class TeacherInfo:
+    """What every row records of its teacher: its parameter count and its own dev scores ``{dev_set: {metric:
+    value}}`` (the tables show them beside the students').
+
+    A teacher kdgrid fine-tuned brings its scores and cache key in ``teacher.json``; any other (a Hub teacher) is
+    evaluated once per job, when the job's first trial finishes: after training, so the evaluation reuses memory
+    training freed instead of adding to the job's peak. Evaluation draws no random number (the students' streams
+    are untouched); if it fails, rows say why (``teacher_scores_error``) and the trained students are kept.
+    """
+
+    def __init__(self, job: Job, batch_size: int) -> None:
+        self._job = job
+        self._batch_size = batch_size
+        self._extra: dict[str, Any] | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        if self._extra is None:
+            self._extra = self._compute()
+        return self._extra
+
+    def _compute(self) -> dict[str, Any]:
+        job = self._job
+        extra: dict[str, Any] = {"teacher_params": sum(p.numel() for p in job.teacher_model.parameters())}
+        path = Path(job.teacher.source) / TEACHER_INFO
+        if job.teacher.is_local and path.is_file():
+            info = json.loads(path.read_text())
+            extra.update(teacher_scores=info.get("dev_scores"), teacher_key=info.get("key"))
+            return extra
+        dev_sets = {name: job.tokenized[name] for name in job.task.dev_sets}
+        try:
+            with torch.no_grad():
+                extra["teacher_scores"] = evaluate(
+                    job.teacher_model, job.task, dev_sets, self._batch_size, job.runtime.device
+                )
+        except Exception as error:
+            extra["teacher_scores_error"] = f"{type(error).__name__}: {error}"
+        return extra

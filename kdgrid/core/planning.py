@@ -1,0 +1,78 @@
+"""The trainer's pre-flight: a trial validated and planned (its shapes, teacher, layer pairs and loss terms)
+without loading weights or data.
+
+The static rules are `kdgrid.core.trial_rules` (the same checks and messages as sweep expansion); here they are
+applied with the resolved teacher, and completed by what needs the machine (local checkpoints, `check_init`) and
+by the loss terms (`knowledge_terms`: unknown knowledge or option, a projection the trial forbids).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kdgrid.core.data import get_task
+from kdgrid.core.init import check_init
+from kdgrid.core.models import ResolvedTeacher, StudentShape, resolve_teacher, student_shape
+from kdgrid.core.objective import Term, knowledge_terms
+from kdgrid.core.trial_rules import matched_pairs, trial_problems
+from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.trial import GROUP_FIELDS, Trial, group_key
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """A validated trial: its student shape, its teacher, matched layer pairs and knowledge terms."""
+
+    trial: Trial
+    shape: StudentShape
+    teacher: ResolvedTeacher
+    pairs: list[tuple[int, int]]
+    terms: list[Term]
+
+    @property
+    def used_pairs(self) -> list[tuple[int, int]]:
+        """The pairs some knowledge term was applied on, in the strategy's order."""
+        used = {term.pair for term in self.terms if term.pair is not None}
+        return [pair for pair in self.pairs if pair in used]
+
+
+def plan_trial(trial: Trial, teacher: ResolvedTeacher | None = None) -> TrialPlan:
+    """Validate one trial without loading weights or data; raises `ConfigError` / `KdgridError` naming the key.
+
+    ``teacher`` (the job's, already resolved) spares resolving it again.
+    """
+    get_task(trial.task)
+    shape = student_shape(trial.student)
+    teacher = teacher or resolve_teacher(trial.teacher, trial.task)
+    problems = trial_problems(trial, shape, teacher.shape)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    check_init(trial, shape, teacher)
+    pairs = matched_pairs(trial, shape.layers, teacher.shape.layers)
+    terms = knowledge_terms(trial, pairs, shape, teacher.shape) if trial.knowledge else []
+    return TrialPlan(trial, shape, teacher, pairs, terms)
+
+
+def validate_trials(trials: list[Trial]) -> list[TrialPlan]:
+    """Validate a whole job before anything trains: every trial (all problems in one `ConfigError`, each
+    prefixed by the trial id) and the shared group key."""
+    if not trials:
+        raise ConfigError("a job needs at least one trial")
+    keys = {group_key(t) for t in trials}
+    if len(keys) > 1:
+        raise ConfigError(
+            f"the trials of one job must agree on {', '.join(GROUP_FIELDS)}; found {len(keys)} different groups"
+        )
+    teachers: dict[str, ResolvedTeacher] = {}
+    plans: list[TrialPlan] = []
+    problems: list[str] = []
+    for trial in trials:
+        try:
+            if trial.teacher not in teachers:
+                teachers[trial.teacher] = resolve_teacher(trial.teacher, trial.task)
+            plans.append(plan_trial(trial, teachers[trial.teacher]))
+        except KdgridError as error:
+            problems.append(f"trial {trial.trial_id} ({trial.student}, {list(trial.knowledge)}): {error}")
+    if problems:
+        raise ConfigError("invalid trial(s):\n" + "\n".join(problems))
+    return plans

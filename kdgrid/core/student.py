@@ -1,0 +1,310 @@
+"""One student inside a job: its set-up, its training step, its end of epoch and its finish.
+
+Each student owns its weights, projections, AdamW optimizer, linear warm-up/decay scheduler and RNG stream:
+dropout draws from the global torch RNG, so each student's generator state is swapped in around its own step and
+swapped out after (`StudentRun.own_rng`). Evaluation draws nothing (eval mode). Hence the invariant the tests
+check: a trial trained in a group of N gives exactly the same weights and metrics as the trial trained alone (CPU,
+deterministic mode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kdgrid.core.capture import FeatureCapture, Features
+from kdgrid.core.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
+from kdgrid.core.evaluate import evaluate, measure_latency_ms
+from kdgrid.core.init import build_student
+from kdgrid.core.job import Job
+from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
+from kdgrid.core.optim import build_optimizer
+from kdgrid.core.planning import TrialPlan
+from kdgrid.core.runtime import Runtime
+from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
+from kdgrid.result import TrialResult
+from kdgrid.trial import Trial
+
+
+def utc_now() -> str:
+    """The current time as rows record it (ISO-8601, UTC, seconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def primary_score(scores: dict[str, dict[str, float]], dev_set: str, metric: str) -> float:
+    """The score best-epoch selection compares (-inf when missing or NaN, so any real score beats it)."""
+    value = scores.get(dev_set, {}).get(metric, float("nan"))
+    return -math.inf if math.isnan(value) else value
+
+
+@dataclass
+class StudentRun:
+    """One trial's training state inside a job."""
+
+    plan: TrialPlan | None  # None for a trial that failed before it could be planned
+    result: TrialResult
+    model: Any = None
+    objective: Objective | None = None
+    capture: FeatureCapture | None = None
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: Any = None
+    scaler: Any = None
+    cpu_rng: torch.Tensor | None = None
+    cuda_rng: torch.Tensor | None = None
+    epochs_done: int = 0
+    finished: bool = False
+    best_primary: float = -math.inf
+    sums: dict[str, torch.Tensor] = field(default_factory=dict)
+    steps_in_epoch: int = 0
+    seconds: float = 0.0
+    teacher_info: Callable[[], dict[str, Any]] | None = None  # the job's `TeacherInfo`, added to the row
+
+    @property
+    def trial(self) -> Trial:
+        return self.result.trial
+
+    @property
+    def active(self) -> bool:
+        """Still training: not finished and not failed."""
+        return not self.finished and self.result.status == "done"
+
+    @contextlib.contextmanager
+    def own_rng(self, runtime: Runtime) -> Iterator[None]:
+        """Run with this student's RNG stream as the global one; save where it got to afterwards."""
+        cuda = runtime.device.type == "cuda"
+        saved_cpu = torch.get_rng_state()
+        saved_cuda = torch.cuda.get_rng_state(runtime.device) if cuda else None
+        assert self.cpu_rng is not None
+        torch.set_rng_state(self.cpu_rng)
+        if cuda and self.cuda_rng is not None:
+            torch.cuda.set_rng_state(self.cuda_rng, runtime.device)
+        try:
+            yield
+        finally:
+            self.cpu_rng = torch.get_rng_state()
+            torch.set_rng_state(saved_cpu)
+            if cuda:
+                self.cuda_rng = torch.cuda.get_rng_state(runtime.device)
+                torch.cuda.set_rng_state(saved_cuda, runtime.device)
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Everything a rerun needs to continue after this epoch (`restore` reads it back)."""
+        assert self.objective is not None and self.optimizer is not None
+        return {
+            "trial_id": self.trial.trial_id,
+            "model": self.model.state_dict(),
+            "objective": self.objective.state_dict(),
+            "betas": dict(self.objective.betas),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "cpu_rng": self.cpu_rng,
+            "cuda_rng": self.cuda_rng,
+            "epochs_done": self.epochs_done,
+            "best_primary": self.best_primary,
+            "result": {
+                "scores": self.result.scores,
+                "last_scores": self.result.last_scores,
+                "best_epoch": self.result.best_epoch,
+                "curve": self.result.curve,
+                "loss_terms": self.result.loss_terms,
+                "started_at": self.result.started_at,
+                "extra": self.result.extra,
+            },
+            "seconds": self.seconds,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a `checkpoint_state`."""
+        assert self.objective is not None and self.optimizer is not None
+        self.model.load_state_dict(state["model"])
+        self.objective.betas.update(state["betas"])
+        self.objective.load_state_dict(state["objective"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler is not None and state["scaler"] is not None:
+            self.scaler.load_state_dict(state["scaler"])
+        self.cpu_rng = state["cpu_rng"]
+        self.cuda_rng = state["cuda_rng"]
+        self.epochs_done = state["epochs_done"]
+        self.best_primary = state["best_primary"]
+        for key, value in state["result"].items():
+            setattr(self.result, key, value)
+        self.result.extra["resumed_from_epoch"] = self.epochs_done
+        self.seconds = state["seconds"]
+
+
+def mark_failed(result: TrialResult, error: BaseException, **extra: Any) -> TrialResult:
+    """``result`` marked ``failed`` with the error's type, message and traceback, and ``extra`` recorded."""
+    result.status = "failed"
+    result.error_type = type(error).__name__
+    result.error_message = str(error)
+    result.traceback = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    result.ended_at = utc_now()
+    result.extra.update(extra)
+    return result
+
+
+def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None) -> StudentRun:
+    """A planned trial's student ready to train: model, projections, optimizer, scheduler and RNG stream, all
+    seeded by the trial's seed; restored from ``checkpoint_dir`` when it holds the trial's last epoch."""
+    trial = plan.trial
+    result = TrialResult(trial=trial, status="done", device=job.runtime.description, started_at=utc_now())
+    run = StudentRun(plan=plan, result=result)
+    num_labels = job.task.num_labels
+    model, info = build_student(trial, plan.shape, num_labels, plan.teacher, job.teacher_model)
+    result.extra.update(info)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(trial.seed + 1)  # projections: their own seeded draw, independent of the model's
+        objective = Objective(trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression)
+        torch.manual_seed(trial.seed + 2)  # the student's RNG stream for dropout
+        run.cpu_rng = torch.get_rng_state()
+    runtime = job.runtime
+    if runtime.device.type == "cuda":
+        gen = torch.Generator(device=runtime.device).manual_seed(trial.seed + 2)
+        run.cuda_rng = gen.get_state()
+    if plan.shape.width >= runtime.checkpoint_width:
+        # Non-reentrant: the Q/K/V our hooks capture inside a checkpointed layer stay in the autograd graph, so
+        # knowledge on them still trains the student (the reentrant variant would run them without gradients).
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5 renamed it
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        result.extra["gradient_checkpointing"] = True
+    run.model = runtime.place(model)
+    run.objective = objective.to(runtime.device)
+    needs = teacher_needs(plan.terms, run.objective.specs)
+    run.capture = FeatureCapture(run.model, needs, captured_layers(plan.terms, 0, plan.shape.layers))
+    total_steps = job.steps_per_epoch * trial.epochs
+    run.optimizer, run.scheduler = build_optimizer(
+        [run.model, run.objective], trial.lr, trial.weight_decay, total_steps, trial.warmup_ratio
+    )
+    if runtime.amp_dtype == torch.float16:
+        run.scaler = torch.amp.GradScaler("cuda")
+    if runtime.compile:
+        run.model.forward = torch.compile(run.model.forward)
+    result.layer_pairs = plan.used_pairs
+    result.student_params = sum(p.numel() for p in run.model.parameters())
+    result.student_flops = plan.shape.flops_per_sequence(trial.max_length, num_labels)
+    result.extra["projection_params"] = sum(p.numel() for p in run.objective.parameters())
+    result.extra["teacher_source"] = plan.teacher.source
+    result.extra["steps_per_epoch"] = job.steps_per_epoch
+    state = load_checkpoint(checkpoint_dir, trial.trial_id)
+    if state is not None:
+        run.restore(state)
+    result.weights = run.objective.weights()
+    return run
+
+
+def train_step(
+    run: StudentRun,
+    job: Job,
+    batch: dict[str, torch.Tensor],
+    teacher: Features,
+    step: int,
+    targets: TeacherTargets | None = None,
+) -> None:
+    """One optimizer step of one student on ``batch`` against the teacher's features of that batch.
+
+    Args:
+        batch: the batch on the job's device (``Runtime.to_device``).
+        teacher: `teacher_forward`'s features of the same batch.
+        step: the job's 1-based step (named by a `DivergenceError`).
+        targets: the batch's memo of teacher-side loss targets (Gram products, head-mean attention,
+            relations, ...): pass the same `TeacherTargets` to every student of one batch, and a new one for
+            the next batch, so each target is computed once per batch; ``None`` computes them for this student.
+            Shared or not, the student trains exactly the same.
+
+    Raises:
+        DivergenceError: a loss term (or the total) is NaN or infinite; the student's state is then undefined.
+    """
+    assert run.objective is not None and run.capture is not None and run.optimizer is not None
+    memo = shared_teacher_targets(targets) if targets is not None else contextlib.nullcontext()
+    with run.own_rng(job.runtime), memo:
+        run.model.train()
+        with job.runtime.autocast():
+            values = run.objective.term_values(run.capture(batch), teacher, batch["labels"])
+            total = run.objective.total(values)
+        run.objective.check_finite(values, total, step)
+        if run.scaler is not None:
+            run.scaler.scale(total).backward()
+            run.scaler.step(run.optimizer)
+            run.scaler.update()
+        else:
+            total.backward()
+            max_norm = run.trial.option("max_grad_norm")
+            if max_norm:
+                torch.nn.utils.clip_grad_norm_(
+                    [p for g in run.optimizer.param_groups for p in g["params"]], float(max_norm)
+                )
+            run.optimizer.step()
+        run.scheduler.step()
+        run.optimizer.zero_grad(set_to_none=True)
+    for name, value in values.items():
+        detached = value.detach().float()
+        run.sums[name] = run.sums[name] + detached if name in run.sums else detached
+    run.steps_in_epoch += 1
+
+
+def end_epoch(run: StudentRun, job: Job, epoch: int, checkpoint_dir: Path | None = None) -> None:
+    """Close a student's ``epoch`` (0-based): check its weights are finite, record the epoch's mean loss terms
+    and dev scores, keep the best epoch's scores, and save a checkpoint unless it was the last epoch.
+
+    Raises:
+        DivergenceError: a parameter is NaN or infinite.
+    """
+    assert run.objective is not None
+    step = (epoch + 1) * job.steps_per_epoch
+    for name, param in run.model.named_parameters():
+        if not torch.isfinite(param).all():
+            raise DivergenceError(step, f"parameters ({name})", None, float("nan"))
+    loss_terms = {k: float(v) / max(1, run.steps_in_epoch) for k, v in run.sums.items()}
+    run.sums, run.steps_in_epoch = {}, 0
+    dev = {name: job.tokenized[name] for name in job.task.dev_sets}
+    with job.runtime.autocast():
+        scores = evaluate(run.model, job.task, dev, run.trial.batch_size, job.runtime.device)
+    run.epochs_done = epoch + 1
+    result = run.result
+    result.curve.append({"epoch": epoch + 1, "scores": scores, "loss_terms": loss_terms})
+    result.last_scores = scores
+    result.loss_terms = loss_terms
+    primary = primary_score(scores, job.task.dev_sets[0], job.task.primary_metric)
+    if result.best_epoch is None or primary > run.best_primary:
+        run.best_primary, result.scores, result.best_epoch = primary, scores, epoch + 1
+    if checkpoint_dir is not None and run.epochs_done < run.trial.epochs:
+        save_checkpoint(checkpoint_dir, run.trial.trial_id, run.checkpoint_state())
+
+
+def finish_student(
+    run: StudentRun,
+    on_result: Callable[[TrialResult], None] | None,
+    checkpoint_dir: Path | None,
+    on_model: Callable[[Trial, Any], None] | None = None,
+) -> None:
+    """Close a student (done or failed): measure a done student's latency, hand its model to ``on_model``, free
+    its memory, add the teacher's facts, report the result to ``on_result`` and drop a done trial's checkpoint."""
+    run.finished = True
+    if run.result.status == "done" and run.model is not None:
+        run.result.extra["latency_ms"] = measure_latency_ms(run.model, run.trial.max_length)
+        if on_model is not None:
+            on_model(run.trial, run.model)
+    run.result.ended_at = run.result.ended_at or utc_now()
+    run.result.wall_time_s = round(run.seconds, 3)
+    if run.capture is not None:
+        run.capture.remove()
+    run.model = run.optimizer = run.scheduler = run.objective = None  # free memory for the mates
+    if run.teacher_info is not None:
+        run.result.extra.update(run.teacher_info())
+    if on_result is not None:
+        on_result(run.result)
+    if run.result.status == "done":
+        remove_checkpoint(checkpoint_dir, run.trial.trial_id)
