@@ -62,12 +62,12 @@ def run(trial: Trial, checkpoint_dir: Path | None = None):  # type: ignore[no-un
 
 def write_real_checkpoint(trial: Trial, checkpoint_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The trial's checkpoint after its first epoch: its run is preempted in the second."""
-    import kdgrid.core.data.batching as batching
+    import kdgrid.core.train as train
 
     class Preempted(BaseException):
         pass
 
-    original = batching.train_batches
+    original = train.train_batches
 
     def preempt_in_epoch_2(tokenized, batch_size, seed, epoch, **kw):  # type: ignore[no-untyped-def]
         if epoch == 1:
@@ -75,7 +75,7 @@ def write_real_checkpoint(trial: Trial, checkpoint_dir: Path, monkeypatch: pytes
         return original(tokenized, batch_size, seed, epoch, **kw)
 
     with monkeypatch.context() as patch:
-        patch.setattr(batching, "train_batches", preempt_in_epoch_2)
+        patch.setattr(train, "train_batches", preempt_in_epoch_2)
         with pytest.raises(Preempted):
             run(trial, checkpoint_dir)
 
