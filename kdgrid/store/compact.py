@@ -18,7 +18,7 @@ parts without a trial's rows. Compactions share the store's maintenance lock (``
 advisory ``flock``) and `forget` holds it alone, so a compaction never writes back rows a concurrent `forget`
 removed.
 
-The inputs are read by the readers' own path (`kdgrid.store.read._read_rows`: the same schema, the same
+The inputs are read by the readers' own path (`kdgrid.store.read.read_rows`: the same schema, the same
 schema-version check, loose files the read cache holds taken from it); after step 4 the read cache, whose rows
 are now in the parts, is deleted (`kdgrid.store.read_cache.clear`).
 """
@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.store import layout, read_cache
-from kdgrid.store.read import MAX_READ_ATTEMPTS, StoreBusyError, _drop_repeated_rows, _read_rows
+from kdgrid.store.read import MAX_READ_ATTEMPTS, StoreBusyError, drop_repeated_rows, read_rows
 from kdgrid.store.schema import SCHEMA
 from kdgrid.store.write import write_table_atomically
 
@@ -222,7 +222,7 @@ def _read_inputs(store: Path, target_rows: int) -> tuple[list[str], list[str], p
             if len(loose) + len(small) <= 1 and not loose:
                 return loose, small, SCHEMA.empty_table()
             cache = read_cache.ReadCache(store, writable=False)
-            return loose, small, _read_rows(store, loose, small, SCHEMA, cache)
+            return loose, small, read_rows(store, loose, small, SCHEMA, cache)
         except FileNotFoundError:
             continue  # another compaction merged a file we listed
     raise StoreBusyError(f"the store {store} kept changing while being compacted; try again")
@@ -258,7 +258,7 @@ def compact(
             return CompactionReport(0, 0, 0, stale)
         check_row_ids(table, inputs)
         expected = input_row_ids(table, loose)
-        table = _drop_repeated_rows(table)
+        table = drop_repeated_rows(table)
         writes = [(new_part_path(store), chunk) for chunk in chunks(table, target_rows)]
         write_verified(store, writes, expected)
         report = CompactionReport(len(inputs), table.num_rows, len(writes), stale)

@@ -41,7 +41,7 @@ from kdgrid.store.compact import (
     new_part_path,
     write_verified,
 )
-from kdgrid.store.read import _drop_repeated_rows, _read_rows, read_table
+from kdgrid.store.read import drop_repeated_rows, read_rows, read_table
 from kdgrid.store.schema import SCHEMA
 
 FORGOTTEN_DIR = "_forgotten"  # `_`: no reader lists it
@@ -138,12 +138,12 @@ def forget(store_dir: Path | str, trial_ids: Iterable[str] = (), *, sweep: str |
         inputs = [layout.rows_dir(store) / n for n in loose] + [
             layout.compacted_dir(store) / n for n in parts
         ]
-        table = _read_rows(store, loose, parts, SCHEMA, None)
+        table = read_rows(store, loose, parts, SCHEMA, None)
         check_row_ids(table, inputs)
         expected = input_row_ids(table, loose)
         mask = pc.is_in(table.column("trial_id"), value_set=pa.array(sorted(wanted), type=pa.string()))
-        forgotten = _drop_repeated_rows(table.filter(mask))
-        others = _drop_repeated_rows(table.filter(pc.invert(mask)))
+        forgotten = drop_repeated_rows(table.filter(mask))
+        others = drop_repeated_rows(table.filter(pc.invert(mask)))
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         kept_in = forgotten_dir(store) / f"forgotten-{stamp}-{uuid.uuid4().hex[:12]}{layout.SUFFIX}"
         writes = [(kept_in, forgotten)] + [

@@ -10,7 +10,7 @@ Exactly once: rows are immutable and carry a unique ``row_id``; a reader drops r
 concurrent compaction can leave a row in two files for a while) and re-reads when a file it listed was removed
 under it (a compaction finished meanwhile), so every row is seen exactly once. See `kdgrid.store.compact`.
 
-One reading path, `_read_rows`, used by `read_table` and by `compact`: the listed files are decoded with one
+One reading path, `read_rows`, used by `read_table` and by `compact`: the listed files are decoded with one
 pyarrow dataset of the known schema (columns a file lacks are nulls), loose files that the read cache holds
 are taken from it instead (`kdgrid.store.read_cache`), and every row's ``schema_version`` is checked: rows of
 a newer schema than this kdgrid's raise `StoreSchemaError` rather than being read half-understood.
@@ -131,12 +131,12 @@ def _check_schema_version(table: pa.Table) -> None:
     )
 
 
-def _read_rows(
+def read_rows(
     store: Path, loose: list[str], parts: list[str], schema: pa.Schema, cache: ReadCache | None
 ) -> pa.Table:
     """The rows of per-trial files ``loose`` (names in ``rows/``) then of compacted ``parts`` (names in
     ``compacted/``), with ``schema``'s columns, in listing order; repeated row ids are kept (see
-    `_drop_repeated_rows`). Loose files the cache holds are not decoded; when ``schema`` is every column, the
+    `drop_repeated_rows`). Loose files the cache holds are not decoded; when ``schema`` is every column, the
     rows of the others are added to the cache as they are decoded, `SEGMENT_FILES` at a time.
     Raises `StoreSchemaError` for rows of a newer schema version or a file that cannot be decoded."""
     read_schema = (
@@ -206,7 +206,7 @@ def read_table(
                 for name in loose:
                     parts = layout.RowFileName.parse(name)
                     (opened if parts is not None and open_row_file(parts) else by_name).append(name)
-            tables = [_rows_from_names(by_name, schema), _read_rows(store, opened, compacted, schema, cache)]
+            tables = [_rows_from_names(by_name, schema), read_rows(store, opened, compacted, schema, cache)]
         except FileNotFoundError:
             continue  # a compaction removed a file we listed; its rows are in a new file now
         now_loose, now_compacted = _listing(store)
@@ -214,11 +214,11 @@ def read_table(
             if set(schema.names) == set(SCHEMA.names):
                 cache.tidy(now_loose)
             table = pa.concat_tables(tables).combine_chunks()
-            return _drop_repeated_rows(table)
+            return drop_repeated_rows(table)
     raise StoreBusyError(f"the store {store} kept changing while being read; try again")
 
 
-def _drop_repeated_rows(table: pa.Table) -> pa.Table:
+def drop_repeated_rows(table: pa.Table) -> pa.Table:
     row_ids = table.column("row_id").to_pylist()
     seen: set[str] = set()
     keep: list[int] = []
