@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 ROWS_DIR = "rows"
 COMPACTED_DIR = "compacted"
@@ -102,3 +104,22 @@ def fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def write_file_atomically(final: Path, fill: Callable[[BinaryIO], None]) -> Path:
+    """Write ``final`` whole or not at all: ``fill(handle)`` writes a hidden temporary file beside it, which is
+    fsynced and renamed into place, then the folder is fsynced. A failure removes the temporary file and raises.
+    Returns ``final``."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_path(final)
+    try:
+        with open(tmp, "wb") as handle:
+            fill(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(final.parent)
+    return final

@@ -69,19 +69,7 @@ def record_membership(store: Path | str, sweep: str, trials: Mapping[str, str]) 
     final = folder / _file_name(sweep, content)
     if final.is_file():
         return final
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = layout.temporary_path(final)
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    layout.fsync_dir(folder)
-    return final
+    return layout.write_file_atomically(final, lambda handle: handle.write(content))
 
 
 def read_memberships(store: Path | str) -> list[SweepMembership]:

@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -166,19 +167,15 @@ class ReadCache:
         if not self.writable:
             return None
         final = self.folder / f"rows-{self.fingerprint}-{uuid.uuid4().hex[:12]}.arrow"
-        tmp = layout.temporary_path(final)
+
+        def fill(handle: BinaryIO) -> None:
+            options = pa.ipc.IpcWriteOptions(compression="zstd")
+            with pa.ipc.new_file(handle, CACHED_SCHEMA, options=options) as writer:
+                writer.write_table(rows)
+
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as handle:
-                options = pa.ipc.IpcWriteOptions(compression="zstd")
-                with pa.ipc.new_file(handle, CACHED_SCHEMA, options=options) as writer:
-                    writer.write_table(rows)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, final)
+            layout.write_file_atomically(final, fill)
         except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
             self.writable = False  # a read-only store (or a full disk): read without caching
             return None
         return final

@@ -109,19 +109,10 @@ def write_table_atomically(
     """Write ``table`` to ``final`` through a hidden temporary file, fsync, rename. Returns ``final``.
 
     ``compression`` and ``statistics`` go to `pyarrow.parquet.write_table` (``write_statistics``)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = layout.temporary_path(final)
-    try:
-        with open(tmp, "wb") as handle:
-            pq.write_table(table, handle, compression=compression, write_statistics=statistics)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    layout.fsync_dir(final.parent)
-    return final
+    return layout.write_file_atomically(
+        final,
+        lambda handle: pq.write_table(table, handle, compression=compression, write_statistics=statistics),
+    )
 
 
 def write_result(store_dir: Path | str, result: TrialResult, *, sweep: str, study: str) -> Path:
