@@ -24,14 +24,16 @@ import json
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, BertForSequenceClassification
+from transformers import BertForSequenceClassification
 
 from kdgrid.core.models import (
     ATTENTION_IMPLEMENTATION,
     VOCAB_SIZE,
     ResolvedTeacher,
     StudentShape,
+    cached_config,
     load_pretrained_bert,
+    local_config,
     shape_of_config,
 )
 from kdgrid.core.trial_rules import (
@@ -93,13 +95,14 @@ def init_source(trial: Trial, shape: StudentShape, teacher: ResolvedTeacher) -> 
 
 
 def _local_config_shape(path: Path) -> StudentShape:
-    return shape_of_config(AutoConfig.from_pretrained(str(path)))
+    return local_config(path).shape
 
 
 def check_init(trial: Trial, shape: StudentShape, teacher: ResolvedTeacher) -> None:
     """Fail with `ConfigError` when the scheme cannot apply to this student (before any training).
 
-    Shapes are checked wherever they are known without the network (local directories, the teacher's shape).
+    Shapes are checked wherever they are known without the network (local directories, a Hub checkpoint in the
+    local Hugging Face cache, the teacher's shape). Relative paths are relative to the working directory.
     """
     if trial.init not in INIT_SCHEMES:
         raise ConfigError(unknown_choice("init", trial.init, INIT_SCHEMES))
@@ -108,22 +111,28 @@ def check_init(trial: Trial, shape: StudentShape, teacher: ResolvedTeacher) -> N
         return
     if trial.init == "preload":
         source_shape = teacher.shape if source == teacher.source else None
-        path = Path(source).expanduser()
-        if source_shape is None and path.is_dir():
-            source_shape = _local_config_shape(path)
+        if source_shape is None:
+            found = cached_config(source)
+            source_shape = found.shape if found is not None else None
         if source_shape is not None:
             _refuse_preload(shape, source_shape, source)
             preload_layers(trial, shape.layers, source_shape.layers)
         return
     path = Path(source).expanduser()
     if trial.init == "general_distillation" and not path.is_dir():
-        raise ConfigError(f"init 'general_distillation': init_from {source!r} is not a directory")
+        raise ConfigError(
+            f"init 'general_distillation': init_from {source!r} is not a directory ({path.absolute()})"
+        )
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ConfigError(
                 f"init {trial.init!r}: {path} has no config.json (not a save_pretrained directory)"
             )
         _check_same_shape(shape, _local_config_shape(path), trial.init, source)
+        return
+    cached = cached_config(source)  # a Hub checkpoint: checked here only if it is already cached
+    if cached is not None:
+        _check_same_shape(shape, cached.shape, trial.init, source)
 
 
 def _check_same_shape(student: StudentShape, found: StudentShape, scheme: str, source: str) -> None:

@@ -13,19 +13,33 @@ uses the copy fine-tuned on its task by `kdgrid teacher finetune`, see `kdgrid.c
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kdgrid.core.teacher_cache import MINILM_ALIAS, finetuned_teacher_dir
 from kdgrid.errors import ConfigError, KdgridError
 
-# transformers is imported inside the functions that build or load models: it costs about 2 s, and sweep
-# expansion (`kdgrid plan`) reads shapes and teachers from here without needing it.
+# transformers (about 2 s) and huggingface_hub (about 0.2 s) are imported inside the functions that load models
+# or look up the Hub cache: sweep expansion (`kdgrid plan`) reads shapes and teachers from here without them.
 if TYPE_CHECKING:
     from transformers import BertConfig, BertForSequenceClassification
+
+# transformers refuses `torch.load` (every `pytorch_model.bin`: the paper's teachers and compact BERTs) below
+# torch 2.6, and transformers 5 disables torch below it altogether.
+TORCH_FLOOR = (2, 6)
+CONFIG_FILE = "config.json"
+# BertConfig's own defaults, for a config.json that leaves a shape key out (as transformers reads it).
+BERT_CONFIG_DEFAULTS = {
+    "num_hidden_layers": 12,
+    "hidden_size": 768,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+}
+PREFETCH_HINT = "run `kdgrid prefetch SWEEP` on a machine with network access first"
 
 VOCAB_SIZE = 30522  # bert-base-uncased's WordPiece vocabulary, shared by every teacher and student here
 MAX_POSITIONS = 512
@@ -186,13 +200,44 @@ class ResolvedTeacher:
 
     Attributes:
         source: a local directory or a Hub name, loadable by ``from_pretrained``.
-        shape: the teacher's shape (layers, width, heads, ffn).
+        shape: the teacher's shape (layers, width, heads, ffn): from its ``config.json`` wherever one is on this
+            machine (a directory, the Hugging Face cache), else the shape kdgrid declares for a paper teacher
+            (`TEACHERS`), which `load_teacher` checks against the real config before loading weights.
         is_local: ``source`` is a directory on this machine.
+        task: the task it was resolved for (named in messages), if known.
+        shape_declared: ``shape`` is the declared one (no config was found when the teacher was resolved).
     """
 
     source: str
     shape: StudentShape
     is_local: bool
+    task: str | None = None
+    shape_declared: bool = False
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What kdgrid reads from a model's ``config.json`` before loading any weight.
+
+    Attributes:
+        source: the directory or Hub name it was read from.
+        shape: the encoder's shape.
+        num_labels: classifier outputs (``len(id2label)``, else ``num_labels``, else transformers' default 2).
+        problem_type: the config's ``problem_type`` (``regression``, ``single_label_classification``, ...) or
+            None.
+    """
+
+    source: str
+    shape: StudentShape
+    num_labels: int
+    problem_type: str | None
+
+    @property
+    def is_regression(self) -> bool:
+        """A regression head, as transformers decides it: ``problem_type`` if set, else one output."""
+        if self.problem_type:
+            return self.problem_type == "regression"
+        return self.num_labels == 1
 
 
 def hub_offline() -> bool:
@@ -203,26 +248,134 @@ def hub_offline() -> bool:
     )
 
 
-def _local_shape(path: Path) -> StudentShape:
-    from transformers import AutoConfig
+def check_torch_version(version: str | None = None) -> None:
+    """Refuse a torch older than `TORCH_FLOOR` (``version`` defaults to the installed one) with one message."""
+    if version is None:
+        import torch
 
-    if not (path / "config.json").is_file():
-        raise ConfigError(
-            f"teacher directory {path} has no config.json (expected a `save_pretrained` directory)"
+        version = torch.__version__
+    match = re.match(r"(\d+)\.(\d+)", version)
+    if match and (int(match[1]), int(match[2])) < TORCH_FLOOR:
+        floor = ".".join(map(str, TORCH_FLOOR))
+        raise KdgridError(
+            f"kdgrid needs torch >= {floor}, found {version}: transformers refuses to read pytorch_model.bin "
+            f"checkpoints (the paper's teachers and compact BERTs) with an older torch; upgrade torch"
         )
-    return shape_of_config(AutoConfig.from_pretrained(str(path)))
+
+
+def parse_model_config(data: dict[str, Any], source: str) -> ModelConfig:
+    """A `ModelConfig` from the JSON of a ``config.json``. Read as a BERT config whether or not it names its
+    ``model_type`` (Turc et al.'s compact BERTs do not, and transformers 5's AutoConfig refuses them); a config
+    of another model type is refused (`ConfigError`): kdgrid's students and teachers are BERTs."""
+    model_type = data.get("model_type")
+    if model_type not in (None, "bert"):
+        raise ConfigError(
+            f"{source}: its config.json is a {model_type!r} model; kdgrid loads BERT models only "
+            "(BertForSequenceClassification)"
+        )
+    sizes = {key: data.get(key, default) for key, default in BERT_CONFIG_DEFAULTS.items()}
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in sizes.values()):
+        raise ConfigError(f"{source}: config.json has a non-integer size among {sizes}")
+    id2label = data.get("id2label")
+    num_labels = len(id2label) if isinstance(id2label, dict) and id2label else int(data.get("num_labels", 2))
+    return ModelConfig(
+        source=source,
+        shape=StudentShape(
+            layers=sizes["num_hidden_layers"],
+            width=sizes["hidden_size"],
+            heads=sizes["num_attention_heads"],
+            ffn=sizes["intermediate_size"],
+        ),
+        num_labels=num_labels,
+        problem_type=data.get("problem_type"),
+    )
+
+
+def _read_config_file(path: Path, source: str) -> ModelConfig:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{source}: {CONFIG_FILE} cannot be read ({error})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: {CONFIG_FILE} is not a JSON object")
+    return parse_model_config(data, source)
+
+
+def local_config(path: Path) -> ModelConfig:
+    """The config of a ``save_pretrained`` directory; `ConfigError` if it has none."""
+    if not (path / CONFIG_FILE).is_file():
+        raise ConfigError(f"{path} has no {CONFIG_FILE} (expected a `save_pretrained` directory)")
+    return _read_config_file(path / CONFIG_FILE, str(path))
+
+
+def is_local_source(source: str) -> bool:
+    """``source`` names a directory on this machine (relative paths: the working directory)."""
+    return Path(source).expanduser().is_dir()
+
+
+def cached_config(source: str) -> ModelConfig | None:
+    """The config of a directory or of a Hub model already in the local Hugging Face cache, without the
+    network; None for a Hub model whose config is not cached."""
+    if is_local_source(source):
+        return local_config(Path(source).expanduser())
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(source, CONFIG_FILE)
+    except ValueError:  # not a valid repo id
+        return None
+    return _read_config_file(Path(found), source) if isinstance(found, str) else None
+
+
+def fetch_config(source: str, *, what: str) -> ModelConfig:
+    """The config of a directory or a Hub model: from the local cache, else downloaded (unless offline).
+
+    Raises:
+        KdgridError: the Hub model is unknown, or not cached while offline (the message names `kdgrid prefetch`).
+    """
+    if is_local_source(source):
+        return local_config(Path(source).expanduser())
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    try:
+        path = hf_hub_download(source, CONFIG_FILE, local_files_only=hub_offline())
+    except LocalEntryNotFoundError:
+        raise KdgridError(hub_unavailable(source, what)) from None
+    except (RepositoryNotFoundError, HFValidationError):
+        raise KdgridError(
+            f"{what}: {source!r} is neither a directory here nor a model on the Hugging Face Hub; check the name "
+            "(Hub ids are owner/model) or the path"
+        ) from None
+    except OSError as error:
+        raise KdgridError(f"{what}: the config of {source!r} could not be fetched ({error})") from None
+    return _read_config_file(Path(path), source)
+
+
+def hub_unavailable(source: str, what: str) -> str:
+    """The one message for a Hub model that is not in the local cache and cannot be downloaded now."""
+    why = "HF_HUB_OFFLINE forbids downloading it" if hub_offline() else "the Hub could not be reached"
+    return (
+        f"{what} {source!r} could not be found on the Hugging Face Hub or in its local cache (not cached, and "
+        f"{why}); {PREFETCH_HINT}, or name a local directory"
+    )
+
+
+def _local_shape(path: Path) -> StudentShape:
+    return local_config(path).shape
 
 
 def resolve_teacher(name: str, task: str) -> ResolvedTeacher:
     """Resolve a trial's teacher for a task without loading weights.
 
     ``name`` is ``minilm-l6`` (the fine-tuned copy in the teacher cache: `kdgrid teacher finetune TASK` makes
-    it), ``bert-base`` / ``bert-large`` (the paper's Hub teacher of the task), a Hub name, or a local directory.
-    Raises `ConfigError` for an unknown alias or task and `KdgridError` when a needed local teacher is missing.
+    it), ``bert-base`` / ``bert-large`` (the paper's Hub teacher of the task), a Hub name, or a local directory
+    (a relative path is relative to the working directory). Raises `ConfigError` for an unknown alias or task
+    and `KdgridError` when a needed local teacher is missing or an unlisted Hub teacher cannot be found.
     """
     if name == MINILM_ALIAS:
         path = finetuned_teacher_dir(task)  # raises KdgridError naming the fine-tune command
-        return ResolvedTeacher(str(path), _local_shape(path), True)
+        return ResolvedTeacher(str(path), _local_shape(path), True, task)
     if name in TEACHERS:
         table = TEACHERS[name]
         if task not in table:
@@ -231,75 +384,112 @@ def resolve_teacher(name: str, task: str) -> ResolvedTeacher:
                 f"name a Hub model or a local directory as the teacher instead"
             )
         spec = table[task]
-        return ResolvedTeacher(spec.hub_name, spec.shape, False)
+        return _hub_teacher(spec, task)
     path = Path(name).expanduser()
     if path.is_dir():
-        return ResolvedTeacher(str(path), _local_shape(path), True)
+        return ResolvedTeacher(str(path), _local_shape(path), True, task)
     for table in TEACHERS.values():
         for spec in table.values():
             if spec.hub_name == name:
-                return ResolvedTeacher(name, spec.shape, False)
+                return _hub_teacher(spec, task)
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not name.startswith((".", "/")):
-        return ResolvedTeacher(name, _hub_shape(name), False)
+        return ResolvedTeacher(name, fetch_config(name, what="teacher").shape, False, task)
     raise KdgridError(
         f"teacher {name!r} is neither a local directory, a Hub name (owner/model), nor one of the aliases "
         f"{MINILM_ALIAS}, {', '.join(TEACHERS)}"
     )
 
 
-def _hub_shape(hub_name: str) -> StudentShape:
-    """The shape of an unlisted Hub teacher, from its config (the Hub or the local Hub cache)."""
-    from transformers import AutoConfig
+def _hub_teacher(spec: TeacherSpec, task: str) -> ResolvedTeacher:
+    """A paper teacher, planned with its cached config's shape, else the declared one."""
+    config = cached_config(spec.hub_name)
+    if config is None:
+        return ResolvedTeacher(spec.hub_name, spec.shape, False, task, shape_declared=True)
+    return ResolvedTeacher(spec.hub_name, config.shape, False, task)
 
-    try:
-        config = AutoConfig.from_pretrained(hub_name, local_files_only=hub_offline())
-    except OSError as error:
-        raise KdgridError(
-            f"teacher {hub_name!r} could not be found on the Hugging Face Hub or in its local cache "
-            f"({type(error).__name__}); download it while online or name a local directory"
-        ) from None
-    return shape_of_config(config)
+
+def teacher_config_problems(teacher: ResolvedTeacher, config: ModelConfig, num_labels: int) -> list[str]:
+    """Why a teacher cannot serve its task, from its config alone: its head (label count, regression or
+    classification) does not fit the task's ``num_labels``, or its real shape is not the one its trials were
+    planned with. Empty when it fits."""
+    task = f"task {teacher.task}" if teacher.task else "the task"
+    task_kind = "regression" if num_labels == 1 else "classification"
+    kind = "regression" if config.is_regression else "classification"
+    problems = []
+    if config.num_labels != num_labels or kind != task_kind:
+        problems.append(
+            f"teacher {teacher.source} has {config.num_labels} outputs ({kind}, from its {CONFIG_FILE}); "
+            f"{task} needs {num_labels} ({task_kind}): name a teacher fine-tuned on this task"
+        )
+    if config.shape != teacher.shape:
+        planned = (
+            "the shape kdgrid declares for it (its config was not cached when the trials were planned)"
+            if teacher.shape_declared
+            else "its config when the trials were planned"
+        )
+        problems.append(
+            f"teacher {teacher.source}: its {CONFIG_FILE} gives shape {config.shape.name}, but its trials were "
+            f"planned with {teacher.shape.name}, {planned}; run `kdgrid prefetch SWEEP` and plan again"
+        )
+    return problems
+
+
+def check_teacher_config(teacher: ResolvedTeacher, num_labels: int) -> None:
+    """Read the teacher's config (cached, else downloaded unless offline) and refuse (`ConfigError`) a teacher
+    that `teacher_config_problems` finds wrong, before any weight loads."""
+    problems = teacher_config_problems(teacher, fetch_config(teacher.source, what="teacher"), num_labels)
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 def load_pretrained_bert(
     source: str, num_labels: int, *, what: str, ignore_mismatched_sizes: bool = False
 ) -> BertForSequenceClassification:
-    """Load ``source`` (Hub name or directory) as an eager-attention `BertForSequenceClassification`.
+    """Load ``source`` (Hub name or directory) as an eager-attention float32 `BertForSequenceClassification`,
+    whatever dtype it was saved in (transformers 5 would keep a bf16 checkpoint in bf16).
 
     A missing Hub model (offline, or not found) becomes a `KdgridError` naming ``what`` and ``source``.
     """
+    import torch
     from transformers import BertForSequenceClassification
     from transformers.utils import logging as hf_logging
 
-    local = Path(source).expanduser().is_dir()
+    check_torch_version()
+    local = is_local_source(source)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # a new classifier head is expected; its warning is noise here
     try:
         model = BertForSequenceClassification.from_pretrained(
             str(Path(source).expanduser()) if local else source,
             num_labels=num_labels,
+            dtype=torch.float32,
             attn_implementation=ATTENTION_IMPLEMENTATION,
             local_files_only=local or hub_offline(),
             ignore_mismatched_sizes=ignore_mismatched_sizes,
         )
     except OSError as error:
+        if not local and hub_offline():
+            raise KdgridError(hub_unavailable(source, what)) from None
         where = "directory" if local else "Hugging Face Hub model"
         raise KdgridError(
             f"{what}: the {where} {source!r} could not be loaded ({str(error).splitlines()[0][:200]}); "
-            f"{'check the path' if local else 'download it while online, or name a local directory'}"
+            f"{'check the path' if local else PREFETCH_HINT + ', or name a local directory'}"
         ) from None
     finally:
         hf_logging.set_verbosity(verbosity)
+    dtypes = {p.dtype for p in model.parameters()}
+    if dtypes != {torch.float32}:
+        raise KdgridError(
+            f"{what}: {source} loaded with parameters of {sorted(map(str, dtypes))}, not float32"
+        )
     return model
 
 
 def load_teacher(teacher: ResolvedTeacher, num_labels: int) -> BertForSequenceClassification:
-    """The teacher in eval mode with gradients off; its head must have ``num_labels`` outputs."""
+    """The teacher in eval mode with gradients off. Its config is checked first (`check_teacher_config`: a head
+    of ``num_labels`` outputs, the planned shape), so a wrong teacher is one message, not a loader's error."""
+    check_teacher_config(teacher, num_labels)
     model = load_pretrained_bert(teacher.source, num_labels, what="teacher")
-    if model.config.num_labels != num_labels:
-        raise ConfigError(
-            f"teacher {teacher.source} has {model.config.num_labels} outputs, the task needs {num_labels}"
-        )
     model.eval()
     model.requires_grad_(False)
     return model
@@ -314,6 +504,8 @@ def load_tokenizer(teacher: ResolvedTeacher):
             teacher.source, local_files_only=teacher.is_local or hub_offline()
         )
     except OSError as error:
+        if not teacher.is_local and hub_offline():
+            raise KdgridError(hub_unavailable(teacher.source, "the teacher's tokenizer")) from None
         raise KdgridError(
             f"the tokenizer of teacher {teacher.source!r} could not be loaded ({str(error).splitlines()[0][:200]})"
         ) from None

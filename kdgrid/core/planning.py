@@ -12,7 +12,13 @@ from dataclasses import dataclass
 
 from kdgrid.core.data import get_task
 from kdgrid.core.init import check_init
-from kdgrid.core.models import ResolvedTeacher, StudentShape, resolve_teacher, student_shape
+from kdgrid.core.models import (
+    ResolvedTeacher,
+    StudentShape,
+    check_teacher_config,
+    resolve_teacher,
+    student_shape,
+)
 from kdgrid.core.objective import Term, knowledge_terms
 from kdgrid.core.trial_rules import matched_pairs, trial_problems
 from kdgrid.errors import ConfigError, KdgridError
@@ -54,8 +60,9 @@ def plan_trial(trial: Trial, teacher: ResolvedTeacher | None = None) -> TrialPla
 
 
 def validate_trials(trials: list[Trial]) -> list[TrialPlan]:
-    """Validate a whole job before anything trains: every trial (all problems in one `ConfigError`, each
-    prefixed by the trial id) and the shared group key."""
+    """Validate a whole job before anything trains: the shared group key, the teacher (its config read, from the
+    cache or downloaded unless offline: its head must fit the task and its shape the planned one), then every
+    trial (all problems in one `ConfigError`, each prefixed by the trial id)."""
     if not trials:
         raise ConfigError("a job needs at least one trial")
     keys = {group_key(t) for t in trials}
@@ -63,14 +70,17 @@ def validate_trials(trials: list[Trial]) -> list[TrialPlan]:
         raise ConfigError(
             f"the trials of one job must agree on {', '.join(GROUP_FIELDS)}; found {len(keys)} different groups"
         )
-    teachers: dict[str, ResolvedTeacher] = {}
+    first = trials[0]
+    try:  # the job's one teacher: its config must fit the task (labels, shape); read before any weight loads
+        teacher = resolve_teacher(first.teacher, first.task)
+        check_teacher_config(teacher, get_task(first.task).num_labels)
+    except KdgridError as error:
+        raise ConfigError(str(error)) from None
     plans: list[TrialPlan] = []
     problems: list[str] = []
     for trial in trials:
         try:
-            if trial.teacher not in teachers:
-                teachers[trial.teacher] = resolve_teacher(trial.teacher, trial.task)
-            plans.append(plan_trial(trial, teachers[trial.teacher]))
+            plans.append(plan_trial(trial, teacher))
         except KdgridError as error:
             problems.append(f"trial {trial.trial_id} ({trial.student}, {list(trial.knowledge)}): {error}")
     if problems:

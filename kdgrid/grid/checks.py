@@ -2,7 +2,8 @@
 
 Static: they need no network, no data and no weights, so `kdgrid plan` can refuse a sweep on any machine. The
 rules and their messages are the core's (`kdgrid.core.trial_rules`, which the trainer's pre-flight applies too);
-this module only finds the teacher's shape without loading anything. What depends on the machine (a
+this module only finds the teacher's shape without loading anything (its config.json where this machine has it,
+a local directory or the Hugging Face cache; else the shape kdgrid declares for a paper teacher). What depends on the machine (a
 general-distillation checkpoint on disk, a fine-tuned offline teacher) is the core's pre-flight
 (`kdgrid.core.planning.plan_trial`), which `kdgrid run` calls before submitting.
 """
@@ -11,35 +12,69 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
-from kdgrid.core.models import TEACHERS, StudentShape, resolve_teacher, student_shape
+from kdgrid.core.data import get_task
+from kdgrid.core.models import (
+    TEACHERS,
+    ResolvedTeacher,
+    StudentShape,
+    cached_config,
+    is_local_source,
+    resolve_teacher,
+    student_shape,
+    teacher_config_problems,
+)
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.core.trial_rules import combination_problems as combination_rules
-from kdgrid.errors import KdgridError
+from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.trial import Trial
 
 # all-MiniLM-L6-v2's shape: the offline alias is resolved to a fine-tuned copy only at run time, but its shape is
 # the base model's.
 MINILM_SHAPE = StudentShape(layers=6, width=384, heads=12, ffn=1536)
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+PAPER_TEACHER_IDS = frozenset(spec.hub_name for table in TEACHERS.values() for spec in table.values())
 
 
 @functools.cache
 def teacher_shape(teacher: str, task: str) -> StudentShape | None:
-    """The shape of a trial's teacher, or None where only the network could tell (an unlisted Hub name).
-    Raises `KdgridError` for a task without that teacher, or a missing local directory."""
+    """The shape of a trial's teacher, or None where only the network could tell (an unlisted Hub name not in
+    the local Hugging Face cache). A paper teacher's shape is its cached config's where the Hub cache has it,
+    else the shape kdgrid declares (`kdgrid.core.models.TEACHERS`; the job checks it against the real config
+    before loading). Raises `KdgridError` for a task without that teacher, or a missing local directory."""
     if teacher == MINILM_ALIAS:
         return MINILM_SHAPE
-    if teacher in TEACHERS or Path(teacher).expanduser().is_dir():
+    if teacher in TEACHERS or Path(teacher).expanduser().is_dir() or teacher in PAPER_TEACHER_IDS:
         return resolve_teacher(teacher, task).shape
-    for table in TEACHERS.values():
-        for spec in table.values():
-            if spec.hub_name == teacher:
-                return spec.shape
-    if re.fullmatch(r"[\w.-]+/[\w.-]+", teacher):
-        return None
+    if _HUB_ID.fullmatch(teacher):
+        cached = cached_config(teacher)
+        return None if cached is None else cached.shape
     resolve_teacher(teacher, task)  # raises, naming the aliases
     return None
+
+
+@functools.cache
+def teacher_head_problems(teacher: str, task: str) -> tuple[str, ...]:
+    """Why the teacher's head does not fit the task (label count, regression or classification), where its
+    config is on this machine (a local directory, the Hugging Face cache); empty where it fits or is unknown
+    here (the job's pre-flight reads the config then). The offline alias is fine-tuned for its task."""
+    if teacher == MINILM_ALIAS:
+        return ()
+    source = teacher
+    if teacher in TEACHERS:
+        if task not in TEACHERS[teacher]:
+            return ()  # reported by teacher_shape
+        source = TEACHERS[teacher][task].hub_name
+    try:
+        config = cached_config(source)
+    except KdgridError as error:
+        return (str(error),)
+    if config is None:
+        return ()
+    resolved = ResolvedTeacher(source, config.shape, is_local_source(source), task)
+    return tuple(teacher_config_problems(resolved, config, get_task(task).num_labels))
 
 
 def combination_problems(trial: Trial) -> list[str]:
@@ -50,4 +85,34 @@ def combination_problems(trial: Trial) -> list[str]:
         teacher = teacher_shape(trial.teacher, trial.task)
     except KdgridError as error:
         return [*combination_rules(trial, student, None), str(error)]
-    return combination_rules(trial, student, teacher)
+    return [*combination_rules(trial, student, teacher), *teacher_head_problems(trial.teacher, trial.task)]
+
+
+def local_path_like(value: str) -> bool:
+    """``value`` can only be a path on this machine, not a Hub id (``owner/model``): it starts with ``.``,
+    ``/`` or ``~``, or has more or fewer than one ``/``."""
+    return value.startswith((".", "/", "~")) or not _HUB_ID.fullmatch(value)
+
+
+def missing_init_checkpoints(trials: Iterable[Trial]) -> list[str]:
+    """The ``init_from`` checkpoints the trials need that are not directories here, each once, in order:
+    every ``general_distillation`` source, and a ``pretrain`` / ``preload`` source that can only be a path
+    (`local_path_like`). Relative paths are relative to the working directory."""
+    missing: dict[str, None] = {}
+    for trial in trials:
+        source = trial.init_from
+        if not source or trial.init == "random" or source in missing:
+            continue
+        if (trial.init == "general_distillation" or local_path_like(source)) and not is_local_source(source):
+            missing[source] = None
+    return list(missing)
+
+
+def check_init_checkpoints(trials: Iterable[Trial]) -> None:
+    """Refuse, in one `ConfigError` naming every one, trials whose ``init_from`` checkpoint is missing here."""
+    missing = missing_init_checkpoints(trials)
+    if missing:
+        raise ConfigError(
+            f"{len(missing)} init_from checkpoint(s) missing (relative paths are relative to the working "
+            f"directory {Path.cwd()}): " + ", ".join(missing)
+        )

@@ -75,12 +75,6 @@ def test_a_pretrain_student_starts_from_the_compact_bert(small_hub: Path, use_hu
     assert model.config.vocab_size == 30522 and model.classifier.out_features == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="load_teacher passes num_labels to from_pretrained, which raises transformers' raw size-mismatch "
-    "RuntimeError before kdgrid's own num_labels check (kdgrid/core/models.py load_teacher)",
-)
 def test_a_teacher_with_the_wrong_number_of_labels_is_one_config_error(
     small_hub: Path, use_hub: Switch
 ) -> None:
@@ -89,12 +83,6 @@ def test_a_teacher_with_the_wrong_number_of_labels_is_one_config_error(
         load_teacher(resolve_teacher("textattack/bert-base-uncased-MRPC", "mnli"), 3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="transformers 5 keeps a checkpoint's saved dtype: a bf16 pytorch_model.bin loads as a bf16 model "
-    "(kdgrid/core/models.py load_pretrained_bert passes no dtype)",
-)
 def test_weights_load_as_float32_whatever_the_saved_dtype(tmp_path: Path, use_hub: Switch) -> None:
     spec = HubModel(
         "google/bert_uncased_L-2_H-128_A-2", 2, 128, 2, 512, num_labels=None, tokenizer_files=False
