@@ -23,7 +23,7 @@ from typing import Any
 from kdgrid.bundled_sweeps import find_sweep
 from kdgrid.core.train import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.grid import Sweep, load_sweep, plan_jobs, store_problems
+from kdgrid.grid import Sweep, check_init_checkpoints, load_sweep, plan_jobs, store_problems
 from kdgrid.grid.state import SweepState, sweep_state
 from kdgrid.launch import Executor, get_executor
 from kdgrid.launch.memory import MemoryBudget
@@ -105,6 +105,7 @@ def check_trials_here(trials: list[Trial]) -> None:
     Raises:
         ConfigError: every trial that cannot run here, one line each.
     """
+    check_init_checkpoints(trials)  # every missing checkpoint in one message, before any teacher is read
     problems: list[str] = []
     for job in plan_sweep_jobs(trials, 0, None):
         try:
@@ -112,6 +113,7 @@ def check_trials_here(trials: list[Trial]) -> None:
         except KdgridError as error:
             problems.append(str(error))
     if problems:
+        problems = list(dict.fromkeys(problems))  # jobs of one teacher and task share its message
         raise ConfigError("pre-flight found trials that cannot run on this machine:\n" + "\n".join(problems))
 
 

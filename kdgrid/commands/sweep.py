@@ -194,13 +194,17 @@ def _show(
     *,
     title: str,
     with_failures: bool,
+    check_checkpoints: bool = False,
 ) -> None:
     """The body of ``plan`` and ``status``: the sweep's summary against the store, and with ``with_failures``
     each failed trial with its error. ``title`` is formatted with ``sweep`` (its name) and ``store``."""
+    from kdgrid.grid import check_init_checkpoints
     from kdgrid.grid.state import sweep_state
     from kdgrid.sweep_run import executor_and_budget, load_named_sweep
 
     spec = load_named_sweep(sweep_path)
+    if check_checkpoints:
+        check_init_checkpoints(planned.trial for planned in spec.trials)
     _, budget = executor_and_budget(
         executor, _executor_settings(settings, profile, executor), memory_budget_gb
     )
@@ -241,6 +245,7 @@ def plan(
         memory_budget_gb,
         title="plan of {sweep} against {store}",
         with_failures=False,
+        check_checkpoints=True,
     )
 
 

@@ -84,8 +84,14 @@ def run_one_job(
     sweep: str,
     studies: Mapping[str, str],
     job_fn: JobFn,
+    workdir: str | None = None,
 ) -> None:
-    """The Tune trainable: run job ``config["job"]`` and report how many trials it held.
+    """The Tune trainable: run job ``config["job"]`` in the driver's working directory ``workdir`` and report
+    how many trials it held.
+
+    Tune moves each trial into its own folder; relative paths of a sweep (``init_from``, a teacher or task
+    directory) mean the directory `kdgrid` was run in, so the job goes back there (on another node, the same
+    path of a shared filesystem).
 
     Module-level (not a closure) so Ray pickles it by reference; the jobs and ``studies`` (trial id -> study
     of every job's trials) travel through Ray's object store (`tune.with_parameters`), not inside every
@@ -94,6 +100,14 @@ def run_one_job(
     """
     from ray import tune
 
+    if workdir is not None:
+        try:
+            os.chdir(workdir)
+        except OSError as error:
+            raise LaunchError(
+                f"Ray job {config['job']}: the driver's working directory {workdir} is not reachable on this "
+                f"node ({error.strerror or error}); relative paths of the sweep resolve against it"
+            ) from None
     store = Path(store_dir)
     ran = run_pending(
         job_fn, jobs[config["job"]], store, sweep=sweep, studies=studies, done=done_trial_ids(store)
@@ -214,6 +228,7 @@ class RayExecutor:
                 sweep=sweep,
                 studies=study_of,
                 job_fn=self.job_fn,
+                workdir=str(Path.cwd()),
             )
             resources = {"cpu": self.settings.cpus_per_job, "gpu": self.settings.gpus_per_job}
             if not self.settings.verbose:
