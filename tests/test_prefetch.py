@@ -77,8 +77,7 @@ def test_needs_are_merged_and_glue_items_name_the_splits_kdgrid_reads(tmp_path: 
         Trial(task="mnli", teacher="bert-base", student="bert-tiny"),
         Trial(task="mnli", teacher="bert-base", student="bert-mini", seed=1),
         # a Hub teacher also named as a preload source is needed once, with its tokenizer
-        Trial(task="mnli", teacher="org/teacher", student="w768-l2-h12-f3072", init="preload",
-              init_from="org/teacher"),  # fmt: skip
+        Trial(task="mnli", teacher="org/teacher", student="w768-l2-h12-f3072", init="preload", init_from="org/teacher"),
         Trial(task="synthetic-single-binary", teacher=str(tmp_path), student="bert-tiny", init="random"),
     ]
     items = sweep_needs(trials)
@@ -166,7 +165,7 @@ def test_a_sharded_checkpoint_is_fetched_with_its_index_and_every_shard() -> Non
 
 def test_an_unknown_hub_id_or_a_repo_without_weights_is_one_clear_error() -> None:
     hub = RecordingHub({"org/no-weights": {"config.json": 1, "vocab.txt": 2}})
-    with pytest.raises(HubUnavailableError, match="org/typo.*no such repo.*hf auth login"):
+    with pytest.raises(HubUnavailableError, match=r"org/typo.*no such repo.*hf auth login"):
         plan_downloads([HubItem("model", "org/typo", used_by=("teacher of rte",))], hub.client())
     with pytest.raises(HubUnavailableError, match="org/no-weights on the Hub has no weights"):
         plan_downloads([HubItem("model", "org/no-weights")], hub.client())
