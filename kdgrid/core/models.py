@@ -256,7 +256,7 @@ def _hub_shape(hub_name: str) -> StudentShape:
     except OSError as error:
         raise KdgridError(
             f"teacher {hub_name!r} could not be found on the Hugging Face Hub or in its local cache "
-            f"({type(error).__name__}); download it while online or name a local directory"
+            f"({type(error).__name__}); fetch it with `kdgrid prefetch SWEEP` while online, or name a local directory"
         ) from None
     return shape_of_config(config)
 
@@ -286,7 +286,7 @@ def load_pretrained_bert(
         where = "directory" if local else "Hugging Face Hub model"
         raise KdgridError(
             f"{what}: the {where} {source!r} could not be loaded ({str(error).splitlines()[0][:200]}); "
-            f"{'check the path' if local else 'download it while online, or name a local directory'}"
+            f"{'check the path' if local else 'fetch it with `kdgrid prefetch SWEEP` while online, or name a local directory'}"
         ) from None
     finally:
         hf_logging.set_verbosity(verbosity)

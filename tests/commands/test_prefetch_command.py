@@ -164,3 +164,18 @@ def test_a_sweep_without_hub_items_is_not_made_offline(tmp_path: Path, teacher: 
     outcome = run_sweep(sweep, tmp_path / "store", executor_settings=FAKE)
     unchanged = {name: os.environ.get(name) for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
     assert outcome.ok and worker_environments == [unchanged]
+
+
+def test_a_missing_item_inside_a_worker_offline_is_one_message_naming_prefetch(
+    small_hub: Path, use_hub: Callable[[Path], dict[str, str]]  # noqa: F811
+) -> None:
+    from kdgrid.core.data import get_task
+    from kdgrid.core.data.glue import load_glue_splits
+    from kdgrid.core.models import load_pretrained_bert
+    from kdgrid.errors import KdgridError
+
+    use_hub(small_hub)
+    with pytest.raises(KdgridError, match=r"textattack/bert-base-uncased-RTE.*kdgrid prefetch SWEEP"):
+        load_pretrained_bert("textattack/bert-base-uncased-RTE", 2, what="teacher")
+    with pytest.raises(KdgridError, match=r"(?s)'rte'.*kdgrid prefetch SWEEP"):
+        load_glue_splits(get_task("rte"))
