@@ -10,7 +10,7 @@ import sys
 import typer
 from rich.console import Console
 
-from kdgrid.commands import analysis, assets, core, store, sweep
+from kdgrid.commands import analysis, assets, core, prefetch, store, sweep
 from kdgrid.errors import KdgridError
 
 app = typer.Typer(
@@ -26,7 +26,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-for area in (sweep, core, analysis, store, assets):
+for area in (sweep, prefetch, core, analysis, store, assets):
     area.register(app)
 
 

@@ -10,12 +10,25 @@ to ``max_group_size`` and to a memory budget per job, so trials of different stu
 executor is given `Sweep.study_of`). The budget defaults to ``auto``: the executor's ``memory_budget()``, i.e.
 what one job may use on the machine where the executor runs jobs. `kdgrid plan` and `kdgrid status` plan with
 the same helpers, so they show the jobs `run_sweep` will start.
+
+Hub access: with the pre-flight on, a sweep that needs models or datasets from the Hugging Face Hub runs only
+once they are all in this machine's caches (`kdgrid prefetch SWEEP` puts them there); its workers then run with
+``HF_HUB_OFFLINE=1`` and ``HF_DATASETS_OFFLINE=1`` (`hub_environment`), so thousands of jobs never ask the Hub.
+``online=True`` (``--online``) lets every job fetch what it needs itself instead.
+
+`smoke_sweep` (``kdgrid run --smoke``) runs a few trials of every group for a few steps into a throwaway store
+and reports per group what failed, before a cluster spends hours on the real grid.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,14 +36,15 @@ from typing import Any
 from kdgrid.bundled_sweeps import find_sweep
 from kdgrid.core.train import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.grid import Sweep, check_init_checkpoints, load_sweep, plan_jobs, store_problems
+from kdgrid.grid import PlannedTrial, Sweep, check_init_checkpoints, load_sweep, plan_jobs, store_problems
 from kdgrid.grid.state import SweepState, sweep_state
 from kdgrid.launch import Executor, get_executor
 from kdgrid.launch.memory import MemoryBudget
+from kdgrid.prefetch import OFFLINE_ENVIRONMENT, missing_items, missing_message, sweep_needs
 from kdgrid.store import compact
 from kdgrid.store.layout import rows_dir, visible_files
 from kdgrid.store.membership import record_membership
-from kdgrid.trial import Trial
+from kdgrid.trial import Trial, group_key
 
 AUTO_MEMORY_BUDGET = "auto"
 # Compact the store after a run once its loose per-trial files reach this many (reading them gets slow).
@@ -117,6 +131,44 @@ def check_trials_here(trials: list[Trial]) -> None:
         raise ConfigError("pre-flight found trials that cannot run on this machine:\n" + "\n".join(problems))
 
 
+def hub_environment(trials: Iterable[Trial], sweep: str, *, online: bool = False) -> dict[str, str]:
+    """The environment variables the workers of ``trials`` run with, as far as the Hub is concerned.
+
+    Nothing for trials that need nothing from the Hub (the demo, generated tasks, local teachers) or with
+    ``online`` (every job fetches what it needs itself); else `kdgrid.prefetch.OFFLINE_ENVIRONMENT`, once
+    every item is in this machine's caches (checked without the network).
+
+    Raises:
+        ConfigError: something is missing; the message names it and ``kdgrid prefetch <sweep>``.
+    """
+    if online:
+        return {}
+    needs = sweep_needs(trials)
+    if not needs:
+        return {}
+    missing = missing_items(needs)
+    if missing:
+        raise ConfigError(missing_message(missing, [sweep]))
+    return dict(OFFLINE_ENVIRONMENT)
+
+
+@contextmanager
+def environment(variables: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``variables`` set while the block runs, as it was afterwards. What starts inside
+    inherits them: local worker processes, a Ray runtime started here, ``sbatch`` (which exports the submitting
+    environment to SLURM tasks unless a profile sets ``--export``)."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 @dataclass(frozen=True)
 class SweepCounts:
     """How many trials of a sweep are done, failed (latest row failed) and pending (no row) in the store."""
@@ -199,6 +251,7 @@ def run_sweep(
     max_group_size: int = 0,
     max_attempts: int | None = None,
     preflight: bool = True,
+    online: bool = False,
     compact_after: bool = True,
     log: Log = _quiet,
 ) -> SweepRun:
@@ -213,7 +266,9 @@ def run_sweep(
         max_group_size: at most this many trials per job (0 = no limit).
         max_attempts: None: run the pending trials only (``kdgrid run``); a number: also retry failed trials
             with fewer failed rows than that (``kdgrid resume``).
-        preflight: check every trial to run against this machine first (`check_trials_here`).
+        preflight: check every trial to run against this machine first (`check_trials_here`), and that what
+            they need from the Hub is cached (`hub_environment`: the workers then run offline).
+        online: with ``preflight``, let the workers fetch from the Hub instead of requiring a prefetch.
         compact_after: merge the store's small files when the run ends, once there are many.
         log: called with each progress line (the lines ``kdgrid run`` prints).
 
@@ -221,11 +276,44 @@ def run_sweep(
         What ran and how it ended; a failed trial is reported there (``failed_now``), never raised.
 
     Raises:
-        ConfigError: an invalid sweep, executor setting or memory budget, a store that cannot be written, or
-            trials the pre-flight finds cannot run here; nothing has run then.
+        ConfigError: an invalid sweep, executor setting or memory budget, a store that cannot be written,
+            trials the pre-flight finds cannot run here, or Hub items missing from the cache; nothing has run
+            then.
     """
     store = Path(store)
     spec = load_named_sweep(sweep, store_dir=store)
+    return _run_loaded(
+        spec,
+        str(sweep),
+        store,
+        executor=executor,
+        executor_settings=executor_settings,
+        memory_budget_gb=memory_budget_gb,
+        max_group_size=max_group_size,
+        max_attempts=max_attempts,
+        preflight=preflight,
+        online=online,
+        compact_after=compact_after,
+        log=log,
+    )
+
+
+def _run_loaded(
+    spec: Sweep,
+    named: str,
+    store: Path,
+    *,
+    executor: str,
+    executor_settings: Mapping[str, Any] | None,
+    memory_budget_gb: float | str,
+    max_group_size: int,
+    max_attempts: int | None,
+    preflight: bool,
+    online: bool,
+    compact_after: bool,
+    log: Log,
+) -> SweepRun:
+    """The body of `run_sweep` for a loaded sweep (``named``: how the user named it, for messages)."""
     runner, budget = executor_and_budget(executor, executor_settings, memory_budget_gb)
     problems = store_problems(store, create=True)
     if problems:
@@ -237,7 +325,10 @@ def run_sweep(
         f"{spec.name}: {len(spec.trials)} trials; done {before.done}, failed {before.failed}, "
         f"pending {before.pending}; running {len(to_run)}" + (f"; {note}" if note else "")
     )
+    worker_environment: dict[str, str] = {}
     if to_run and preflight:
+        check_init_checkpoints(to_run)  # local files first: every missing checkpoint named before the Hub check
+        worker_environment = hub_environment(to_run, named, online=online)
         check_trials_here(to_run)
     study_of = spec.study_of()
     record_membership(store, spec.name, study_of)
@@ -245,10 +336,13 @@ def run_sweep(
         return SweepRun(spec.name, len(spec.trials), before, before, (), 0, budget, 0, ())
 
     log(f"memory budget per job: {budget.basis}")
+    if worker_environment:
+        log("every Hub item is cached: workers run offline (" + ", ".join(f"{k}=1" for k in worker_environment) + ")")
     # One plan over every study: a job may mix studies, each row records its own (the executor gets study_of).
     jobs = plan_sweep_jobs(to_run, max_group_size, budget.gb)
     log(f"{len(jobs)} job(s), one teacher pass per batch each" + _per_study(spec, to_run, "running"))
-    runner.run(jobs, store, sweep=spec.name, studies=study_of)
+    with environment(worker_environment):
+        runner.run(jobs, store, sweep=spec.name, studies=study_of)
     if compact_after and len(visible_files(rows_dir(store))) >= COMPACT_ABOVE_FILES:
         compact(store)
 
@@ -269,3 +363,154 @@ def run_sweep(
     for failed in failed_now:
         log(f"failed {failed.trial_id} [{failed.study}]: {failed.error}")
     return SweepRun(spec.name, len(spec.trials), before, after, ran, len(jobs), budget, done_now, failed_now)
+
+
+# ----------------------------------------------------------------------------------------------------- smoke
+
+# A smoke trial trains SMOKE_STEPS batches of its own batch size (so memory is tried at the real size), on a
+# fixed subset of that many training examples, for one epoch.
+SMOKE_STEPS = 2
+
+
+def smoke_trial(trial: Trial) -> Trial:
+    """``trial`` cut to a smoke run: one epoch of at most ``SMOKE_STEPS`` batches (``max_train_samples``);
+    everything else (teacher, student, init, knowledge, batch size, length) as it is."""
+    cap = SMOKE_STEPS * trial.batch_size
+    samples = cap if trial.max_train_samples is None else min(trial.max_train_samples, cap)
+    return dataclasses.replace(trial, max_train_samples=samples, epochs=1)
+
+
+def _features(trial: Trial) -> set[tuple[str, Any]]:
+    """What a smoke run should try at least once per group: each student, init scheme (and its source),
+    knowledge type and strategy of the group."""
+    found: set[tuple[str, Any]] = {
+        ("student", trial.student),
+        ("init", (trial.init, trial.init_from)),
+        ("strategy", trial.strategy),
+        ("beta", isinstance(trial.beta, str)),
+    }
+    found.update(("knowledge", name) for name in trial.knowledge)
+    return found
+
+
+def smoke_selection(trials: Iterable[Trial]) -> dict[tuple[Any, ...], list[Trial]]:
+    """Per group (`kdgrid.trial.group_key`, in sweep order), the trials a smoke run tries: the group's first
+    trial, then each later trial that brings a student, init scheme, knowledge type or strategy not tried yet
+    (so every one of them is tried once; a Table 5 group of 150 trials gives about 10)."""
+    chosen: dict[tuple[Any, ...], list[Trial]] = {}
+    covered: dict[tuple[Any, ...], set[tuple[str, Any]]] = {}
+    for trial in trials:
+        key = group_key(trial)
+        features = _features(trial)
+        seen = covered.setdefault(key, set())
+        if features - seen:
+            chosen.setdefault(key, []).append(trial)
+            seen |= features
+    return chosen
+
+
+@dataclass(frozen=True)
+class SmokeGroup:
+    """One group of a smoke run: its task and teacher, the trials tried, and the distinct errors of those that
+    failed (empty when all were done)."""
+
+    task: str
+    teacher: str
+    seed: int
+    trials: int
+    failed: int
+    errors: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def line(self) -> str:
+        head = f"{self.task} / {self.teacher} / seed {self.seed} ({self.trials} trial(s))"
+        if self.ok:
+            return f"ok      {head}"
+        return f"FAILED  {head}: {self.failed} failed: " + " | ".join(self.errors)
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    """What `smoke_sweep` found: one `SmokeGroup` per group of the sweep, and the store it ran into (kept, or
+    None once removed)."""
+
+    sweep: str
+    groups: tuple[SmokeGroup, ...]
+    store: Path | None
+
+    @property
+    def ok(self) -> bool:
+        return all(group.ok for group in self.groups)
+
+
+def smoke_sweep(
+    sweep: Path | str,
+    *,
+    executor: str = "local",
+    executor_settings: Mapping[str, Any] | None = None,
+    memory_budget_gb: float | str = AUTO_MEMORY_BUDGET,
+    max_group_size: int = 0,
+    preflight: bool = True,
+    online: bool = False,
+    keep: bool = False,
+    log: Log = _quiet,
+) -> SmokeRun:
+    """Run every group of a sweep for a few steps (`smoke_selection`, `smoke_trial`) into a throwaway store (a
+    temporary folder, removed afterwards unless ``keep``) and report per group what failed.
+
+    The other arguments are those of `run_sweep`; the pre-flight and the Hub check apply as there. Rows of a
+    smoke run never reach a real store: smoke trials have their own ids (their training subset differs).
+
+    Raises:
+        ConfigError: as `run_sweep` (nothing has run then).
+    """
+    spec = load_named_sweep(sweep)
+    selection = smoke_selection(p.trial for p in spec.trials)
+    study_of = spec.study_of()
+    smoke = [
+        PlannedTrial(smoke_trial(trial), study_of[trial.trial_id])
+        for trials in selection.values()
+        for trial in trials
+    ]
+    smoke_spec = dataclasses.replace(spec, trials=smoke, grid_points=len(smoke), repeated=0)
+    store = Path(tempfile.mkdtemp(prefix=f"kdgrid-smoke-{spec.name}-"))
+    log(f"{spec.name}: smoke run of {len(smoke)} trial(s) in {len(selection)} group(s), "
+        f"{SMOKE_STEPS} step(s) each, into {store}")  # fmt: skip
+    try:
+        _run_loaded(
+            smoke_spec,
+            str(sweep),
+            store,
+            executor=executor,
+            executor_settings=executor_settings,
+            memory_budget_gb=memory_budget_gb,
+            max_group_size=max_group_size,
+            max_attempts=None,
+            preflight=preflight,
+            online=online,
+            compact_after=False,
+            log=log,
+        )
+        state = sweep_state(smoke_spec, store)
+    finally:
+        if not keep:
+            shutil.rmtree(store, ignore_errors=True)
+    failed_ids = {t.trial_id for t in state.failed} | {t.trial_id for t in state.pending}
+    groups = []
+    for trials in selection.values():
+        ids = [smoke_trial(t).trial_id for t in trials]
+        errors = [state.errors.get(i) or "no row (the job did not report)" for i in ids if i in failed_ids]
+        first = trials[0]
+        groups.append(
+            SmokeGroup(first.task, first.teacher, first.seed, len(ids), len(errors), tuple(dict.fromkeys(errors)))
+        )
+    outcome = SmokeRun(spec.name, tuple(groups), store if keep else None)
+    for group in groups:
+        log(group.line())
+    failed = sum(not g.ok for g in groups)
+    log(f"{spec.name}: smoke run {'passed' if outcome.ok else 'FAILED'}: {len(groups) - failed} of "
+        f"{len(groups)} group(s) ok" + (f"; rows kept in {store}" if keep else ""))  # fmt: skip
+    return outcome

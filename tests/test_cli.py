@@ -22,6 +22,7 @@ COMMANDS = [
     "run",
     "status",
     "resume",
+    "prefetch",
     "tables",
     "figures",
     "teacher",

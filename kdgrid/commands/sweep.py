@@ -70,7 +70,17 @@ PreflightOpt = Annotated[
     bool,
     typer.Option(
         "--preflight/--no-preflight",
-        help="Check every trial against this machine (teachers, init checkpoints) before submitting.",
+        help="Check every trial against this machine (teachers, init checkpoints, and that what it needs from the "
+        "Hugging Face Hub is cached) before submitting.",
+    ),
+]
+OnlineOpt = Annotated[
+    bool,
+    typer.Option(
+        "--online",
+        help="Let every job fetch its models and datasets from the Hugging Face Hub itself. Without it, a sweep "
+        "that needs the Hub runs only once `kdgrid prefetch SWEEP` has cached everything, and its workers run "
+        "offline (HF_HUB_OFFLINE=1, HF_DATASETS_OFFLINE=1).",
     ),
 ]
 CompactOpt = Annotated[
@@ -284,6 +294,7 @@ def _run(
     max_group_size: int,
     memory_budget_gb: str,
     preflight: bool,
+    online: bool,
     compact_after: bool,
     *,
     max_attempts: int | None,
@@ -301,7 +312,37 @@ def _run(
         max_group_size=max_group_size,
         max_attempts=max_attempts,
         preflight=preflight,
+        online=online,
         compact_after=compact_after,
+        log=typer.echo,
+    )
+    if not outcome.ok:
+        raise typer.Exit(1)
+
+
+def _smoke(
+    sweep: Path,
+    executor: str,
+    settings: list[str] | None,
+    profile: str | None,
+    max_group_size: int,
+    memory_budget_gb: str,
+    preflight: bool,
+    online: bool,
+    keep: bool,
+) -> None:
+    """The body of ``run --smoke``: `smoke_sweep`, printing one line per group; exits 1 if a group failed."""
+    from kdgrid.sweep_run import smoke_sweep
+
+    outcome = smoke_sweep(
+        sweep,
+        executor=executor,
+        executor_settings=_executor_settings(settings, profile, executor),
+        memory_budget_gb=memory_budget_gb,
+        max_group_size=max_group_size,
+        preflight=preflight,
+        online=online,
+        keep=keep,
         log=typer.echo,
     )
     if not outcome.ok:
@@ -317,10 +358,28 @@ def run(
     max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
     memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET,
     preflight: PreflightOpt = True,
+    online: OnlineOpt = False,
     compact_after: CompactOpt = True,
+    smoke: Annotated[
+        bool,
+        typer.Option(
+            "--smoke",
+            help="Do not run the sweep: run a few trials of every group (each student, init, knowledge and "
+            "strategy of the group once) for a few steps into a throwaway store, and report per group what "
+            "failed (exit status 1 if any). --store is not touched.",
+        ),
+    ] = False,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="With --smoke: keep the throwaway store (its path is printed).")
+    ] = False,
 ) -> None:
     """Run every trial of a sweep that has no row in the store yet (never a done trial; failed trials are left
     to `kdgrid resume`). Exits 1 if a trial of this run failed."""
+    if keep and not smoke:
+        raise ConfigError("--keep goes with --smoke (it keeps the smoke run's throwaway store)")
+    if smoke:
+        _smoke(sweep, executor, settings, profile, max_group_size, memory_budget_gb, preflight, online, keep)
+        return
     _run(
         sweep,
         store,
@@ -330,6 +389,7 @@ def run(
         max_group_size,
         memory_budget_gb,
         preflight,
+        online,
         compact_after,
         max_attempts=None,
     )
@@ -347,6 +407,7 @@ def resume(
     max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
     memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET,
     preflight: PreflightOpt = True,
+    online: OnlineOpt = False,
     compact_after: CompactOpt = True,
 ) -> None:
     """Run what is missing plus what failed (up to --max-attempts failed rows per trial), nothing else.
@@ -360,6 +421,7 @@ def resume(
         max_group_size,
         memory_budget_gb,
         preflight,
+        online,
         compact_after,
         max_attempts=max_attempts,
     )

@@ -172,9 +172,15 @@ class RayExecutor:
 
         if ray.is_initialized():
             return False
+        from kdgrid.prefetch import OFFLINE_ENVIRONMENT  # huggingface_hub: only once Ray starts
+
         s = self.settings
         if s.address:
-            ray.init(address=s.address, log_to_driver=False)
+            # A joined cluster's workers do not inherit this process's environment: hand them the Hub's
+            # offline switches (set by `kdgrid.sweep_run` once everything is cached) through the runtime env.
+            hub = {name: os.environ[name] for name in OFFLINE_ENVIRONMENT if name in os.environ}
+            runtime_env = {"env_vars": hub} if hub else None
+            ray.init(address=s.address, log_to_driver=False, runtime_env=runtime_env)
         else:
             # address="local": always a new runtime, even where `ray start` left a cluster address file behind.
             ray.init(

@@ -90,7 +90,8 @@ def load_glue_splits(task: TaskSpec) -> dict[str, Any]:
         raise GlueUnavailableError(
             f"cannot load GLUE task {task.name!r} from the Hugging Face Hub ({dataset_name}, config {config!r}; "
             f"offline?): {type(error).__name__}: {str(error)[:300]}. Use a local task spec (CSV/TSV/JSON/Parquet "
-            "files) or set HF_DATASETS_OFFLINE=1 with a cached copy of the dataset."
+            "files), or cache it with `kdgrid prefetch SWEEP` while online (HF_DATASETS_OFFLINE=1 then reads the "
+            "cached copy)."
         ) from error
     splits: dict[str, Any] = {}
     for split in task.split_names:
