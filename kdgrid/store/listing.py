@@ -25,6 +25,8 @@ read checks only the files that arrived since the last one.
 from __future__ import annotations
 
 import contextlib
+import functools
+import io
 import logging
 import os
 import uuid
@@ -49,6 +51,7 @@ VERIFY_FORMAT = 1  # bump when `row_file_problem` changes what it accepts: older
 MIN_NEW_TO_REMEMBER = 64  # fewer newly verified files are verified again by the next read (no tiny cache files)
 MAX_VERIFIED_FILES = 32  # more are merged into one
 _FOOTER_ERRORS = (OSError, pa.ArrowException)
+_KDGRID_TYPES = {f.name: f.type for f in SCHEMA}
 _reported: set[str] = set()  # warnings already printed by this process (a command reads the store several times)
 
 
@@ -95,26 +98,50 @@ def name_problem(name: str, *, loose: bool) -> str | None:
     return None
 
 
+def _schema_problem(schema: pa.Schema) -> str | None:
+    """Why rows of ``schema`` are not kdgrid rows (an identity column missing, a column of kdgrid's name whose
+    type cannot become kdgrid's), or None."""
+    names = set(schema.names)
+    missing = [name for name in IDENTITY_COLUMNS if name not in names]
+    if missing:
+        return f"not kdgrid rows (no {', '.join(missing)} column)"
+    for own in schema:
+        expected = _KDGRID_TYPES.get(own.name)
+        if expected is None or own.type == expected:
+            continue
+        try:
+            pa.array([], own.type).cast(expected)
+        except pa.ArrowException:
+            return f"not kdgrid rows (column {own.name} is {own.type}, kdgrid stores {expected})"
+    return None
+
+
+@functools.cache
+def _kdgrid_parquet_schema() -> pq.ParquetSchema:
+    """The Parquet schema kdgrid writes `SCHEMA` as (whatever the compression)."""
+    buffer = io.BytesIO()
+    pq.write_table(SCHEMA.empty_table(), buffer)
+    buffer.seek(0)
+    return pq.read_metadata(buffer).schema
+
+
 def content_problem(path: Path, *, loose: bool) -> str | None:
     """Why the file at ``path`` is not kdgrid rows judging by its Parquet footer, or None when it is (see the
     module's rule). Raises FileNotFoundError when the file is gone (a compaction merged it meanwhile)."""
     try:
         metadata = pq.read_metadata(path)
-        schema = metadata.schema.to_arrow_schema()
+        if metadata.schema.equals(_kdgrid_parquet_schema()):
+            schema = SCHEMA  # what every kdgrid writer writes: no need to convert it (2/3 of the cost)
+        else:
+            schema = metadata.schema.to_arrow_schema()
     except FileNotFoundError:
         raise
     except _FOOTER_ERRORS as error:
         return f"not a readable Parquet file (truncated or corrupt: {error})"
-    missing = [name for name in IDENTITY_COLUMNS if name not in schema.names]
-    if missing:
-        return f"not kdgrid rows (no {', '.join(missing)} column)"
-    for own in schema:
-        if own.name not in SCHEMA.names or own.type == SCHEMA.field(own.name).type:
-            continue
-        try:
-            pa.array([], own.type).cast(SCHEMA.field(own.name).type)
-        except pa.ArrowException:
-            return f"not kdgrid rows (column {own.name} is {own.type}, kdgrid stores {SCHEMA.field(own.name).type})"
+    if schema is not SCHEMA:
+        problem = _schema_problem(schema)
+        if problem is not None:
+            return problem
     if loose and metadata.num_rows == 0:
         return "holds no row (a row file holds the row its name promises)"
     return None

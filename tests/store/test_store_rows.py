@@ -26,6 +26,7 @@ from kdgrid.store import (
     write_result,
 )
 from kdgrid.store import read as read_module
+from kdgrid.store.write import StoreWriteError
 from kdgrid.trial import Trial
 
 MNLI = Trial(
@@ -121,7 +122,7 @@ def test_a_crash_while_writing_leaves_no_row_and_no_temporary_file(tmp_path: Pat
         raise OSError("disk gone")
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(StoreWriteError, match=f"cannot write a row to the store {tmp_path} \\(disk gone\\)"):
         write_result(tmp_path, done_result(), sweep="s", study="t")
     monkeypatch.undo()
     assert read_store(tmp_path).empty
