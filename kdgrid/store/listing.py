@@ -2,7 +2,7 @@
 
 Every command reads the store through `list_store` (``status``, ``plan``, ``run`` and ``resume`` through
 `kdgrid.grid.state`, ``tables`` and the executors through `kdgrid.store.read`, ``store compact``, ``store forget``,
-``store check``). A file it lists is read as rows only when it passes `row_file_problem`:
+``store check``). A file it lists is read as rows only when it passes `name_problem` and `content_problem`:
 
 - in ``rows/``: a name ``<trial_id>.<status>.<row_id>.parquet`` with a status of `STATUSES`;
   in ``compacted/``: a name ending in ``.parquet``; both folders must be folders;
@@ -47,12 +47,16 @@ IDENTITY_COLUMNS = ("row_id", "trial_id", "status")  # without them a row cannot
 CHECK_COMMAND = "kdgrid store check"
 QUARANTINE_DIR = "_quarantine"
 MAX_NAMED_IN_WARNING = 5
-VERIFY_FORMAT = 1  # bump when `row_file_problem` changes what it accepts: older verifications are then ignored
-MIN_NEW_TO_REMEMBER = 64  # fewer newly verified files are verified again by the next read (no tiny cache files)
+VERIFY_FORMAT = 1  # bump when `content_problem` changes what it accepts: older verifications are then ignored
+MIN_NEW_TO_REMEMBER = (
+    64  # fewer newly verified files are verified again by the next read (no tiny cache files)
+)
 MAX_VERIFIED_FILES = 32  # more are merged into one
 _FOOTER_ERRORS = (OSError, pa.ArrowException)
 _KDGRID_TYPES = {f.name: f.type for f in SCHEMA}
-_reported: set[str] = set()  # warnings already printed by this process (a command reads the store several times)
+_reported: set[str] = (
+    set()
+)  # warnings already printed by this process (a command reads the store several times)
 
 
 class StoreLayoutError(KdgridError):
@@ -78,7 +82,7 @@ class StrayFile:
 @dataclass
 class StoreListing:
     """The store's row files: ``loose`` (names in ``rows/``) and ``parts`` (names in ``compacted/``), each
-    sorted, every one a row file by `row_file_problem`; and the ``strays``, which no read uses."""
+    sorted, every one a row file by `name_problem` and `content_problem`; and the ``strays``, which no read uses."""
 
     loose: list[str] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)
@@ -213,7 +217,9 @@ def list_store(store: Path | str, *, verify: bool = True) -> StoreListing:
     again)."""
     store = Path(store)
     if store.exists() and not store.is_dir():
-        raise StoreLayoutError(f"the store {store} is a file, not a directory: pass the store's folder (--store DIR)")
+        raise StoreLayoutError(
+            f"the store {store} is a file, not a directory: pass the store's folder (--store DIR)"
+        )
     listing = StoreListing()
     verified = VerifiedFiles(store) if verify else None
     live: set[str] = set()
