@@ -17,9 +17,53 @@ STORE_OPTION = typer.Option("--store", help="The results store.")
 
 
 def _existing_store(store: Path) -> Path:
+    if store.exists() and not store.is_dir():
+        raise ConfigError(f"--store {store}: a file, not a store directory")
     if not store.is_dir():
         raise ConfigError(f"--store {store}: no such store directory")
     return store
+
+
+@store_app.command()
+def check(
+    store: Annotated[Path, STORE_OPTION] = Path("results"),
+    move_aside: Annotated[
+        bool,
+        typer.Option(
+            "--quarantine",
+            help="Move the files that are not kdgrid rows to <store>/_quarantine/ (never deleted).",
+        ),
+    ] = False,
+) -> None:
+    """List every file of the store that is not a kdgrid row (a bad name, a truncated or unreadable file,
+    Parquet without kdgrid's columns) and why. Every other command leaves such files out and warns; with
+    --quarantine they are moved aside, so that every command reads the store cleanly and `kdgrid resume`
+    trains again the trials whose rows they held. Exit status 0: clean (or everything moved); 1: files found
+    and left in place; 2: no such store."""
+    from kdgrid.store.check import check_store, quarantine
+
+    report = check_store(_existing_store(store))
+    if report.clean:
+        typer.echo(
+            f"{store}: every file is a kdgrid row file ({report.loose} per-trial file(s), {report.parts} "
+            f"compacted part(s), {report.rows} row(s))"
+        )
+        return
+    for stray in report.strays:
+        typer.echo(f"{stray.describe(store)}")
+    if not move_aside:
+        typer.echo(
+            f"{store}: {len(report.strays)} file(s) are not kdgrid rows and are left out of every read; "
+            f"`kdgrid store check --store {store} --quarantine` moves them to {store / '_quarantine'}"
+        )
+        raise typer.Exit(1)
+    moved = quarantine(store, report.strays)
+    for source, target in moved:
+        typer.echo(f"moved {source} -> {target}")
+    typer.echo(
+        f"{store}: moved {len(moved)} file(s) to {store / '_quarantine'}; the trials whose rows they held read "
+        "as not run (`kdgrid resume` trains them)"
+    )
 
 
 @store_app.command()

@@ -40,7 +40,7 @@ from kdgrid.launch.jobs import job_checkpoint_dir, row_studies
 from kdgrid.launch.lost_trials import RunRows
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
-from kdgrid.store import layout
+from kdgrid.store.write import StoreWriteError, rows_folder_for_writing
 from kdgrid.trial import Trial
 
 
@@ -146,7 +146,7 @@ class LocalExecutor:
         ``sweep`` and its study ``studies[trial_id]`` (``""`` for a trial it does not name)."""
         jobs = [list(job) for job in jobs if job]
         store = Path(store_dir)
-        layout.rows_dir(store).mkdir(parents=True, exist_ok=True)
+        rows_folder_for_writing(store)  # a store that cannot take rows: one message before any job
         study_of = row_studies((t for job in jobs for t in job), studies)
         watch = RunRows.start(store, f"local-{uuid.uuid4().hex}")
         started = time.monotonic()
@@ -207,6 +207,8 @@ class LocalExecutor:
                     checkpoint_dir=job_checkpoint_dir(store, job),
                     **progress,
                 )
+            except StoreWriteError:
+                raise  # the store cannot take rows: stop, rather than train jobs that cannot be recorded
             except Exception as error:
                 self._fail_unreported(job, store, sweep, study_of, watch, type(error).__name__, str(error),
                                       traceback.format_exc())  # fmt: skip

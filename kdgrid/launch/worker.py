@@ -18,7 +18,7 @@ from typing import Any
 from kdgrid.launch.failure_rows import write_failure_rows
 from kdgrid.launch.jobs import row_studies
 from kdgrid.result import TrialResult
-from kdgrid.store.write import write_result
+from kdgrid.store.write import StoreWriteError, write_result
 from kdgrid.trial import Trial
 
 # The core's contract: `kdgrid.core.train.run_job(trials, *, checkpoint_dir, on_result, on_step, ...)`.
@@ -72,6 +72,8 @@ def run_job_to_store(
     try:
         progress = {} if on_step is None else {"on_step": on_step}
         results = run_job(list(trials), checkpoint_dir=checkpoints, on_result=write, **progress)
+    except StoreWriteError:
+        raise  # the store cannot take rows: stop the job (a failure row could not be written either)
     except Exception as error:  # the whole job failed: record it on every trial still without a row
         write_failure_rows(store, unwritten(), sweep=sweep, studies=study_of, error=error)
         return

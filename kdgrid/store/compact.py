@@ -18,6 +18,9 @@ parts without a trial's rows. Compactions share the store's maintenance lock (``
 advisory ``flock``) and `forget` holds it alone, so a compaction never writes back rows a concurrent `forget`
 removed.
 
+Only row files are inputs (the store's one listing, `kdgrid.store.listing`): a file that is not a kdgrid row is
+never merged or deleted; it stays where it is, reported by name, for ``kdgrid store check --quarantine``.
+
 The inputs are read by the readers' own path (`kdgrid.store.read.read_rows`: the same schema, the same
 schema-version check, loose files the read cache holds taken from it); after step 4 the read cache, whose rows
 are now in the parts, is deleted (`kdgrid.store.read_cache.clear`).
@@ -39,7 +42,14 @@ import pyarrow.parquet as pq
 
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.store import layout, read_cache
-from kdgrid.store.read import MAX_READ_ATTEMPTS, StoreBusyError, drop_repeated_rows, read_rows
+from kdgrid.store.listing import StrayFile, list_store, report_strays
+from kdgrid.store.read import (
+    MAX_READ_ATTEMPTS,
+    StoreBusyError,
+    UnreadableFilesError,
+    drop_repeated_rows,
+    read_rows,
+)
 from kdgrid.store.schema import SCHEMA
 from kdgrid.store.write import write_table_atomically
 
@@ -211,20 +221,33 @@ def _remove_stale_tmp(folder: Path, now: float) -> int:
 
 def _read_inputs(store: Path, target_rows: int) -> tuple[list[str], list[str], pa.Table]:
     """(loose names, small part names, their rows), listed and read again while a concurrent compaction
-    removes files under us."""
-    rows_folder, parts_folder = layout.rows_dir(store), layout.compacted_dir(store)
-    for _ in range(MAX_READ_ATTEMPTS):
-        loose = layout.visible_names(rows_folder)
+    removes files under us. Only row files are inputs (`kdgrid.store.listing.list_store`): the others stay where
+    they are and are reported, like files whose rows cannot be decoded."""
+    parts_folder = layout.compacted_dir(store)
+    unreadable: dict[Path, StrayFile] = {}
+    attempts = 0
+    while attempts < MAX_READ_ATTEMPTS:
         try:
+            listing = list_store(store)
+            loose = [n for n in listing.loose if layout.rows_dir(store) / n not in unreadable]
             small = [
-                n for n in layout.visible_names(parts_folder) if _part_rows(parts_folder / n) < target_rows
+                n
+                for n in listing.parts
+                if parts_folder / n not in unreadable and _part_rows(parts_folder / n) < target_rows
             ]
             if len(loose) + len(small) <= 1 and not loose:
-                return loose, small, SCHEMA.empty_table()
-            cache = read_cache.ReadCache(store, writable=False)
-            return loose, small, read_rows(store, loose, small, SCHEMA, cache)
+                table = SCHEMA.empty_table()
+            else:
+                cache = read_cache.ReadCache(store, writable=False)
+                table = read_rows(store, loose, small, SCHEMA, cache)
         except FileNotFoundError:
+            attempts += 1
             continue  # another compaction merged a file we listed
+        except UnreadableFilesError as error:
+            unreadable.update({stray.path: stray for stray in error.strays})
+            continue  # read again without them
+        report_strays(store, [*listing.strays, *unreadable.values()])
+        return loose, small, table
     raise StoreBusyError(f"the store {store} kept changing while being compacted; try again")
 
 

@@ -41,6 +41,7 @@ from kdgrid.store.compact import (
     new_part_path,
     write_verified,
 )
+from kdgrid.store.listing import list_store, report_strays
 from kdgrid.store.read import drop_repeated_rows, read_rows, read_table
 from kdgrid.store.schema import SCHEMA
 
@@ -97,18 +98,12 @@ def select_trials(store: Path, trial_ids: Iterable[str], sweep: str | None) -> s
     return wanted
 
 
-def _loose_files_of(store: Path, names: list[str], trial_ids: set[str]) -> list[str]:
-    """The loose files holding a row of ``trial_ids``: by name, or, for a name that does not parse, by its
-    ``trial_id`` column."""
+def _loose_files_of(names: list[str], trial_ids: set[str]) -> list[str]:
+    """The loose files (row files of the listing: their names parse) holding a row of ``trial_ids``."""
     found = []
     for name in names:
         parts = layout.RowFileName.parse(name)
-        if parts is not None:
-            hit = parts.trial_id in trial_ids
-        else:
-            column = pq.read_table(layout.rows_dir(store) / name, columns=["trial_id"]).column("trial_id")
-            hit = bool(set(column.to_pylist()) & trial_ids)
-        if hit:
+        if parts is not None and parts.trial_id in trial_ids:
             found.append(name)
     return found
 
@@ -133,8 +128,10 @@ def forget(store_dir: Path | str, trial_ids: Iterable[str] = (), *, sweep: str |
         raise ConfigError(f"the store {store} is not a directory")
     with maintenance_lock(store, exclusive=True):
         wanted = select_trials(store, trial_ids, sweep)
-        loose = _loose_files_of(store, layout.visible_names(layout.rows_dir(store)), wanted)
-        parts = _parts_of(store, layout.visible_names(layout.compacted_dir(store)), wanted)
+        listing = list_store(store)  # only row files: the others are left where they are, reported
+        report_strays(store, listing.strays)
+        loose = _loose_files_of(listing.loose, wanted)
+        parts = _parts_of(store, listing.parts, wanted)
         inputs = [layout.rows_dir(store) / n for n in loose] + [
             layout.compacted_dir(store) / n for n in parts
         ]

@@ -7,10 +7,15 @@
   _checkpoints/<group hash>/                  epoch checkpoints of running jobs (not results)
   _read_cache/rows-<schema>-<uuid>.arrow      rows readers already decoded from rows/ (not results: a cache,
                                               see `kdgrid.store.read_cache`; safe to delete at any time)
+  _read_cache/verified-<format>-<uuid>.txt    row files whose footer already passed the listing's check
+  _forgotten/forgotten-<utc>-<uuid>.parquet   rows removed by `kdgrid store forget` (kept, never read)
+  _quarantine/rows/..., _quarantine/compacted/...  files that are not kdgrid rows, moved aside by
+                                              `kdgrid store check --quarantine` (kept, never read)
 ```
 
 A file is first written under a name starting with ``.`` in its final folder and then renamed (atomic on POSIX
 and NFS within one folder); readers skip names starting with ``.`` or ``_``, so they never see half a file.
+Which listed files are rows (and what happens to the others) is decided in one place, `kdgrid.store.listing`.
 """
 
 from __future__ import annotations
@@ -77,8 +82,8 @@ def visible_names(folder: Path) -> list[str]:
     """The names of the finished Parquet files of a folder (temporary and hidden names skipped), sorted."""
     try:
         names = os.listdir(folder)
-    except FileNotFoundError:
-        return []
+    except (FileNotFoundError, NotADirectoryError):
+        return []  # no folder yet, or a file in its place (`kdgrid.store.listing` reports that)
     return sorted(n for n in names if n.endswith(SUFFIX) and not n.startswith((".", "_")))
 
 

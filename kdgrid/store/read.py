@@ -10,6 +10,12 @@ Exactly once: rows are immutable and carry a unique ``row_id``; a reader drops r
 concurrent compaction can leave a row in two files for a while) and re-reads when a file it listed was removed
 under it (a compaction finished meanwhile), so every row is seen exactly once. See `kdgrid.store.compact`.
 
+Which files are read is decided by the store's one listing and its one rule of what a row file is
+(`kdgrid.store.listing.list_store`): a file that is not a kdgrid row (a bad name, a truncated or foreign
+Parquet file) is left out and reported in one warning (`kdgrid.store.listing.report_strays`), never read as
+an all-null row and never stopping the read. A file whose footer passes but whose pages cannot be decoded is
+left out and reported the same way.
+
 One reading path, `read_rows`, used by `read_table` and by `compact`: the listed files are decoded with one
 pyarrow dataset of the known schema (columns a file lacks are nulls), loose files that the read cache holds
 are taken from it instead (`kdgrid.store.read_cache`), and every row's ``schema_version`` is checked: rows of
@@ -31,6 +37,7 @@ import pyarrow.dataset as ds
 
 from kdgrid.errors import KdgridError
 from kdgrid.store import layout, read_cache
+from kdgrid.store.listing import CHECK_COMMAND, StrayFile, list_store, report_strays
 from kdgrid.store.read_cache import FILE_COLUMN, ReadCache
 from kdgrid.store.schema import NAME_COLUMNS, SCHEMA, SCHEMA_VERSION
 
@@ -45,6 +52,16 @@ class StoreBusyError(KdgridError):
 class StoreSchemaError(KdgridError):
     """A store file holds rows this kdgrid cannot read faithfully: a newer schema version, a column whose type
     cannot be converted to this schema's, or not Parquet at all. The message names the file."""
+
+
+class UnreadableFilesError(StoreSchemaError):
+    """Files whose footer passed the listing's rule but whose rows cannot be decoded (``strays``: each file and
+    why). `read_table` and `compact` leave them out and report them; `forget` refuses."""
+
+    def __init__(self, strays: list[StrayFile]) -> None:
+        self.strays = strays
+        named = "; ".join(f"{s.path}: {s.reason}" for s in strays)
+        super().__init__(f"{named}. Run `{CHECK_COMMAND}` to list such files and `--quarantine` to move them aside")
 
 
 def _listing(store: Path) -> tuple[list[str], list[str]]:
@@ -84,16 +101,18 @@ def _with_file_column(schema: pa.Schema) -> pa.Schema:
     return schema.append(pa.field(FILE_COLUMN, pa.string()))
 
 
-def _unreadable_file(paths: list[Path], schema: pa.Schema, error: Exception) -> StoreSchemaError:
-    """The error naming the first of ``paths`` that cannot be decoded with ``schema`` (looked for one file at a
+def _unreadable_files(paths: list[Path], schema: pa.Schema, error: Exception) -> StoreSchemaError:
+    """The error naming every one of ``paths`` that cannot be decoded with ``schema`` (looked for one file at a
     time: only after a decode of them all failed)."""
+    strays = []
     for path in paths:
         try:
             ds.dataset([str(path)], format="parquet", schema=schema).to_table(columns=schema.names)
         except _DECODE_ERRORS as one:
-            return StoreSchemaError(
-                f"{path}: cannot be read as kdgrid store rows (schema version {SCHEMA_VERSION}): {one}"
-            )
+            reason = f"cannot be read as kdgrid store rows (schema version {SCHEMA_VERSION}): {one}"
+            strays.append(StrayFile(path, reason))
+    if strays:
+        return UnreadableFilesError(strays)
     return StoreSchemaError(f"{len(paths)} store files could not be read together: {error}")
 
 
@@ -111,7 +130,7 @@ def _decode(paths: list[Path], schema: pa.Schema) -> pa.Table:
             batches.append(tagged.record_batch)
             files.extend([os.path.basename(tagged.fragment.path)] * tagged.record_batch.num_rows)
     except _DECODE_ERRORS as error:
-        raise _unreadable_file(paths, schema, error) from error
+        raise _unreadable_files(paths, schema, error) from error
     table = pa.Table.from_batches(batches, schema=schema).combine_chunks()
     return table.append_column(FILE_COLUMN, pa.array(files, type=pa.string()))
 
@@ -138,7 +157,8 @@ def read_rows(
     ``compacted/``), with ``schema``'s columns, in listing order; repeated row ids are kept (see
     `drop_repeated_rows`). Loose files the cache holds are not decoded; when ``schema`` is every column, the
     rows of the others are added to the cache as they are decoded, `SEGMENT_FILES` at a time.
-    Raises `StoreSchemaError` for rows of a newer schema version or a file that cannot be decoded."""
+    Raises `StoreSchemaError` for rows of a newer schema version, `UnreadableFilesError` naming the files that
+    cannot be decoded."""
     read_schema = (
         schema if "schema_version" in schema.names else schema.append(SCHEMA.field("schema_version"))
     )
@@ -180,23 +200,41 @@ def read_table(
 
     Args:
         columns: the columns to read (default all). When they are only ``trial_id`` / ``status`` / ``row_id``,
-            per-trial files are not opened at all: their names carry these.
+            per-trial files are not opened at all: their names carry these (their footers are checked).
         open_row_file: given a per-trial file's name parts, whether to open it; a file not opened contributes
             its name columns and nulls. Lets ``status`` open only the failed rows of a store of 30,000 files.
 
-    Per-trial files already decoded by an earlier read come from the read cache (`kdgrid.store.read_cache`);
-    a read of every column adds the files it decodes to it. Raises `StoreSchemaError` for rows written by a
-    newer schema version (or a file that cannot be decoded), `StoreBusyError` when the store kept changing.
+    Only row files are read (`kdgrid.store.listing.list_store`); the others are left out and reported in one
+    warning (`read_with_strays` returns them instead). Per-trial files already decoded by an earlier read come
+    from the read cache (`kdgrid.store.read_cache`); a read of every column adds the files it decodes to it.
+    Raises `StoreSchemaError` for rows written by a newer schema version, `StoreBusyError` when the store kept
+    changing, `kdgrid.store.listing.StoreLayoutError` when the store is a file.
     """
+    table, strays = read_with_strays(store_dir, columns, open_row_file=open_row_file)
+    report_strays(store_dir, strays)
+    return table
+
+
+def read_with_strays(
+    store_dir: Path | str,
+    columns: Iterable[str] | None = None,
+    *,
+    open_row_file: Callable[[layout.RowFileName], bool] | None = None,
+) -> tuple[pa.Table, list[StrayFile]]:
+    """`read_table`'s table, and the files it left out (not reported: the caller says what it does with them)."""
     store = Path(store_dir)
     schema = _schema_for(columns)
     if columns is not None and "row_id" not in schema.names:
         schema = schema.append(SCHEMA.field("row_id"))
     names_only = set(schema.names) <= NAME_COLUMNS
     cache = ReadCache(store)
-    for _ in range(MAX_READ_ATTEMPTS):
-        loose, compacted = _listing(store)
+    unreadable: dict[Path, StrayFile] = {}  # files the listing accepted that did not decode: left out
+    attempts = 0
+    while attempts < MAX_READ_ATTEMPTS:
         try:
+            listing = list_store(store)
+            loose = [n for n in listing.loose if layout.rows_dir(store) / n not in unreadable]
+            compacted = [n for n in listing.parts if layout.compacted_dir(store) / n not in unreadable]
             if names_only:
                 opened, by_name = [], loose
             elif open_row_file is None:
@@ -208,13 +246,18 @@ def read_table(
                     (opened if parts is not None and open_row_file(parts) else by_name).append(name)
             tables = [_rows_from_names(by_name, schema), read_rows(store, opened, compacted, schema, cache)]
         except FileNotFoundError:
+            attempts += 1
             continue  # a compaction removed a file we listed; its rows are in a new file now
+        except UnreadableFilesError as error:
+            unreadable.update({stray.path: stray for stray in error.strays})
+            continue  # read again without them (each pass leaves out at least one more file: it ends)
         now_loose, now_compacted = _listing(store)
         if set(loose) <= set(now_loose) and set(compacted) <= set(now_compacted):
             if set(schema.names) == set(SCHEMA.names):
                 cache.tidy(now_loose)
             table = pa.concat_tables(tables).combine_chunks()
-            return drop_repeated_rows(table)
+            return drop_repeated_rows(table), [*listing.strays, *unreadable.values()]
+        attempts += 1
     raise StoreBusyError(f"the store {store} kept changing while being read; try again")
 
 

@@ -182,8 +182,8 @@ class ReadCache:
 
 
 def clear(store: Path | str, *, now: float | None = None) -> int:
-    """Delete the store's cache segments (of any schema) and temporary files older than an hour (a live reader
-    may be writing a young one). Returns the files removed; nothing when the cache cannot be changed."""
+    """Delete the store's cache segments (of any schema), the listing's verified files, and temporary files
+    older than an hour (a live reader may be writing a young one). Returns the files removed; nothing when the cache cannot be changed."""
     folder = layout.read_cache_dir(Path(store))
     now = time.time() if now is None else now
     removed = 0
@@ -196,8 +196,8 @@ def clear(store: Path | str, *, now: float | None = None) -> int:
             if entry.name.startswith(layout.TMP_PREFIX):
                 if now - entry.stat().st_mtime <= STALE_TMP_SECONDS:
                     continue
-            elif not entry.name.endswith(".arrow"):
-                continue
+            elif not entry.name.endswith((".arrow", ".txt")):
+                continue  # segments, and the listing's verified files (`kdgrid.store.listing`)
             os.unlink(entry.path)
             removed += 1
         except OSError:

@@ -3,12 +3,18 @@
 The file is written under a hidden temporary name in its final folder, flushed to disk, and renamed; a crash at
 any instant leaves either the whole row or no row. Names are unique per attempt (the row id is a uuid4), so
 any number of concurrent writers (SLURM array tasks on a shared filesystem) never touch each other's files.
+
+A row that cannot be written (a full disk, a read-only store, a file where ``rows/`` should be) raises
+`StoreWriteError`: one message naming the store and its free space. The worker lets it through (a job that
+cannot record its trials stops instead of training more), so the command ends with that message, and
+``kdgrid resume`` trains the trials without a row once the store can be written again.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,10 +23,51 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kdgrid.errors import KdgridError
 from kdgrid.result import TrialResult
 from kdgrid.store import layout, provenance
 from kdgrid.store.schema import SCHEMA, SCHEMA_VERSION, STATUSES
 from kdgrid.trial import Trial
+
+
+class StoreWriteError(KdgridError):
+    """A row could not be written to the store; the message names the store, the error and its free space."""
+
+
+def free_space(store: Path) -> str:
+    """The free space of the disk holding ``store`` (or its nearest existing parent), e.g. ``"12.3 GB"``."""
+    where = Path(store)
+    while not where.exists() and where.parent != where:
+        where = where.parent
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return "an unknown amount"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if free >= size:
+            return f"{free / size:.1f} {unit}"
+    return f"{free} bytes"
+
+
+def store_write_error(store: Path, error: OSError) -> StoreWriteError:
+    """The one message of a row that could not be written to ``store``."""
+    where = f": {error.filename}" if error.filename else ""
+    return StoreWriteError(
+        f"cannot write a row to the store {store} ({error.strerror or error}{where}); "
+        f"{free_space(store)} free on its disk. The job stopped rather than train trials it cannot record; "
+        f"make room (or make the store writable), then `kdgrid resume` trains the trials without a row"
+    )
+
+
+def rows_folder_for_writing(store: Path | str) -> Path:
+    """``<store>/rows``, created if missing; `StoreWriteError` when it cannot be (a read-only store, a file
+    where the folder should be)."""
+    folder = layout.rows_dir(Path(store))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise store_write_error(Path(store), error) from error
+    return folder
 
 
 def _json(value: Any) -> str:
@@ -118,16 +165,19 @@ def write_table_atomically(
 def write_result(store_dir: Path | str, result: TrialResult, *, sweep: str, study: str) -> Path:
     """Write one result as its own Parquet file under ``<store>/rows/``; returns the file's path.
 
-    Failed results are rows too (status ``failed`` with error type, message and traceback).
+    Failed results are rows too (status ``failed`` with error type, message and traceback). Raises
+    `StoreWriteError` when the row cannot be written (nothing is left behind: no half file, no row).
     """
     row = result_row(result, sweep=sweep, study=study)
     table = pa.Table.from_pylist([row], schema=SCHEMA)
     name = layout.RowFileName(row["trial_id"], row["status"], row["row_id"]).name
+    folder = rows_folder_for_writing(store_dir)
     # One row per file: snappy and no column statistics decode about twice as fast as zstd with statistics
     # (a cold read of 26,000 loose files is per-file decoding), and compaction rewrites them with zstd anyway.
-    return write_table_atomically(
-        table, layout.rows_dir(Path(store_dir)) / name, compression="snappy", statistics=False
-    )
+    try:
+        return write_table_atomically(table, folder / name, compression="snappy", statistics=False)
+    except OSError as error:
+        raise store_write_error(Path(store_dir), error) from error
 
 
 def failure_result(

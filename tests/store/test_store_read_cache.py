@@ -174,13 +174,34 @@ def test_a_newer_version_in_a_compacted_part_is_refused(tmp_path: Path) -> None:
         read_table(tmp_path, ["trial_id", "status"])
 
 
-def test_a_column_that_cannot_be_converted_names_its_file(tmp_path: Path) -> None:
+def test_a_column_that_cannot_be_converted_is_left_out_and_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     files = fill(tmp_path, range(4))
     table = pq.read_table(files[2])
     index = table.schema.get_field_index("knowledge")
     pq.write_table(table.set_column(index, "knowledge", pa.array([7], pa.int64())), files[2])
-    with pytest.raises(StoreSchemaError, match=rf"{files[2].name}: cannot be read as kdgrid store rows"):
-        read_store(tmp_path)
+    frame = read_store(tmp_path)
+    assert len(frame) == 3 and trial(2).trial_id not in set(frame["trial_id"])
+    assert f"rows/{files[2].name}: not kdgrid rows (column knowledge is int64" in caplog.text
+
+
+def test_a_file_whose_pages_do_not_decode_is_left_out_and_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    files = fill(tmp_path, range(4))
+    table = pq.read_table(files[1])
+    index = table.schema.get_field_index("temperature")
+    # a text column where kdgrid stores numbers: the footer passes (text may convert), the value does not
+    pq.write_table(table.set_column(index, "temperature", pa.array(["hot"])), files[1])
+    table, strays = read_module.read_with_strays(tmp_path)
+    assert table.num_rows == 3 and [s.path for s in strays] == [files[1]]
+    assert "cannot be read as kdgrid store rows" in strays[0].reason
+    assert len(read_store(tmp_path)) == 3
+    assert f"rows/{files[1].name}: cannot be read as kdgrid store rows" in caplog.text
+    report = compact(tmp_path)  # compaction merges the rows it can read and leaves that file where it is
+    assert (report.files_merged, report.rows) == (3, 3) and files[1].exists()
+    assert len(read_store(tmp_path)) == 3
 
 
 def test_stale_entries_are_never_returned_and_are_tidied_away(

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -24,12 +25,15 @@ from kdgrid.store import (
     trial_states,
     write_result,
 )
+from kdgrid.store import read as read_module
+from kdgrid.store.write import StoreWriteError
 from kdgrid.trial import Trial
 
 MNLI = Trial(
     task="mnli", teacher="bert-base", student="bert-mini", knowledge=("attention_ce_mean", "gram"),
     strategy="Last-1", beta="auto", temperature=2.0, alpha=0.2, options={"pkd_scale": "mean"},
 )  # fmt: skip
+OTHER = Trial(task="rte", teacher="bert-base", student="bert-tiny")
 
 
 def done_result(trial: Trial = MNLI, accuracy: float = 0.8) -> TrialResult:
@@ -118,7 +122,7 @@ def test_a_crash_while_writing_leaves_no_row_and_no_temporary_file(tmp_path: Pat
         raise OSError("disk gone")
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(StoreWriteError, match=f"cannot write a row to the store {tmp_path} \\(disk gone\\)"):
         write_result(tmp_path, done_result(), sweep="s", study="t")
     monkeypatch.undo()
     assert read_store(tmp_path).empty
@@ -150,10 +154,22 @@ def test_concurrent_writers_never_collide(tmp_path: Path) -> None:
     assert frame.groupby("study").size().to_dict() == {f"w{w}": 40 for w in range(4)}
 
 
-def test_name_columns_are_read_without_opening_files(tmp_path: Path) -> None:
-    path = write_result(tmp_path, done_result(), sweep="s", study="t")
-    path.write_bytes(b"not parquet at all")  # would fail if opened
+def test_name_columns_are_read_without_decoding_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_result(tmp_path, done_result(), sweep="s", study="t")
+    broken = write_result(tmp_path, done_result(OTHER), sweep="s", study="t")
+    broken.write_bytes(b"not parquet at all")
+
+    real = read_module._decode
+
+    def no_decoding(paths: list[Path], schema: pa.Schema) -> pa.Table:
+        assert paths == [], f"decoded {paths}"
+        return real(paths, schema)
+
+    monkeypatch.setattr(read_module, "_decode", no_decoding)
     frame = read_store(tmp_path, ["trial_id", "status"], flatten_scores=False)
+    # names give the columns; only the footers are checked, so the file that is not Parquet is not counted
     assert frame[["trial_id", "status"]].values.tolist() == [[MNLI.trial_id, "done"]]
 
 

@@ -1,0 +1,88 @@
+"""`kdgrid store check`: every file of a store that is not a kdgrid row, and moving such files aside.
+
+What a row file is, is the store's one rule (`kdgrid.store.listing`); `check_store` applies it to every file and
+also decodes every row file (as a read of every column does), so it finds what any command would report.
+`quarantine` moves the files it found to ``<store>/_quarantine/<rows|compacted>/`` (never deletes: a file named
+there can be inspected, repaired and moved back), under the store's maintenance lock held alone, so no
+compaction or `forget` runs meanwhile. Once they are moved every command reads the store cleanly, and the trials
+whose rows they held read as not run: ``kdgrid resume`` trains them again.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from kdgrid.errors import KdgridError
+from kdgrid.store import layout
+from kdgrid.store.compact import maintenance_lock
+from kdgrid.store.listing import QUARANTINE_DIR, StrayFile, list_store
+from kdgrid.store.read import read_with_strays
+
+
+@dataclass(frozen=True)
+class StoreCheck:
+    """What `check_store` found: the row files it read (``loose`` per-trial files, compacted ``parts``, and
+    the ``rows`` they hold) and the ``strays`` (files that are not kdgrid rows, with why), sorted by path."""
+
+    loose: int
+    parts: int
+    rows: int
+    strays: list[StrayFile]
+
+    @property
+    def clean(self) -> bool:
+        return not self.strays
+
+
+def quarantine_dir(store: Path) -> Path:
+    return Path(store) / QUARANTINE_DIR
+
+
+def check_store(store_dir: Path | str) -> StoreCheck:
+    """Every file of the store that is not a kdgrid row (by the listing's rule, or because its rows do not
+    decode). Raises `kdgrid.store.listing.StoreLayoutError` when the store is a file and
+    `kdgrid.store.read.StoreSchemaError` for rows of a newer schema version (a newer kdgrid's store)."""
+    store = Path(store_dir)
+    table, strays = read_with_strays(store)
+    listing = list_store(store)
+    unreadable = {s.path for s in strays}
+    loose = sum(layout.rows_dir(store) / n not in unreadable for n in listing.loose)
+    parts = sum(layout.compacted_dir(store) / n not in unreadable for n in listing.parts)
+    return StoreCheck(loose, parts, table.num_rows, sorted(strays, key=lambda s: str(s.path)))
+
+
+def _destination(store: Path, path: Path) -> Path:
+    """Where ``path`` goes in the quarantine: the same place relative to the store, never over another file."""
+    target = quarantine_dir(store) / path.relative_to(store)
+    if target.exists():
+        target = target.with_name(f"{target.name}.{uuid.uuid4().hex[:8]}")
+    return target
+
+
+def quarantine(store_dir: Path | str, strays: list[StrayFile]) -> list[tuple[Path, Path]]:
+    """Move each of ``strays`` into ``<store>/_quarantine/`` (same relative path); returns (from, to) pairs.
+
+    Raises `KdgridError` naming the file that could not be moved and what was moved before it (a read-only
+    store: `kdgrid.store.compact.StoreMaintenanceError`, nothing moved)."""
+    store = Path(store_dir)
+    moved: list[tuple[Path, Path]] = []
+    with maintenance_lock(store, exclusive=True):
+        for stray in strays:
+            if not os.path.lexists(stray.path):
+                continue  # moved meanwhile by another check
+            target = _destination(store, stray.path)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(stray.path, target)
+            except OSError as error:
+                done = ", ".join(str(source) for source, _ in moved) or "nothing"
+                raise KdgridError(
+                    f"cannot move {stray.path} to {target} ({error.strerror or error}); moved before it: {done}"
+                ) from error
+            moved.append((stray.path, target))
+        for folder in sorted({target.parent for _, target in moved} | {source.parent for source, _ in moved}):
+            layout.fsync_dir(folder)
+    return moved
