@@ -171,15 +171,17 @@ def environment(variables: Mapping[str, str]) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class SweepCounts:
-    """How many trials of a sweep are done, failed (latest row failed) and pending (no row) in the store."""
+    """How many trials of a sweep are done, failed (latest row failed), pending (no row) and running (claimed by
+    a live process, `kdgrid.store.claims`) in the store."""
 
     done: int
     failed: int
     pending: int
+    running: int = 0
 
     @classmethod
     def of(cls, state: SweepState) -> SweepCounts:
-        return cls(len(state.done), len(state.failed), len(state.pending))
+        return cls(len(state.done), len(state.failed), len(state.pending), len(state.running))
 
 
 @dataclass(frozen=True)
@@ -323,7 +325,9 @@ def _run_loaded(
     to_run, note = _to_run(state, max_attempts)
     log(
         f"{spec.name}: {len(spec.trials)} trials; done {before.done}, failed {before.failed}, "
-        f"pending {before.pending}; running {len(to_run)}" + (f"; {note}" if note else "")
+        f"pending {before.pending}; running {len(to_run)}"
+        + (f"; {note}" if note else "")
+        + (f"; {before.running} claimed by another run, skipped" if before.running else "")
     )
     worker_environment: dict[str, str] = {}
     if to_run and preflight:
@@ -357,8 +361,9 @@ def _run_loaded(
     )
     done_now = sum(t.trial_id in ran_ids for t in after_state.done)
     log(
-        f"{spec.name}: done {after.done}, failed {after.failed}, pending {after.pending} "
-        f"(this run: {done_now} done, {len(failed_now)} failed)"
+        f"{spec.name}: done {after.done}, failed {after.failed}, pending {after.pending}"
+        + (f", running elsewhere {after.running} " if after.running else " ")
+        + f"(this run: {done_now} done, {len(failed_now)} failed)"
     )
     for failed in failed_now:
         log(f"failed {failed.trial_id} [{failed.study}]: {failed.error}")

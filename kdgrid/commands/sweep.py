@@ -141,6 +141,7 @@ def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: Memor
         "done": len(state.done),
         "failed": len(state.failed),
         "pending": len(state.pending),
+        "running": len(state.running),
         "estimate": estimate.to_dict(),
     }
 
@@ -172,6 +173,7 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         ("done", f"{summary['done']:,}"),
         ("failed", f"{summary['failed']:,}"),
         ("pending", f"{summary['pending']:,}"),
+        ("running (claimed by a live process)", f"{summary['running']:,}"),
         ("jobs to run for pending", f"{summary['pending_jobs']:,}"),
     ]
     estimate = summary["estimate"]
@@ -209,7 +211,7 @@ def _show(
     """The body of ``plan`` and ``status``: the sweep's summary against the store, and with ``with_failures``
     each failed trial with its error. ``title`` is formatted with ``sweep`` (its name) and ``store``."""
     from kdgrid.grid import check_init_checkpoints
-    from kdgrid.grid.state import sweep_state
+    from kdgrid.grid.state import running_trials, sweep_state
     from kdgrid.sweep_run import executor_and_budget, load_named_sweep
 
     spec = load_named_sweep(sweep_path)
@@ -221,10 +223,15 @@ def _show(
     state = sweep_state(spec, store)
     summary = _summary(spec, state, max_group_size, budget)
     failed = _failed_trials(state, spec.study_of()) if with_failures else []
+    running = running_trials(state, spec.study_of()) if with_failures else []
     if as_json:
-        _print_json({**summary, "failed_trials": failed} if with_failures else summary)
+        extra = {"failed_trials": failed, "running_trials": running} if with_failures else {}
+        _print_json({**summary, **extra})
         return
     _print_summary(summary, title.format(sweep=spec.name, store=store))
+    for item in running:
+        typer.echo(f"running {item['trial_id']} [{item['study']}] on {item['host']} pid {item['pid']} "
+                   f"({item['job_id']}) for {item['age_s']} s, heartbeat {item['heartbeat_age_s']} s ago")  # fmt: skip
     for item in failed:
         typer.echo(
             f"failed {item['trial_id']} [{item['study']}] attempts={item['attempts']}: {item['error']}"

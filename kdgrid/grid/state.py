@@ -1,8 +1,10 @@
 """A sweep against the store (docs/design.md, "Resume is planning against the store").
 
-Each trial of a sweep is ``done`` (a done row exists, from any sweep: ids are global), ``failed`` (only failed
-rows) or ``pending`` (no row at all): the store's one rule, `kdgrid.store.trial_states`, through `latest_state`. `run` runs the pending ones; `resume` also retries the failed ones that
-have fewer than ``max_attempts`` failed rows. The cost estimate uses the store's own wall times.
+Each trial of a sweep is ``done`` (a done row exists, from any sweep: ids are global), ``running`` (no done row,
+and a live claim: some process is training it now, `kdgrid.store.claims`), ``failed`` (only failed rows) or
+``pending`` (no row at all): the store's one rule, `kdgrid.store.trial_states`, through `latest_state`, then the
+claims. `run` runs the pending ones; `resume` also retries the failed ones that have fewer than ``max_attempts``
+failed rows; neither runs a running one. The cost estimate uses the store's own wall times.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pandas as pd
 
 from kdgrid.grid.expand import Sweep
 from kdgrid.store import layout
+from kdgrid.store.claims import Claim, live_claims
 from kdgrid.store.read import latest_state, read_store
 from kdgrid.trial import Trial
 
@@ -42,6 +45,10 @@ class SweepState:
     done: list[Trial] = field(default_factory=list)
     failed: list[Trial] = field(default_factory=list)
     pending: list[Trial] = field(default_factory=list)
+    running: list[Trial] = field(
+        default_factory=list
+    )  # no done row, a live claim (a failed one being retried too)
+    claims: dict[str, Claim] = field(default_factory=dict)  # trial id -> live claim, for the running trials
     failures: dict[str, int] = field(default_factory=dict)  # trial id -> failed rows
     errors: dict[str, str] = field(default_factory=dict)  # trial id -> "ErrorType: message" (latest)
     timings: pd.DataFrame | None = None  # done rows with wall_time_s, student, task
@@ -89,10 +96,35 @@ def sweep_state(sweep: Sweep, store_dir: Path | str) -> SweepState:
             state.failed.append(trial)
             error_type = row["error_type"] if isinstance(row["error_type"], str) else "Error"
             state.errors[tid] = f"{error_type}: {one_line(row['error_message'])}"
+    _move_running(state, Path(store_dir))
     state.timings = frame[(frame["status"] == "done") & frame["wall_time_s"].notna()][
         ["student", "task", "wall_time_s"]
     ]
     return state
+
+
+def _move_running(state: SweepState, store: Path) -> None:
+    """Move the pending and failed trials that hold a live claim to ``state.running``."""
+    state.claims = live_claims(store, {t.trial_id for t in [*state.pending, *state.failed]})
+    if not state.claims:
+        return
+    state.running = [t for t in [*state.pending, *state.failed] if t.trial_id in state.claims]
+    state.pending = [t for t in state.pending if t.trial_id not in state.claims]
+    state.failed = [t for t in state.failed if t.trial_id not in state.claims]
+
+
+def running_trials(state: SweepState, study_of: dict[str, str]) -> list[dict[str, Any]]:
+    """The running trials as `kdgrid status` shows them: id, study, holder (host, pid, executor job), seconds
+    since the claim was made and since its last heartbeat."""
+    shown = []
+    for trial in state.running:
+        claim = state.claims[trial.trial_id]
+        age, beat = claim.age_s(), claim.heartbeat_age_s
+        shown.append({"trial_id": trial.trial_id, "study": study_of.get(trial.trial_id), "host": claim.host,
+                      "pid": claim.pid, "job_id": claim.job_id, "started_at": claim.started_at,
+                      "age_s": None if age is None else round(age, 1),
+                      "heartbeat_age_s": None if beat is None else round(max(beat, 0.0), 1)})  # fmt: skip
+    return shown
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,10 @@ the reason (the SLURM state, Ray's error, the worker's exit): ``kdgrid status`` 
 they done?" (the local executor's progress bar and summary read it too); done or failed is decided by the
 store's one rule, `kdgrid.store.trial_states`.
 
+A trial that still holds a live claim (`kdgrid.store.claims`) is never recorded lost: another process is training
+it (an earlier submission's task still running, a concurrent run) and its row will come from there. A lost trial's
+stale claim is deleted with its ``JobLost`` row.
+
 "This run" is decided on the store's own filesystem: a row file is the run's when it was not in ``rows/`` when
 the run began (`RunRows.start`), or, given only the run's marker (``<store>/_runs/<name>``, touched before
 submission), when its mtime is not older than the marker's; so clocks of the submitting host and the nodes need
@@ -17,11 +21,12 @@ not agree.
 from __future__ import annotations
 
 import os
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from kdgrid.launch.failure_rows import write_failure_rows
 from kdgrid.store import layout
+from kdgrid.store.claims import read_claims, release, stale_reason
 from kdgrid.store.read import trial_states
 from kdgrid.trial import Trial
 
@@ -105,14 +110,28 @@ def record_lost_trials(
     sweep: str,
     studies: Mapping[str, str] | None,
     reason: str,
+    finished_jobs: Collection[str] = (),
 ) -> list[Trial]:
     """Write a failed row (error type ``JobLost``) for each trial of a dead job that got no row since
-    ``marker``; each row records its trial's study from ``studies`` (trial id -> study, as `run_job_to_store`
-    writes it).
+    ``marker`` and holds no live claim; each row records its trial's study from ``studies`` (trial id -> study,
+    as `run_job_to_store` writes it). ``finished_jobs``: executor job ids (`kdgrid.store.claims.executor_job_id`)
+    the executor saw end, whose claims are stale whatever their heartbeat says. The stale claims of the trials
+    recorded are deleted.
 
     Returns the trials recorded.
     """
-    lost = trials_without_rows_since(store_dir, trials, marker)
-    return write_failure_rows(
+    unreported = trials_without_rows_since(store_dir, trials, marker)
+    claims = read_claims(store_dir, {trial.trial_id for trial in unreported})
+    stale = {
+        trial_id: claim
+        for trial_id, claim in claims.items()
+        if stale_reason(claim, finished_jobs=finished_jobs) is not None
+    }
+    lost = [trial for trial in unreported if trial.trial_id not in claims or trial.trial_id in stale]
+    recorded = write_failure_rows(
         store_dir, lost, sweep=sweep, studies=studies, error_type="JobLost", message=reason
     )
+    for trial in recorded:
+        if trial.trial_id in stale:
+            release(store_dir, stale[trial.trial_id])
+    return recorded

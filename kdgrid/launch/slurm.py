@@ -19,8 +19,11 @@ How a sweep maps onto SLURM:
 - The job writes its rows into the store itself (the store must be on a filesystem the nodes share). The
   executor waits (unless ``wait=False``), printing progress. For a task that ended without finishing
   (cancelled, killed, out of requeues) it writes a failed row (``JobLost``, with the SLURM state) for each trial
-  left without a row, then raises `LaunchError` naming the tasks: ``kdgrid status`` shows why, and
-  ``kdgrid resume`` runs exactly the trials without a done row. If ``sacct`` stays broken (or lists none of the
+  left without a row and without a live claim (a trial another task is still training, e.g. one of an earlier
+  submission whose waiting driver was killed, is left to it), then raises `LaunchError` naming the tasks:
+  ``kdgrid status`` shows why, and ``kdgrid resume`` runs exactly the trials without a done row and without a
+  live claim. A task skips the trials another live process has claimed (`kdgrid.store.claims`), so a resume
+  while an earlier array still runs trains each trial once. If ``sacct`` stays broken (or lists none of the
   unfinished tasks) for ``slurm_sacct_give_up_s`` (default 30 min), it stops waiting with a `LaunchError` naming
   the tasks, which may still be running; it writes no failed row then (nothing is known to have failed).
 - The default memory budget of a job (``--memory-budget-gb auto``, `SlurmExecutor.memory_budget`) is 0.9 x
@@ -57,6 +60,7 @@ from kdgrid.launch.jobs import job_checkpoint_dir, job_key, row_studies
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.store.claims import slurm_job_holder
 from kdgrid.store.read import done_trial_ids
 from kdgrid.trial import Trial
 
@@ -475,6 +479,7 @@ class SlurmExecutor:
                or not _result_ok(job, states[str(job.job_id)])]  # fmt: skip
         if bad:
             lost = 0
+            ended = {slurm_job_holder(job_id) for job_id in submission.job_ids}
             for job, task in bad:
                 reason = f"SLURM task {job.job_id} ended {states[str(job.job_id)]}{_error_hint(job)}"
                 trials = [trial for trials in task.jobs for trial in trials]
@@ -485,6 +490,7 @@ class SlurmExecutor:
                     sweep=submission.sweep,
                     studies=task.studies,
                     reason=reason,
+                    finished_jobs=ended,  # their claims are stale at once, whatever their heartbeat says
                 )
                 lost += len(recorded)
             submission.marker.unlink(missing_ok=True)

@@ -6,11 +6,17 @@ a SLURM array task all call the same code. If `run_job` itself crashes (the teac
 every trial of the job without a row from this call gets a failure row carrying the error, so ``kdgrid status``
 shows why and ``kdgrid resume`` retries them. A job may mix studies: each row records its trial's study.
 
+Before training, the job claims its trials in the store (`kdgrid.store.claims`): it trains only the trials it
+claimed and that have no done row yet, leaves the others to their holders (one line on stderr says how many), keeps
+its claims alive while it runs and releases each as soon as its row is written. So two runs of one sweep, or a
+resume while an earlier submission still runs, share the work and no trial is trained twice.
+
 The core is a parameter (``run_job``): a test passes a fake core and still gets the real worker writing real rows.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +24,8 @@ from typing import Any
 from kdgrid.launch.failure_rows import write_failure_rows
 from kdgrid.launch.jobs import row_studies
 from kdgrid.result import TrialResult
+from kdgrid.store.claims import Claim, HeldClaims, claim_trials
+from kdgrid.store.read import done_trial_ids
 from kdgrid.store.write import StoreWriteError, write_result
 from kdgrid.trial import Trial
 
@@ -56,12 +64,51 @@ def run_job_to_store(
     is the core (default: `kdgrid.core.train.run_job`).
     """
     store = Path(store_dir)
+    held, taken = claim_trials(store, [trial.trial_id for trial in trials])
+    with held:
+        mine = _still_to_train(store, trials, held, taken)
+        if mine:
+            _run_claimed(mine, store, held, sweep=sweep, studies=studies, checkpoint_dir=checkpoint_dir,
+                         on_step=on_step, run_job=run_job)  # fmt: skip
+
+
+def _still_to_train(
+    store: Path, trials: list[Trial], held: HeldClaims, taken: Mapping[str, Claim]
+) -> list[Trial]:
+    """The trials this process claimed and that have no done row (a concurrent run may have finished one between
+    its planning and this claim: its row was written before its claim was released); says what it leaves."""
+    done = done_trial_ids(store) if held.claims else set()
+    for trial_id in [t for t in held if t in done]:
+        held.release(trial_id)
+    mine = [trial for trial in trials if trial.trial_id in held]
+    left = [trial for trial in trials if trial.trial_id not in held and trial.trial_id not in done]
+    if left:
+        holders = "; ".join(sorted({claim.holder() for claim in taken.values()})[:3]) or "released meanwhile"
+        print(f"kdgrid: {len(left)} trial(s) of this job are claimed by another run ({holders}): left to it",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return mine
+
+
+def _run_claimed(
+    trials: list[Trial],
+    store: Path,
+    held: HeldClaims,
+    *,
+    sweep: str,
+    studies: Mapping[str, str] | None,
+    checkpoint_dir: Path | str | None,
+    on_step: Callable[[int, int], None] | None,
+    run_job: RunJob,
+) -> None:
+    """`run_job_to_store`'s body for the trials this process holds claims of; each claim is released once its
+    trial's row is written."""
     study_of = row_studies(trials, studies)
     written: set[str] = set()
 
     def write(result: TrialResult) -> None:
         write_result(store, result, sweep=sweep, study=study_of.get(result.trial.trial_id, ""))
         written.add(result.trial.trial_id)
+        held.release(result.trial.trial_id)
 
     def unwritten() -> list[Trial]:
         return [trial for trial in trials if trial.trial_id not in written]

@@ -9,17 +9,23 @@ a resume must complete exactly the missing trials: one done row per trial, no du
 from __future__ import annotations
 
 import collections
+import json
+import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from kdgrid.errors import ConfigError, LaunchError
+from kdgrid.grid import load_sweep
 from kdgrid.launch.slurm import SlurmExecutor, cluster_max_array_size, cluster_partitions
 from kdgrid.store import read_store
 from kdgrid.trial import Trial
 from slurm.local_cluster import PARTITION, LocalCluster
+from tests.commands.test_sweep_commands import as_json
 from tests.launch import fakes
 from tests.launch.fakes import log_events, make_trial, pending_jobs, store_rows, store_studies
 
@@ -182,3 +188,50 @@ def test_a_request_the_cluster_cannot_satisfy_is_refused_with_sbatchs_reason(
     with pytest.raises(LaunchError, match=r"sbatch refused.*Memory specification"):
         executor(slurm_mem_gb=100_000).run([[make_trial(0)]], tmp_path, sweep="mem")
     assert store_rows(tmp_path) == []
+
+
+def test_a_resume_while_the_killed_drivers_array_still_runs_trains_every_trial_once(
+    slurm_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Submit, SIGKILL the waiting driver, `kdgrid resume -e slurm` while the first array still runs: the trials
+    its tasks hold are running (claimed), so they are not re-submitted; the ones queued in both arrays are
+    trained by whichever task claims them first; every trial ends with exactly one done row and no JobLost."""
+    log, store = tmp_path / "log.txt", tmp_path / "store"
+    options = {"test_log": str(log), "test_seconds": 30.0, "test_epochs": 3}  # outlives a resume's start-up
+    spec = {"name": "claims-slurm", "fixed": {"teacher": "bert-base", "student": "bert-tiny", "task": "rte",
+            "options": options}, "studies": {"grid": {"axes": {"seed": list(range(6))}}}}  # fmt: skip
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(json.dumps(spec))
+    trials = [planned.trial for planned in load_sweep(sweep).trials]
+    args = [sys.executable, "-m", "kdgrid.cli", "--store", str(store), "-e", "slurm", "--profile", "local",
+            "--set", "job_fn=tests.launch.fakes:job_to_store", "--set", "poll_interval_s=1", "--no-preflight",
+            "--max-group-size", "1"]  # fmt: skip
+
+    def kdgrid(command: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([*args[:3], command, str(sweep), *args[3:]], text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ.copy())  # fmt: skip
+
+    driver = kdgrid("run")
+    deadline = time.monotonic() + 180
+    while not any(event == "start" for event, *_ in log_events(log)):
+        assert time.monotonic() < deadline and driver.poll() is None, "no task started"
+        time.sleep(0.5)
+    driver.send_signal(signal.SIGKILL)  # the waiting driver dies; its array goes on
+    driver.communicate()
+    running = as_json("status", sweep, "--store", store)["running"]
+    assert running >= 1
+
+    resume = kdgrid("resume")
+    out = resume.communicate(timeout=300)[0]
+    assert resume.returncode == 0, out
+    assert "claimed by another run, skipped" in out
+    deadline = time.monotonic() + 240
+    while squeue_count() and time.monotonic() < deadline:  # the first array's last tasks
+        time.sleep(1)
+    assert squeue_count() == 0
+
+    done_once_each(store, trials)
+    assert all(status == "done" for _, status in store_rows(store)), store_rows(store)
+    started = collections.Counter(trial_id for event, trial_id, _, _ in log_events(log) if event == "start")
+    assert started == collections.Counter(t.trial_id for t in trials), "a trial was trained twice"
+    assert not list((store / "_claims").glob("*.json"))

@@ -1,0 +1,453 @@
+"""Trial claims: which process is training a trial right now, so that no two processes train the same trial.
+
+Before a job process trains a trial it claims it: ``<store>/_claims/<trial_id>.json`` (the folder starts with
+``_``: store readers never look inside), holding the holder's host, pid, executor job id
+(`executor_job_id`: ``slurm:<array>_<task>``, ``ray:<tune trial id>`` or ``local:<pid>``), ``started_at`` (UTC)
+and a token naming this one claim. While the trial runs a background thread of the job process touches the file
+every `heartbeat_s` seconds (its mtime is the heartbeat). The claim is released (deleted) once the trial's row,
+done or failed, is written. Another process never trains a claimed trial; it takes a claim over only when the
+claim is stale (`stale_reason`): no heartbeat for `stale_after_s` seconds, the holder's process gone on this
+host, or the holder's SLURM/Ray job known to have ended. Every takeover is logged in one line naming the trial,
+the old holder and why.
+
+Why ``link()`` and not ``open(O_CREAT | O_EXCL)``: the claim is written whole to a unique temporary file first,
+then hard-linked to its final name. ``link()`` is atomic on every NFS version (``O_EXCL`` is not on NFSv2 and old
+clients), and the claim appears with its content: an ``O_EXCL`` create shows an empty file until the holder
+writes, and a crash there leaves a claim naming nobody. A lost NFS reply can make ``link()`` report an error
+although it succeeded, so success is decided by the temporary file's link count (2: the link is ours), as
+``open(2)`` advises.
+
+Why a takeover cannot be won twice: a process that finds the claim with token ``t`` stale first creates the
+lock ``<trial_id>.json.reclaim-<t>`` with the same exclusive ``link()``. Only the one that creates it may
+replace the claim (``os.replace``, after checking the claim still carries ``t``); the others leave the trial.
+A lock whose own holder died is itself stale and is taken over the same way.
+
+Ages are measured on the store's own clock (the mtime of a file just written there), never against this host's
+clock, so nodes whose clocks differ agree on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from kdgrid.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+CLAIMS_DIR = "_claims"
+CLAIM_SUFFIX = ".json"
+RECLAIM_INFIX = ".reclaim-"
+TMP_PREFIX = ".tmp-"
+
+HEARTBEAT_ENV = "KDGRID_CLAIM_HEARTBEAT_S"
+STALE_ENV = "KDGRID_CLAIM_STALE_S"
+DEFAULT_HEARTBEAT_S = 30.0
+"""Seconds between two heartbeats of a held claim (environment ``KDGRID_CLAIM_HEARTBEAT_S``)."""
+DEFAULT_STALE_AFTER_S = 600.0
+"""A claim without a heartbeat for this many seconds is stale (``KDGRID_CLAIM_STALE_S``). Generous: a slow
+shared filesystem or a paused node must not make a running trial look abandoned; a process that died on the same
+host, or a job its executor saw end, is detected at once anyway."""
+MAX_RECLAIM_DEPTH = 3  # a lock on a lock on a lock: only crashes in the middle of takeovers nest
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{name}: expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+def heartbeat_s() -> float:
+    """Seconds between two heartbeats (`DEFAULT_HEARTBEAT_S`, or ``KDGRID_CLAIM_HEARTBEAT_S``)."""
+    return _seconds_from_env(HEARTBEAT_ENV, DEFAULT_HEARTBEAT_S)
+
+
+def stale_after_s() -> float:
+    """Seconds without a heartbeat after which a claim is stale (`DEFAULT_STALE_AFTER_S`, or
+    ``KDGRID_CLAIM_STALE_S``); at least twice `heartbeat_s`, so one late heartbeat never frees a claim.
+
+    Raises:
+        ConfigError: a threshold below twice the heartbeat interval.
+    """
+    stale, beat = _seconds_from_env(STALE_ENV, DEFAULT_STALE_AFTER_S), heartbeat_s()
+    if stale < 2 * beat:
+        raise ConfigError(f"{STALE_ENV}={stale:g} must be at least twice {HEARTBEAT_ENV}={beat:g}")
+    return stale
+
+
+def claims_dir(store: Path | str) -> Path:
+    return Path(store) / CLAIMS_DIR
+
+
+def claim_path(store: Path | str, trial_id: str) -> Path:
+    return claims_dir(store) / f"{trial_id}{CLAIM_SUFFIX}"
+
+
+def slurm_job_holder(job_id: str) -> str:
+    """The `executor_job_id` of SLURM job ``job_id`` as sacct and submitit write it (``1234_5`` in an array)."""
+    return f"slurm:{job_id}"
+
+
+def executor_job_id() -> str:
+    """The executor's name for the job this process runs: ``slurm:<array job>_<task>`` (``slurm:<job>`` outside
+    an array), ``ray:<Tune trial id>`` inside a Ray Tune trial, else ``local:<pid>``."""
+    env = os.environ
+    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+        return slurm_job_holder(f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}")
+    if env.get("SLURM_JOB_ID"):
+        return slurm_job_holder(env["SLURM_JOB_ID"])
+    if "ray" in sys.modules:  # only asked when Ray is already loaded: importing it costs seconds
+        try:
+            from ray import tune
+
+            with warnings.catch_warnings():  # outside a Tune trial Ray warns and answers None
+                warnings.simplefilter("ignore")
+                trial_id = tune.get_context().get_trial_id()
+        except Exception:  # no Tune context at all
+            trial_id = None
+        if trial_id:
+            return f"ray:{trial_id}"
+    return f"local:{os.getpid()}"
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim file's content, and (when read back) its heartbeat's age.
+
+    Attributes:
+        trial_id: the trial claimed (for a takeover lock: the name of the file it locks).
+        token: names this claim (a fresh uuid per claim), so a holder only ever releases its own.
+        host, pid: the holder's process.
+        job_id: the holder's executor job (`executor_job_id`).
+        started_at: when the claim was made, UTC ISO 8601 (the holder's clock).
+        heartbeat_age_s: seconds since the last heartbeat on the store's clock; None for a claim not read back.
+    """
+
+    trial_id: str
+    token: str
+    host: str
+    pid: int
+    job_id: str
+    started_at: str
+    heartbeat_age_s: float | None = field(default=None, compare=False)
+
+    @classmethod
+    def mine(cls, trial_id: str) -> Claim:
+        """A new claim of ``trial_id`` held by this process."""
+        return cls(
+            trial_id, uuid.uuid4().hex, socket.gethostname(), os.getpid(), executor_job_id(), _utc_now()
+        )
+
+    def to_json(self) -> str:
+        payload = asdict(self)
+        payload.pop("heartbeat_age_s")
+        return json.dumps(payload, sort_keys=True)
+
+    def age_s(self) -> float | None:
+        """Seconds since ``started_at`` on this host's clock (None if it cannot be read)."""
+        try:
+            started = datetime.fromisoformat(self.started_at)
+        except ValueError:
+            return None
+        return max(0.0, (datetime.now(timezone.utc) - started).total_seconds())
+
+    def holder(self) -> str:
+        """``host pid <pid> (<job id>)``: who holds it, for messages."""
+        return f"{self.host} pid {self.pid} ({self.job_id})"
+
+
+def _read(path: Path, now: float) -> Claim | None:
+    """The claim in ``path`` with its heartbeat age against ``now`` (store clock); None when there is none.
+    A file that is not a readable claim counts as one of an unknown holder (it still ages, so it goes stale)."""
+    try:
+        mtime = path.stat().st_mtime
+        text = path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    age = now - mtime
+    try:
+        payload: dict[str, Any] = json.loads(text)
+        return Claim(str(payload["trial_id"]), str(payload["token"]), str(payload["host"]),
+                     int(payload["pid"]), str(payload["job_id"]), str(payload["started_at"]), age)  # fmt: skip
+    except (ValueError, KeyError, TypeError):
+        return Claim(path.name, f"unreadable-{int(mtime)}", "?", -1, "?", "", age)
+
+
+def store_now(store: Path | str) -> float:
+    """Now on the store's clock: the mtime of a file written there just now (this host's clock if the store
+    cannot be written, e.g. a read-only copy)."""
+    folder = claims_dir(store)
+    probe = folder / f"{TMP_PREFIX}now-{uuid.uuid4().hex}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+        return probe.stat().st_mtime
+    except OSError:
+        return time.time()
+    finally:
+        probe.unlink(missing_ok=True)
+
+
+def read_claim(store: Path | str, trial_id: str, *, now: float | None = None) -> Claim | None:
+    """The claim of ``trial_id``, or None. ``now``: the store's clock (`store_now`), taken here if not given."""
+    return _read(claim_path(store, trial_id), store_now(store) if now is None else now)
+
+
+def read_claims(store: Path | str, trial_ids: Collection[str] | None = None) -> dict[str, Claim]:
+    """trial id -> its claim, for every claim in the store (only ``trial_ids`` when given): one listing, one
+    look at the store's clock."""
+    folder = claims_dir(store)
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    wanted = [n[: -len(CLAIM_SUFFIX)] for n in names if n.endswith(CLAIM_SUFFIX) and not n.startswith(".")]
+    wanted = [t for t in wanted if trial_ids is None or t in trial_ids]
+    if not wanted:
+        return {}
+    now = store_now(store)
+    found = {trial_id: _read(claim_path(store, trial_id), now) for trial_id in wanted}
+    return {trial_id: claim for trial_id, claim in found.items() if claim is not None}
+
+
+def _pid_gone(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: alive, someone else's
+        return False
+    return False
+
+
+def stale_reason(
+    claim: Claim, *, finished_jobs: Collection[str] = (), stale_after: float | None = None
+) -> str | None:
+    """Why ``claim`` is stale, or None while it is live.
+
+    Stale: its holder's job is in ``finished_jobs`` (executor job ids an executor saw end), its process is gone
+    on this host, or no heartbeat for ``stale_after`` seconds (default `stale_after_s`).
+    """
+    if claim.job_id in finished_jobs:
+        return f"its job {claim.job_id} has ended"
+    if claim.host == socket.gethostname() and _pid_gone(claim.pid):
+        return f"process {claim.pid} is gone on {claim.host}"
+    limit = stale_after_s() if stale_after is None else stale_after
+    age = claim.heartbeat_age_s
+    if age is not None and age > limit:
+        return f"no heartbeat for {age:.0f} s (stale after {limit:g} s)"
+    return None
+
+
+def live_claims(store: Path | str, trial_ids: Collection[str] | None = None) -> dict[str, Claim]:
+    """trial id -> claim, for the claims that are not stale (`stale_reason`)."""
+    limit = stale_after_s()
+    claims = read_claims(store, trial_ids)
+    return {t: c for t, c in claims.items() if stale_reason(c, stale_after=limit) is None}
+
+
+def _write_temporary(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return tmp
+
+
+def _link_exclusive(tmp: Path, final: Path) -> bool:
+    """Give ``tmp``'s file the name ``final`` unless ``final`` exists: True when this call made the link."""
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        pass
+    except OSError:  # NFS: the reply to a link that succeeded can be lost; the link count tells
+        pass
+    try:
+        return os.stat(tmp).st_nlink == 2
+    except OSError:
+        return False
+
+
+def _take_over(path: Path, stale: Claim, replacement: Path, depth: int = 0) -> bool:
+    """Replace the stale claim ``stale`` in ``path`` by the file ``replacement`` if this process wins the
+    takeover lock of ``stale``'s token; False (nothing changed) when another process holds it or the claim
+    changed meanwhile."""
+    if depth >= MAX_RECLAIM_DEPTH:
+        return False
+    lock = path.with_name(f"{path.name}{RECLAIM_INFIX}{stale.token}")
+    mine = Claim.mine(lock.name)
+    lock_tmp = _write_temporary(path.parent, mine.to_json())
+    try:
+        if not _link_exclusive(lock_tmp, lock):
+            other = _read(lock, lock_tmp.stat().st_mtime)
+            if other is None or stale_reason(other) is None:
+                return False  # another process is taking this claim over right now
+            if not _take_over(lock, other, lock_tmp, depth + 1):
+                return False
+        now = replacement.stat().st_mtime
+        current = _read(path, now)
+        if current is None or current.token != stale.token:
+            return False
+        os.replace(replacement, path)
+        return True
+    finally:
+        held = _read(lock, 0.0)
+        if held is not None and held.token == mine.token:
+            lock.unlink(missing_ok=True)
+        lock_tmp.unlink(missing_ok=True)
+
+
+def try_claim(store: Path | str, trial_id: str, *, finished_jobs: Collection[str] = ()) -> Claim | None:
+    """Claim ``trial_id`` for this process: the new claim, or None when a live claim of another holder exists.
+
+    A stale claim (`stale_reason`; ``finished_jobs``: executor job ids known to have ended) is taken over and the
+    takeover logged (a warning naming the trial, the old holder and why).
+    """
+    path = claim_path(store, trial_id)
+    claim = Claim.mine(trial_id)
+    tmp = _write_temporary(path.parent, claim.to_json())
+    try:
+        for _ in range(3):  # a claim released between our tries: try again
+            if _link_exclusive(tmp, path):
+                return claim
+            current = _read(path, tmp.stat().st_mtime)
+            if current is None:
+                continue
+            reason = stale_reason(current, finished_jobs=finished_jobs)
+            if reason is None:
+                return None
+            if _take_over(path, current, tmp):
+                logger.warning("kdgrid: reclaimed trial %s from %s: %s", trial_id, current.holder(), reason)
+                return claim
+            return None
+        return None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def release(store: Path | str, claim: Claim) -> None:
+    """Delete ``claim`` if the store still holds it (never another holder's claim of the same trial)."""
+    path = claim_path(store, claim.trial_id)
+    current = _read(path, 0.0)
+    if current is not None and current.token == claim.token:
+        path.unlink(missing_ok=True)
+
+
+def release_stale(store: Path | str, trial_id: str, *, finished_jobs: Collection[str] = ()) -> Claim | None:
+    """Delete the claim of ``trial_id`` if it is stale (its trial got a row from someone else, e.g. a
+    ``JobLost`` row); returns the claim deleted."""
+    current = read_claim(store, trial_id)
+    if current is None or stale_reason(current, finished_jobs=finished_jobs) is None:
+        return None
+    release(store, current)
+    return current
+
+
+class HeldClaims:
+    """The claims a job process holds, kept alive by a background heartbeat thread until released.
+
+    Use as a context manager: leaving it (normally, by an exception or `SystemExit`) releases every claim still
+    held. `release` lets one go as soon as its trial's row is written.
+    """
+
+    def __init__(
+        self, store: Path | str, claims: Iterable[Claim], *, interval_s: float | None = None
+    ) -> None:
+        self.store = Path(store)
+        self.claims: dict[str, Claim] = {claim.trial_id: claim for claim in claims}
+        self.interval_s = heartbeat_s() if interval_s is None else interval_s
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="kdgrid-claim-heartbeat", daemon=True)
+        if self.claims:
+            self._thread.start()
+
+    def __contains__(self, trial_id: object) -> bool:
+        return trial_id in self.claims
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self.claims))
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.heartbeat()
+
+    def heartbeat(self) -> None:
+        """Touch every held claim; one that another process took over is dropped with a warning."""
+        with self._lock:
+            for trial_id, claim in list(self.claims.items()):
+                path = claim_path(self.store, trial_id)
+                current = _read(path, 0.0)
+                if current is None or current.token != claim.token:
+                    del self.claims[trial_id]
+                    taker = "nobody" if current is None else current.holder()
+                    logger.warning("kdgrid: the claim of trial %s was taken over by %s (this process's heartbeat "
+                                   "came too late); its training here goes on", trial_id, taker)  # fmt: skip
+                    continue
+                with contextlib.suppress(OSError):  # a missed heartbeat; the next one may succeed
+                    os.utime(path)
+
+    def release(self, trial_id: str) -> None:
+        """Let the claim of ``trial_id`` go (its row is written)."""
+        with self._lock:
+            claim = self.claims.pop(trial_id, None)
+        if claim is not None:
+            release(self.store, claim)
+
+    def close(self) -> None:
+        """Stop the heartbeat and release every claim still held."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        for trial_id in list(self.claims):
+            self.release(trial_id)
+
+    def __enter__(self) -> HeldClaims:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def claim_trials(store: Path | str, trial_ids: Iterable[str]) -> tuple[HeldClaims, dict[str, Claim]]:
+    """Claim each of ``trial_ids``: (the claims won, heartbeat running; trial id -> the live claim of another
+    holder, for those left alone)."""
+    won: list[Claim] = []
+    taken: dict[str, Claim] = {}
+    for trial_id in trial_ids:
+        claim = try_claim(store, trial_id)
+        if claim is not None:
+            won.append(claim)
+            continue
+        current = read_claim(store, trial_id)
+        if current is not None:
+            taken[trial_id] = current
+    return HeldClaims(store, won), taken
