@@ -5,13 +5,21 @@
 """
 
 from kdgrid.grid.expand import PlannedTrial, Sweep, load_sweep, store_problems
-from kdgrid.grid.plan import Job, checkpoint_dir_for, estimate_trial_memory_gb, group_hash, plan_jobs
+from kdgrid.grid.plan import (
+    Job,
+    checkpoint_dir_for,
+    estimate_job_memory_gb,
+    estimate_trial_memory_gb,
+    group_hash,
+    plan_jobs,
+)
 
 __all__ = [
     "Job",
     "PlannedTrial",
     "Sweep",
     "checkpoint_dir_for",
+    "estimate_job_memory_gb",
     "estimate_trial_memory_gb",
     "group_hash",
     "load_sweep",

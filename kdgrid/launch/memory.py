@@ -1,7 +1,7 @@
 """How much memory one job may use where it will run: the ``auto`` default of ``--memory-budget-gb``.
 
-The planner (`kdgrid.grid.plan.plan_jobs`) splits a group of trials into jobs whose students' estimated memory
-adds up to at most a budget. The right budget is that of ONE job on the machine where jobs run, which only the
+The planner (`kdgrid.grid.plan.plan_jobs`) splits a group of trials into jobs whose estimated peak
+(`kdgrid.grid.memory_estimate`) is at most a budget. The right budget is that of ONE job on the machine where jobs run, which only the
 executor knows (how many jobs share a GPU or a node's RAM); each executor's ``memory_budget()`` derives it from
 the readers below. Every amount is in GiB (what SLURM's ``--mem=32GB`` and `estimate_trial_memory_gb` mean by GB).
 
@@ -20,8 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# Of the memory a job may use, leave this share to what the estimate leaves out: the teacher's weights and
-# activations, the CUDA context or the Python process, the data.
+# Of the memory a job may use, leave this share to what the estimate leaves out: the CUDA context or the Python
+# process and its libraries, the tokenized data, the allocator's fragmentation.
 SAFETY_FRACTION = 0.9
 GIB = 2**30
 # cgroup v1 writes "no limit" as a huge number (about 2^63 rounded to a page); anything above 2^60 means none.
