@@ -145,6 +145,16 @@ def gpu_memory_gb() -> list[float]:
     return _gpu_memory_gb_from_torch()
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` names them: its entries where it is set, else
+    the indices ``0 .. n-1`` of the GPUs found (`gpu_memory_gb`); [] without a GPU."""
+    visible_env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible_env is not None:
+        named = [v.strip() for v in visible_env.split(",") if v.strip()]
+        return named if gpu_memory_gb() else []
+    return [str(index) for index in range(len(gpu_memory_gb()))]
+
+
 def _gpu_memory_gb_from_torch() -> list[float]:
     """GPU memory as torch sees it, asked in a child process (so this one never initializes CUDA)."""
     script = (
