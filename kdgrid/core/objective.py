@@ -157,43 +157,48 @@ class Objective(nn.Module):
     def term_values(
         self, student: Features, teacher: Features, labels: torch.Tensor
     ) -> dict[str, torch.Tensor]:
-        """Each term's unweighted value (0-dim tensors) for one batch; ``soft`` at the trial's temperature
-        (times T^2 with the option ``soft_t2``), ``hard`` against the gold labels."""
-        s_logits, t_logits = {"logits": student.logits.float()}, {"logits": teacher.logits.float()}
-        values = {
-            "soft": compute_knowledge(
-                "soft_label",
-                s_logits,
-                t_logits,
-                temperature=self.trial.temperature,
-                options={"t2": self.soft_t2, "regression": self.regression},
-            ),
-            "hard": compute_knowledge(
-                "hard_label", s_logits, {}, labels=labels, options={"regression": self.regression}
-            ),
-        }
-        for term in self.terms:
-            spec = self.specs[term.knowledge]
-            s_layer, t_layer = term.pair if term.pair is not None else (None, None)
-            s_feats = {k: v.float() for k, v in _features_for(student, spec.needs, s_layer).items()}
-            t_feats = {  # one fp32 copy per batch for the whole group (a no-op for fp32 features)
-                k: teacher_side(("float",), (v,), v.float)
-                for k, v in _features_for(teacher, spec.needs, t_layer).items()
+        """Each term's unweighted value (0-dim float32 tensors) for one batch; ``soft`` at the trial's temperature
+        (times T^2 with the option ``soft_t2``), ``hard`` against the gold labels.
+
+        The losses are computed in float32 with autocast off, whatever precision the forward passes ran in
+        (`kdgrid.core.runtime`): both sides' features and logits are cast to float32 first, so softmaxes, logs,
+        Gram products and relations never round to bf16/fp16 (the projections run in float32 too)."""
+        with torch.autocast(device_type=student.logits.device.type, enabled=False):
+            s_logits, t_logits = {"logits": student.logits.float()}, {"logits": teacher.logits.float()}
+            values = {
+                "soft": compute_knowledge(
+                    "soft_label",
+                    s_logits,
+                    t_logits,
+                    temperature=self.trial.temperature,
+                    options={"t2": self.soft_t2, "regression": self.regression},
+                ),
+                "hard": compute_knowledge(
+                    "hard_label", s_logits, {}, labels=labels, options={"regression": self.regression}
+                ),
             }
-            values[term.name] = compute_knowledge(
-                term.knowledge,
-                s_feats,
-                t_feats,
-                student.mask,
-                projection=self.projections[_module_key(term.name)] if term.projected else None,
-                heads_s=self.heads[0],
-                heads_t=self.heads[1],
-                relation_heads=self.relation_heads,
-                temperature=self.trial.temperature,
-                labels=labels,
-                options=self.options[term.knowledge],
-            )
-        return values
+            for term in self.terms:
+                spec = self.specs[term.knowledge]
+                s_layer, t_layer = term.pair if term.pair is not None else (None, None)
+                s_feats = {k: v.float() for k, v in _features_for(student, spec.needs, s_layer).items()}
+                t_feats = {  # one fp32 copy per batch for the whole group (a no-op for fp32 features)
+                    k: teacher_side(("float",), (v,), v.float)
+                    for k, v in _features_for(teacher, spec.needs, t_layer).items()
+                }
+                values[term.name] = compute_knowledge(
+                    term.knowledge,
+                    s_feats,
+                    t_feats,
+                    student.mask,
+                    projection=self.projections[_module_key(term.name)] if term.projected else None,
+                    heads_s=self.heads[0],
+                    heads_t=self.heads[1],
+                    relation_heads=self.relation_heads,
+                    temperature=self.trial.temperature,
+                    labels=labels,
+                    options=self.options[term.knowledge],
+                )
+            return values
 
     def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher)."""

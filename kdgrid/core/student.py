@@ -188,8 +188,7 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
     run.optimizer, run.scheduler = build_optimizer(
         [run.model, run.objective], trial.lr, trial.weight_decay, total_steps, trial.warmup_ratio
     )
-    if runtime.amp_dtype == torch.float16:
-        run.scaler = torch.amp.GradScaler("cuda")
+    run.scaler = runtime.grad_scaler()
     if runtime.compile:
         run.model.forward = torch.compile(run.model.forward)
     result.layer_pairs = plan.used_pairs
@@ -235,17 +234,19 @@ def train_step(
             values = run.objective.term_values(run.capture(batch), teacher, batch["labels"])
             total = run.objective.total(values)
         run.objective.check_finite(values, total, step)
-        if run.scaler is not None:
-            run.scaler.scale(total).backward()
-            run.scaler.step(run.optimizer)
-            run.scaler.update()
+        scaler = run.scaler
+        (scaler.scale(total) if scaler is not None else total).backward()
+        max_norm = run.trial.option("max_grad_norm")
+        if max_norm:
+            if scaler is not None:
+                scaler.unscale_(run.optimizer)  # clip the true gradients, not the scaled ones
+            torch.nn.utils.clip_grad_norm_(
+                [p for g in run.optimizer.param_groups for p in g["params"]], float(max_norm)
+            )
+        if scaler is not None:
+            scaler.step(run.optimizer)  # skips the step when a gradient is inf/NaN (the scale then shrinks)
+            scaler.update()
         else:
-            total.backward()
-            max_norm = run.trial.option("max_grad_norm")
-            if max_norm:
-                torch.nn.utils.clip_grad_norm_(
-                    [p for g in run.optimizer.param_groups for p in g["params"]], float(max_norm)
-                )
             run.optimizer.step()
         run.scheduler.step()
         run.optimizer.zero_grad(set_to_none=True)

@@ -6,7 +6,14 @@
 
 from kdgrid.grid.checks import check_init_checkpoints, missing_init_checkpoints
 from kdgrid.grid.expand import PlannedTrial, Sweep, load_sweep, store_problems
-from kdgrid.grid.plan import Job, checkpoint_dir_for, estimate_trial_memory_gb, group_hash, plan_jobs
+from kdgrid.grid.plan import (
+    Job,
+    checkpoint_dir_for,
+    estimate_job_memory_gb,
+    estimate_trial_memory_gb,
+    group_hash,
+    plan_jobs,
+)
 
 __all__ = [
     "Job",
@@ -14,6 +21,7 @@ __all__ = [
     "Sweep",
     "check_init_checkpoints",
     "checkpoint_dir_for",
+    "estimate_job_memory_gb",
     "estimate_trial_memory_gb",
     "group_hash",
     "load_sweep",

@@ -3,8 +3,9 @@
 Trials with the same `kdgrid.trial.group_key` (task, teacher, seed, batch size, sequence length, epochs, train
 subset) see the same batches in the same order, so one teacher forward per batch can feed all of them
 (docs/design.md, "The shared teacher pass"). A group larger than ``max_group_size`` trials, or whose students
-would need more than ``memory_budget_gb`` together, is split into several jobs. The split is deterministic
-(trials sorted by id), so a re-planned job keeps its checkpoints.
+would need more than ``memory_budget_gb`` at its peak (`kdgrid.grid.memory_estimate`: every student's weights
+and optimizer state, one student's activations, the teacher and its features of one batch), is split into several jobs. The split
+is deterministic (trials sorted by id), so a re-planned job keeps its checkpoints.
 
 The budget is that of one job where it will run; the commands take it from the executor
 (``Executor.memory_budget()``, see `kdgrid.launch.memory`) unless ``--memory-budget-gb`` gives it.
@@ -18,27 +19,20 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from kdgrid.core.models import student_shape
+from kdgrid.grid.memory_estimate import JobMemory, estimate_job_memory_gb, estimate_trial_memory_gb
 from kdgrid.store.layout import checkpoints_dir
 from kdgrid.trial import GROUP_FIELDS, Trial, group_key
 
 Job = list[Trial]
 
-BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and AdamW's two moments
-BYTES_PER_ACTIVATION = 4
-
-
-def estimate_trial_memory_gb(trial: Trial) -> float:
-    """A rough upper bound of one student's training memory in GiB: weights, gradients and AdamW moments
-    (16 bytes per parameter) plus activations kept for the backward pass (about 20 values per token per layer
-    and width, and the attention scores and probabilities). Only used to split jobs, never to refuse one."""
-    shape = student_shape(trial.student)
-    tokens = trial.batch_size * trial.max_length
-    activations = shape.layers * (
-        20 * tokens * shape.width + 3 * trial.batch_size * shape.heads * trial.max_length**2
-    )
-    total = shape.param_count() * BYTES_PER_PARAMETER + activations * BYTES_PER_ACTIVATION
-    return total / 2**30
+__all__ = [
+    "Job",
+    "checkpoint_dir_for",
+    "estimate_job_memory_gb",
+    "estimate_trial_memory_gb",
+    "group_hash",
+    "plan_jobs",
+]
 
 
 def group_hash(trial: Trial) -> str:
@@ -60,8 +54,8 @@ def plan_jobs(
     memory_budget_gb: float | None = None,
 ) -> list[Job]:
     """Group trials by `group_key` and split each group into jobs of at most ``max_group_size`` trials whose
-    estimated memory (`estimate_trial_memory_gb`) adds up to at most ``memory_budget_gb`` (a trial over the
-    budget on its own still gets a job of one). Jobs come in a stable order (by group, then trial id).
+    estimated peak (`estimate_job_memory_gb`) is at most ``memory_budget_gb`` (a trial over the budget on its own
+    still gets a job of one). Jobs come in a stable order (by group, then trial id).
 
     Raises:
         ValueError: ``max_group_size`` < 1 or ``memory_budget_gb`` <= 0 (None means no limit for either).
@@ -73,31 +67,22 @@ def plan_jobs(
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for trial in trials:
         groups[group_key(trial)].append(trial)
-    # One estimate per (student, batch size, length), the fields it depends on; groups differ in the last two.
-    memory: dict[tuple[str, int, int], float] = {}
-
-    def cost(trial: Trial) -> float:
-        if memory_budget_gb is None:
-            return 0.0
-        shape_key = (trial.student, trial.batch_size, trial.max_length)
-        if shape_key not in memory:
-            memory[shape_key] = estimate_trial_memory_gb(trial)
-        return memory[shape_key]
-
     jobs: list[Job] = []
     for key in sorted(groups, key=lambda k: json.dumps(k, default=str)):
         members = sorted(groups[key], key=lambda trial: trial.trial_id)  # Trial caches its id
         job: Job = []
-        used = 0.0
+        memory = JobMemory()
         for trial in members:
-            need = cost(trial)
+            # the job with this trial added (per-trial facts are cached by every field they depend on)
+            grown = memory.plus(trial) if memory_budget_gb is not None else memory
             full = max_group_size is not None and len(job) >= max_group_size
-            over = memory_budget_gb is not None and job and used + need > memory_budget_gb
+            over = memory_budget_gb is not None and grown.gb > memory_budget_gb
             if job and (full or over):
                 jobs.append(job)
-                job, used = [], 0.0
+                job, memory = [], JobMemory()
+                grown = memory.plus(trial) if memory_budget_gb is not None else memory
             job.append(trial)
-            used += need
+            memory = grown
         if job:
             jobs.append(job)
     return jobs

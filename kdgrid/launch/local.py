@@ -5,6 +5,11 @@
 - ``local_workers`` = N >= 1: up to N jobs at once, each in its own fresh process (``local_start_method``,
   default ``spawn``: safe with torch). A process that dies (SIGKILL, out of memory) costs only its own job: the
   trials it had not finished get a failure row saying how the process ended, and ``kdgrid resume`` reruns them.
+- GPUs: the N workers are spread round robin over the GPUs (``local_gpus``, default the visible ones): worker
+  slot i gets GPU ``i mod G`` through ``CUDA_VISIBLE_DEVICES`` in its process's environment, set before the
+  process starts, so ceil(N / G) jobs share a GPU at most and the memory budget per job follows from that.
+  ``local_jobs_per_gpu=K`` asks for K jobs per GPU (N defaults to K x G). Without workers, jobs run here on the
+  default device, as without GPUs.
 - A progress bar shows trials done / failed / remaining and an ETA; it is computed from the rows appearing in
   the store, so it counts exactly what ``kdgrid status`` will. One bar covers every job of the call, whichever
   studies their trials belong to (a job may mix studies; each row records its own).
@@ -12,13 +17,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import time
 import traceback
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +63,14 @@ class LocalSettings(ExecutorSettings):
     )
     progress: bool = setting(True, "show a progress bar")
     poll_s: float = setting(0.5, "seconds between two looks at the store and the workers")
+    gpus: str | None = setting(
+        None,
+        "GPUs to spread the workers over, as CUDA_VISIBLE_DEVICES names them (e.g. 0,1,2); "
+        "default: every GPU this process sees",
+    )
+    jobs_per_gpu: int | None = setting(
+        None, "jobs sharing one GPU at once (local_workers then defaults to this x the GPUs)", minimum=1
+    )
 
     def __post_init__(self) -> None:
         methods = multiprocessing.get_all_start_methods()
@@ -64,6 +78,48 @@ class LocalSettings(ExecutorSettings):
             raise ConfigError(
                 f"{self.PREFIX}start_method: {self.start_method!r} is not available; allowed: {', '.join(methods)}"
             )
+        if self.gpus is not None and not gpu_list(self.gpus):
+            raise ConfigError(f"{self.PREFIX}gpus: expected GPU names such as 0,1,2, got {self.gpus!r}")
+
+
+def gpu_list(text: str) -> list[str]:
+    """The GPU names of a ``CUDA_VISIBLE_DEVICES``-style list (``"0,1, 2"`` -> ``["0", "1", "2"]``)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def gpu_slots(workers: int, gpus: Sequence[str], jobs_per_gpu: int | None) -> list[str | None]:
+    """The GPU of each worker slot: slot i gets ``gpus[i mod len(gpus)]`` (round robin, so the workers spread
+    evenly); None for every slot without GPUs.
+
+    Raises:
+        ConfigError: more workers than ``jobs_per_gpu`` x the GPUs.
+    """
+    if not gpus:
+        return [None] * workers
+    if jobs_per_gpu is not None and workers > jobs_per_gpu * len(gpus):
+        raise ConfigError(
+            f"local_workers={workers} do not fit local_jobs_per_gpu={jobs_per_gpu} on {len(gpus)} GPU(s) "
+            f"({', '.join(gpus)}); use at most {jobs_per_gpu * len(gpus)} workers or more jobs per GPU"
+        )
+    return [gpus[i % len(gpus)] for i in range(workers)]
+
+
+@contextlib.contextmanager
+def _visible_devices(gpu: str | None) -> Iterator[None]:
+    """``CUDA_VISIBLE_DEVICES=gpu`` in this process's environment while a worker starts (it inherits it), then
+    as it was; nothing without a GPU."""
+    if gpu is None:
+        yield
+        return
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved
 
 
 def _run_in_child(
@@ -74,9 +130,14 @@ def _run_in_child(
     studies: dict[str, str],
     checkpoint_dir: str,
     threads: int | None,
+    gpu: str | None = None,
 ) -> None:
-    """A worker process's whole life: limit torch's threads (cores are shared), run one job (``studies``:
-    trial id -> study, for this job's trials only)."""
+    """A worker process's whole life: its GPU (``CUDA_VISIBLE_DEVICES``, set again here for start methods that
+    do not inherit the parent's environment at start, such as forkserver; CUDA reads it when first used, which
+    is later), limit torch's threads (cores are shared), run one job (``studies``: trial id -> study, for this
+    job's trials only)."""
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     if threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
         if job_fn is DEFAULT_JOB_FN:
@@ -120,18 +181,43 @@ class LocalExecutor:
         self.settings = LocalSettings.from_flags(settings, source="local executor")
         self.job_fn = resolve_job_fn(job_fn)
         self.summary = RunSummary()
+        if self.settings.jobs_per_gpu is not None:
+            self.worker_gpus()  # refuse now workers that do not fit, or jobs per GPU without a GPU
+
+    def gpus(self) -> list[str]:
+        """The GPUs the workers are spread over: ``local_gpus``, else those this process sees
+        (`memory.visible_gpus`)."""
+        return gpu_list(self.settings.gpus) if self.settings.gpus is not None else memory.visible_gpus()
+
+    def workers(self) -> int:
+        """Jobs at once: ``local_workers``; where it is 0 and ``local_jobs_per_gpu`` is set, that many per GPU."""
+        if self.settings.workers == 0 and self.settings.jobs_per_gpu is not None:
+            gpus = self.gpus()
+            if not gpus:
+                raise ConfigError("local_jobs_per_gpu is set but this machine has no GPU (see local_gpus)")
+            return self.settings.jobs_per_gpu * len(gpus)
+        return self.settings.workers
+
+    def worker_gpus(self) -> list[str | None]:
+        """The GPU of each worker slot (`gpu_slots`); [] when jobs run in this process."""
+        return gpu_slots(self.workers(), self.gpus(), self.settings.jobs_per_gpu)
 
     def memory_budget(self) -> MemoryBudget:
-        """The memory one job may use here: `memory.SAFETY_FRACTION` of the smallest visible GPU's memory (or,
-        without a GPU, of the RAM, capped by the cgroup limit) divided by the jobs running at once
-        (``local_workers``, at least 1). Every worker's job lands on the same GPU (the core takes the current
-        CUDA device; workers are not spread over GPUs), so the workers share one GPU's memory."""
-        workers = self.settings.workers
+        """The memory one job may use here: `memory.SAFETY_FRACTION` of the smallest visible GPU's memory divided
+        by the jobs sharing one GPU at most (the workers spread round robin over the GPUs: `gpu_slots`), or,
+        without a GPU, of the RAM (capped by the cgroup limit) divided by the jobs running at once
+        (``local_workers``, at least 1)."""
+        workers = self.workers()
         jobs = max(1, workers)
         share = f"{jobs} local workers" if workers > 1 else f"{jobs} job at a time"
-        gpus = memory.gpu_memory_gb()
-        if gpus:
-            return memory.per_job(min(gpus), "of GPU memory (the smallest visible GPU)", jobs, share)
+        gpu_memory = memory.gpu_memory_gb()
+        if gpu_memory:
+            slots = [gpu for gpu in self.worker_gpus() if gpu is not None]
+            per_gpu = max((slots.count(gpu) for gpu in set(slots)), default=jobs)
+            if slots:
+                gpus = len(set(slots))
+                share = f"{per_gpu} job{'s' if per_gpu > 1 else ''} per GPU ({jobs} local workers over {gpus} GPUs)"
+            return memory.per_job(min(gpu_memory), "of GPU memory (the smallest visible GPU)", per_gpu, share)
         return memory.per_job(memory.ram_gb(), "of RAM", jobs, share)
 
     def run(
@@ -155,7 +241,7 @@ class LocalExecutor:
             with _ProgressBar(
                 len(study_of), enabled=self.settings.progress and bool(jobs), title=title
             ) as bar:
-                if self.settings.workers == 0:
+                if self.workers() == 0:
                     self._run_here(jobs, store, sweep, study_of, watch, bar)
                 else:
                     self._run_pool(jobs, store, sweep, study_of, watch, bar)
@@ -223,15 +309,17 @@ class LocalExecutor:
         watch: RunRows,
         bar: _ProgressBar,
     ) -> None:
-        workers = self.settings.workers
+        slot_gpus = self.worker_gpus()  # a process takes a free slot, and the slot's GPU
+        workers = len(slot_gpus)
         context = multiprocessing.get_context(self.settings.start_method)
         threads = self.settings.threads or max(1, (os.cpu_count() or 1) // workers)
         waiting = list(jobs)
-        running: list[tuple[Any, list[Trial]]] = []
+        running: list[tuple[Any, list[Trial], int]] = []
         try:
             while waiting or running:
                 while waiting and len(running) < workers:
                     job = waiting.pop(0)
+                    slot = min(set(range(workers)) - {used for _, _, used in running})
                     args = (
                         self.job_fn,
                         job,
@@ -240,15 +328,17 @@ class LocalExecutor:
                         row_studies(job, study_of),  # this job's trials only: pickled for the process
                         str(job_checkpoint_dir(store, job)),
                         threads,
+                        slot_gpus[slot],
                     )
                     process = context.Process(target=_run_in_child, args=args, daemon=False)
-                    process.start()
-                    running.append((process, job))
+                    with _visible_devices(slot_gpus[slot]):
+                        process.start()
+                    running.append((process, job, slot))
                 time.sleep(self.settings.poll_s)
-                still: list[tuple[Any, list[Trial]]] = []
-                for process, job in running:
+                still: list[tuple[Any, list[Trial], int]] = []
+                for process, job, slot in running:
                     if process.is_alive():
-                        still.append((process, job))
+                        still.append((process, job, slot))
                         continue
                     process.join()
                     if process.exitcode != 0:
@@ -258,7 +348,7 @@ class LocalExecutor:
                 running = still
                 bar.show(watch.refresh().states(study_of))
         finally:
-            for process, _ in running:  # interrupted: stop our own workers, by their pids
+            for process, _, _ in running:  # interrupted: stop our own workers, by their pids
                 process.terminate()
                 process.join(timeout=10)
 

@@ -1,7 +1,7 @@
 """How much memory one job may use where it will run: the ``auto`` default of ``--memory-budget-gb``.
 
-The planner (`kdgrid.grid.plan.plan_jobs`) splits a group of trials into jobs whose students' estimated memory
-adds up to at most a budget. The right budget is that of ONE job on the machine where jobs run, which only the
+The planner (`kdgrid.grid.plan.plan_jobs`) splits a group of trials into jobs whose estimated peak
+(`kdgrid.grid.memory_estimate`) is at most a budget. The right budget is that of ONE job on the machine where jobs run, which only the
 executor knows (how many jobs share a GPU or a node's RAM); each executor's ``memory_budget()`` derives it from
 the readers below. Every amount is in GiB (what SLURM's ``--mem=32GB`` and `estimate_trial_memory_gb` mean by GB).
 
@@ -20,8 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# Of the memory a job may use, leave this share to what the estimate leaves out: the teacher's weights and
-# activations, the CUDA context or the Python process, the data.
+# Of the memory a job may use, leave this share to what the estimate leaves out: the CUDA context or the Python
+# process and its libraries, the tokenized data, the allocator's fragmentation.
 SAFETY_FRACTION = 0.9
 GIB = 2**30
 # cgroup v1 writes "no limit" as a huge number (about 2^63 rounded to a page); anything above 2^60 means none.
@@ -143,6 +143,16 @@ def gpu_memory_gb() -> list[float]:
         except (OSError, subprocess.SubprocessError, ValueError):
             pass
     return _gpu_memory_gb_from_torch()
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` names them: its entries where it is set, else
+    the indices ``0 .. n-1`` of the GPUs found (`gpu_memory_gb`); [] without a GPU."""
+    visible_env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible_env is not None:
+        named = [v.strip() for v in visible_env.split(",") if v.strip()]
+        return named if gpu_memory_gb() else []
+    return [str(index) for index in range(len(gpu_memory_gb()))]
 
 
 def _gpu_memory_gb_from_torch() -> list[float]:

@@ -84,3 +84,12 @@ def test_store_read_smoke(tmp_path: Path) -> None:
         # every read returns every row: the cache never loses or duplicates one
         assert read["rows"] == (rows + arrivals if "arrivals" in name or "compact" in name else rows), name
         assert positive(read["s"])
+
+
+def test_memory_estimate_smoke(tmp_path: Path) -> None:
+    report = run_script("memory_estimate", tmp_path)
+    assert [run["students"] for run in report["runs"]] == report["config"]["sizes"] == [1, 2]
+    for run in report["runs"]:
+        assert positive(run["estimate_over_measured"]) and run["measured_mb"] > 0 and run["estimate_mb"] > 0
+    # one more student costs more, in the estimate and in the measurement
+    assert report["runs"][1]["estimate_mb"] > report["runs"][0]["estimate_mb"]

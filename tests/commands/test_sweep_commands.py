@@ -221,11 +221,13 @@ def test_store_compact_command(tmp_path: Path) -> None:
 
 
 # -- the memory budget per job ---------------------------------------------------------------------------------------
-def trial_memory_gb(sweep: Path) -> float:
-    """The planner's estimate for one trial of `sweep_file` (all its trials have the same student)."""
-    from kdgrid.grid import estimate_trial_memory_gb, load_sweep
+def budget_for_jobs_of(sweep: Path, trials: int) -> float:
+    """A budget (GB) with room for jobs of ``trials`` trials of `sweep_file`, not one more: the planner's estimate
+    of such a job plus half of what one more trial adds (all its trials have the same student and shapes)."""
+    from kdgrid.grid import estimate_job_memory_gb, estimate_trial_memory_gb, load_sweep
 
-    return estimate_trial_memory_gb(load_sweep(sweep).trials[0].trial)
+    first = load_sweep(sweep).trials[0].trial
+    return estimate_job_memory_gb([first] * trials) + 0.5 * estimate_trial_memory_gb(first)
 
 
 def fake_machine(monkeypatch: pytest.MonkeyPatch, ram_gb: float) -> None:
@@ -241,10 +243,10 @@ def test_the_memory_budget_comes_from_the_machine_and_plan_status_and_run_agree(
     from kdgrid.launch.local import LocalExecutor
 
     sweep, store = sweep_file(tmp_path), tmp_path / "store"
-    per_trial = trial_memory_gb(sweep)
-    fake_machine(monkeypatch, ram_gb=2.5 * per_trial / 0.9)  # room for 2 trials per job, not 3
+    budget = budget_for_jobs_of(sweep, 2)
+    fake_machine(monkeypatch, ram_gb=budget / 0.9)  # room for 2 trials per job, not 3
     plan = as_json("plan", sweep, "--store", store)
-    assert plan["memory_budget_gb"] == pytest.approx(2.5 * per_trial)
+    assert plan["memory_budget_gb"] == pytest.approx(budget)
     assert plan["memory_budget"].startswith("auto: ") and plan["memory_budget"].endswith(
         "GB of RAM / 1 job at a time"
     )
@@ -278,7 +280,7 @@ def test_an_explicit_memory_budget_wins_and_zero_turns_it_off(
     monkeypatch.setattr(
         memory, "gpu_memory_gb", lambda: pytest.fail("an explicit budget must not read the GPUs")
     )
-    given = 1.5 * trial_memory_gb(sweep)
+    given = budget_for_jobs_of(sweep, 1)
     plan = as_json("plan", sweep, "--store", store, "--memory-budget-gb", str(given))
     assert plan["memory_budget_gb"] == pytest.approx(given) and plan["memory_budget"].startswith("given: ")
     assert plan["jobs"] == 7  # one trial per job
@@ -291,7 +293,7 @@ def test_slurm_plans_to_the_tasks_memory_or_to_no_budget_without_it(
 ) -> None:
     sweep, store = sweep_file(tmp_path), tmp_path / "store"
     fake_machine(monkeypatch, ram_gb=1e-6)  # the login node's memory must not matter
-    mem_gb = 2.5 * trial_memory_gb(sweep) / 0.9
+    mem_gb = budget_for_jobs_of(sweep, 2) / 0.9
     plan = as_json("plan", sweep, "--store", store, "-e", "slurm", "--set", f"slurm_mem_gb={mem_gb}")
     assert plan["memory_budget_gb"] == pytest.approx(0.9 * mem_gb) and "slurm_mem_gb" in plan["memory_budget"]
     assert plan["jobs"] == 4

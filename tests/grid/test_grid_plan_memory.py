@@ -1,16 +1,112 @@
-"""The planner's memory estimates: each trial is costed with its own batch size and length."""
+"""The planner's memory estimates: each trial is costed with its own batch size and length, and a job's peak
+counts every student's weights and optimizer state but only one student's activations and one teacher."""
 
 from __future__ import annotations
 
-from kdgrid.grid.plan import estimate_trial_memory_gb, plan_jobs
-from kdgrid.trial import Trial
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from kdgrid.grid import estimate_job_memory_gb, estimate_trial_memory_gb, load_sweep, plan_jobs
+from kdgrid.grid.memory_estimate import (
+    KNOWLEDGE_FEATURES,
+    PROJECTED_KNOWLEDGE,
+    memory_key,
+    student_activation_bytes,
+    teacher_bytes,
+    teacher_shape,
+)
+from kdgrid.trial import Trial, group_key
+
+ROOT = Path(__file__).resolve().parents[2]
+GIB = 2**30
 
 
 def test_a_small_group_planned_first_does_not_lend_its_estimate_to_a_large_one() -> None:
     common = dict(task="polarity", teacher="minilm-l6", student="bert-small")
     small = Trial(**common, batch_size=8, max_length=64)
     large = [Trial(**common, batch_size=64, max_length=512, lr=lr, seed=1) for lr in (1e-4, 2e-4, 3e-4)]
-    budget = 1.5 * estimate_trial_memory_gb(large[0])  # room for one large trial per job, not two
-    assert estimate_trial_memory_gb(small) < budget / 3
+    # room for one large trial per job, not two
+    budget = estimate_job_memory_gb(large[:1]) + 0.5 * estimate_trial_memory_gb(large[0])
+    assert estimate_job_memory_gb([small]) < budget / 3
     jobs = plan_jobs([small, *large], memory_budget_gb=budget)  # the small group (seed 0) is planned first
     assert sorted(len(job) for job in jobs) == [1, 1, 1, 1]
+
+
+def test_every_field_the_estimate_reads_is_part_of_its_cache_key() -> None:
+    base = Trial(
+        task="mrpc", teacher="bert-base", student="bert-mini", knowledge=("hidden_mse",), strategy="Last"
+    )
+    changes = dict(
+        student="bert-small",
+        batch_size=64,
+        max_length=256,
+        knowledge=("gram",),
+        strategy="Last-1",
+        projection="mlp",
+        teacher="bert-large",
+        task="rte",
+    )
+    for field, value in changes.items():
+        other = dataclasses.replace(base, **{field: value})
+        assert memory_key(other) != memory_key(base), field
+        if (
+            field != "task"
+        ):  # the task picks the teacher (its shape here is the same BERT-base for every task)
+            assert estimate_job_memory_gb([other]) != estimate_job_memory_gb([base]), field
+
+
+def test_a_job_counts_one_students_activations_and_one_teacher() -> None:
+    trial = Trial(task="mrpc", teacher="bert-base", student="bert-small", knowledge=("hidden_mse",))
+    mates = [dataclasses.replace(trial, lr=lr) for lr in (1e-4, 2e-4, 3e-4, 4e-4)]
+    one, four = estimate_job_memory_gb(mates[:1]), estimate_job_memory_gb(mates)
+    # three more students add their weights, gradients and AdamW moments, nothing else
+    assert four - one == pytest.approx(3 * estimate_trial_memory_gb(trial))
+    assert one == pytest.approx(
+        estimate_trial_memory_gb(trial) + (student_activation_bytes(trial) + teacher_bytes([trial])) / GIB
+    )
+    # the teacher: BERT-base's fp32 weights at least
+    assert teacher_bytes([trial]) > teacher_shape("bert-base", "mrpc").param_count() * 4
+
+
+def test_the_teacher_features_follow_the_knowledge_and_layers_the_students_read() -> None:
+    base = Trial(
+        task="mrpc", teacher="bert-base", student="bert-tiny", strategy="Last-1", knowledge=("hidden_mse",)
+    )
+    every_layer = dataclasses.replace(base, strategy="First")
+    scores = dataclasses.replace(base, knowledge=("attention_mse_sum",))
+    assert teacher_bytes([base]) < teacher_bytes([every_layer]) < teacher_bytes([base, every_layer, scores])
+    assert teacher_bytes([base, base]) == teacher_bytes([base])  # one pass, whatever number of readers
+
+
+def test_the_teacher_shape_is_read_without_loading(tmp_path: Path) -> None:
+    assert teacher_shape("bert-large", "rte").layers == 24
+    assert teacher_shape("textattack/bert-base-uncased-MRPC", "mrpc").width == 768
+    assert teacher_shape("minilm-l6", "polarity").width == 384
+    (tmp_path / "config.json").write_text(
+        '{"num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128}'
+    )
+    assert teacher_shape(str(tmp_path), "mrpc").layers == 3
+
+
+def test_the_knowledge_table_matches_the_registry() -> None:
+    from kdgrid.core.knowledge import KNOWLEDGE
+
+    assert {name: {feature} for name, feature in KNOWLEDGE_FEATURES.items()} == {
+        name: set(spec.needs) for name, spec in KNOWLEDGE.items()
+    }
+    assert {name for name, spec in KNOWLEDGE.items() if spec.needs_projection} == PROJECTED_KNOWLEDGE
+
+
+def test_a_150_student_table5_group_is_one_job_on_an_80_gb_gpu() -> None:
+    """Table 5 (3 students x 10 knowledge x 5 strategies per task) with BERT-base teachers: one teacher pass
+    per task at the 72 GB budget of an 80 GB GPU (0.9 x 80)."""
+    trials = [planned.trial for planned in load_sweep(ROOT / "sweeps" / "table5_single_match.yaml").trials]
+    jobs = plan_jobs(trials, memory_budget_gb=72.0)
+    per_group: dict[tuple, int] = {}
+    for job in jobs:
+        per_group[group_key(job[0])] = per_group.get(group_key(job[0]), 0) + 1
+    assert len(per_group) == 8 and set(per_group.values()) == {1}
+    assert sorted({len(job) for job in jobs}) == [150]
+    assert all(estimate_job_memory_gb(job) <= 72.0 for job in jobs)

@@ -113,9 +113,19 @@ def test_local_budget_on_a_gpu_machine_is_the_smallest_gpu_shared_by_the_workers
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake_machine(monkeypatch, ram_gb=512.0, gpus_gb=[80.0, 40.0])
-    budget = LocalExecutor(local_workers=2, local_progress=False).memory_budget()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # four workers spread round robin over two GPUs: two jobs share each GPU
+    budget = LocalExecutor(local_workers=4, local_progress=False).memory_budget()
     assert budget.gb == pytest.approx(0.9 * 40.0 / 2)
-    assert "40.0 GB of GPU memory" in budget.basis and "2 local workers" in budget.basis
+    assert "40.0 GB of GPU memory" in budget.basis and "2 jobs per GPU (4 local workers over 2 GPUs)" in budget.basis
+    # two workers: a GPU each, the smallest GPU's memory each
+    alone = LocalExecutor(local_workers=2, local_progress=False).memory_budget()
+    assert alone.gb == pytest.approx(0.9 * 40.0) and "1 job per GPU (2 local workers over 2 GPUs)" in alone.basis
+    # local_jobs_per_gpu=3: six workers, three per GPU
+    packed = LocalExecutor(local_jobs_per_gpu=3, local_progress=False)
+    assert packed.workers() == 6 and packed.memory_budget().gb == pytest.approx(0.9 * 40.0 / 3)
+    # in this process (no workers): one job at a time on the default GPU
+    assert LocalExecutor(local_progress=False).memory_budget().gb == pytest.approx(0.9 * 40.0)
 
 
 def test_slurm_budget_is_the_tasks_memory_and_none_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
