@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import huggingface_hub.constants
+
 from kdgrid.core.data import get_task
 from kdgrid.core.models import (
     TEACHERS,
@@ -38,8 +40,19 @@ _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 PAPER_TEACHER_IDS = frozenset(spec.hub_name for table in TEACHERS.values() for spec in table.values())
 
 
-@functools.cache
+def _hub_cache() -> str:
+    """Where this process reads the Hugging Face cache now: part of the memo keys below, so an answer read from
+    one cache is never given for another (a process that points ``HF_HUB_CACHE`` elsewhere reads again)."""
+    return str(huggingface_hub.constants.HF_HUB_CACHE)
+
+
 def teacher_shape(teacher: str, task: str) -> StudentShape | None:
+    """The shape of a trial's teacher (memoised per Hugging Face cache location; `_teacher_shape`)."""
+    return _teacher_shape(teacher, task, _hub_cache())
+
+
+@functools.cache
+def _teacher_shape(teacher: str, task: str, hub_cache: str) -> StudentShape | None:
     """The shape of a trial's teacher, or None where only the network could tell (an unlisted Hub name not in
     the local Hugging Face cache). A paper teacher's shape is its cached config's where the Hub cache has it,
     else the shape kdgrid declares (`kdgrid.core.models.TEACHERS`; the job checks it against the real config
@@ -55,8 +68,13 @@ def teacher_shape(teacher: str, task: str) -> StudentShape | None:
     return None
 
 
-@functools.cache
 def teacher_head_problems(teacher: str, task: str) -> tuple[str, ...]:
+    """`_teacher_head_problems`, memoised per Hugging Face cache location."""
+    return _teacher_head_problems(teacher, task, _hub_cache())
+
+
+@functools.cache
+def _teacher_head_problems(teacher: str, task: str, hub_cache: str) -> tuple[str, ...]:
     """Why the teacher's head does not fit the task (label count, regression or classification), where its
     config is on this machine (a local directory, the Hugging Face cache); empty where it fits or is unknown
     here (the job's pre-flight reads the config then). The offline alias is fine-tuned for its task."""
