@@ -93,9 +93,10 @@ def option_problems(trial: Trial) -> list[str]:
 
 
 @functools.cache
-def _teacher_config(directory: str) -> tuple[int, str | None, int] | None:
+def _teacher_config(directory: str, modified_ns: int) -> tuple[int, str | None, int] | None:
     """(num_labels, problem_type, max_position_embeddings) of a local teacher directory's config.json, or None
-    when it has none (`kdgrid.core.models.resolve_teacher` names that problem)."""
+    when it has none (`kdgrid.core.models.resolve_teacher` names that problem). ``modified_ns`` (the file's
+    mtime) keys the cache, so a config changed since is read again."""
     # Imported here: transformers costs about 2 s, and only a local teacher needs it.
     from transformers import AutoConfig
 
@@ -115,7 +116,8 @@ def teacher_config_problems(trial: Trial) -> list[str]:
     if not directory.is_dir():
         return []
     try:
-        facts = _teacher_config(str(directory.resolve()))
+        config = directory.resolve() / "config.json"
+        facts = _teacher_config(str(config.parent), config.stat().st_mtime_ns if config.is_file() else -1)
         task = get_task(trial.task)
     except KdgridError as error:
         return [str(error)]

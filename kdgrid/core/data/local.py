@@ -359,7 +359,9 @@ def _read_split(task: TaskSpec, split: str, path: Path) -> dict[str, list[Any]]:
 
 
 @functools.cache
-def _file_problems(task: TaskSpec) -> tuple[str, ...]:
+def _file_problems(task: TaskSpec, stamps: tuple[tuple[str, int, int], ...]) -> tuple[str, ...]:
+    """The problems of a task's files; ``stamps`` (path, size, mtime of each) keys the cache, so a file fixed
+    since is read again."""
     problems = []
     files = task_files(task)
     for split in task.split_names:
@@ -377,7 +379,11 @@ def local_data_problems(task: TaskSpec) -> list[str]:
     fetched), give no problems."""
     if task.source != "local" or task.param("files") is None:
         return []
-    return list(_file_problems(task))
+    stamps = []
+    for path in task_files(task).values():
+        stat = path.stat() if path.is_file() else None
+        stamps.append((str(path), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1))
+    return list(_file_problems(task, tuple(stamps)))
 
 
 def load_local_splits(task: TaskSpec) -> dict[str, Any]:
