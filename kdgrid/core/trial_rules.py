@@ -21,8 +21,8 @@ import functools
 import math
 from pathlib import Path
 
-from kdgrid.core.data import get_task
-from kdgrid.core.data.local import local_data_problems
+from kdgrid.core.data import TaskSpec, get_task
+from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.matching import canonical_strategy, layer_pairs
 from kdgrid.core.models import MAX_POSITIONS, StudentShape
 from kdgrid.core.options import option_problems as options_problems
@@ -105,7 +105,8 @@ def _teacher_config(directory: str, modified_ns: int) -> tuple[int, str | None, 
     try:
         config = AutoConfig.from_pretrained(directory)
     except (OSError, ValueError) as error:
-        raise ConfigError(f"teacher {directory}: config.json cannot be read ({error})") from None
+        reason = " ".join(str(error).split())[:300]
+        raise ConfigError(f"teacher {directory}: config.json cannot be read ({reason})") from None
     return config.num_labels, config.problem_type, getattr(config, "max_position_embeddings", MAX_POSITIONS)
 
 
@@ -118,7 +119,7 @@ def teacher_config_problems(trial: Trial) -> list[str]:
     try:
         config = directory.resolve() / "config.json"
         facts = _teacher_config(str(config.parent), config.stat().st_mtime_ns if config.is_file() else -1)
-        task = get_task(trial.task)
+        task = task_of(trial.task)
     except KdgridError as error:
         return [str(error)]
     if facts is None:
@@ -142,11 +143,23 @@ def teacher_config_problems(trial: Trial) -> list[str]:
     return problems
 
 
+@functools.lru_cache(maxsize=256)
+def _task_as_of(name: str, modified_ns: int) -> TaskSpec:
+    return get_task(name)
+
+
+def task_of(name: str) -> TaskSpec:
+    """`get_task`, a local spec file read once per version of it (sweep expansion asks once per trial)."""
+    path = Path(name).expanduser()
+    stamp = path.stat().st_mtime_ns if is_spec_path(name) and path.is_file() else 0
+    return _task_as_of(name, stamp)
+
+
 def local_file_problems(trial: Trial) -> list[str]:
     """What the local files the trial names say against it: a local task's data files (read once per task:
     readable, a non-empty train and dev split, labels in range) and a local teacher's config.json."""
     try:
-        task = get_task(trial.task)
+        task = task_of(trial.task)
     except KdgridError as error:
         return [str(error)]
     return local_data_problems(task) + teacher_config_problems(trial)
