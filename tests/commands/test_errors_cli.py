@@ -274,3 +274,10 @@ def test_a_run_refused_by_the_pre_flight_creates_no_store(
     monkeypatch.setenv("KDGRID_CACHE", str(tmp_path / "empty-cache"))  # no fine-tuned teacher here
     sweep = sweep_file(tmp_path, task="synthetic-single-binary", teacher="minilm-l6", init="random")
     refused("run", sweep, store=tmp_path / "store", facts=["pre-flight", "minilm-l6"])
+
+
+@pytest.mark.parametrize("args", [["tables", "all"], ["figures"]])
+def test_tables_and_figures_refuse_a_store_that_is_a_file(tmp_path: Path, args: list[str]) -> None:
+    store = tmp_path / "results"
+    store.write_text("not a store")
+    refused(*args, store=store, facts=[str(store), "not a directory"])
