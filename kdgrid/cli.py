@@ -1,6 +1,9 @@
 """The `kdgrid` command line: one Typer app; each area's commands live in `kdgrid.commands.<area>`.
 
-Errors a user can act on (`KdgridError`) are printed as one message, without a traceback, with exit status 2.
+Errors a user can act on are printed as one message, without a traceback, with exit status 2: a `KdgridError`,
+and an `OSError` from the filesystem (a path that is a file where a directory is needed, a full disk, no
+permission), named by its file. The message is printed as plain text, never read as Rich markup, so text such
+as ``[bold]`` or ``[/`` in a file name or a YAML value is shown as it is.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from kdgrid.commands import analysis, assets, core, prefetch, store, sweep
 from kdgrid.errors import KdgridError
@@ -30,13 +34,31 @@ for area in (sweep, prefetch, core, analysis, store, assets):
     area.register(app)
 
 
+EXIT_USER_ERROR = 2
+
+
+def error_message(error: BaseException) -> str:
+    """What the CLI prints after ``error:`` for an error the user can act on."""
+    if isinstance(error, OSError) and not isinstance(error, KdgridError):
+        what = error.strerror or type(error).__name__
+        names = [str(name) for name in (error.filename, error.filename2) if name is not None]
+        return f"{' -> '.join(names)}: {what}" if names else f"{what}: {error}"
+    return str(error)
+
+
+def print_error(error: BaseException) -> None:
+    """``error: <message>`` on stderr, the message as plain text (a `Text`, never parsed as markup)."""
+    line = Text.assemble(("error:", "bold red"), " ", error_message(error))
+    Console(stderr=True).print(line, highlight=False, soft_wrap=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     try:
         app(args=argv, prog_name="kdgrid")
-    except KdgridError as error:
-        Console(stderr=True).print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+    except (KdgridError, OSError) as error:
+        print_error(error)
+        sys.exit(EXIT_USER_ERROR)
 
 
 if __name__ == "__main__":

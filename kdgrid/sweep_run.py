@@ -95,11 +95,30 @@ def executor_and_budget(
     return runner, memory_budget(memory_budget_gb, runner)
 
 
+def check_limits(max_group_size: int, max_attempts: int | None = None) -> None:
+    """``--max-group-size`` (0 = no limit) and ``--max-attempts`` (None: not retrying) must not be negative.
+
+    Raises:
+        ConfigError: naming the option and what it allows.
+    """
+    if max_group_size < 0:
+        raise ConfigError(
+            f"--max-group-size: expected a number of trials >= 0 (0 = no limit), got {max_group_size}"
+        )
+    if max_attempts is not None and max_attempts < 0:
+        raise ConfigError(f"--max-attempts: expected a number of failed attempts >= 0, got {max_attempts}")
+
+
 def plan_sweep_jobs(
     trials: Iterable[Trial], max_group_size: int, budget_gb: float | None
 ) -> list[list[Trial]]:
     """`kdgrid.grid.plan_jobs` with the commands' conventions: ``max_group_size`` 0 and ``budget_gb`` None
-    mean no limit."""
+    mean no limit.
+
+    Raises:
+        ConfigError: a negative ``max_group_size``, naming the option.
+    """
+    check_limits(max_group_size)
     return plan_jobs(trials, max_group_size=max_group_size or None, memory_budget_gb=budget_gb)
 
 
@@ -283,7 +302,8 @@ def run_sweep(
             then.
     """
     store = Path(store)
-    spec = load_named_sweep(sweep, store_dir=store)
+    check_limits(max_group_size, max_attempts)
+    spec = load_named_sweep(sweep, store_dir=store)  # also checks that the store could be created
     return _run_loaded(
         spec,
         str(sweep),
@@ -317,10 +337,7 @@ def _run_loaded(
 ) -> SweepRun:
     """The body of `run_sweep` for a loaded sweep (``named``: how the user named it, for messages)."""
     runner, budget = executor_and_budget(executor, executor_settings, memory_budget_gb)
-    problems = store_problems(store, create=True)
-    if problems:
-        raise ConfigError("; ".join(problems))
-    state = sweep_state(spec, store)
+    state = sweep_state(spec, store)  # a store that does not exist yet holds no rows
     before = SweepCounts.of(state)
     to_run, note = _to_run(state, max_attempts)
     log(
@@ -334,6 +351,10 @@ def _run_loaded(
         check_init_checkpoints(to_run)  # local files first: every missing checkpoint named before the Hub check
         worker_environment = hub_environment(to_run, named, online=online)
         check_trials_here(to_run)
+    # Created only now: a run refused above leaves no trace in the store.
+    problems = store_problems(store, create=True)
+    if problems:
+        raise ConfigError("; ".join(problems))
     study_of = spec.study_of()
     record_membership(store, spec.name, study_of)
     if not to_run:

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from kdgrid.commands.arguments import check_store_argument
+
 StoreOpt = Annotated[Path, typer.Option("--store", help="The results store.")]
 KindOpt = Annotated[
     str,
@@ -37,12 +39,15 @@ def tables(
 
     check_format(fmt)
     table_names(table)  # an unknown table is refused before the store is read
+    check_store_argument(store)
     tidy = load_tidy(store, kind)
     report = build_report(tidy, table, store, compare=compare)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(render_report(report, fmt, store))
-        Console(stderr=True).print(f"wrote {len(report.views)} table(s) to {out}")
+        Console(stderr=True).print(
+            f"wrote {len(report.views)} table(s) to {out}", markup=False, highlight=False
+        )
         return
     if fmt != "terminal":
         typer.echo(render_report(report, fmt, store), nl=False)
@@ -56,7 +61,8 @@ def tables(
         console.print()
     for name in report.missing:
         label = "the demo table" if name == "demo" else f"Table {name}"
-        console.print(f"[dim]no trials of {label} in {store} (sweep: {sweep_files(name)[0]})[/]")
+        line = f"no trials of {label} in {store} (sweep: {sweep_files(name)[0]})"
+        console.print(line, style="dim", markup=False, highlight=False)
 
 
 def figures(
@@ -70,6 +76,7 @@ def figures(
     from analysis.figures import write_store_figures
     from kdgrid.errors import KdgridError
 
+    check_store_argument(store)
     written = write_store_figures(store, out, kind=kind)
     if not written:
         raise KdgridError(
@@ -78,8 +85,8 @@ def figures(
         )
     console = Console()
     for path in written:
-        console.print(str(path))
-    console.print(f"[green]{len(written)} file(s)[/] in {out}")
+        console.print(str(path), markup=False, highlight=False)
+    console.print(f"{len(written)} file(s) in {out}", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

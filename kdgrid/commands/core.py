@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kdgrid.errors import ConfigError
 from kdgrid.grid.expand import raise_problems, trial_from_settings
@@ -62,7 +63,7 @@ def finetune(
         min_margin=min_margin,
     )
     record = finetune_teacher(
-        task, base, recipe, force=force, log=lambda m: console.print(m, highlight=False)
+        task, base, recipe, force=force, log=lambda m: console.print(m, markup=False, highlight=False)
     )
     typer.echo(json.dumps({"path": str(record.path), **record.info}, indent=1, sort_keys=True))
 
@@ -111,7 +112,7 @@ def _table(results: list[Any]) -> Any:
             return ", ".join(f"{k}={v:.4f}" for k, v in dev.items())
 
         status = result.status if result.status == "done" else f"failed: {result.error_message}"
-        table.add_row(
+        cells = (
             trial.trial_id,
             trial.student,
             "+".join(trial.knowledge) or "-",
@@ -122,6 +123,7 @@ def _table(results: list[Any]) -> Any:
             str(result.best_epoch or "-"),
             f"{result.wall_time_s:.1f}" if result.wall_time_s is not None else "-",
         )
+        table.add_row(*(Text(cell) for cell in cells))  # Text: an error message is never markup
     return table
 
 

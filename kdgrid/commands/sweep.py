@@ -17,7 +17,9 @@ import typer
 import yaml
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from kdgrid.commands.arguments import check_store_argument
 from kdgrid.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -159,7 +161,7 @@ def _failed_trials(state: SweepState, study_of: dict[str, str]) -> list[dict[str
 
 
 def _print_summary(summary: dict[str, Any], title: str) -> None:
-    table = Table(title=title, show_header=True)
+    table = Table(title=Text(title), show_header=True)  # Text: a sweep's name or path is never markup
     table.add_column("")
     table.add_column("value", justify="right")
     rows = [
@@ -188,7 +190,8 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
     console = Console()
     console.print(table)
     if len(summary["studies"]) > 1:
-        console.print("studies: " + ", ".join(f"{k} {v:,}" for k, v in summary["studies"].items()))
+        studies = ", ".join(f"{k} {v:,}" for k, v in summary["studies"].items())
+        console.print("studies: " + studies, markup=False, highlight=False)
     console.print(f"[dim]memory budget: {summary['memory_budget']}[/]", highlight=False)
     if estimate["seconds"] is not None:
         console.print(f"[dim]estimate: {estimate['basis']}[/]")
@@ -214,6 +217,7 @@ def _show(
     from kdgrid.grid.state import running_trials, sweep_state
     from kdgrid.sweep_run import executor_and_budget, load_named_sweep
 
+    check_store_argument(store)
     spec = load_named_sweep(sweep_path)
     if check_checkpoints:
         check_init_checkpoints(planned.trial for planned in spec.trials)

@@ -28,6 +28,7 @@ from kdgrid.core.capture import FeatureCapture
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.job import Job, TeacherInfo, load_job, teacher_forward
 from kdgrid.core.objective import DivergenceError, captured_layers
+from kdgrid.core.options import DEFAULT_AUTO_BATCHES
 from kdgrid.core.planning import TrialPlan, plan_trial, validate_trials
 from kdgrid.core.runtime import Runtime, make_runtime
 from kdgrid.core.student import (
@@ -64,10 +65,6 @@ __all__ = [
     "train_step",
     "validate_trials",
 ]
-
-DEFAULT_AUTO_BATCHES = (
-    10  # warm-up batches that calibrate "auto" knowledge weights (trial option auto_batches)
-)
 
 
 def teacher_capture_needs(runs: list[StudentRun]) -> tuple[frozenset[str], frozenset[int]]:

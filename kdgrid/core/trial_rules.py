@@ -1,17 +1,31 @@
-"""The rules a trial must satisfy, checked without data, weights or the network: one home for every check that
-sweep expansion (`kdgrid.grid.checks`), ``kdgrid trial`` and the trainer's pre-flight (`kdgrid.core.planning`)
-make, so each message is written once.
+"""The rules a trial must satisfy, checked without weights or the network: one home for every check that
+sweep expansion (`kdgrid.grid.checks`, so ``kdgrid plan``), ``kdgrid trial`` and the trainer's pre-flight
+(`kdgrid.core.planning`, so ``kdgrid run``) make, so each message is written once and ``plan`` refuses what
+``run`` would.
 
-What needs the machine (a local checkpoint's shape, a fine-tuned offline teacher) is checked by the core only
+- `number_problems`: every number in its range (finite; temperature at least `MIN_TEMPERATURE`; max_length within
+  the models' position embeddings).
+- `option_problems`: ``options`` against their declarations (`kdgrid.core.options`).
+- `local_file_problems`: what the local files a trial names say (read once per file, no weights): a local task's
+  data files (readable, a non-empty train and dev split, labels in range) and a local teacher's config.json
+  (its label count and task type against the task's, its position embeddings against max_length).
+- `combination_problems`: strategy, init, shapes and heads that cannot go together.
+
+What needs weights (a local checkpoint's shape, a fine-tuned offline teacher) is checked by the core only
 (`kdgrid.core.init.check_init`, `kdgrid.core.models.resolve_teacher`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from pathlib import Path
 
+from kdgrid.core.data import TaskSpec, get_task
+from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.matching import canonical_strategy, layer_pairs
-from kdgrid.core.models import StudentShape
+from kdgrid.core.models import MAX_POSITIONS, StudentShape
+from kdgrid.core.options import option_problems as options_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.trial import Trial
@@ -19,6 +33,10 @@ from kdgrid.trial import Trial
 INIT_SCHEMES = ("random", "pretrain", "general_distillation", "preload")  # see `kdgrid.core.init`
 PROJECTIONS = ("linear", "mlp", "none")
 NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to learn from"
+# The smallest temperature allowed: the soft labels are softmax(logits / T), and below this T the logits of a
+# trained classifier (magnitudes up to about 20) give a one-hot target, or overflow float16 (max 65504) under AMP
+# for logits / T above that: the loss turns infinite or NaN instead of teaching anything.
+MIN_TEMPERATURE = 0.01
 GENERAL_DISTILLATION_NEEDS_INIT_FROM = (
     "init 'general_distillation' needs init_from: the directory of a general-distillation checkpoint"
 )
@@ -38,15 +56,26 @@ def number_problems(trial: Trial) -> list[str]:
         if not ok:
             problems.append(f"{key}={getattr(trial, key)!r} is invalid; allowed: {allowed}")
 
-    need(trial.lr > 0 and math.isfinite(trial.lr), "lr", "a positive number")
-    need(trial.temperature > 0, "temperature", "a positive number")
-    need(trial.alpha >= 0, "alpha", "a number >= 0")
-    need(trial.soft_weight >= 0, "soft_weight", "a number >= 0")
+    def finite(value: float) -> bool:
+        return math.isfinite(value)
+
+    need(trial.lr > 0 and finite(trial.lr), "lr", "a positive number")
+    need(
+        trial.temperature >= MIN_TEMPERATURE and finite(trial.temperature),
+        "temperature",
+        f"a finite number >= {MIN_TEMPERATURE:g}",
+    )
+    need(trial.alpha >= 0 and finite(trial.alpha), "alpha", "a finite number >= 0")
+    need(trial.soft_weight >= 0 and finite(trial.soft_weight), "soft_weight", "a finite number >= 0")
     need(trial.batch_size >= 1, "batch_size", "an integer >= 1")
-    need(trial.max_length >= 8, "max_length", "an integer >= 8")
+    need(
+        8 <= trial.max_length <= MAX_POSITIONS,
+        "max_length",
+        f"an integer in 8..{MAX_POSITIONS} (the position embeddings of a BERT student)",
+    )
     need(trial.epochs >= 1, "epochs", "an integer >= 1")
     need(0 <= trial.warmup_ratio < 1, "warmup_ratio", "a number in [0, 1)")
-    need(trial.weight_decay >= 0, "weight_decay", "a number >= 0")
+    need(trial.weight_decay >= 0 and finite(trial.weight_decay), "weight_decay", "a finite number >= 0")
     need(trial.projection in PROJECTIONS, "projection", ", ".join(PROJECTIONS))
     need(trial.max_train_samples is None or trial.max_train_samples >= 1, "max_train_samples", "None or >= 1")
     if isinstance(trial.beta, str):
@@ -56,6 +85,89 @@ def number_problems(trial: Trial) -> list[str]:
     if trial.soft_weight == 0 and trial.alpha == 0 and not trial.knowledge:
         problems.append(NOTHING_TO_LEARN)
     return problems
+
+
+def option_problems(trial: Trial) -> list[str]:
+    """The trial's ``options`` against their declarations (`kdgrid.core.options`): unknown keys, wrong types."""
+    return options_problems(trial.options, trial.knowledge)
+
+
+@functools.cache
+def _teacher_config(directory: str, modified_ns: int) -> tuple[int, str | None, int] | None:
+    """(num_labels, problem_type, max_position_embeddings) of a local teacher directory's config.json, or None
+    when it has none (`kdgrid.core.models.resolve_teacher` names that problem). ``modified_ns`` (the file's
+    mtime) keys the cache, so a config changed since is read again."""
+    # Imported here: transformers costs about 2 s, and only a local teacher needs it.
+    from transformers import AutoConfig
+
+    if not (Path(directory) / "config.json").is_file():
+        return None
+    try:
+        config = AutoConfig.from_pretrained(directory)
+    except (OSError, ValueError) as error:
+        reason = " ".join(str(error).split())[:300]
+        raise ConfigError(f"teacher {directory}: config.json cannot be read ({reason})") from None
+    return config.num_labels, config.problem_type, getattr(config, "max_position_embeddings", MAX_POSITIONS)
+
+
+def teacher_config_problems(trial: Trial) -> list[str]:
+    """A local teacher directory's config.json against the trial: the task's label count and type, and
+    max_length against its position embeddings (empty for a Hub teacher: only the network could tell)."""
+    directory = Path(trial.teacher).expanduser()
+    if not directory.is_dir():
+        return []
+    try:
+        config = directory.resolve() / "config.json"
+        facts = _teacher_config(str(config.parent), config.stat().st_mtime_ns if config.is_file() else -1)
+        task = task_of(trial.task)
+    except KdgridError as error:
+        return [str(error)]
+    if facts is None:
+        return []
+    num_labels, problem_type, positions = facts
+    problems = []
+    kind = "regression" if task.is_regression else f"{task.num_labels}-class classification"
+    if num_labels != task.num_labels:
+        problems.append(
+            f"teacher {trial.teacher} has {num_labels} output(s), the task {task.name!r} ({kind}) needs "
+            f"{task.num_labels}"
+        )
+    elif problem_type is not None and (problem_type == "regression") != task.is_regression:
+        problems.append(
+            f"teacher {trial.teacher} was trained for {problem_type}, the task {task.name!r} is {kind}"
+        )
+    if trial.max_length > positions:
+        problems.append(
+            f"max_length={trial.max_length} is above the {positions} position embeddings of teacher {trial.teacher}"
+        )
+    return problems
+
+
+@functools.lru_cache(maxsize=256)
+def _task_as_of(name: str, modified_ns: int) -> TaskSpec:
+    return get_task(name)
+
+
+def task_of(name: str) -> TaskSpec:
+    """`get_task`, a local spec file read once per version of it (sweep expansion asks once per trial)."""
+    path = Path(name).expanduser()
+    stamp = path.stat().st_mtime_ns if is_spec_path(name) and path.is_file() else 0
+    return _task_as_of(name, stamp)
+
+
+def local_file_problems(trial: Trial) -> list[str]:
+    """What the local files the trial names say against it: a local task's data files (read once per task:
+    readable, a non-empty train and dev split, labels in range) and a local teacher's config.json."""
+    try:
+        task = task_of(trial.task)
+    except KdgridError as error:
+        return [str(error)]
+    return local_data_problems(task) + teacher_config_problems(trial)
+
+
+def value_problems(trial: Trial) -> list[str]:
+    """Every problem of the trial's own values: `number_problems`, `option_problems`, `local_file_problems`."""
+    return number_problems(trial) + option_problems(trial) + local_file_problems(trial)
 
 
 def strategy_problems(trial: Trial) -> list[str]:
@@ -138,5 +250,5 @@ def combination_problems(trial: Trial, student: StudentShape, teacher: StudentSh
 
 
 def trial_problems(trial: Trial, student: StudentShape, teacher: StudentShape | None) -> list[str]:
-    """Every static problem of a trial: `number_problems`, then `combination_problems`."""
-    return number_problems(trial) + combination_problems(trial, student, teacher)
+    """Every problem of a trial found without weights: `value_problems`, then `combination_problems`."""
+    return value_problems(trial) + combination_problems(trial, student, teacher)

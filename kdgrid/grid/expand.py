@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kdgrid.core.trial_rules import number_problems
+from kdgrid.core.trial_rules import value_problems
 from kdgrid.errors import ConfigError
 from kdgrid.grid.checks import combination_problems
 from kdgrid.grid.spec import Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
@@ -122,10 +122,20 @@ class _StudyExpander:
         self.fixed, self.bad = normalizer.settings(study.fixed)
         self.axes: list[tuple[str, list[Any]]] = []
         for field, located in study.axes.items():
-            values = []
+            values: list[Any] = []
+            spelling: dict[Any, Any] = {}  # canonical value -> how it was first written
             for index, raw in enumerate(located.value):
                 ok, value = normalizer.value(field, Located(raw, located.source, f"{located.where}[{index}]"))
-                if ok:
+                if ok and value in spelling:
+                    if raw == spelling[value]:
+                        continue  # written twice alike: `kdgrid.grid.spec` reports it
+                    problems.add(
+                        located.source,
+                        f"{located.where}[{index}]",
+                        f"{raw!r} is the same value as {spelling[value]!r} on this axis (both are {value!r})",
+                    )
+                elif ok:
+                    spelling[value] = raw
                     values.append(value)
             if values:
                 self.axes.append((field, values))
@@ -228,7 +238,7 @@ def trial_from_settings(settings: Any, problems: Problems, source: str, where: s
 def trial_problems(trial: Trial) -> list[str]:
     """Every static problem of a trial (its numbers, then its combination), as messages; empty when it can run.
     The rules are `kdgrid.core.trial_rules`, which the trainer's pre-flight applies too."""
-    return number_problems(trial) + combination_problems(trial)
+    return value_problems(trial) + combination_problems(trial)
 
 
 def _describe(trial: Trial) -> str:
@@ -301,7 +311,7 @@ def expand(spec: SweepSpec, problems: Problems) -> Sweep:
             key = _combination_key(trial)
             if key not in checked:
                 checked[key] = combination_problems(trial)
-            messages = number_problems(trial) + checked[key]  # numbers per trial: they are not in the key
+            messages = value_problems(trial) + checked[key]  # values per trial: they are not in the key
             if messages:
                 if (key, *messages) not in reported:
                     reported.add((key, *messages))

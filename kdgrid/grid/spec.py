@@ -13,7 +13,9 @@ A sweep file (see README "Sweep files") has these top-level keys:
 ``studies``      name -> a sub-grid with its own ``description/fixed/axes/overrides/include/exclude``; the
                  top-level ``fixed``, ``axes``, ``overrides`` and ``exclude`` apply to every study
 
-YAML's silent "last duplicate key wins" is refused: a key written twice is an error.
+YAML's silent "last duplicate key wins" is refused: a key written twice is an error. So is a document that
+would expand, through aliases, to more than `MAX_YAML_NODES` nodes (an "alias bomb" of a few lines would
+otherwise take minutes and gigabytes before anything could refuse it) or that refers to itself.
 """
 
 from __future__ import annotations
@@ -75,19 +77,96 @@ SCIENTIFIC_FLOAT = re.compile(r"^[-+]?[0-9]+(?:\.[0-9]*)?[eE][-+]?[0-9]+$")
 _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", SCIENTIFIC_FLOAT, list("-+0123456789"))
 
 
+# The most nodes a YAML document may hold once its aliases are expanded: far above any sweep or trial file
+# (the paper's biggest sweep has a few hundred), far below what takes a noticeable time to build.
+MAX_YAML_NODES = 1_000_000
+
+
+class YamlTooLarge(ValueError):
+    """A YAML document that expands (through aliases) to too many nodes, or refers to itself."""
+
+
+def expanded_size(root: yaml.Node) -> int:
+    """How many nodes ``root`` holds once every alias is expanded, computed on the composed node graph (where an
+    alias is one shared node), without expanding anything.
+
+    Raises:
+        YamlTooLarge: more than `MAX_YAML_NODES`, or a node that contains itself through an alias.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            if sizes[key] > MAX_YAML_NODES:
+                raise YamlTooLarge(
+                    f"the document expands (through its aliases) to more than {MAX_YAML_NODES:,} nodes "
+                    f"(at line {node.start_mark.line + 1}); write it without aliases that multiply"
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise YamlTooLarge(
+                f"an alias at line {node.start_mark.line + 1} refers to a node that contains it"
+            )
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [item for pair in node.value for item in pair]
+    return []
+
+
+def yaml_error_message(error: yaml.YAMLError) -> str:
+    """A YAML error on one line: where (line and column, 1-based) and what, with the parser's context."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        text = f"line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+        if error.context:
+            context_mark = error.context_mark
+            where = (
+                f" at line {context_mark.line + 1}, column {context_mark.column + 1}" if context_mark else ""
+            )
+            text += f" ({error.context}{where})"
+        return " ".join(text.split())
+    return " ".join(str(error).split())
+
+
 def load_yaml(path: Path, problems: Problems) -> Any:
-    """Parse a YAML file; unreadable files, syntax errors and duplicate keys become problems."""
+    """Parse a YAML file; unreadable or binary files, syntax errors, duplicate keys and documents too large once
+    expanded become problems."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        problems.add(str(path), "", f"not a UTF-8 text file ({error.reason} at byte {error.start})")
+        return None
     except OSError as error:
-        problems.add(str(path), "", f"cannot read the sweep file ({error.strerror or error})")
+        problems.add(str(path), "", f"cannot read the file ({error.strerror or error})")
         return None
     loader = _StrictLoader(text)
     loader.duplicates = []
     try:
-        data = loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        expanded_size(node)
+        data = loader.construct_document(node)
     except yaml.YAMLError as error:
-        problems.add(str(path), "", f"not valid YAML: {error}")
+        problems.add(str(path), "", f"not valid YAML: {yaml_error_message(error)}")
+        return None
+    except YamlTooLarge as error:
+        problems.add(str(path), "", f"refused: {error}")
         return None
     finally:
         loader.dispose()

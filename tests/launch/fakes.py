@@ -35,10 +35,24 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from kdgrid.core.options import register_option
 from kdgrid.launch.worker import run_job_to_store
 from kdgrid.result import TrialResult
 from kdgrid.store import read_table
 from kdgrid.trial import Trial
+
+# The options above, declared so that sweep files using them pass validation (`kdgrid.core.options`).
+for _name in (
+    "test_raise",
+    "test_kill_once",
+    "test_log",
+    "test_raise_once",
+    "test_exit_once",
+    "test_job_log",
+):
+    register_option(_name, "text", None, "test hook of tests/launch/fakes.py")
+register_option("test_seconds", "number", None, "test hook of tests/launch/fakes.py: work time", minimum=0)
+register_option("test_epochs", "int", None, "test hook of tests/launch/fakes.py: epochs", minimum=1)
 
 
 def _now() -> str:

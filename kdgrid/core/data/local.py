@@ -21,6 +21,7 @@ polarity task is such a spec whose files come from `kdgrid.assets.polarity_files
 from __future__ import annotations
 
 import csv
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,7 +32,7 @@ import yaml
 from kdgrid.assets import polarity_files
 from kdgrid.core.data.spec import TRAIN_SPLIT, TaskSpec
 from kdgrid.core.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS
-from kdgrid.errors import ConfigError
+from kdgrid.errors import ConfigError, KdgridError
 
 SPEC_KEYS: tuple[str, ...] = (
     "name",
@@ -249,11 +250,19 @@ def task_from_file(path: str | Path) -> TaskSpec:
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"task spec file {path} does not exist")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"task spec {path}: not a UTF-8 text file ({error.reason} at byte {error.start})"
+        ) from None
+    except OSError as error:
+        raise ConfigError(f"task spec {path}: cannot be read ({error.strerror or error})") from None
     try:
         raw = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except Exception as error:  # json.JSONDecodeError, yaml.YAMLError: a parse error is the user's to fix
-        raise ConfigError(f"task spec {path}: cannot parse: {error}") from None
+        reason = " ".join(str(error).split())
+        raise ConfigError(f"task spec {path}: cannot parse: {reason}") from None
     return task_from_spec(raw, base_dir=path.parent.resolve(), where=f"task spec {path}")
 
 
@@ -269,7 +278,18 @@ def task_files(task: TaskSpec) -> dict[str, Path]:
     return {split: Path(path) for split, path in task.param("files")}
 
 
-def _read_frame(path: Path, file_format: str) -> Any:
+def _read_frame(path: Path, file_format: str, where: str) -> Any:
+    """The file as a DataFrame; a file that cannot be read or parsed as ``file_format`` is a `ConfigError`."""
+    try:
+        return _parse_frame(path, file_format)
+    except (OSError, UnicodeDecodeError, ValueError) as error:  # pandas' parse errors are ValueErrors
+        reason = " ".join(str(error).split())[:300]
+        raise ConfigError(
+            f"{where}: cannot be read as {file_format} ({type(error).__name__}: {reason})"
+        ) from None
+
+
+def _parse_frame(path: Path, file_format: str) -> Any:
     # pandas and datasets (about 1.5 s together) load only when a split is read: every task lookup imports this
     # module.
     import pandas as pd
@@ -315,26 +335,66 @@ def _labels(task: TaskSpec, values: list[Any], where: str) -> list[float] | list
     return ids
 
 
+def _read_split(task: TaskSpec, split: str, path: Path) -> dict[str, list[Any]]:
+    """One split's columns: the text columns (str) and the label column (class ids or scores).
+
+    Raises:
+        ConfigError: the file is missing, unreadable, lacks a column, has no example (a header alone, blank
+            lines), or has a label out of range; the message names the task and the file.
+    """
+    where = f"task {task.name!r}, split {split!r}, {path}"
+    if not path.is_file():
+        raise ConfigError(f"{where}: no such file")
+    frame = _read_frame(path, _file_format(path, task.param("format"), where), where)
+    missing = [c for c in (*task.text_keys, task.label_key) if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"{where}: missing column(s) {missing}; the file has {list(frame.columns)}")
+    if len(frame) == 0:
+        raise ConfigError(f"{where}: no examples (the file has a header only, or blank lines)")
+    columns: dict[str, list[Any]] = {}
+    for key in task.text_keys:
+        columns[key] = ["" if v is None else str(v) for v in frame[key].tolist()]
+    columns[task.label_key] = _labels(task, frame[task.label_key].tolist(), where)
+    return columns
+
+
+@functools.cache
+def _file_problems(task: TaskSpec, stamps: tuple[tuple[str, int, int], ...]) -> tuple[str, ...]:
+    """The problems of a task's files; ``stamps`` (path, size, mtime of each) keys the cache, so a file fixed
+    since is read again."""
+    problems = []
+    files = task_files(task)
+    for split in task.split_names:
+        try:
+            _read_split(task, split, files[split])
+        except KdgridError as error:
+            problems.append(str(error))
+    return tuple(problems)
+
+
+def local_data_problems(task: TaskSpec) -> list[str]:
+    """Why a local task's data files cannot train and evaluate a trial (empty when they can): each split read
+    as training reads it (readable, the columns present, at least one example, labels in range). Read once per
+    task and process. Tasks of other sources, and the offline polarity asset (checked by its checksum when
+    fetched), give no problems."""
+    if task.source != "local" or task.param("files") is None:
+        return []
+    stamps = []
+    for path in task_files(task).values():
+        stat = path.stat() if path.is_file() else None
+        stamps.append((str(path), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1))
+    return list(_file_problems(task, tuple(stamps)))
+
+
 def load_local_splits(task: TaskSpec) -> dict[str, Any]:
     """``{"train": Dataset, <dev set>: Dataset}`` with the text columns (str) and the label column
-    (int class ids, or float scores for regression)."""
+    (int class ids, or float scores for regression); `_read_split` says what is refused."""
     import datasets
 
     files = task_files(task)
     splits: dict[str, Any] = {}
     for split in task.split_names:
-        path = files[split]
-        where = f"task {task.name!r}, {path}"
-        if not path.is_file():
-            raise ConfigError(f"{where}: no such file")
-        frame = _read_frame(path, _file_format(path, task.param("format"), where))
-        missing = [c for c in (*task.text_keys, task.label_key) if c not in frame.columns]
-        if missing:
-            raise ConfigError(f"{where}: missing column(s) {missing}; the file has {list(frame.columns)}")
-        columns: dict[str, list[Any]] = {}
-        for key in task.text_keys:
-            columns[key] = ["" if v is None else str(v) for v in frame[key].tolist()]
-        columns[task.label_key] = _labels(task, frame[task.label_key].tolist(), where)
+        columns = _read_split(task, split, files[split])
         features = datasets.Features(
             {
                 **{key: datasets.Value("string") for key in task.text_keys},

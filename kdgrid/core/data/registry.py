@@ -59,10 +59,20 @@ def load_splits(task: str | Path | TaskSpec) -> dict[str, Any]:
     """``{"train": datasets.Dataset, <dev set>: datasets.Dataset, ...}`` with the task's text and label columns.
 
     GLUE comes from the Hub (or its local cache), local tasks from their files, synthetic ones are generated.
+
+    Raises:
+        ConfigError: a split without a single example (a trial must never train on nothing and be recorded).
     """
     spec = get_task(task)
     if spec.source == "glue":
-        return load_glue_splits(spec)
-    if spec.source == "local":
-        return load_local_splits(spec)
-    return load_synthetic_splits(spec)
+        splits = load_glue_splits(spec)
+    elif spec.source == "local":
+        splits = load_local_splits(spec)
+    else:
+        splits = load_synthetic_splits(spec)
+    empty = [name for name, split in splits.items() if len(split) == 0]
+    if empty:
+        raise ConfigError(
+            f"task {spec.name!r}: split(s) {empty} have no examples; nothing to train or evaluate on"
+        )
+    return splits

@@ -1,0 +1,183 @@
+"""The trial options kdgrid reads (``Trial.options``): each declared once, with its type, default and meaning.
+
+A trial's ``options`` mapping holds two kinds of keys:
+
+- a registered option (``soft_t2``, ``max_grad_norm``, ...): declared here with `register_option`, one line each;
+  an option another module reads is registered beside the others below (or, for test hooks, by the tests);
+- ``{knowledge}.{variant}`` (``pkd.scale``): a keyword variant of a knowledge of the trial, declared by the
+  knowledge function's own signature in `kdgrid.core.knowledge` (its type hint gives the allowed values).
+
+`option_problems` checks a trial's options against both (unknown keys, values of the wrong type), so a misspelt
+or mistyped option is refused by ``kdgrid plan`` instead of being read as something else while training.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kdgrid.errors import KdgridError
+
+# What a value of each kind of option must be, and how a message names it.
+OptionKind = typing.Literal["bool", "int", "number", "text", "int_list"]
+KIND_WORDS: dict[str, str] = {
+    "bool": "true or false",
+    "int": "an integer",
+    "number": "a finite number",
+    "text": "a string",
+    "int_list": "a list of integers",
+}
+
+# Warm-up batches that calibrate ``beta: auto`` knowledge weights (option ``auto_batches``).
+DEFAULT_AUTO_BATCHES = 10
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One registered option.
+
+    Attributes:
+        name: the key in a trial's ``options``.
+        kind: ``bool`` | ``int`` | ``number`` (finite) | ``text`` | ``int_list``.
+        default: the value when the option is not given (``None``: off; ``null`` may then be written too).
+        meaning: one line for messages and listings.
+        minimum: for ``int`` and ``number``: the smallest value allowed.
+    """
+
+    name: str
+    kind: OptionKind
+    default: Any
+    meaning: str
+    minimum: float | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not allowed for this option (None when it is)."""
+        if value is None and self.default is None:
+            return None
+        if _fits(self.kind, value) and (self.minimum is None or value >= self.minimum):
+            return None
+        wanted = KIND_WORDS[self.kind]
+        if self.minimum is not None:
+            wanted += f" >= {self.minimum:g}"
+        if self.default is None:
+            wanted += " or null"
+        return f"option {self.name}={value!r} is invalid; allowed: {wanted} ({self.meaning})"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _fits(kind: str, value: Any) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return _is_number(value) and math.isfinite(value)
+    if kind == "text":
+        return isinstance(value, str)
+    return isinstance(value, list | tuple) and all(_fits("int", v) for v in value)
+
+
+OPTIONS: dict[str, OptionSpec] = {}
+
+
+def register_option(
+    name: str, kind: OptionKind, default: Any, meaning: str, *, minimum: float | None = None
+) -> OptionSpec:
+    """Declare an option a trial may set; registering the same declaration twice is harmless.
+
+    Raises:
+        ValueError: a different option of that name is already declared, or an unknown kind.
+    """
+    if kind not in KIND_WORDS:
+        raise ValueError(f"option {name!r}: unknown kind {kind!r}; allowed: {', '.join(KIND_WORDS)}")
+    spec = OptionSpec(name, kind, default, meaning, minimum)
+    if OPTIONS.get(name, spec) != spec:
+        raise ValueError(f"option {name!r} is already declared differently: {OPTIONS[name]}")
+    OPTIONS[name] = spec
+    return spec
+
+
+register_option(
+    "soft_t2", "bool", False, "multiply the soft-label loss by T^2; the paper's numbers have none"
+)
+register_option(
+    "max_grad_norm", "number", None, "clip the gradient norm to this (no clipping by default)", minimum=0
+)
+register_option(
+    "auto_batches", "int", DEFAULT_AUTO_BATCHES, "warm-up batches that calibrate beta: auto", minimum=1
+)
+register_option(
+    "preload_layers",
+    "int_list",
+    None,
+    "init preload: the teacher layers (1-based) copied, one per student layer",
+)
+
+
+def _knowledge_option_problem(
+    key: str, value: Any, knowledge: Iterable[str], skip: Iterable[str]
+) -> str | None:
+    """Why ``{knowledge}.{variant}`` = ``value`` is not allowed: the knowledge must be one the trial uses (and
+    not one of ``skip``, whose variants the objective sets itself), the variant a keyword of its function, the
+    value of the type its hint names (a ``Literal`` lists the allowed values)."""
+    # Imported here: the knowledge registry imports torch (about 1 s); only knowledge options need it.
+    from kdgrid.core import knowledge as registry
+
+    name, _, variant = key.partition(".")
+    try:
+        spec = registry.get_knowledge(name)
+    except KdgridError as error:
+        return f"option {key!r}: {error}"
+    if name != spec.name:  # the objective reads variants under the registry's name only
+        return f"option {key!r}: write it as {spec.name}.{variant}"
+    usable = sorted(set(knowledge) - set(skip))
+    if spec.name not in usable:
+        return f"option {key!r} sets a variant of {spec.name!r}, which the trial does not use; its knowledge: {usable or 'none'}"
+    hints = typing.get_type_hints(spec.fn, globalns=vars(registry))
+    allowed = {n: hints.get(n) for n in spec.options() if _settable(hints.get(n))}
+    if variant not in allowed:
+        return f"option {key!r}: knowledge {spec.name!r} has no option {variant!r}; allowed: {sorted(allowed) or 'none'}"
+    hint = allowed[variant]
+    if typing.get_origin(hint) is typing.Literal:
+        choices = typing.get_args(hint)
+        ok, wanted = value in choices and isinstance(value, str), ", ".join(map(str, choices))
+    elif hint is bool:
+        ok, wanted = isinstance(value, bool), KIND_WORDS["bool"]
+    else:  # float: a scale, epsilon or temperature
+        ok, wanted = _is_number(value) and math.isfinite(value) and value > 0, "a positive number"
+    return None if ok else f"option {key}={value!r} is invalid; allowed: {wanted}"
+
+
+def _settable(hint: Any) -> bool:
+    """Whether a variant can be written in a trial file (tensors and internal flags cannot)."""
+    return hint in (bool, float) or typing.get_origin(hint) is typing.Literal
+
+
+def option_problems(
+    options: Iterable[tuple[str, Any]], knowledge: Iterable[str], *, response_knowledge: Iterable[str] = ()
+) -> list[str]:
+    """Every problem of a trial's ``options`` (empty when all are fine): unknown keys (naming the allowed ones)
+    and values of the wrong type. ``knowledge`` is the trial's; variants of ``response_knowledge`` are refused
+    (the objective sets them: ``soft_t2`` is the option for the soft loss)."""
+    problems: list[str] = []
+    knowledge = tuple(knowledge)
+    for key, value in options:
+        if key in OPTIONS:
+            problem = OPTIONS[key].problem(value)
+        elif "." in key:
+            problem = _knowledge_option_problem(key, value, knowledge, response_knowledge)
+        else:
+            problem = (
+                f"unknown option {key!r}; allowed: {', '.join(sorted(OPTIONS))}, or "
+                "'{knowledge}.{variant}' for a variant of a knowledge of the trial (e.g. pkd.scale)"
+            )
+        if problem:
+            problems.append(problem)
+    return problems
