@@ -94,7 +94,14 @@ KNOWN_LABEL_ORDERS: dict[str, tuple[str, ...]] = {
     # refusal message prints the declaration to add.
 }
 
-BASES: tuple[str, ...] = ("declared", "id2label", "known", "identity")
+# Each rule's name (`LabelOrder.basis`) and how a message says it.
+BASIS_WORDS: dict[str, str] = {
+    "declared": f"as declared by {TEACHER_LABEL_ORDER}",
+    "id2label": "from its config's label names",
+    "known": "from kdgrid's table of known teacher orders",
+    "identity": "output k as label k: no declaration, no meaningful label names, no known order",
+}
+BASES: tuple[str, ...] = tuple(BASIS_WORDS)
 
 
 def normalize_label_name(name: str) -> str:

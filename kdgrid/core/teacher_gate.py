@@ -47,7 +47,7 @@ import torch
 from kdgrid.assets import cache_dir
 from kdgrid.core.data.batching import eval_batches
 from kdgrid.core.data.tokenization import TokenizedSplit, task_fingerprint
-from kdgrid.core.label_order import LabelOrder
+from kdgrid.core.label_order import BASIS_WORDS, LabelOrder
 from kdgrid.core.metrics import pearson
 from kdgrid.core.models import ResolvedTeacher
 from kdgrid.core.teacher_cache import TEACHER_INFO, base_digest, teacher_cache_root
@@ -208,7 +208,7 @@ def refusal_message(
             f"constant predictor (r 0; needed > {report['needed']:.3f}): it is untrained or for another task. Name a "
             f"fine-tuned teacher, {skip}; no student was trained"
         )
-    given = f"{report['order']} (order from {order.basis})"
+    given = f"{report['order']} ({BASIS_WORDS[order.basis]})"
     if reason == "label_order":
         best = report["best_order"]
         return (

@@ -33,9 +33,10 @@ TASK = "synthetic-single-binary-n600-d200"
 
 
 @pytest.fixture(scope="session")
-def gate_teachers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def gate_teachers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """``good``: a tiny teacher fine-tuned on `TASK` (accuracy near 1), copied out of the teacher cache;
-    ``swapped``: the same with its two classifier rows swapped; ``random``: an untrained teacher."""
+    ``swapped``: the same with its two classifier rows swapped; ``random``: an untrained teacher;
+    ``finetuned``: the original in the teacher cache ``cache`` (the ``KDGRID_CACHE`` of this module's tests)."""
     from kdgrid.core.teacher import finetune_teacher
     from kdgrid.core.teacher_cache import TeacherRecipe
 
@@ -44,10 +45,14 @@ def gate_teachers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     patch.setenv("KDGRID_CACHE", str(root / "cache"))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    base = save_random_teacher(root / "base", TINY_TEACHER_SHAPE)
-    record = finetune_teacher(
-        TASK, base=base, recipe=TeacherRecipe(lr=1e-3, epochs=3, batch_size=16, max_length=32)
-    )
+    try:
+        base = save_random_teacher(root / "base", TINY_TEACHER_SHAPE)
+        record = finetune_teacher(
+            TASK, base=base, recipe=TeacherRecipe(lr=1e-3, epochs=3, batch_size=16, max_length=32)
+        )
+    finally:
+        torch.set_num_threads(threads)
+        patch.undo()
     good = root / "good"
     shutil.copytree(record.path, good)
     (good / "teacher.json").unlink()  # a plain directory now: not one of kdgrid's own teachers
@@ -60,14 +65,27 @@ def gate_teachers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         if (good / name).is_file():
             shutil.copy(good / name, swapped / name)
-    yield {
+    return {
         "good": str(good),
         "swapped": str(swapped),
         "random": save_random_teacher(root / "random", TINY_TEACHER_SHAPE),
         "finetuned": str(record.path),
+        "cache": str(root / "cache"),
     }
+
+
+@pytest.fixture(autouse=True)
+def gate_cache(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests that use the teachers read and write the gate's cache in the session's own ``KDGRID_CACHE``, on one
+    torch thread."""
+    if "gate_teachers" not in request.fixturenames:
+        yield
+        return
+    monkeypatch.setenv("KDGRID_CACHE", request.getfixturevalue("gate_teachers")["cache"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
     torch.set_num_threads(threads)
-    patch.undo()
 
 
 def make_trial(teacher: str, **options: object) -> Trial:
