@@ -36,6 +36,7 @@ import itertools
 
 from _common import (
     BERT_BASE,
+    NOT_MEANT_TO_BE_ACCURATE,
     TEACHERS,
     emit,
     fix_batch_width,
@@ -76,6 +77,7 @@ def grid_trials(teacher: str, n_trials: int, steps: int, batch_size: int, length
                 epochs=1,
                 max_train_samples=batch_size * steps,
                 seed=0,
+                options=NOT_MEANT_TO_BE_ACCURATE,
             )
         )
     return trials

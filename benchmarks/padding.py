@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import MINILM, machine, mean_step, pad_batch, teacher_path, write_json
+from _common import MINILM, NOT_MEANT_TO_BE_ACCURATE, machine, mean_step, pad_batch, teacher_path, write_json
 
 TASKS = ("polarity", "synthetic-pair-3class")
 FIXED = 128
@@ -66,6 +66,7 @@ def time_steps(task: str, batches: list[dict], width: int | None, batch_size: in
         batch_size=batch_size,
         max_length=FIXED,
         epochs=1,
+        options=NOT_MEANT_TO_BE_ACCURATE,
     )
     job = load_job(trial, make_runtime("cpu"))
     run = setup_student(plan_trial(trial, job.teacher), job, None)

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdgrid.core.teacher_options import teacher_pass_key
+
 # Bump only when the meaning of an existing field changes: every id changes with it.
 TRIAL_ID_VERSION = 1
 
@@ -136,6 +138,17 @@ GROUP_FIELDS: tuple[str, ...] = (
 )
 
 
+def group_fields(trial: Trial) -> dict[str, Any]:
+    """What trials sharing a teacher pass agree on, by name: the `GROUP_FIELDS`, then ``teacher_options`` when
+    the trial sets an option that changes the teacher pass (`kdgrid.core.teacher_options.TEACHER_PASS_OPTIONS`:
+    its label order, its gate), so trials without them keep their groups."""
+    fields = {name: getattr(trial, name) for name in GROUP_FIELDS}
+    teacher_options = teacher_pass_key(trial)
+    if teacher_options:
+        fields["teacher_options"] = teacher_options
+    return fields
+
+
 def group_key(trial: Trial) -> tuple[Any, ...]:
-    """The key under which trials share a teacher pass."""
-    return tuple(getattr(trial, name) for name in GROUP_FIELDS)
+    """The key under which trials share a teacher pass (the values of `group_fields`)."""
+    return tuple(group_fields(trial).values())

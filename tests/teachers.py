@@ -2,7 +2,8 @@
 
 A teacher here is a `BertForSequenceClassification` of a small `StudentShape`, initialised with seed 0 (so every
 test gets the same weights), saved with the offline MiniLM's tokenizer beside it: the core loads it by path like
-any fine-tuned teacher.
+any fine-tuned teacher. Such a teacher is at chance level, so the teacher gate (`kdgrid.core.teacher_gate`) would
+refuse it: trials that use one only to exercise the machinery say so with `NOT_MEANT_TO_BE_ACCURATE`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ from transformers import AutoTokenizer, BertForSequenceClassification
 
 from kdgrid.assets import teacher_dir
 from kdgrid.core.models import StudentShape
+from kdgrid.core.teacher_options import TEACHER_GATE
 
 SMALL_TEACHER_SHAPE = StudentShape(layers=3, width=64, heads=4, ffn=128)
 TINY_TEACHER_SHAPE = StudentShape(layers=2, width=32, heads=2, ffn=64)
+
+# The trial options of a trial whose teacher is random on purpose: the teacher gate is skipped (rows record it).
+NOT_MEANT_TO_BE_ACCURATE: dict[str, bool] = {TEACHER_GATE: False}
 
 
 def save_random_teacher(path: Path, shape: StudentShape, num_labels: int = 2) -> str:

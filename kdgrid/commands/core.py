@@ -141,7 +141,8 @@ def trial(
     ] = None,
 ) -> None:
     """Run one trial (or a small group sharing one teacher pass) and print its result row."""
-    from kdgrid.core.train import run_job, validate_trials  # torch: see the module docstring
+    from kdgrid.core.teacher_gate import TeacherGateRefused  # torch: see the module docstring
+    from kdgrid.core.train import run_job, validate_trials
 
     trials = read_trials(config)
     validate_trials(trials)
@@ -156,6 +157,9 @@ def trial(
             typer.echo(json.dumps(result_row(result), default=str, sort_keys=True))
     else:
         Console().print(_table(results))
+    refused = next((r for r in results if r.error_type == TeacherGateRefused.__name__), None)
+    if refused is not None:  # the teacher is unusable as configured: a user error, exit status 2
+        raise TeacherGateRefused(refused.error_message or "", refused.extra.get("teacher_gate", {}))
     if any(r.status == "failed" for r in results):
         raise typer.Exit(1)
 

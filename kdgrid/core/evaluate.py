@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -28,8 +28,12 @@ def evaluate(
     dev_sets: Mapping[str, Any],
     batch_size: int,
     device: torch.device | str = "cpu",
+    align: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> dict[str, dict[str, float]]:
     """``{dev_set: {metric: value}}`` for each tokenized dev set; the model is left in eval mode.
+
+    ``align`` maps the model's logits ``[B, C]`` to the task's label order (a teacher whose classes are in
+    another order, `kdgrid.core.label_order.LabelOrder.align`); None = they are in it.
 
     No random number is drawn (eval mode: no dropout), so evaluating never moves a student's RNG stream.
     """
@@ -40,6 +44,8 @@ def evaluate(
         for batch in eval_batches(tokenized, batch_size):
             inputs = {k: v.to(device) for k, v in batch.items() if k != "labels"}
             logits = model(**inputs).logits
+            if align is not None:
+                logits = align(logits)
             predictions.append(predictions_of(logits, task.is_regression).cpu())
             labels.append(batch["labels"])
         scores[name] = {

@@ -1,14 +1,19 @@
 """What a job's students share: the task, its tokenized splits, the teacher (loaded once) and its forward pass.
 
 A job is a list of trials sharing `kdgrid.trial.group_key` (task, teacher, seed, batch size, max length, epochs,
-max_train_samples): they see the same batches in the same order, so the teacher runs once per batch, under
-``torch.no_grad``, capturing the union of what the students' knowledge needs (`teacher_forward`).
+max_train_samples, teacher options): they see the same batches in the same order, so the teacher runs once per
+batch, under ``torch.no_grad``, capturing the union of what the students' knowledge needs (`teacher_forward`).
+
+Before any student exists, `load_job` resolves which task label each teacher output means
+(`kdgrid.core.label_order`) and gates the teacher (`kdgrid.core.teacher_gate`: a teacher kdgrid did not
+fine-tune must beat the majority class, in its label order and no other); `teacher_forward` hands every student
+the teacher's logits already in the task's label order.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +24,13 @@ from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.data.tokenization import tokenize_task
 from kdgrid.core.evaluate import evaluate
+from kdgrid.core.label_order import LabelOrder, resolve_label_order
 from kdgrid.core.models import ResolvedTeacher, load_teacher, load_tokenizer, resolve_teacher
 from kdgrid.core.runtime import Runtime
 from kdgrid.core.teacher_cache import TEACHER_INFO
+from kdgrid.core.teacher_gate import check_teacher
+from kdgrid.core.teacher_options import declared_label_order, gate_enabled, teacher_option_problems
+from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 
 
@@ -36,6 +45,8 @@ class Job:
         tokenized: the task's tokenized splits by name (``train`` and the dev sets).
         runtime: device and precision settings.
         steps_per_epoch: batches per epoch (the same for every student of the job).
+        label_order: which task label each teacher output means; None = the outputs are in the task's order.
+        teacher_gate: the teacher gate's verdict and scores (`kdgrid.core.teacher_gate.check_teacher`).
     """
 
     task: TaskSpec
@@ -44,23 +55,52 @@ class Job:
     tokenized: dict[str, Any]
     runtime: Runtime
     steps_per_epoch: int
+    label_order: LabelOrder | None = None
+    teacher_gate: dict[str, Any] = field(default_factory=dict)
 
 
 def load_job(trial: Trial, runtime: Runtime) -> Job:
-    """Load what the job of ``trial`` (any of its trials) shares: the task's data and the teacher."""
+    """Load what the job of ``trial`` (any of its trials) shares: the task's data and the teacher, its label
+    order resolved and the teacher gated.
+
+    Raises:
+        ConfigError: invalid teacher options (``teacher_label_order``, ``teacher_gate``).
+        kdgrid.core.teacher_gate.TeacherGateRefused: the gate refused the teacher (nothing trains).
+    """
+    problems = teacher_option_problems(trial)
+    if problems:
+        raise ConfigError("; ".join(problems))
     task = get_task(trial.task)
     teacher = resolve_teacher(trial.teacher, trial.task)
     teacher_model = runtime.place(load_teacher(teacher, task.num_labels))
+    label_order = resolve_label_order(
+        task, teacher.source, teacher_model.config.id2label, declared_label_order(trial)
+    )
     tokenizer = load_tokenizer(teacher)
     tokenized = tokenize_task(task, tokenizer, trial.max_length, max_train_samples=trial.max_train_samples)
+    gate = check_teacher(
+        teacher=teacher,
+        model=teacher_model,
+        task=task,
+        dev_split=tokenized[task.dev_sets[0]],
+        max_length=trial.max_length,
+        order=label_order,
+        enabled=gate_enabled(trial),
+        device=runtime.device,
+        autocast=runtime.autocast,
+    )
     steps = len(train_batches(tokenized["train"], trial.batch_size, trial.seed, 0))
-    return Job(task, teacher, teacher_model, tokenized, runtime, steps)
+    return Job(task, teacher, teacher_model, tokenized, runtime, steps, label_order, gate)
 
 
 def teacher_forward(job: Job, capture: FeatureCapture, batch: dict[str, torch.Tensor]) -> Features:
-    """The teacher's features of one batch (what ``capture`` is set to keep), without gradients."""
+    """The teacher's features of one batch (what ``capture`` is set to keep), without gradients; its logits
+    ``[B, C]`` are in the task's label order (`Job.label_order`), whatever order the checkpoint has."""
     with torch.no_grad(), job.runtime.autocast():
-        return capture(batch)
+        features = capture(batch)
+    if job.label_order is not None:
+        features.logits = job.label_order.align(features.logits)
+    return features
 
 
 class TeacherInfo:
@@ -85,7 +125,12 @@ class TeacherInfo:
 
     def _compute(self) -> dict[str, Any]:
         job = self._job
-        extra: dict[str, Any] = {"teacher_params": sum(p.numel() for p in job.teacher_model.parameters())}
+        extra: dict[str, Any] = {
+            "teacher_params": sum(p.numel() for p in job.teacher_model.parameters()),
+            "teacher_gate": job.teacher_gate,
+        }
+        if job.label_order is not None:
+            extra["teacher_label_order"] = job.label_order.record()
         path = Path(job.teacher.source) / TEACHER_INFO
         if job.teacher.is_local and path.is_file():
             info = json.loads(path.read_text())
@@ -95,7 +140,12 @@ class TeacherInfo:
         try:
             with torch.no_grad():
                 extra["teacher_scores"] = evaluate(
-                    job.teacher_model, job.task, dev_sets, self._batch_size, job.runtime.device
+                    job.teacher_model,
+                    job.task,
+                    dev_sets,
+                    self._batch_size,
+                    job.runtime.device,
+                    align=job.label_order.align if job.label_order is not None else None,
                 )
         except Exception as error:
             extra["teacher_scores_error"] = f"{type(error).__name__}: {error}"

@@ -40,6 +40,7 @@ from kdgrid.core.student import (
     train_step,
     utc_now,
 )
+from kdgrid.core.teacher_gate import TeacherGateRefused
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
@@ -142,7 +143,8 @@ def run_job(
 
     Returns one `TrialResult` per trial, in the order given; ``on_result`` is called as each finishes. A trial
     that cannot be set up or diverges is ``failed``; the others go on. A job-level failure (the teacher or the
-    data cannot be loaded) fails every trial with that error. With ``checkpoint_dir``, each trial saves its state
+    data cannot be loaded, the teacher gate refuses the teacher: `kdgrid.core.teacher_gate`) fails every trial
+    with that error, before any student is built. With ``checkpoint_dir``, each trial saves its state
     at the end of every epoch and a rerun continues from there (a finished trial's checkpoint is removed).
     ``on_model(trial, model)`` (optional, not needed by executors) receives each finished student's model, e.g.
     to save it or, in tests, to compare weights. ``on_step(done, total)`` (optional) is called after every
@@ -159,7 +161,9 @@ def run_job(
     results: dict[int, TrialResult] = {}
 
     def failed_before_training(trial: Trial, error: BaseException) -> TrialResult:
-        result = mark_failed(TrialResult(trial=trial, status="failed", started_at=utc_now()), error)
+        # a refused teacher: every row of the job carries the gate's scores
+        extra = {"teacher_gate": error.report} if isinstance(error, TeacherGateRefused) else {}
+        result = mark_failed(TrialResult(trial=trial, status="failed", started_at=utc_now()), error, **extra)
         result.device = runtime.description
         if on_result is not None:
             on_result(result)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kdgrid.grid.memory_estimate import JobMemory, estimate_job_memory_gb, estimate_trial_memory_gb
 from kdgrid.store.layout import checkpoints_dir
-from kdgrid.trial import GROUP_FIELDS, Trial, group_key
+from kdgrid.trial import Trial, group_fields, group_key
 
 Job = list[Trial]
 
@@ -37,8 +37,7 @@ __all__ = [
 
 def group_hash(trial: Trial) -> str:
     """16 hex digits naming a trial's group (its checkpoint folder under the store)."""
-    key = dict(zip(GROUP_FIELDS, group_key(trial), strict=True))
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(group_fields(trial), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def checkpoint_dir_for(store_dir: Path, job: Job) -> Path:

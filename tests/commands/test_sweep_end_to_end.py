@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from kdgrid.cli import app
 from kdgrid.store import latest_state, read_store, scores_long
+from tests.teachers import NOT_MEANT_TO_BE_ACCURATE
 
 TASK = "synthetic-single-binary-n96-d32"
 
@@ -45,7 +46,8 @@ def test_a_tiny_sweep_runs_through_the_real_core(
     spec = {
         "name": "tiny",
         "fixed": {"task": TASK, "teacher": teacher, "student": "w32-l2-h2-f64", "init": "random",
-                  "batch_size": 16, "max_length": 24, "epochs": 2, "lr": 2e-3},
+                  "batch_size": 16, "max_length": 24, "epochs": 2, "lr": 2e-3,
+                  "options": NOT_MEANT_TO_BE_ACCURATE},
         "studies": {
             "match": {"axes": {"knowledge": ["cos", "value_relation"], "strategy": ["Last-1"]}},
             "baseline": {"include": [{"knowledge": []}]},

@@ -15,7 +15,7 @@ from kdgrid.core.models import StudentShape
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
-from tests.teachers import SMALL_TEACHER_SHAPE
+from tests.teachers import NOT_MEANT_TO_BE_ACCURATE, SMALL_TEACHER_SHAPE
 
 TASK = "synthetic-single-binary-n96-d32"
 TEACHER_SHAPE = SMALL_TEACHER_SHAPE  # the shape of the `teacher` fixture (tests/conftest.py)
@@ -44,6 +44,7 @@ def make_trial(teacher: str, **overrides: object) -> Trial:
         seed=3,
     )
     config.update(overrides)
+    config["options"] = {**NOT_MEANT_TO_BE_ACCURATE, **dict(overrides.get("options", {}))}  # type: ignore[call-overload]
     return Trial(**config)  # type: ignore[arg-type]
 
 

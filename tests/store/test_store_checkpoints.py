@@ -20,6 +20,7 @@ from kdgrid.core.checkpoint import (
 )
 from kdgrid.core.models import StudentShape
 from kdgrid.trial import Trial
+from tests.teachers import NOT_MEANT_TO_BE_ACCURATE
 
 TASK = "synthetic-single-binary-n96-d32"
 
@@ -44,7 +45,7 @@ def teacher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def make_trial(teacher: str) -> Trial:
     return Trial(
         task=TASK, teacher=teacher, student="w32-l2-h2-f64", init="random", batch_size=16, max_length=24,
-        epochs=2, lr=2e-3, seed=3, knowledge=("cos",), strategy="First",
+        epochs=2, lr=2e-3, seed=3, knowledge=("cos",), strategy="First", options=NOT_MEANT_TO_BE_ACCURATE,
     )  # fmt: skip
 
 

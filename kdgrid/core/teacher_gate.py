@@ -1,0 +1,314 @@
+"""The teacher gate: a teacher kdgrid did not fine-tune itself is scored at job start, before any student trains.
+
+A Hub checkpoint or a local directory can be untrained, fine-tuned for another task, or have its classes in
+another order than the task's (`kdgrid.core.label_order`); distilling from it gives rows that say ``done`` and
+mean nothing. So every job whose teacher is not one of kdgrid's own fine-tuned teachers (`is_kdgrid_finetuned`:
+those were checked against the majority class when they were made, `kdgrid.core.teacher`) first scores the
+teacher, its logits read in the job's label order, on up to `GATE_MAX_EXAMPLES` examples of the task's first dev
+set (evenly spaced, so a dev file sorted by label still gives every class):
+
+- classification: accuracy in the job's order, in every other class order (tasks with up to
+  `MAX_PERMUTED_CLASSES` classes: 2 or 6 orders), and the majority class's (the most frequent class of the
+  examples scored: the best constant predictor there). Refused when another order beats the job's order
+  significantly (a paired sign test on the examples the two orders disagree on: ``b - c > GATE_Z *
+  sqrt(b + c)``, b = examples only the other order gets right, c = only the job's order) and beats the majority
+  class itself; or when the job's order does not beat the majority class significantly (``accuracy - p >
+  GATE_Z * sqrt(p (1 - p) / n)``).
+- regression (STS-B): Pearson's r with the gold scores must exceed ``GATE_Z / sqrt(n)``: a constant predictor
+  has r = 0, and r's standard error near 0 is 1 / sqrt(n).
+
+Why three standard errors: a teacher at the majority level (or an order no better than the job's) passes the
+test by chance with probability about 0.1%, and a real teacher is tens of standard errors away (the paper's
+weakest, RTE at about 0.66 accuracy on 277 examples against 0.53, is 4.4 away; a permuted MNLI teacher is
+hundreds). Ties and small dev sets therefore keep the job's order: a different order must win clearly.
+
+A refusal is one `TeacherGateRefused` (a `KdgridError`) naming the teacher, the task, the accuracy as given,
+the order that scores best and the declaration to add to the sweep file; the trainer turns it into a failed row
+for every trial of the job (`kdgrid.core.train.run_job`). The verdict (accepted or refused, with its scores) is
+cached per (teacher weights, task data, max length, label order) under ``$KDGRID_CACHE/teacher_gate/`` so a
+teacher is scored once, and recorded in every row (``extra_json["teacher_gate"]``). ``teacher_gate: false``
+(`kdgrid.core.teacher_options`) skips it, recorded as such.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from kdgrid.assets import cache_dir
+from kdgrid.core.data.batching import eval_batches
+from kdgrid.core.data.tokenization import TokenizedSplit, task_fingerprint
+from kdgrid.core.label_order import BASIS_WORDS, LabelOrder
+from kdgrid.core.metrics import pearson
+from kdgrid.core.models import ResolvedTeacher
+from kdgrid.core.teacher_cache import TEACHER_INFO, base_digest, teacher_cache_root
+from kdgrid.core.teacher_options import TEACHER_GATE
+from kdgrid.errors import KdgridError
+
+GATE_MAX_EXAMPLES = 2000  # dev examples scored at most: enough to see a 3-point gap, seconds on a GPU
+GATE_Z = 3.0  # standard errors a teacher must clear (module docstring)
+MAX_PERMUTED_CLASSES = 3  # tasks with more classes are checked against the majority class only (C! orders)
+GATE_BATCH_SIZE = 64
+GATE_VERSION = 1  # bump when the gate's rules change: cached verdicts are then recomputed
+GATE_CACHE = "teacher_gate"
+
+
+class TeacherGateRefused(KdgridError):
+    """The teacher gate refused a job's teacher; ``report`` holds the scores (recorded in every failed row)."""
+
+    def __init__(self, message: str, report: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def is_kdgrid_finetuned(teacher: ResolvedTeacher) -> bool:
+    """True for a teacher made by `kdgrid teacher finetune`: a directory of the teacher cache whose
+    ``teacher.json`` names it by its own key (a copy elsewhere, or an edited one, is gated like any teacher)."""
+    if not teacher.is_local:
+        return False
+    path = Path(teacher.source).expanduser().resolve()
+    info = path / TEACHER_INFO
+    if path.parent != teacher_cache_root().resolve() or not info.is_file():
+        return False
+    try:
+        return json.loads(info.read_text()).get("key") == path.name
+    except (OSError, ValueError):
+        return False
+
+
+def teacher_identity(teacher: ResolvedTeacher) -> str | None:
+    """What names the teacher's weights: the SHA-256 of a directory's weight files, or a Hub repository's
+    cached commit; None when neither can be found (then the verdict is not cached)."""
+    if teacher.is_local:
+        try:
+            return "sha256:" + base_digest(teacher.source)
+        except KdgridError:
+            return None
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(teacher.source, "config.json")
+    if isinstance(found, str):  # .../models--owner--name/snapshots/<commit>/config.json
+        return f"hub:{teacher.source}@{Path(found).parent.name}"
+    return None
+
+
+def gate_indices(total: int, limit: int = GATE_MAX_EXAMPLES) -> np.ndarray:
+    """Up to ``limit`` indices of ``range(total)``, evenly spaced, ascending."""
+    if total <= limit:
+        return np.arange(total)
+    return (np.arange(limit) * total) // limit
+
+
+def subset(split: TokenizedSplit, indices: np.ndarray) -> TokenizedSplit:
+    """The examples ``indices`` of a tokenized split, as a split of their own."""
+    pieces = [split.example(int(i)) for i in indices]
+    lengths = np.array([len(ids) for ids, _ in pieces], dtype=np.int64)
+    return TokenizedSplit(
+        input_ids=np.concatenate([ids for ids, _ in pieces]).astype(np.int32),
+        token_type_ids=np.concatenate([types for _, types in pieces]).astype(np.int8),
+        offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+        labels=split.labels[indices],
+        pad_token_id=split.pad_token_id,
+    )
+
+
+@torch.no_grad()
+def teacher_logits(
+    model: Any, split: TokenizedSplit, device: torch.device | str, autocast: Any
+) -> np.ndarray:
+    """The teacher's raw logits ``[N, C]`` (float64, the checkpoint's own output order), in the split's order."""
+    model.eval()
+    batches = eval_batches(split, GATE_BATCH_SIZE)
+    outputs = []
+    for batch in batches:
+        inputs = {k: v.to(device) for k, v in batch.items() if k != "labels"}
+        with autocast():
+            outputs.append(model(**inputs).logits.float().cpu())
+    return batches.restore_order(outputs).double().numpy()
+
+
+def _standard_error(p: float, n: int) -> float:
+    return max(math.sqrt(p * (1 - p) / n), 1 / n)
+
+
+def judge_classifier(
+    logits: np.ndarray, labels: np.ndarray, order: LabelOrder
+) -> tuple[dict[str, Any], str | None]:
+    """The gate's scores of a classifier and why it is refused (None when accepted); see the module docstring.
+
+    Args:
+        logits: the teacher's raw logits ``[N, C]`` in its own output order.
+        labels: gold label ids ``[N]``.
+        order: the job's label order (teacher output k means label ``order.order[k]``).
+    """
+    outputs = logits.argmax(axis=1)
+    n, classes = len(labels), logits.shape[1]
+    given = order.order
+    candidates = (
+        [tuple(p) for p in itertools.permutations(range(classes))]
+        if classes <= MAX_PERMUTED_CLASSES
+        else [given]
+    )
+    correct = {perm: np.asarray(perm)[outputs] == labels for perm in candidates}
+    accuracy = {perm: float(hits.mean()) for perm, hits in correct.items()}
+    best = max(candidates, key=lambda perm: (accuracy[perm], perm == given))
+    majority = float(np.bincount(labels.astype(np.int64), minlength=classes).max() / n)
+    needed = majority + GATE_Z * _standard_error(majority, n)
+    only_best = int((correct[best] & ~correct[given]).sum())
+    only_given = int((correct[given] & ~correct[best]).sum())
+    order_wrong = best != given and only_best - only_given > GATE_Z * math.sqrt(only_best + only_given)
+    report = {
+        "metric": "accuracy",
+        "examples": n,
+        "score": accuracy[given],
+        "majority": majority,
+        "needed": needed,
+        "order": order.labels_of(),
+        "order_basis": order.basis,
+        "best_order": order.labels_of(best),
+        "best_score": accuracy[best],
+        "orders": {json.dumps(order.labels_of(p)): accuracy[p] for p in candidates},
+        "declaration": order.declaration(best),
+    }
+    if order_wrong and accuracy[best] > needed:
+        return report, "label_order"
+    if not accuracy[given] > needed:
+        return report, "majority"
+    return report, None
+
+
+def judge_regression(predictions: np.ndarray, labels: np.ndarray) -> tuple[dict[str, Any], str | None]:
+    """The gate's scores of a regression teacher: Pearson's r must exceed ``GATE_Z / sqrt(n)``."""
+    n = len(labels)
+    r = pearson(predictions.astype(np.float64), labels.astype(np.float64))
+    needed = GATE_Z / math.sqrt(n)
+    report = {"metric": "pearson", "examples": n, "score": r, "majority": 0.0, "needed": needed}
+    return report, (None if r > needed else "constant")
+
+
+def refusal_message(
+    teacher: str, task: str, dev_set: str, report: dict[str, Any], reason: str, order: LabelOrder
+) -> str:
+    """The one message of a refusal (module docstring)."""
+    n, score = report["examples"], report["score"]
+    head = f"teacher gate: teacher {teacher!r} on task {task!r}"
+    skip = f"or set `options: {{{TEACHER_GATE}: false}}` if it is not meant to be accurate"
+    if reason == "constant":
+        return (
+            f"{head} has Pearson r {score:.3f} with the gold scores on {n} {dev_set} examples, not clearly above a "
+            f"constant predictor (r 0; needed > {report['needed']:.3f}): it is untrained or for another task. Name a "
+            f"fine-tuned teacher, {skip}; no student was trained"
+        )
+    given = f"{report['order']} ({BASIS_WORDS[order.basis]})"
+    if reason == "label_order":
+        best = report["best_order"]
+        return (
+            f"{head} has a wrong label order: with its outputs read as {given} it scores accuracy {score:.3f} on "
+            f"{n} {dev_set} examples, read as {best} it scores {report['best_score']:.3f} (majority class "
+            f"{report['majority']:.3f}). If {best} is the order it was trained with, declare it in the sweep file: "
+            f"add `{report['declaration']}` to its trials (merged into any options they have); no "
+            "student was trained"
+        )
+    best_clause = (
+        f"; its best label order {report['best_order']} scores {report['best_score']:.3f}"
+        if report.get("best_order") not in (None, report["order"])
+        else ""
+    )
+    return (
+        f"{head} scores accuracy {score:.3f} on {n} {dev_set} examples with its outputs read as {given}, not "
+        f"clearly above the majority class ({report['majority']:.3f}; needed > {report['needed']:.3f})"
+        f"{best_clause}: it is untrained or for another task. Name a fine-tuned teacher, {skip}; no student was "
+        "trained"
+    )
+
+
+def gate_cache_path(key: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return cache_dir() / GATE_CACHE / f"{digest}.json"
+
+
+def _write_json_atomically(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as stream:
+            json.dump(payload, stream, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def check_teacher(
+    *,
+    teacher: ResolvedTeacher,
+    model: Any,
+    task: Any,
+    dev_split: TokenizedSplit,
+    max_length: int,
+    order: LabelOrder,
+    enabled: bool,
+    device: torch.device | str,
+    autocast: Any,
+) -> dict[str, Any]:
+    """Gate a job's teacher; returns what every row records (``extra_json["teacher_gate"]``).
+
+    ``dev_split`` is the task's first dev set tokenized at ``max_length``; ``autocast`` the runtime's autocast
+    context factory. Raises `TeacherGateRefused` (from the cache too: a refused teacher stays refused until its
+    weights, the task or the declared order change).
+    """
+    dev_set = task.dev_sets[0]
+    if not enabled:
+        return {"checked": False, "why": f"{TEACHER_GATE}: false"}
+    if is_kdgrid_finetuned(teacher):
+        return {"checked": False, "why": "fine-tuned by kdgrid (checked when it was made)"}
+    identity = teacher_identity(teacher)
+    key = {
+        "version": GATE_VERSION,
+        "teacher": identity,
+        "task": task_fingerprint(task),
+        "dev_set": dev_set,
+        "max_length": max_length,
+        "max_examples": GATE_MAX_EXAMPLES,
+        "order": order.labels_of(),
+    }
+    path = gate_cache_path(key) if identity is not None else None
+    if path is not None and path.is_file():
+        report = {**json.loads(path.read_text()), "cached": True}
+    else:
+        indices = gate_indices(len(dev_split))
+        scored = subset(dev_split, indices)
+        logits = teacher_logits(model, scored, device, autocast)
+        if task.is_regression:
+            scores, reason = judge_regression(logits[:, 0], scored.labels)
+        else:
+            scores, reason = judge_classifier(logits, scored.labels.astype(np.int64), order)
+        report = {
+            "checked": True,
+            "teacher": teacher.source,
+            "teacher_identity": identity,
+            "task": task.name,
+            "dev_set": dev_set,
+            "decision": "refused" if reason else "accepted",
+            "reason": reason,
+            "message": refusal_message(teacher.source, task.name, dev_set, scores, reason, order)
+            if reason
+            else None,
+            "z": GATE_Z,
+            **scores,
+        }
+        if path is not None:
+            _write_json_atomically(path, report)
+        report = {**report, "cached": False}
+    if report["decision"] == "refused":
+        raise TeacherGateRefused(report["message"], report)
+    return report

@@ -1,0 +1,313 @@
+"""The teacher gate at job start and teacher label alignment, on a tiny teacher trained for the test session.
+
+One teacher is fine-tuned (kdgrid's own recipe, a few seconds) on a generated binary task and copied out of the
+teacher cache, so it is gated like any Hub or local teacher. Its copy with the classifier rows swapped is refused
+with a message naming the label order and the declaration; declared, it is accepted and its students score
+exactly as with the unswapped teacher. A random teacher is refused at the majority class.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertForSequenceClassification
+
+from kdgrid.core import teacher_gate
+from kdgrid.core.data import get_task
+from kdgrid.core.label_order import KNOWN_LABEL_ORDERS, LabelOrder, resolve_label_order
+from kdgrid.core.teacher_gate import TeacherGateRefused, judge_classifier, judge_regression
+from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, teacher_option_problems
+from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.result import TrialResult
+from kdgrid.store.write import result_row
+from kdgrid.trial import Trial, group_key
+from tests.teachers import TINY_TEACHER_SHAPE, save_random_teacher
+
+TASK = "synthetic-single-binary-n600-d200"
+
+
+@pytest.fixture(scope="session")
+def gate_teachers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """``good``: a tiny teacher fine-tuned on `TASK` (accuracy near 1), copied out of the teacher cache;
+    ``swapped``: the same with its two classifier rows swapped; ``random``: an untrained teacher;
+    ``finetuned``: the original in the teacher cache ``cache`` (the ``KDGRID_CACHE`` of this module's tests)."""
+    from kdgrid.core.teacher import finetune_teacher
+    from kdgrid.core.teacher_cache import TeacherRecipe
+
+    root = tmp_path_factory.mktemp("gate-teachers")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("KDGRID_CACHE", str(root / "cache"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        base = save_random_teacher(root / "base", TINY_TEACHER_SHAPE)
+        record = finetune_teacher(
+            TASK, base=base, recipe=TeacherRecipe(lr=1e-3, epochs=3, batch_size=16, max_length=32)
+        )
+    finally:
+        torch.set_num_threads(threads)
+        patch.undo()
+    good = root / "good"
+    shutil.copytree(record.path, good)
+    (good / "teacher.json").unlink()  # a plain directory now: not one of kdgrid's own teachers
+    model = BertForSequenceClassification.from_pretrained(good)
+    with torch.no_grad():
+        model.classifier.weight.copy_(model.classifier.weight.flip(0))
+        model.classifier.bias.copy_(model.classifier.bias.flip(0))
+    swapped = root / "swapped"
+    model.save_pretrained(swapped)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (good / name).is_file():
+            shutil.copy(good / name, swapped / name)
+    return {
+        "good": str(good),
+        "swapped": str(swapped),
+        "random": save_random_teacher(root / "random", TINY_TEACHER_SHAPE),
+        "finetuned": str(record.path),
+        "cache": str(root / "cache"),
+    }
+
+
+@pytest.fixture(autouse=True)
+def gate_cache(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests that use the teachers read and write the gate's cache in the session's own ``KDGRID_CACHE``, on one
+    torch thread."""
+    if "gate_teachers" not in request.fixturenames:
+        yield
+        return
+    monkeypatch.setenv("KDGRID_CACHE", request.getfixturevalue("gate_teachers")["cache"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def make_trial(teacher: str, **options: object) -> Trial:
+    return Trial(
+        task=TASK,
+        teacher=teacher,
+        student="w32-l1-h2-f64",
+        init="random",
+        batch_size=16,
+        max_length=32,
+        epochs=2,
+        lr=3e-3,
+        max_train_samples=160,
+        options=options,
+    )
+
+
+def run(trials: list[Trial]) -> tuple[list[TrialResult], list[str]]:
+    """The job's results, and the ids of the students that finished training (``on_model``)."""
+    from kdgrid.core.train import run_job
+
+    trained: list[str] = []
+    results = run_job(trials, device="cpu", on_model=lambda trial, _model: trained.append(trial.trial_id))
+    return results, trained
+
+
+def gate_of(result: TrialResult) -> dict:
+    return json.loads(result_row(result, sweep="s", study="")["extra_json"])["teacher_gate"]
+
+
+# ------------------------------------------------------------------------------------------- the whole job
+
+
+def test_a_trained_teacher_passes_and_its_scores_are_in_every_row(gate_teachers: dict[str, str]) -> None:
+    results, trained = run([make_trial(gate_teachers["good"]), make_trial(gate_teachers["good"], seed=1)])
+    assert [r.status for r in results] == ["done", "done"] and len(trained) == 2
+    gates = [gate_of(r) for r in results]
+    assert gates[0] == gates[1]
+    assert gates[0]["checked"] and gates[0]["decision"] == "accepted"
+    assert gates[0]["score"] > 0.9 and gates[0]["majority"] == pytest.approx(0.5, abs=0.05)
+    assert gates[0]["examples"] == 200 and gates[0]["order"] == [0, 1]
+
+
+def test_a_teacher_with_swapped_classes_is_refused_naming_its_label_order(
+    gate_teachers: dict[str, str],
+) -> None:
+    trials = [make_trial(gate_teachers["swapped"]), make_trial(gate_teachers["swapped"], seed=1)]
+    results, trained = run(trials)
+    assert trained == []  # no student trained
+    assert [r.status for r in results] == ["failed", "failed"]
+    assert {r.error_type for r in results} == {"TeacherGateRefused"}
+    message = results[0].error_message
+    assert "wrong label order" in message and gate_teachers["swapped"] in message and TASK in message
+    assert f"options: {{{TEACHER_LABEL_ORDER}: [1, 0]}}" in message
+    gate = gate_of(results[0])
+    assert gate["decision"] == "refused" and gate["reason"] == "label_order"
+    assert gate["score"] < 0.1 and gate["best_score"] > 0.9 and gate["best_order"] == [1, 0]
+
+
+def test_declared_the_swapped_teacher_trains_its_students_as_the_original(
+    gate_teachers: dict[str, str],
+) -> None:
+    (declared,), trained = run([make_trial(gate_teachers["swapped"], **{TEACHER_LABEL_ORDER: (1, 0)})])
+    (original,), _ = run([make_trial(gate_teachers["good"])])
+    assert declared.status == original.status == "done" and trained == [declared.trial.trial_id]
+    assert declared.scores["validation"] == pytest.approx(original.scores["validation"], abs=1e-6)
+    assert declared.loss_terms == pytest.approx(original.loss_terms, abs=1e-6)
+    assert declared.extra["teacher_scores"]["validation"]["accuracy"] > 0.9  # scored in the task's order
+    assert declared.extra["teacher_scores"]["validation"] == pytest.approx(
+        original.extra["teacher_scores"]["validation"]
+    )
+    assert declared.extra["teacher_label_order"] == {
+        "order": [1, 0],
+        "basis": "declared",
+        "teacher_names": ["LABEL_0", "LABEL_1"],
+    }
+    assert gate_of(declared)["decision"] == "accepted" and gate_of(declared)["score"] > 0.9
+
+
+def test_the_verdict_is_cached_per_teacher_task_and_order(
+    gate_teachers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run([make_trial(gate_teachers["good"])])  # scored here, or by an earlier test
+
+    def no_scoring(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the gate scored the teacher again")
+
+    monkeypatch.setattr(teacher_gate, "teacher_logits", no_scoring)
+    (result,), _ = run([make_trial(gate_teachers["good"], seed=5)])
+    assert result.status == "done" and gate_of(result)["cached"] is True
+    (refused,), _ = run([make_trial(gate_teachers["swapped"], seed=5)])
+    assert refused.error_type == "TeacherGateRefused" and gate_of(refused)["cached"] is True
+
+
+def test_a_random_teacher_is_refused_at_the_majority_class(gate_teachers: dict[str, str]) -> None:
+    (result,), trained = run([make_trial(gate_teachers["random"])])
+    assert result.status == "failed" and trained == []
+    assert result.error_type == "TeacherGateRefused"
+    assert "majority class" in result.error_message and f"{TEACHER_GATE}: false" in result.error_message
+    assert gate_of(result)["reason"] == "majority"
+
+
+def test_teacher_gate_false_skips_the_gate_and_says_so(gate_teachers: dict[str, str]) -> None:
+    (result,), trained = run([make_trial(gate_teachers["random"], **{TEACHER_GATE: False})])
+    assert result.status == "done" and trained == [result.trial.trial_id]
+    assert gate_of(result) == {"checked": False, "why": f"{TEACHER_GATE}: false"}
+
+
+def test_kdgrid_fine_tuned_teachers_are_not_gated(gate_teachers: dict[str, str]) -> None:
+    (result,), _ = run([make_trial(gate_teachers["finetuned"])])
+    assert result.status == "done" and gate_of(result)["checked"] is False
+
+
+def test_the_cli_exits_2_on_a_refused_teacher(
+    gate_teachers: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kdgrid.cli import main
+
+    config = tmp_path / "trial.json"
+    config.write_text(json.dumps(make_trial(gate_teachers["swapped"]).to_dict()))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["trial", str(config), "--device", "cpu"])
+    assert exit_info.value.code == 2
+    assert "wrong label order" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ options and grouping
+
+
+def test_teacher_options_split_groups_and_leave_other_trials_alone() -> None:
+    plain = make_trial("t")
+    assert group_key(plain) == tuple(getattr(plain, f) for f in ("task", "teacher", "seed", "batch_size",
+                                                                  "max_length", "epochs", "max_train_samples"))  # fmt: skip
+    declared = make_trial("t", **{TEACHER_LABEL_ORDER: [1, 0]})
+    assert group_key(declared) != group_key(plain)
+    assert group_key(make_trial("t", soft_t2=True)) == group_key(plain)  # other options share the pass
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({TEACHER_LABEL_ORDER: "entailment"}, "list of at least two"),
+        ({TEACHER_LABEL_ORDER: ["a", "A"]}, "names a label twice"),
+        ({TEACHER_GATE: "off"}, "allowed: true, false"),
+    ],
+)
+def test_invalid_teacher_options_are_refused(options: dict, fragment: str) -> None:
+    (problem,) = teacher_option_problems(make_trial("t", **options))
+    assert fragment in problem
+
+
+# ---------------------------------------------------------------------------------------- label alignment
+
+
+def test_meaningful_id2label_names_give_the_order_whatever_their_spelling() -> None:
+    mnli = get_task("mnli")
+    order = resolve_label_order(mnli, "some/teacher", {0: "CONTRADICTION", 1: "Entailment", 2: "neutral"})
+    assert order.basis == "id2label" and order.order == (2, 0, 1)
+    assert order.labels_of() == ["contradiction", "entailment", "neutral"]
+    rte = resolve_label_order(get_task("rte"), "x/y", {0: "entailment", 1: "Not-Entailment"})
+    assert rte.basis == "id2label" and rte.is_identity
+
+
+def test_generic_names_use_the_known_orders_then_identity() -> None:
+    mnli = get_task("mnli")
+    generic = {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}
+    known = resolve_label_order(mnli, "textattack/bert-base-uncased-MNLI", generic)
+    assert known.basis == "known" and known.labels_of() == ["contradiction", "entailment", "neutral"]
+    assert "ishan/bert-base-uncased-mnli" not in KNOWN_LABEL_ORDERS  # public uses disagree: the gate decides
+    guessed = resolve_label_order(mnli, "ishan/bert-base-uncased-mnli", generic)
+    assert guessed.basis == "identity" and guessed.is_identity
+    other_words = resolve_label_order(mnli, "x/y", {0: "yes", 1: "maybe", 2: "no"})
+    assert other_words.basis == "identity" and other_words.teacher_names == ("yes", "maybe", "no")
+
+
+def test_a_declared_order_wins_and_is_checked_against_the_task() -> None:
+    mnli = get_task("mnli")
+    names = {0: "entailment", 1: "neutral", 2: "contradiction"}
+    declared = resolve_label_order(mnli, "x/y", names, ("contradiction", "entailment", "neutral"))
+    assert declared.basis == "declared" and declared.order == (2, 0, 1)
+    with pytest.raises(ConfigError, match="not a label of the task"):
+        resolve_label_order(mnli, "x/y", names, ("contradiction", "entailment", "nope"))
+    with pytest.raises(ConfigError, match="3 labels"):
+        resolve_label_order(mnli, "x/y", names, ("contradiction", "entailment"))
+
+
+def test_align_puts_label_j_in_column_j() -> None:
+    order = LabelOrder((2, 0, 1), "declared")  # outputs: contradiction, entailment, neutral
+    logits = torch.tensor([[10.0, 20.0, 30.0]])
+    assert order.align(logits).tolist() == [[20.0, 30.0, 10.0]]  # entailment, neutral, contradiction
+    assert LabelOrder((0, 1), "identity").align(logits[:, :2]) is not None
+
+
+# ------------------------------------------------------------------------------------------- the verdicts
+
+
+def test_ties_and_small_gaps_keep_the_given_order() -> None:
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 300)
+    logits = rng.normal(size=(300, 3))  # chance level in every order
+    report, reason = judge_classifier(logits, labels, LabelOrder((0, 1, 2), "identity"))
+    assert reason == "majority" and len(report["orders"]) == 6
+
+
+def test_a_permuted_three_class_teacher_gets_the_declaration_that_fixes_it() -> None:
+    labels = np.arange(300) % 3
+    outputs = (labels + 1) % 3  # output k means label k - 1: contradiction, entailment, neutral
+    logits = np.eye(3)[outputs]
+    order = LabelOrder((0, 1, 2), "identity", ("entailment", "neutral", "contradiction"))
+    report, reason = judge_classifier(logits, labels, order)
+    assert reason == "label_order" and report["best_score"] == 1.0 and report["score"] == 0.0
+    assert (
+        report["declaration"] == f"options: {{{TEACHER_LABEL_ORDER}: [contradiction, entailment, neutral]}}"
+    )
+
+
+def test_a_regression_teacher_must_correlate() -> None:
+    labels = np.linspace(0, 5, 100)
+    assert judge_regression(labels + np.sin(labels), labels)[1] is None
+    assert judge_regression(-labels, labels)[1] == "constant"
+    assert judge_regression(np.full(100, 2.5), labels)[1] == "constant"
+
+
+def test_the_refusal_is_a_kdgrid_error() -> None:
+    assert issubclass(TeacherGateRefused, KdgridError)
