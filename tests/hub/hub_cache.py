@@ -20,11 +20,13 @@ Point ``HF_HOME`` at ``root`` (``HF_HUB_CACHE`` = ``root/hub``, ``HF_DATASETS_CA
 ``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``: ``from_pretrained(repo_id)``, ``AutoTokenizer.from_pretrained``
 and ``load_dataset("nyu-mll/glue", config)`` then resolve from it unchanged.
 
-The models are random BERTs: the teachers keep their real depth and head count (12 / 12 for BERT-base, 24 / 16 for
-BERT-large, so layer matching sees the real teacher layers) at a tiny width; the compact BERTs have their real
-shape (``kdgrid`` checks a ``pretrain`` checkpoint's shape against the student's). All share bert-base-uncased's
-WordPiece vocabulary (30,522 tokens), taken from the offline MiniLM teacher, as every real repo here does.
-The GLUE data is generated text, deterministic (seeded), a few dozen rows per split.
+The teachers keep their real depth and head count (12 / 12 for BERT-base, 24 / 16 for BERT-large, so layer
+matching sees the real teacher layers) at a tiny width, and are trained (`train_teacher`): they read the generated
+data's marker words and beat the majority class by far, in the class order of the real checkpoint. The compact
+BERTs are random, at their real shape (``kdgrid`` checks a ``pretrain`` checkpoint's shape against the
+student's). All share bert-base-uncased's WordPiece vocabulary (30,522 tokens), taken from the offline MiniLM
+teacher, as every real repo here does. The GLUE data is generated text, deterministic (seeded): 256 train rows,
+64 per dev split, 16 per test split; a row's label is a marker word in its first sentence.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from transformers import BertConfig, BertForPreTraining, BertForSequenceClassification
 
 from kdgrid.assets import teacher_dir
+from tests.hub.teacher_training import fine_tune_head, plant_marker_reader
 
 GLUE_REPO = "nyu-mll/glue"
 SEED = 20240601
@@ -65,8 +68,9 @@ class HubModel:
         layers, width, heads, ffn: the fixture's shape (see the module docstring).
         num_labels: classifier outputs (``None``: a pretrained encoder saved as ``BertForPreTraining``).
         class_order: the dataset label index each output means, output by output, as the real checkpoint was
-            trained (``None`` for an encoder). The random weights do not encode it; it is the declared fact a
-            label-alignment check or a trained fixture teacher must honour.
+            trained (``None`` for an encoder and for a regression head). The fixture teacher is fine-tuned in
+            this order (`train_teacher`): its output k predicts the label ``class_order[k]``.
+        task: the GLUE config a teacher is fine-tuned on (``None`` for an encoder).
         config_extra: keys the real repo's ``config.json`` carries beyond the shape.
         drop_config_keys: keys ``save_pretrained`` writes that the real ``config.json`` lacks.
         tokenizer_files: whether the repo ships ``tokenizer_config.json`` and ``special_tokens_map.json`` (all
@@ -80,6 +84,7 @@ class HubModel:
     ffn: int
     num_labels: int | None
     class_order: tuple[int, ...] | None = None
+    task: str | None = None
     config_extra: dict[str, Any] = field(default_factory=dict)
     drop_config_keys: tuple[str, ...] = ()
     tokenizer_files: bool = True
@@ -157,6 +162,7 @@ def paper_models() -> list[HubModel]:
                 **BASE_TEACHER_SHAPE,
                 num_labels=n,
                 class_order=base_order,
+                task=task,
                 config_extra=_classifier_config(task),
             )
         )
@@ -166,6 +172,7 @@ def paper_models() -> list[HubModel]:
                 **LARGE_TEACHER_SHAPE,
                 num_labels=n,
                 class_order=identity,
+                task=task,
                 config_extra=_classifier_config(task),
             )
         )
@@ -281,8 +288,36 @@ def build_model(spec: HubModel, seed: int) -> torch.nn.Module:
     return model.float().eval()
 
 
-def write_model(hub_cache: Path, spec: HubModel, seed: int) -> Path:
+def teacher_examples(spec: HubModel, split: str, seed: int) -> tuple[list[tuple[str, ...]], list[float]]:
+    """The generated rows of ``split`` of the teacher's task as (texts, targets in the teacher's own output
+    order): the target of a row of label y is the output k with ``class_order[k] == y`` (regression: the score)."""
+    assert spec.task is not None
+    config = GLUE[spec.task]
+    rows = generate_split(config, split, seed)
+    texts = list(zip(*(rows[c] for c in config.text_columns), strict=True))
+    if spec.class_order is None:
+        return texts, [float(y) for y in rows["label"]]
+    return texts, [float(spec.class_order.index(y)) for y in rows["label"]]
+
+
+def vocabulary_file() -> Path:
+    return teacher_dir() / "vocab.txt"
+
+
+def train_teacher(model: torch.nn.Module, spec: HubModel, seed: int) -> None:
+    """Make a fixture teacher read the marker words and fine-tune its head on its task's generated train split in
+    its class order (`tests.hub.teacher_training`); ``seed`` is the GLUE data's (`SEED`)."""
+    texts, targets = teacher_examples(spec, "train", seed)
+    plant_marker_reader(model, vocabulary_file(), marker_words())
+    fine_tune_head(model, vocabulary_file(), texts, targets, seed=seed)
+
+
+def write_model(
+    hub_cache: Path, spec: HubModel, seed: int, *, data_seed: int = SEED, train: bool = True
+) -> Path:
     model = build_model(spec, seed)
+    if train and spec.task is not None:
+        train_teacher(model, spec, data_seed)
     files = {**saved_files(model, spec.drop_config_keys), **vocabulary_files(spec.tokenizer_files)}
     return write_repo(hub_cache, spec.repo_id, files)
 
@@ -321,8 +356,11 @@ GLUE = {
         GlueConfig("rte", ("sentence1", "sentence2"), ("entailment", "not_entailment")),
     )
 }
-ROWS = {"train": 48, "test": 12}  # every other split (the dev sets): DEV_ROWS
-DEV_ROWS = 24
+ROWS = {"train": 256, "test": 16}  # every other split (the dev sets): DEV_ROWS
+DEV_ROWS = 64
+SENTENCE_WORDS = (3, 8)  # words per generated sentence, before the marker: a pair stays under 32 tokens
+STSB_LEVELS = 6  # STS-B scores 0..5, one marker word each
+MARKER_COUNT = STSB_LEVELS
 
 
 def glue_features(config: GlueConfig) -> datasets.Features:
@@ -340,35 +378,63 @@ def glue_features(config: GlueConfig) -> datasets.Features:
     )
 
 
+def _vocabulary() -> list[str]:
+    return (teacher_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()
+
+
+def _plain(words: Iterable[str]) -> list[str]:
+    return [w for w in words if w.isalpha() and w.isascii() and len(w) >= 3]
+
+
 def _words() -> list[str]:
-    """Plain lower-case words of bert-base-uncased's vocabulary (so generated text tokenizes to whole words)."""
-    vocab = (teacher_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    return [w for w in vocab[2000:6000] if w.isalpha() and w.isascii() and len(w) >= 3]
+    """Plain lower-case words of bert-base-uncased's vocabulary (so generated text tokenizes to whole words):
+    the filler of every sentence."""
+    return _plain(_vocabulary()[2000:6000])
+
+
+def marker_words() -> tuple[str, ...]:
+    """One marker word per class (per STS-B score level), from a part of the vocabulary the filler never uses:
+    a sentence's label is the marker it carries, so the data is learnable and a teacher fine-tuned on it beats
+    the majority class by far."""
+    return tuple(_plain(_vocabulary()[7000:8000])[:MARKER_COUNT])
+
+
+def _sentence(rng: random.Random, words: Sequence[str], marker: str | None, question: bool) -> str:
+    chosen = [rng.choice(words) for _ in range(rng.randint(*SENTENCE_WORDS))]
+    if marker is not None:
+        chosen.insert(rng.randint(0, len(chosen)), marker)
+    return " ".join(chosen) + ("?" if question else ".")
+
+
+def _split_rows(split: str) -> int:
+    if split.startswith("test"):
+        return ROWS["test"]
+    return ROWS["train"] if split == "train" else DEV_ROWS
 
 
 def generate_split(config: GlueConfig, split: str, seed: int) -> dict[str, list[Any]]:
-    """Rows of one split: random sentences of 4-14 words; labels cycle through the classes (every class
-    present), shuffled; test labels are -1 as on the Hub."""
+    """Rows of one split: random sentences of `SENTENCE_WORDS` words, the first text column carrying the marker
+    word of the row's class (`marker_words`; STS-B: of its score rounded, the score being that level plus up to
+    0.4 of noise, clipped to [0, 5]). Classes cycle (every class present), shuffled; test labels are -1 as on the
+    Hub (their first column carries a random marker)."""
     rng = random.Random(f"{seed}-{config.name}-{split}")
-    words = _words()
-    n = (
-        ROWS["test" if split.startswith("test") else split]
-        if split.startswith(("test", "train"))
-        else DEV_ROWS
-    )
+    words, markers = _words(), marker_words()
+    n = _split_rows(split)
     test = split.startswith("test")
+    levels = STSB_LEVELS if config.label_names is None else len(config.label_names)
+    classes = [i % levels for i in range(n)]
+    rng.shuffle(classes)
     columns: dict[str, list[Any]] = {c: [] for c in config.text_columns}
-    for _ in range(n):
-        for column in config.text_columns:
-            text = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
-            columns[column].append(text + ("?" if column.startswith("question") else "."))
+    for row in range(n):
+        for position, column in enumerate(config.text_columns):
+            marker = markers[classes[row]] if position == 0 else None
+            columns[column].append(_sentence(rng, words, marker, column.startswith("question")))
+    labels: list[Any]
     if config.label_names is None:
-        labels: list[Any] = [-1.0 if test else round(rng.uniform(0, 5), 3) for _ in range(n)]
+        noisy = [min(5.0, max(0.0, k + rng.uniform(-0.4, 0.4))) for k in classes]
+        labels = [-1.0] * n if test else [round(x, 3) for x in noisy]
     else:
-        k = len(config.label_names)
-        labels = [-1] * n if test else [i % k for i in range(n)]
-        if not test:
-            rng.shuffle(labels)
+        labels = [-1] * n if test else classes
     return {**columns, "label": labels, "idx": list(range(n))}
 
 
@@ -451,12 +517,14 @@ def build_hub_cache(
     repo_ids: Iterable[str] | None = None,
     glue_configs: Sequence[str] = GLUE_CONFIGS,
     seed: int = SEED,
+    train_teachers: bool = True,
 ) -> Path:
     """Populate ``root/hub`` and ``root/datasets`` (see the module docstring); returns ``root``.
 
     ``repo_ids`` limits the models (default: every repo of `paper_models`); ``glue_configs`` the GLUE configs.
     Every model's weights are seeded by ``seed`` and its position in `paper_models`, so a repo's bytes do not
-    depend on which others are built.
+    depend on which others are built. Teachers are fine-tuned on their task's generated data (`train_teacher`)
+    unless ``train_teachers`` is false (random teachers, as a permuted or untrained teacher is made in tests).
     """
     root = Path(root)
     hub_cache, datasets_cache = root / "hub", root / "datasets"
@@ -469,7 +537,7 @@ def build_hub_cache(
         raise ValueError(f"no fixture model for {sorted(unknown)}")
     for index, spec in enumerate(known):
         if wanted is None or spec.repo_id in wanted:
-            write_model(hub_cache, spec, seed + index)
+            write_model(hub_cache, spec, seed + index, data_seed=seed, train=train_teachers)
     if glue_configs:
         write_glue(hub_cache, datasets_cache, glue_configs, seed)
     return root
