@@ -46,7 +46,7 @@ def load_tidy(store_dir: Path, kind: str = "best") -> pd.DataFrame:
     (`analysis.tidy.membership_tables`; a store written before memberships were recorded falls back to each
     row's own study and sweep). No sweep file is read."""
     store_dir = Path(store_dir)
-    if not store_dir.is_dir():
+    if not store_dir.exists():
         raise KdgridError(f"no results store at {store_dir} (run a sweep first, or pass --store DIR)")
     store_df = read_store(store_dir)
     if store_df.empty:

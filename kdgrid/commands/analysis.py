@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from kdgrid.commands.arguments import check_store_argument
-
 StoreOpt = Annotated[Path, typer.Option("--store", help="The results store.")]
 KindOpt = Annotated[
     str,
@@ -39,7 +37,6 @@ def tables(
 
     check_format(fmt)
     table_names(table)  # an unknown table is refused before the store is read
-    check_store_argument(store)
     tidy = load_tidy(store, kind)
     report = build_report(tidy, table, store, compare=compare)
     if out is not None:
@@ -76,7 +73,6 @@ def figures(
     from analysis.figures import write_store_figures
     from kdgrid.errors import KdgridError
 
-    check_store_argument(store)
     written = write_store_figures(store, out, kind=kind)
     if not written:
         raise KdgridError(

@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kdgrid.commands.arguments import check_store_argument
 from kdgrid.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -217,7 +216,6 @@ def _show(
     from kdgrid.grid.state import running_trials, sweep_state
     from kdgrid.sweep_run import executor_and_budget, load_named_sweep
 
-    check_store_argument(store)
     spec = load_named_sweep(sweep_path)
     if check_checkpoints:
         check_init_checkpoints(planned.trial for planned in spec.trials)

@@ -225,12 +225,14 @@ class ModelConfig:
         num_labels: classifier outputs (``len(id2label)``, else ``num_labels``, else transformers' default 2).
         problem_type: the config's ``problem_type`` (``regression``, ``single_label_classification``, ...) or
             None.
+        max_positions: its position embeddings (``max_position_embeddings``): the longest input it takes.
     """
 
     source: str
     shape: StudentShape
     num_labels: int
     problem_type: str | None
+    max_positions: int = MAX_POSITIONS
 
     @property
     def is_regression(self) -> bool:
@@ -288,6 +290,7 @@ def parse_model_config(data: dict[str, Any], source: str) -> ModelConfig:
         ),
         num_labels=num_labels,
         problem_type=data.get("problem_type"),
+        max_positions=int(data.get("max_position_embeddings", MAX_POSITIONS)),
     )
 
 
@@ -408,19 +411,25 @@ def _hub_teacher(spec: TeacherSpec, task: str) -> ResolvedTeacher:
     return ResolvedTeacher(spec.hub_name, config.shape, False, task)
 
 
-def teacher_config_problems(teacher: ResolvedTeacher, config: ModelConfig, num_labels: int) -> list[str]:
-    """Why a teacher cannot serve its task, from its config alone: its head (label count, regression or
-    classification) does not fit the task's ``num_labels``, or its real shape is not the one its trials were
-    planned with. Empty when it fits."""
-    task = f"task {teacher.task}" if teacher.task else "the task"
+def teacher_head_problems(source: str, task: str, config: ModelConfig, num_labels: int) -> list[str]:
+    """Why a teacher's head (its label count, regression or classification, from its config) cannot serve a
+    task of ``num_labels`` outputs (1: regression); empty when it fits."""
+    where = f"task {task}" if task else "the task"
     task_kind = "regression" if num_labels == 1 else "classification"
     kind = "regression" if config.is_regression else "classification"
-    problems = []
-    if config.num_labels != num_labels or kind != task_kind:
-        problems.append(
-            f"teacher {teacher.source} has {config.num_labels} outputs ({kind}, from its {CONFIG_FILE}); "
-            f"{task} needs {num_labels} ({task_kind}): name a teacher fine-tuned on this task"
-        )
+    if config.num_labels == num_labels and kind == task_kind:
+        return []
+    return [
+        f"teacher {source} has {config.num_labels} outputs ({kind}, from its {CONFIG_FILE}); "
+        f"{where} needs {num_labels} ({task_kind}): name a teacher fine-tuned on this task"
+    ]
+
+
+def teacher_config_problems(teacher: ResolvedTeacher, config: ModelConfig, num_labels: int) -> list[str]:
+    """Why a teacher cannot serve its task, from its config alone: its head does not fit the task's
+    ``num_labels`` (`teacher_head_problems`), or its real shape is not the one its trials were planned with.
+    Empty when it fits."""
+    problems = teacher_head_problems(teacher.source, teacher.task, config, num_labels)
     if config.shape != teacher.shape:
         planned = (
             "the shape kdgrid declares for it (its config was not cached when the trials were planned)"

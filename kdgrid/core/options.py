@@ -16,20 +16,22 @@ from __future__ import annotations
 import math
 import numbers
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
 
 # What a value of each kind of option must be, and how a message names it.
-OptionKind = typing.Literal["bool", "int", "number", "text", "int_list"]
+OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "labels"]
 KIND_WORDS: dict[str, str] = {
     "bool": "true or false",
     "int": "an integer",
     "number": "a finite number",
     "text": "a string",
     "int_list": "a list of integers",
+    "labels": "a list of label names or ids",
 }
 
 # Warm-up batches that calibrate ``beta: auto`` knowledge weights (option ``auto_batches``).
@@ -46,6 +48,8 @@ class OptionSpec:
         default: the value when the option is not given (``None``: off; ``null`` may then be written too).
         meaning: one line for messages and listings.
         minimum: for ``int`` and ``number``: the smallest value allowed.
+        check: for an option whose rule is more than its kind: ``check(value)`` says why a value is not allowed
+            (None when it is), in place of the kind's rule.
     """
 
     name: str
@@ -53,11 +57,14 @@ class OptionSpec:
     default: Any
     meaning: str
     minimum: float | None = None
+    check: Callable[[Any], str | None] | None = None
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not allowed for this option (None when it is)."""
         if value is None and self.default is None:
             return None
+        if self.check is not None:
+            return self.check(value)
         if _fits(self.kind, value) and (self.minimum is None or value >= self.minimum):
             return None
         wanted = KIND_WORDS[self.kind]
@@ -81,6 +88,8 @@ def _fits(kind: str, value: Any) -> bool:
         return _is_number(value) and math.isfinite(value)
     if kind == "text":
         return isinstance(value, str)
+    if kind == "labels":
+        return isinstance(value, list | tuple) and all(isinstance(v, str) or _fits("int", v) for v in value)
     return isinstance(value, list | tuple) and all(_fits("int", v) for v in value)
 
 
@@ -88,7 +97,13 @@ OPTIONS: dict[str, OptionSpec] = {}
 
 
 def register_option(
-    name: str, kind: OptionKind, default: Any, meaning: str, *, minimum: float | None = None
+    name: str,
+    kind: OptionKind,
+    default: Any,
+    meaning: str,
+    *,
+    minimum: float | None = None,
+    check: Callable[[Any], str | None] | None = None,
 ) -> OptionSpec:
     """Declare an option a trial may set; registering the same declaration twice is harmless.
 
@@ -97,7 +112,7 @@ def register_option(
     """
     if kind not in KIND_WORDS:
         raise ValueError(f"option {name!r}: unknown kind {kind!r}; allowed: {', '.join(KIND_WORDS)}")
-    spec = OptionSpec(name, kind, default, meaning, minimum)
+    spec = OptionSpec(name, kind, default, meaning, minimum, check)
     if OPTIONS.get(name, spec) != spec:
         raise ValueError(f"option {name!r} is already declared differently: {OPTIONS[name]}")
     OPTIONS[name] = spec
@@ -118,6 +133,21 @@ register_option(
     "int_list",
     None,
     "init preload: the teacher layers (1-based) copied, one per student layer",
+)
+register_option(
+    TEACHER_LABEL_ORDER,
+    "labels",
+    None,
+    "the task label each teacher output means, e.g. [contradiction, entailment, neutral]; the teacher's "
+    "logits are re-ordered to the task's order (kdgrid.core.label_order)",
+    check=label_order_problem,
+)
+register_option(
+    TEACHER_GATE,
+    "bool",
+    True,
+    "false skips the teacher gate: the teacher is not meant to be accurate (rows record it)",
+    check=gate_problem,
 )
 
 

@@ -20,37 +20,15 @@ This module needs neither torch nor transformers: sweep expansion and `kdgrid.tr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 TEACHER_LABEL_ORDER = "teacher_label_order"
 TEACHER_GATE = "teacher_gate"
 
 
-@dataclass(frozen=True)
-class TeacherOption:
-    """A trial option's name, the type of its value and what it means (for the options schema and messages)."""
-
-    name: str
-    value_type: str
-    meaning: str
-
-
-TEACHER_OPTIONS: dict[str, TeacherOption] = {
-    TEACHER_LABEL_ORDER: TeacherOption(
-        TEACHER_LABEL_ORDER,
-        "list of label names or ids, one per teacher output",
-        "the task label each teacher output means; the teacher's logits are re-ordered to the task's order",
-    ),
-    TEACHER_GATE: TeacherOption(
-        TEACHER_GATE,
-        "bool (default true)",
-        "false skips the teacher gate: the teacher is not meant to be accurate (rows record it)",
-    ),
-}
-
-# Options that change the shared teacher pass: trials differing in one of them are different groups.
-TEACHER_PASS_OPTIONS: tuple[str, ...] = tuple(sorted(TEACHER_OPTIONS))
+# Options that change the shared teacher pass: trials differing in one of them are different groups. Both are
+# registered, with their meaning, in `kdgrid.core.options` (the one list of trial options).
+TEACHER_PASS_OPTIONS: tuple[str, ...] = (TEACHER_GATE, TEACHER_LABEL_ORDER)
 
 
 class HasOptions(Protocol):
@@ -87,23 +65,29 @@ def teacher_pass_key(trial: HasOptions) -> tuple[tuple[str, Any], ...]:
     )
 
 
+def label_order_problem(order: Any) -> str | None:
+    """Why ``order`` is not a valid ``teacher_label_order`` (None when it is): a list of at least two label
+    names or ids, none named twice."""
+    entries_ok = isinstance(order, Sequence) and not isinstance(order, str) and len(order) >= 2
+    if not entries_ok or not all(
+        (isinstance(v, str) and v.strip()) or (isinstance(v, int) and not isinstance(v, bool)) for v in order
+    ):
+        return (
+            f"option {TEACHER_LABEL_ORDER}={order!r} is invalid; allowed: a list of at least two label names "
+            "or ids, one per teacher output, e.g. [contradiction, entailment, neutral]"
+        )
+    if len({v.strip().lower() if isinstance(v, str) else v for v in order}) != len(order):
+        return f"option {TEACHER_LABEL_ORDER}={list(order)!r} names a label twice"
+    return None
+
+
+def gate_problem(gate: Any) -> str | None:
+    """Why ``gate`` is not a valid ``teacher_gate`` (None when it is)."""
+    return None if isinstance(gate, bool) else f"option {TEACHER_GATE}={gate!r} is invalid; allowed: true, false"
+
+
 def teacher_option_problems(trial: HasOptions) -> list[str]:
     """What is wrong with the trial's teacher options, without the task or the teacher (empty when fine)."""
-    problems: list[str] = []
-    order = _option(trial, TEACHER_LABEL_ORDER)
-    if order is not None:
-        entries_ok = isinstance(order, Sequence) and not isinstance(order, str) and len(order) >= 2
-        if not entries_ok or not all(
-            (isinstance(v, str) and v.strip()) or (isinstance(v, int) and not isinstance(v, bool))
-            for v in order
-        ):
-            problems.append(
-                f"option {TEACHER_LABEL_ORDER}={order!r} is invalid; allowed: a list of at least two label names "
-                "or ids, one per teacher output, e.g. [contradiction, entailment, neutral]"
-            )
-        elif len({v.strip().lower() if isinstance(v, str) else v for v in order}) != len(order):
-            problems.append(f"option {TEACHER_LABEL_ORDER}={list(order)!r} names a label twice")
-    gate = _option(trial, TEACHER_GATE)
-    if gate is not None and not isinstance(gate, bool):
-        problems.append(f"option {TEACHER_GATE}={gate!r} is invalid; allowed: true, false")
-    return problems
+    checks = ((TEACHER_LABEL_ORDER, label_order_problem), (TEACHER_GATE, gate_problem))
+    found = [check(value) for name, check in checks if (value := _option(trial, name)) is not None]
+    return [problem for problem in found if problem]

@@ -21,11 +21,22 @@ import functools
 import math
 from pathlib import Path
 
+import huggingface_hub.constants
+
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.matching import canonical_strategy, layer_pairs
-from kdgrid.core.models import MAX_POSITIONS, StudentShape
+from kdgrid.core.models import (
+    MAX_POSITIONS,
+    TEACHERS,
+    ModelConfig,
+    StudentShape,
+    cached_config,
+    is_local_source,
+    teacher_head_problems,
+)
 from kdgrid.core.options import option_problems as options_problems
+from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.trial import Trial
@@ -92,53 +103,46 @@ def option_problems(trial: Trial) -> list[str]:
     return options_problems(trial.options, trial.knowledge)
 
 
-@functools.cache
-def _teacher_config(directory: str, modified_ns: int) -> tuple[int, str | None, int] | None:
-    """(num_labels, problem_type, max_position_embeddings) of a local teacher directory's config.json, or None
-    when it has none (`kdgrid.core.models.resolve_teacher` names that problem). ``modified_ns`` (the file's
-    mtime) keys the cache, so a config changed since is read again."""
-    # Imported here: transformers costs about 2 s, and only a local teacher needs it.
-    from transformers import AutoConfig
-
-    if not (Path(directory) / "config.json").is_file():
+def teacher_config_source(teacher: str, task: str) -> str | None:
+    """Where a trial's teacher config is read from: a paper teacher's Hub name for the task, a Hub name or a
+    directory as written; None for the offline alias (fine-tuned by kdgrid for the task) and for a paper teacher
+    alias the task does not have (`kdgrid.core.models.resolve_teacher` names that problem)."""
+    if teacher == MINILM_ALIAS:
         return None
-    try:
-        config = AutoConfig.from_pretrained(directory)
-    except (OSError, ValueError) as error:
-        reason = " ".join(str(error).split())[:300]
-        raise ConfigError(f"teacher {directory}: config.json cannot be read ({reason})") from None
-    return config.num_labels, config.problem_type, getattr(config, "max_position_embeddings", MAX_POSITIONS)
+    if teacher in TEACHERS:
+        spec = TEACHERS[teacher].get(task)
+        return None if spec is None else spec.hub_name
+    return teacher
+
+
+@functools.lru_cache(maxsize=1024)
+def _config_as_of(source: str, hub_cache: str, modified_ns: int) -> ModelConfig | None:
+    """`cached_config`, read once per version: ``hub_cache`` and ``modified_ns`` (a local config's mtime) key
+    the memo, so a config changed since, or another Hugging Face cache, is read again."""
+    return cached_config(source)
 
 
 def teacher_config_problems(trial: Trial) -> list[str]:
-    """A local teacher directory's config.json against the trial: the task's label count and type, and
-    max_length against its position embeddings (empty for a Hub teacher: only the network could tell)."""
-    directory = Path(trial.teacher).expanduser()
-    if not directory.is_dir():
+    """The teacher's config.json against the trial, where this machine has it (a local directory, the Hugging
+    Face cache; nothing is downloaded): its head against the task's label count and type
+    (`kdgrid.core.models.teacher_head_problems`), and max_length against its position embeddings."""
+    source = teacher_config_source(trial.teacher, trial.task)
+    if source is None:
         return []
     try:
-        config = directory.resolve() / "config.json"
-        facts = _teacher_config(str(config.parent), config.stat().st_mtime_ns if config.is_file() else -1)
+        local = Path(source).expanduser() / "config.json"
+        stamp = local.stat().st_mtime_ns if is_local_source(source) and local.is_file() else 0
+        config = _config_as_of(source, str(huggingface_hub.constants.HF_HUB_CACHE), stamp)
         task = task_of(trial.task)
     except KdgridError as error:
         return [str(error)]
-    if facts is None:
+    if config is None:
         return []
-    num_labels, problem_type, positions = facts
-    problems = []
-    kind = "regression" if task.is_regression else f"{task.num_labels}-class classification"
-    if num_labels != task.num_labels:
+    problems = teacher_head_problems(source, task.name, config, task.num_labels)
+    if trial.max_length > config.max_positions:
         problems.append(
-            f"teacher {trial.teacher} has {num_labels} output(s), the task {task.name!r} ({kind}) needs "
-            f"{task.num_labels}"
-        )
-    elif problem_type is not None and (problem_type == "regression") != task.is_regression:
-        problems.append(
-            f"teacher {trial.teacher} was trained for {problem_type}, the task {task.name!r} is {kind}"
-        )
-    if trial.max_length > positions:
-        problems.append(
-            f"max_length={trial.max_length} is above the {positions} position embeddings of teacher {trial.teacher}"
+            f"max_length={trial.max_length} is above the {config.max_positions} position embeddings of teacher "
+            f"{trial.teacher}"
         )
     return problems
 

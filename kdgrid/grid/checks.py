@@ -17,16 +17,13 @@ from pathlib import Path
 
 import huggingface_hub.constants
 
-from kdgrid.core.data import get_task
 from kdgrid.core.models import (
     TEACHERS,
-    ResolvedTeacher,
     StudentShape,
     cached_config,
     is_local_source,
     resolve_teacher,
     student_shape,
-    teacher_config_problems,
 )
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.core.trial_rules import combination_problems as combination_rules
@@ -68,33 +65,6 @@ def _teacher_shape(teacher: str, task: str, hub_cache: str) -> StudentShape | No
     return None
 
 
-def teacher_head_problems(teacher: str, task: str) -> tuple[str, ...]:
-    """`_teacher_head_problems`, memoised per Hugging Face cache location."""
-    return _teacher_head_problems(teacher, task, _hub_cache())
-
-
-@functools.cache
-def _teacher_head_problems(teacher: str, task: str, hub_cache: str) -> tuple[str, ...]:
-    """Why the teacher's head does not fit the task (label count, regression or classification), where its
-    config is on this machine (a local directory, the Hugging Face cache); empty where it fits or is unknown
-    here (the job's pre-flight reads the config then). The offline alias is fine-tuned for its task."""
-    if teacher == MINILM_ALIAS:
-        return ()
-    source = teacher
-    if teacher in TEACHERS:
-        if task not in TEACHERS[teacher]:
-            return ()  # reported by teacher_shape
-        source = TEACHERS[teacher][task].hub_name
-    try:
-        config = cached_config(source)
-    except KdgridError as error:
-        return (str(error),)
-    if config is None:
-        return ()
-    resolved = ResolvedTeacher(source, config.shape, is_local_source(source), task)
-    return tuple(teacher_config_problems(resolved, config, get_task(task).num_labels))
-
-
 def combination_problems(trial: Trial) -> list[str]:
     """What makes this trial's combination impossible, as messages (empty when it can run); the numbers are
     `kdgrid.core.trial_rules.number_problems`."""
@@ -103,7 +73,7 @@ def combination_problems(trial: Trial) -> list[str]:
         teacher = teacher_shape(trial.teacher, trial.task)
     except KdgridError as error:
         return [*combination_rules(trial, student, None), str(error)]
-    return [*combination_rules(trial, student, teacher), *teacher_head_problems(trial.teacher, trial.task)]
+    return combination_rules(trial, student, teacher)
 
 
 def local_path_like(value: str) -> bool:

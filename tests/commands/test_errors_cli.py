@@ -152,7 +152,7 @@ def test_a_store_whose_rows_folder_is_a_file_is_one_message(tmp_path: Path) -> N
     store = tmp_path / "store"
     store.mkdir()
     (store / "rows").write_text("")
-    refused("status", sweep_file(tmp_path), store=store, facts=["rows"])
+    refused("run", sweep_file(tmp_path), store=store, facts=["rows"])
 
 
 @pytest.mark.parametrize(
@@ -258,7 +258,7 @@ def test_a_local_teacher_config_is_checked_against_the_task_and_max_length(
     three_classes = sweep_file(
         tmp_path, "labels.yaml", task="synthetic-single-3class", teacher=tiny_teacher, init="random"
     )
-    refused("plan", three_classes, store=tmp_path / "store", facts=[tiny_teacher, "2 output(s)", "needs 3"])
+    refused("plan", three_classes, store=tmp_path / "store", facts=[tiny_teacher, "2 outputs", "needs 3"])
     teacher = shutil.copytree(tiny_teacher, tmp_path / "short-teacher")
     config = json.loads((teacher / "config.json").read_text())
     (teacher / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 64}))

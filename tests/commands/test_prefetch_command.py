@@ -115,7 +115,7 @@ def test_prefetch_offline_or_of_an_unknown_sweep_is_one_message(
     use_hub(hub)
     message = user_error(capsys, "prefetch", hub_sweep(tmp_path))
     assert "offline mode is on" in message and "HF_HUB_OFFLINE=1" in message and "--check" in message
-    assert "no_such_sweep: cannot read the sweep file" in user_error(capsys, "prefetch", "no_such_sweep")
+    assert "no_such_sweep: cannot read the file" in user_error(capsys, "prefetch", "no_such_sweep")
 
 
 def test_run_with_everything_cached_runs_its_workers_offline(

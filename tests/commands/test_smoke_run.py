@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from kdgrid.cli import app
 from kdgrid.sweep_run import SMOKE_STEPS, smoke_selection, smoke_sweep, smoke_trial
 from kdgrid.trial import Trial
+from tests.teachers import NOT_MEANT_TO_BE_ACCURATE
 
 TASK = "synthetic-single-binary-n96-d32"
 
@@ -44,7 +45,8 @@ def test_a_smoke_run_reports_the_failing_group_and_leaves_nothing_behind(tmp_pat
     sweep = tmp_path / "smoky.yaml"
     sweep.write_text(json.dumps({
         "name": "smoky",
-        "fixed": {"task": TASK, "student": "w32-l2-h2-f64", "init": "random", "batch_size": 8, "max_length": 24},
+        "fixed": {"task": TASK, "student": "w32-l2-h2-f64", "init": "random", "batch_size": 8, "max_length": 24,
+                  "options": NOT_MEANT_TO_BE_ACCURATE},
         "axes": {"teacher": [teacher, str(broken)], "knowledge": [[], ["cos"]], "strategy": ["Last-1"]},
     }))  # fmt: skip
     result = CliRunner().invoke(
@@ -64,7 +66,8 @@ def test_a_smoke_run_reports_the_failing_group_and_leaves_nothing_behind(tmp_pat
 def test_keep_keeps_the_smoke_store(tmp_path: Path, teacher: str) -> None:
     sweep = tmp_path / "fine.yaml"
     sweep.write_text(json.dumps({"name": "fine", "fixed": {"task": TASK, "teacher": teacher, "student": "w32-l2-h2-f64",
-                                 "init": "random", "batch_size": 8, "max_length": 24}}))  # fmt: skip
+                                 "init": "random", "batch_size": 8, "max_length": 24,
+                                           "options": NOT_MEANT_TO_BE_ACCURATE}}))  # fmt: skip
     outcome = smoke_sweep(sweep, executor_settings={"local_progress": False}, keep=True)
     try:
         assert outcome.ok and len(outcome.groups) == 1 and outcome.groups[0].trials == 1

@@ -159,7 +159,9 @@ def test_the_warning_is_one_plain_line_on_stderr(tmp_path: Path) -> None:
     invoke("run", sweep, "--store", store, *FAKE, "--no-compact")
     (layout.rows_dir(store) / "stray.parquet").write_bytes(b"junk")
     done = subprocess.run(
-        [sys.executable, "-m", "kdgrid.cli", "status", str(sweep), "--store", str(store)],
+        # the fake job's options are declared when tests.launch.fakes is imported, as a plugin's would be
+        [sys.executable, "-c", "import sys, tests.launch.fakes, kdgrid.cli; sys.exit(kdgrid.cli.main())",
+         "status", str(sweep), "--store", str(store)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     lines = done.stderr.strip().splitlines()
