@@ -15,13 +15,11 @@ from transformers import AutoTokenizer, BertForSequenceClassification
 
 from kdgrid.assets import teacher_dir
 from kdgrid.core.models import StudentShape
-from kdgrid.core.teacher_options import TEACHER_GATE
 
 SMALL_TEACHER_SHAPE = StudentShape(layers=3, width=64, heads=4, ffn=128)
 TINY_TEACHER_SHAPE = StudentShape(layers=2, width=32, heads=2, ffn=64)
 
 # The trial options of a trial whose teacher is random on purpose: the teacher gate is skipped (rows record it).
-NOT_MEANT_TO_BE_ACCURATE: dict[str, bool] = {TEACHER_GATE: False}
 
 
 def save_random_teacher(path: Path, shape: StudentShape, num_labels: int = 2) -> str:

@@ -226,6 +226,10 @@ class ModelConfig:
         problem_type: the config's ``problem_type`` (``regression``, ``single_label_classification``, ...) or
             None.
         max_positions: its position embeddings (``max_position_embeddings``): the longest input it takes.
+        has_classifier: whether the checkpoint holds a trained classification head (its ``architectures`` name a
+            ``...ForSequenceClassification``; without ``architectures``, whether it gives ``id2label``). An encoder
+            checkpoint (``BertModel``, ``BertForPreTraining``) gets a new head of the task's size, so its label
+            count means nothing.
     """
 
     source: str
@@ -233,6 +237,7 @@ class ModelConfig:
     num_labels: int
     problem_type: str | None
     max_positions: int = MAX_POSITIONS
+    has_classifier: bool = True
 
     @property
     def is_regression(self) -> bool:
@@ -291,7 +296,16 @@ def parse_model_config(data: dict[str, Any], source: str) -> ModelConfig:
         num_labels=num_labels,
         problem_type=data.get("problem_type"),
         max_positions=int(data.get("max_position_embeddings", MAX_POSITIONS)),
+        has_classifier=_has_classifier(data),
     )
+
+
+def _has_classifier(data: dict[str, Any]) -> bool:
+    """See `ModelConfig.has_classifier`."""
+    architectures = data.get("architectures")
+    if isinstance(architectures, list) and architectures:
+        return any(str(name).endswith("ForSequenceClassification") for name in architectures)
+    return isinstance(data.get("id2label"), dict) and bool(data["id2label"])
 
 
 def _read_config_file(path: Path, source: str) -> ModelConfig:
@@ -414,6 +428,8 @@ def _hub_teacher(spec: TeacherSpec, task: str) -> ResolvedTeacher:
 def teacher_head_problems(source: str, task: str, config: ModelConfig, num_labels: int) -> list[str]:
     """Why a teacher's head (its label count, regression or classification, from its config) cannot serve a
     task of ``num_labels`` outputs (1: regression); empty when it fits."""
+    if not config.has_classifier:
+        return []  # an encoder checkpoint: its head is new, of the task's size
     where = f"task {task}" if task else "the task"
     task_kind = "regression" if num_labels == 1 else "classification"
     kind = "regression" if config.is_regression else "classification"

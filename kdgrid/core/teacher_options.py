@@ -26,6 +26,10 @@ TEACHER_LABEL_ORDER = "teacher_label_order"
 TEACHER_GATE = "teacher_gate"
 
 
+# The options of a trial whose teacher is not meant to be accurate (a random teacher that only exercises the
+# machinery: tests, benchmarks): the gate is skipped, and every row records that it was.
+NOT_MEANT_TO_BE_ACCURATE: dict[str, bool] = {TEACHER_GATE: False}
+
 # Options that change the shared teacher pass: trials differing in one of them are different groups. Both are
 # registered, with their meaning, in `kdgrid.core.options` (the one list of trial options).
 TEACHER_PASS_OPTIONS: tuple[str, ...] = (TEACHER_GATE, TEACHER_LABEL_ORDER)

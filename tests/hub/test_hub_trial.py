@@ -18,8 +18,10 @@ Switch = Callable[[Path], dict[str, str]]
 QUICK = {"epochs": 1, "batch_size": 8, "max_length": 32, "max_train_samples": 16, "init": "pretrain"}
 
 
-def run_trial(trial: dict[str, Any], env: dict[str, str], tmp_path: Path) -> dict[str, Any]:
-    """One trial (one job: `kdgrid trial` runs one job per call) through the CLI; its result row."""
+def run_trial_output(
+    trial: dict[str, Any], env: dict[str, str], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """`kdgrid trial` of one trial (one job per call) through the CLI, as it ended."""
     config = tmp_path / f"{trial['task']}-{trial['teacher']}.yaml"
     config.write_text(yaml.safe_dump({**QUICK, **trial}))
     repo = Path(__file__).resolve().parents[2]
@@ -28,23 +30,19 @@ def run_trial(trial: dict[str, Any], env: dict[str, str], tmp_path: Path) -> dic
         **env,
         "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]),
     }
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from kdgrid.cli import main; main()",
-            "trial",
-            str(config),
-            "--json",
-            "--device",
-            "cpu",
-        ],
+    return subprocess.run(
+        [sys.executable, "-c", "from kdgrid.cli import main; main()", "trial", str(config), "--json", "--device", "cpu"],
         capture_output=True,
         text=True,
         env=full_env,
         cwd=tmp_path,
         timeout=600,
     )
+
+
+def run_trial(trial: dict[str, Any], env: dict[str, str], tmp_path: Path) -> dict[str, Any]:
+    """One trial through the CLI; its result row."""
+    out = run_trial_output(trial, env, tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     (row,) = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     return row
@@ -72,6 +70,12 @@ def test_kdgrid_trial_runs_glue_with_the_paper_teachers(
             "strategy": "Last",
         },
     ]
+    # The fixture's MNLI teacher has the legacy class order, as public uses of the real one suggest (it cannot be
+    # confirmed offline): the gate refuses it, naming the declaration; declared, it teaches.
+    refused = run_trial_output(trials[1], env, tmp_path)
+    assert refused.returncode == 2 and "wrong label order" in refused.stderr
+    assert "teacher_label_order: [contradiction, entailment, neutral]" in refused.stderr
+    trials[1]["options"] = {"teacher_label_order": ["contradiction", "entailment", "neutral"]}
     rows = [run_trial(trial, env, tmp_path) for trial in trials]
     assert [row["status"] for row in rows] == ["done"] * 3, [row["error_message"] for row in rows]
     mrpc, mnli, stsb = rows

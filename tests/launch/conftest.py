@@ -20,6 +20,7 @@ import pytest
 
 from kdgrid.trial import Trial
 from slurm.local_cluster import LocalCluster, PackagesUnavailableError, cannot_start_reason
+from tests.teachers import NOT_MEANT_TO_BE_ACCURATE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,5 +73,5 @@ def ray_runtime() -> Iterator[None]:
 def real_job(tiny_teacher: str) -> list[Trial]:
     """One real job for the core: two tiny students sharing one teacher pass on a small synthetic task."""
     base = dict(task="synthetic-single-binary-n64-d32", teacher=tiny_teacher, student="w32-l2-h2-f64", init="random",
-                batch_size=16, max_length=24, epochs=1, lr=2e-3, seed=1)  # fmt: skip
+                batch_size=16, max_length=24, epochs=1, lr=2e-3, seed=1, options=NOT_MEANT_TO_BE_ACCURATE)  # fmt: skip
     return [Trial(**base), Trial(**base, knowledge=("hidden_mse",), strategy="Last")]  # type: ignore[arg-type]
