@@ -10,9 +10,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kdgrid.cli import app
+from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.sweep_run import SMOKE_STEPS, smoke_selection, smoke_sweep, smoke_trial
 from kdgrid.trial import Trial
-from tests.teachers import NOT_MEANT_TO_BE_ACCURATE
 
 TASK = "synthetic-single-binary-n96-d32"
 

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kdgrid.cli import app
+from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.store import latest_state, read_store, scores_long
-from tests.teachers import NOT_MEANT_TO_BE_ACCURATE
 
 TASK = "synthetic-single-binary-n96-d32"
 

@@ -11,10 +11,10 @@ from kdgrid.core.job import Job, load_job, teacher_forward
 from kdgrid.core.planning import plan_trial
 from kdgrid.core.runtime import FP32, Precision, Runtime, make_runtime, precision_policy
 from kdgrid.core.student import StudentRun, setup_student, train_step
+from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.core.train import teacher_capture_needs
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
-from tests.teachers import NOT_MEANT_TO_BE_ACCURATE
 
 BF16 = Precision(torch.bfloat16, grad_scaling=False)
 FP16_SCALED = Precision(torch.float16, grad_scaling=True)

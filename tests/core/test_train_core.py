@@ -12,10 +12,11 @@ import torch
 from transformers import BertForSequenceClassification
 
 from kdgrid.core.models import StudentShape
+from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
-from tests.teachers import NOT_MEANT_TO_BE_ACCURATE, SMALL_TEACHER_SHAPE
+from tests.teachers import SMALL_TEACHER_SHAPE
 
 TASK = "synthetic-single-binary-n96-d32"
 TEACHER_SHAPE = SMALL_TEACHER_SHAPE  # the shape of the `teacher` fixture (tests/conftest.py)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.trial import Trial
 from slurm.local_cluster import LocalCluster, PackagesUnavailableError, cannot_start_reason
-from tests.teachers import NOT_MEANT_TO_BE_ACCURATE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,8 +19,8 @@ from kdgrid.core.checkpoint import (
     save_checkpoint,
 )
 from kdgrid.core.models import StudentShape
+from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.trial import Trial
-from tests.teachers import NOT_MEANT_TO_BE_ACCURATE
 
 TASK = "synthetic-single-binary-n96-d32"
 
