@@ -11,7 +11,6 @@ import errno
 import re
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from kdgrid.grid import load_sweep
 from kdgrid.store import latest_state, layout, listing, read_store
 from kdgrid.store import write as write_module
 from tests.commands.test_sweep_commands import FAKE, as_json, invoke, starts, sweep_file, user_error
+from tests.launch.fakes import KDGRID_WITH_FAKES
 
 
 def warning_of(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: object) -> str:
@@ -159,9 +159,7 @@ def test_the_warning_is_one_plain_line_on_stderr(tmp_path: Path) -> None:
     invoke("run", sweep, "--store", store, *FAKE, "--no-compact")
     (layout.rows_dir(store) / "stray.parquet").write_bytes(b"junk")
     done = subprocess.run(
-        # the fake job's options are declared when tests.launch.fakes is imported, as a plugin's would be
-        [sys.executable, "-c", "import sys, tests.launch.fakes, kdgrid.cli; sys.exit(kdgrid.cli.main())",
-         "status", str(sweep), "--store", str(store)],
+        [*KDGRID_WITH_FAKES, "status", str(sweep), "--store", str(store)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     lines = done.stderr.strip().splitlines()

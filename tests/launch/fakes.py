@@ -29,6 +29,7 @@ import hashlib
 import os
 import signal
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -53,6 +54,10 @@ for _name in (
     register_option(_name, "text", None, "test hook of tests/launch/fakes.py")
 register_option("test_seconds", "number", None, "test hook of tests/launch/fakes.py: work time", minimum=0)
 register_option("test_epochs", "int", None, "test hook of tests/launch/fakes.py: epochs", minimum=1)
+
+# `kdgrid` in a fresh process that knows the options above, as a plugin's job function makes its options known
+# by being imported: the command line of a test that runs the CLI as a subprocess with these hooks.
+KDGRID_WITH_FAKES = [sys.executable, "-c", "import sys, tests.launch.fakes, kdgrid.cli; sys.exit(kdgrid.cli.main())"]
 
 
 def _now() -> str:

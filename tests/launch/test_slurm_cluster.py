@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,7 +26,14 @@ from kdgrid.trial import Trial
 from slurm.local_cluster import PARTITION, LocalCluster
 from tests.commands.test_sweep_commands import as_json
 from tests.launch import fakes
-from tests.launch.fakes import log_events, make_trial, pending_jobs, store_rows, store_studies
+from tests.launch.fakes import (
+    KDGRID_WITH_FAKES,
+    log_events,
+    make_trial,
+    pending_jobs,
+    store_rows,
+    store_studies,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -203,12 +209,13 @@ def test_a_resume_while_the_killed_drivers_array_still_runs_trains_every_trial_o
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(json.dumps(spec))
     trials = [planned.trial for planned in load_sweep(sweep).trials]
-    args = [sys.executable, "-m", "kdgrid.cli", "--store", str(store), "-e", "slurm", "--profile", "local",
+    args = [*KDGRID_WITH_FAKES, "--store", str(store), "-e", "slurm", "--profile", "local",
             "--set", "job_fn=tests.launch.fakes:job_to_store", "--set", "poll_interval_s=1", "--no-preflight",
             "--max-group-size", "1"]  # fmt: skip
 
     def kdgrid(command: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([*args[:3], command, str(sweep), *args[3:]], text=True,
+        cli = len(KDGRID_WITH_FAKES)
+        return subprocess.Popen([*args[:cli], command, str(sweep), *args[cli:]], text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ.copy())  # fmt: skip
 
     driver = kdgrid("run")
