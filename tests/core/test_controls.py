@@ -22,7 +22,7 @@ from tests.teachers import NOT_MEANT_TO_BE_ACCURATE, SMALL_TEACHER_SHAPE
         ((6, 6), [(1, 6), (2, 5), (3, 4), (4, 3), (5, 2), (6, 1)]),
     ],
 )
-def test_reverse_pairs_student_i_with_dilatations_teacher_layer_of_student_ls_plus_1_minus_i(depths, expected):
+def test_reverse_reads_dilatations_teacher_layers_backwards(depths, expected):
     assert layer_pairs("Reverse", *depths) == expected
     dilatation = dict(layer_pairs("Dilatation", *depths))
     student_layers = depths[0]
