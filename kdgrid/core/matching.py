@@ -22,14 +22,34 @@ final student layer, whose output PKD distils through the logits instead), ``Min
 Last-1; MiniLM pairs it with attention and value-relation knowledge, see `MINILM_KNOWLEDGE`). ``Uniform``
 (TinyBERT's name for it) is the same map as Dilatation and is an alias of it.
 
+Negative controls (``control=True``; not the paper's, and no hypothesis about which layers correspond): they ask
+whether a strategy does better than a map that should not help.
+
+============  =================================================  ===================================
+strategy      pairs                                              L_S = 4, L_T = 12
+============  =================================================  ===================================
+Reverse       i -> Dilatation's teacher layer of L_S + 1 - i     (1,12) (2,9) (3,6) (4,3)
+Random        i -> the i-th teacher layer of a seeded shuffle    seed 0: (1,7) (2,6) (3,10) (4,2)
+============  =================================================  ===================================
+
+``Random`` is a fixed injective map drawn from the trial's ``seed`` (`Trial.seed`; `layer_pairs` takes it as
+``seed=``, every other strategy ignores it), recorded in the row's layer pairs as any strategy's. The draw: the
+teacher layers 1..L_T ordered by the SHA-256 digest of ``f"{seed}:{L_T}:{t}"`` (a tie, practically impossible, by layer), and
+student layer i takes the i-th. SHA-256 is a fixed standard, so the draw is the same on every machine and Python
+version (the `random` module guarantees only ``random()`` across versions, not ``sample`` or ``shuffle``). The
+teacher layers are deliberately *not* sorted: a uniformly random injection assumes neither which teacher layers
+matter nor their order (a sorted draw would keep the order that First, Last and Dilatation share and control only
+for the choice of layers; ``Reverse`` is the control for the order alone). For one seed and teacher depth, a
+shallower student takes a prefix of a deeper one's teacher layers.
+
 Defined behaviour at the edges:
 
 * L_S == L_T: First, Last and Dilatation all give the identity i -> i.
 * L_T not divisible by L_S: Dilatation takes the floor, ``i * L_T // L_S`` (integer arithmetic, so exact);
   the last student layer always meets the last teacher layer and no teacher layer is used twice.
-* L_S > L_T: First, Last, Dilatation, PKD-skip and PKD-last need a distinct teacher layer for every student
-  layer and raise `ConfigError` naming the strategy and both depths; First-1, Last-1 and MiniLM work for any
-  depths.
+* L_S > L_T: First, Last, Dilatation, PKD-skip, PKD-last, Reverse and Random need a distinct teacher layer for
+  every student layer and raise `ConfigError` naming the strategy and both depths; First-1, Last-1 and MiniLM
+  work for any depths.
 * Depths below 1 raise `ConfigError`; PKD-skip / PKD-last need L_S >= 2 (they leave the last layer out).
 
 Strategy names are matched case-insensitively, ignoring spaces, ``-`` and ``_`` (``"first_1"``, ``"First1"``
@@ -38,6 +58,7 @@ as Table 8 writes it, ``"LAST-1"``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,19 +74,24 @@ class MatchingStrategy:
 
     Attributes:
         name: the canonical name (the paper's spelling for its five).
-        pairs: ``(student_layers, teacher_layers) -> [(student layer, teacher layer), ...]`` for valid depths.
+        pairs: ``(student_layers, teacher_layers) -> [(student layer, teacher layer), ...]`` for valid depths
+            (a ``seeded`` strategy's takes the seed as a third argument).
         in_paper: one of the paper's five strategies.
         distinct_teacher_layers: every student layer takes its own teacher layer, so L_S <= L_T is required.
         min_student_layers: the smallest student depth the strategy is defined for.
         description: one line for listings.
+        control: a negative control (Reverse, Random): its teacher layers need not increase with the student's.
+        seeded: the pairs are drawn from the trial's seed.
     """
 
     name: str
-    pairs: Callable[[int, int], LayerPairs]
+    pairs: Callable[..., LayerPairs]
     in_paper: bool
     distinct_teacher_layers: bool
     min_student_layers: int
     description: str
+    control: bool = False
+    seeded: bool = False
 
 
 STRATEGIES: dict[str, MatchingStrategy] = {}
@@ -85,10 +111,13 @@ def register_strategy(
     description: str,
     min_student_layers: int = 1,
     aliases: Sequence[str] = (),
-) -> Callable[[Callable[[int, int], LayerPairs]], Callable[[int, int], LayerPairs]]:
-    """Register the decorated ``(student_layers, teacher_layers) -> pairs`` function as strategy ``name``."""
+    control: bool = False,
+    seeded: bool = False,
+) -> Callable[[Callable[..., LayerPairs]], Callable[..., LayerPairs]]:
+    """Register the decorated ``(student_layers, teacher_layers) -> pairs`` function as strategy ``name``
+    (``(student_layers, teacher_layers, seed) -> pairs`` where ``seeded``)."""
 
-    def decorate(fn: Callable[[int, int], LayerPairs]) -> Callable[[int, int], LayerPairs]:
+    def decorate(fn: Callable[..., LayerPairs]) -> Callable[..., LayerPairs]:
         if _key(name) in _KEYS:
             raise ValueError(f"strategy {name!r} is registered twice")
         STRATEGIES[name] = MatchingStrategy(
@@ -98,6 +127,8 @@ def register_strategy(
             distinct_teacher_layers=distinct_teacher_layers,
             min_student_layers=min_student_layers,
             description=description,
+            control=control,
+            seeded=seeded,
         )
         _KEYS[_key(name)] = name
         for alias in aliases:
@@ -186,6 +217,34 @@ def _minilm(student_layers: int, teacher_layers: int) -> LayerPairs:
     return [(student_layers, teacher_layers)]
 
 
+@register_strategy(
+    "Reverse",
+    in_paper=False,
+    distinct_teacher_layers=True,
+    control=True,
+    description="control: student i <- Dilatation's teacher layer of student L_S + 1 - i (order reversed)",
+)
+def _reverse(student_layers: int, teacher_layers: int) -> LayerPairs:
+    dilatation = _dilatation(student_layers, teacher_layers)
+    return [(i, dilatation[student_layers - i][1]) for i in range(1, student_layers + 1)]
+
+
+@register_strategy(
+    "Random",
+    in_paper=False,
+    distinct_teacher_layers=True,
+    control=True,
+    seeded=True,
+    description="control: student i <- the i-th teacher layer of a shuffle drawn from the trial's seed",
+)
+def _random(student_layers: int, teacher_layers: int, seed: int) -> LayerPairs:
+    def rank(layer: int) -> tuple[bytes, int]:
+        return hashlib.sha256(f"{seed}:{teacher_layers}:{layer}".encode()).digest(), layer
+
+    shuffled = sorted(range(1, teacher_layers + 1), key=rank)
+    return [(i, shuffled[i - 1]) for i in range(1, student_layers + 1)]
+
+
 # The knowledge MiniLM distils on its single pair (self-attention distributions and value relation), in
 # `kdgrid.core.knowledge` names; a sweep using the MiniLM strategy usually names these.
 MINILM_KNOWLEDGE: tuple[str, ...] = ("attention_ce_mean", "value_relation")
@@ -209,17 +268,20 @@ def get_strategy(name: str) -> MatchingStrategy:
     return STRATEGIES[canonical_strategy(name)]
 
 
-def layer_pairs(strategy: str, student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
+def layer_pairs(
+    strategy: str, student_layers: int, teacher_layers: int, *, seed: int | None = None
+) -> list[tuple[int, int]]:
     """The (student layer, teacher layer) pairs of ``strategy`` for an L_S-layer student and L_T-layer teacher.
 
     Layer 0 is the embedding output and 1..L the transformer layers; the pairs use 1..L only, in increasing
     student layer. See the module docstring for the table of strategies and the edge cases (equal depths,
     L_T not divisible by L_S: floor; a student deeper than its teacher: ConfigError for strategies that need a
-    distinct teacher layer per student layer).
+    distinct teacher layer per student layer). ``seed`` (the trial's) draws a ``seeded`` strategy's pairs
+    (``Random``); the others ignore it.
 
     Raises:
-        ConfigError: an unknown strategy (listing the valid ones) or depths the strategy is not defined for
-            (naming the strategy and both depths).
+        ConfigError: an unknown strategy (listing the valid ones), depths the strategy is not defined for
+            (naming the strategy and both depths), or a seeded strategy without an integer seed.
     """
     spec = get_strategy(strategy)
     for what, depth in (("student", student_layers), ("teacher", teacher_layers)):
@@ -238,4 +300,10 @@ def layer_pairs(strategy: str, student_layers: int, teacher_layers: int) -> list
             f"strategy {spec.name!r} leaves the last student layer out and needs a student of at least "
             f"{spec.min_student_layers} layers; got student depth {student_layers}, teacher depth {teacher_layers}"
         )
-    return spec.pairs(student_layers, teacher_layers)
+    if not spec.seeded:
+        return spec.pairs(student_layers, teacher_layers)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(
+            f"strategy {spec.name!r} draws its pairs from the trial's seed, an integer; got {seed!r}"
+        )
+    return spec.pairs(student_layers, teacher_layers, seed)

@@ -184,7 +184,8 @@ def strategy_problems(trial: Trial) -> list[str]:
 
 
 def matched_pairs(trial: Trial, student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
-    """The (student layer, teacher layer) pairs of the trial's strategy (empty without knowledge).
+    """The (student layer, teacher layer) pairs of the trial's strategy (empty without knowledge); a seeded
+    strategy (``Random``) draws them from the trial's seed.
 
     Raises:
         ConfigError: an unknown strategy, depths it is not defined for, or pairs outside the two models.
@@ -193,7 +194,10 @@ def matched_pairs(trial: Trial, student_layers: int, teacher_layers: int) -> lis
         return []
     strategy = canonical_strategy(trial.strategy)
     try:
-        pairs = [(int(s), int(t)) for s, t in layer_pairs(strategy, student_layers, teacher_layers)]
+        pairs = [
+            (int(s), int(t))
+            for s, t in layer_pairs(strategy, student_layers, teacher_layers, seed=trial.seed)
+        ]
     except (ValueError, IndexError) as error:
         raise ConfigError(f"strategy {strategy!r}: {error}") from None
     outside = [p for p in pairs if not (0 <= p[0] <= student_layers and 0 <= p[1] <= teacher_layers)]

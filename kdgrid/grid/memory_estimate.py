@@ -111,7 +111,7 @@ def _pairs(trial: Trial, student: StudentShape, teacher: StudentShape) -> list[t
     """The strategy's layer pairs; every student layer to the teacher's last ones where the strategy cannot
     tell (an unknown name or depths it refuses: the trial fails at validation anyway)."""
     try:
-        return layer_pairs(trial.strategy, student.layers, teacher.layers)
+        return layer_pairs(trial.strategy, student.layers, teacher.layers, seed=trial.seed)
     except ConfigError:
         return [(i, teacher.layers - student.layers + i) for i in range(1, student.layers + 1)]
 

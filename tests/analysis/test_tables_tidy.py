@@ -141,6 +141,9 @@ def test_a_trial_shared_by_two_sweeps_counts_in_both_tables(tmp_path):
 def test_table_of_prefers_a_table_name():
     assert table_of("table5", "whatever.yaml") == "5"
     assert table_of("single_match", "sweeps/table5_single_match.yaml") == "5"
+    # The controls sweep (Reverse, Random) is no paper table: its rows never land in Table 5's columns.
+    assert table_of("main", "sweeps/controls.yaml") == "main"
+    assert table_of("main", "controls") == "main"
     assert table_of("demo", "demo") == "demo"
     assert table_of("my-study", "mine.yaml") == "my-study"
     assert table_name("2021-runs") == "2021-runs" and table_name(7) == "7"

@@ -13,11 +13,12 @@ from kdgrid.cli import app
 from kdgrid.demo import demo_sweep_path
 
 
-def test_the_bundled_sweeps_are_the_papers_and_the_demo() -> None:
+def test_the_bundled_sweeps_are_the_papers_the_demo_and_the_controls() -> None:
     names = [path.stem for path in bundled_sweep_files()]
     assert "demo" in names and {f"table{n}" for n in range(1, 9)} <= {name.split("_")[0] for name in names}
     assert not any(name.startswith("_") for name in names)  # included defaults are not sweeps
     assert [p.name for p in bundled_sweep_files("table5_*.yaml")] == ["table5_single_match.yaml"]
+    assert "controls" in names  # the negative-control strategies beside Table 5
     assert demo_sweep_path() == BUNDLED_SWEEPS_DIR / "demo.yaml" and demo_sweep_path().is_file()
 
 

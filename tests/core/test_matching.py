@@ -15,7 +15,7 @@ from kdgrid.core.matching import (
 from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_STRATEGIES
 
-# (L_S, L_T) -> strategy -> expected pairs, by hand.
+# (L_S, L_T) -> strategy -> expected pairs, by hand; Random's are drawn from a seed (tests/core/test_controls.py).
 EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
     (2, 12): {
         "First": [(1, 1), (2, 2)],
@@ -26,6 +26,7 @@ EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
         "PKD-skip": [(1, 6)],
         "PKD-last": [(1, 11)],
         "MiniLM": [(2, 12)],
+        "Reverse": [(1, 12), (2, 6)],
     },
     (4, 12): {
         "First": [(1, 1), (2, 2), (3, 3), (4, 4)],
@@ -36,6 +37,8 @@ EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
         "PKD-skip": [(1, 3), (2, 6), (3, 9)],
         "PKD-last": [(1, 9), (2, 10), (3, 11)],
         "MiniLM": [(4, 12)],
+        # Dilatation's teacher layers, read backwards.
+        "Reverse": [(1, 12), (2, 9), (3, 6), (4, 3)],
     },
     (4, 6): {
         "First": [(1, 1), (2, 2), (3, 3), (4, 4)],
@@ -47,6 +50,7 @@ EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
         "PKD-skip": [(1, 1), (2, 3), (3, 4)],
         "PKD-last": [(1, 3), (2, 4), (3, 5)],
         "MiniLM": [(4, 6)],
+        "Reverse": [(1, 6), (2, 4), (3, 3), (4, 1)],
     },
     (6, 6): {
         "First": [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6)],
@@ -57,6 +61,7 @@ EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
         "PKD-skip": [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)],
         "PKD-last": [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)],
         "MiniLM": [(6, 6)],
+        "Reverse": [(1, 6), (2, 5), (3, 4), (4, 3), (5, 2), (6, 1)],
     },
     (3, 12): {
         "First": [(1, 1), (2, 2), (3, 3)],
@@ -67,19 +72,25 @@ EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
         "PKD-skip": [(1, 4), (2, 8)],
         "PKD-last": [(1, 10), (2, 11)],
         "MiniLM": [(3, 12)],
+        "Reverse": [(1, 12), (2, 8), (3, 4)],
     },
 }
 
 
+UNSEEDED = sorted(name for name, spec in STRATEGIES.items() if not spec.seeded)
+
+
 def test_every_strategy_is_covered_by_the_expected_table():
+    assert set(STRATEGIES) - set(UNSEEDED) == {"Random"}
     for depths, table in EXPECTED.items():
-        assert set(table) == set(STRATEGIES), depths
+        assert set(table) == set(UNSEEDED), depths
 
 
 @pytest.mark.parametrize("depths", sorted(EXPECTED))
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@pytest.mark.parametrize("strategy", UNSEEDED)
 def test_pairs_match_the_hand_written_table(depths, strategy):
     assert layer_pairs(strategy, *depths) == EXPECTED[depths][strategy]
+    assert layer_pairs(strategy, *depths, seed=5) == EXPECTED[depths][strategy]  # only Random reads the seed
 
 
 def test_paper_strategies_in_table_column_order():
@@ -109,6 +120,8 @@ def test_figure_1_of_the_paper():
         ("pkd-skip", "PKD-skip"),
         ("PKD_Last", "PKD-last"),
         ("minilm", "MiniLM"),
+        ("reverse", "Reverse"),
+        ("RANDOM", "Random"),
     ],
 )
 def test_names_are_case_and_separator_insensitive(written, canonical):
@@ -132,10 +145,12 @@ def test_unknown_strategy_lists_the_valid_names():
         assert name in message
 
 
-@pytest.mark.parametrize("strategy", ["First", "Last", "Dilatation", "PKD-skip", "PKD-last"])
+@pytest.mark.parametrize(
+    "strategy", ["First", "Last", "Dilatation", "PKD-skip", "PKD-last", "Reverse", "Random"]
+)
 def test_student_deeper_than_teacher_is_refused_naming_both_depths(strategy):
     with pytest.raises(ConfigError) as err:
-        layer_pairs(strategy, 8, 6)
+        layer_pairs(strategy, 8, 6, seed=0)
     message = str(err.value)
     assert strategy in message and "student depth 8" in message and "teacher depth 6" in message
 
@@ -162,17 +177,26 @@ def test_depths_must_be_positive_integers(depths):
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_invariants_over_many_depths(strategy):
-    """Pairs stay in range, student layers increase, distinct-layer strategies never reuse a teacher layer."""
+    """Pairs stay in range, student layers increase, distinct-layer strategies never reuse a teacher layer, and
+    their teacher layers increase too except in a negative control (Reverse, Random)."""
     spec = STRATEGIES[strategy]
     for teacher in range(1, 25):
         for student in range(spec.min_student_layers, teacher + 1):
-            pairs = layer_pairs(strategy, student, teacher)
+            pairs = layer_pairs(strategy, student, teacher, seed=teacher * 100 + student)
             assert pairs, (strategy, student, teacher)
             assert all(1 <= s <= student and 1 <= t <= teacher for s, t in pairs)
             assert [s for s, _ in pairs] == sorted({s for s, _ in pairs})
             if spec.distinct_teacher_layers:
                 teachers = [t for _, t in pairs]
-                assert teachers == sorted(set(teachers))
+                assert len(teachers) == len(set(teachers)), (strategy, student, teacher)
+                if not spec.control:
+                    assert teachers == sorted(set(teachers))
+
+
+def test_only_reverse_and_random_are_controls_and_neither_is_the_papers():
+    assert {name for name, spec in STRATEGIES.items() if spec.control} == {"Reverse", "Random"}
+    assert not any(STRATEGIES[name].in_paper for name in ("Reverse", "Random"))
+    assert [name for name, spec in STRATEGIES.items() if spec.seeded] == ["Random"]
 
 
 def test_minilm_names_registered_knowledge():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +32,7 @@ COUNTS = {
     "table7_best_practice.yaml": (252, 252),
     "table8_weighted.yaml": (1200, 1200),
     "demo.yaml": (52, 52),
+    "controls.yaml": (160, 160),  # Table 5's bert-mini grid with the two control strategies
 }
 
 
@@ -76,9 +78,19 @@ def test_table8_is_table5_with_auto_weights() -> None:
     five = [p.trial for p in load_sweep(SWEEPS / "table5_single_match.yaml").trials]
     eight = [p.trial for p in load_sweep(SWEEPS / "table8_weighted.yaml").trials]
     assert {t.beta for t in eight} == {"auto"}
-    import dataclasses
 
     assert {dataclasses.replace(t, beta=1.0) for t in eight} == set(five)
+
+
+def test_controls_are_table5_for_bert_mini_with_the_control_strategies() -> None:
+    five = [p.trial for p in load_sweep(SWEEPS / "table5_single_match.yaml").trials]
+    controls = load_sweep(SWEEPS / "controls.yaml")
+    trials = [p.trial for p in controls.trials]
+    assert Counter(t.strategy for t in trials) == {"Reverse": 80, "Random": 80}
+    mini = {dataclasses.replace(t, strategy=None) for t in five if t.student == "bert-mini"}
+    assert {dataclasses.replace(t, strategy=None) for t in trials} == mini
+    assert {p.study for p in controls.trials} == {"main"}  # no table's name: its rows are in no paper table
+    _best_cell_applies(trials)
 
 
 def test_table4_is_the_temperature_grid_without_defaults() -> None:
