@@ -64,18 +64,31 @@ def f1_rows(predictions: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return _safe_ratio(2 * true_positives, 2 * true_positives + false_positives + false_negatives)
 
 
+def _classes(predictions: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Every class id that occurs on either side (a superset is fine: an absent class adds 0 to every sum).
+
+    Small integer ids give a range without sorting, which a bootstrap's ``[R, N]`` blocks would pay for.
+    """
+    if np.issubdtype(predictions.dtype, np.integer) and np.issubdtype(labels.dtype, np.integer):
+        low = min(int(predictions.min()), int(labels.min()))
+        high = max(int(predictions.max()), int(labels.max()))
+        if high - low < 1024:
+            return np.arange(low, high + 1)
+    return np.union1d(np.unique(predictions), np.unique(labels))
+
+
 def matthews_corrcoef_rows(predictions: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Matthews correlation coefficient per row, in its multi-class form (Gorodkin's R_K, which is the binary MCC
     for 2 classes): ``(c n - sum_k p_k t_k) / sqrt((n^2 - sum_k p_k^2)(n^2 - sum_k t_k^2))`` with c correct
     predictions, n examples, p_k / t_k the predicted / true count of class k; 0.0 for a constant prediction."""
-    classes = np.union1d(np.unique(predictions), np.unique(labels))
-    predicted_counts = np.stack([(predictions == k).sum(axis=-1) for k in classes], axis=-1).astype(np.float64)
-    true_counts = np.stack([(labels == k).sum(axis=-1) for k in classes], axis=-1).astype(np.float64)
-    n = float(predictions.shape[-1])
+    classes = _classes(predictions, labels)
+    predicted_counts = np.stack([(predictions == k).sum(axis=-1) for k in classes], axis=-1)
+    true_counts = np.stack([(labels == k).sum(axis=-1) for k in classes], axis=-1)
+    n = float(predictions.shape[-1])  # counts in float64 from here: n^2 overflows int32 on large dev sets
     correct = (predictions == labels).sum(axis=-1).astype(np.float64)
-    covariance = correct * n - (predicted_counts * true_counts).sum(axis=-1)
-    predicted_variance = n * n - (predicted_counts**2).sum(axis=-1)
-    true_variance = n * n - (true_counts**2).sum(axis=-1)
+    covariance = correct * n - (predicted_counts * true_counts).sum(axis=-1, dtype=np.float64)
+    predicted_variance = n * n - (predicted_counts.astype(np.float64) ** 2).sum(axis=-1)
+    true_variance = n * n - (true_counts.astype(np.float64) ** 2).sum(axis=-1)
     return _safe_ratio(covariance, np.sqrt(predicted_variance * true_variance))
 
 

@@ -112,6 +112,7 @@ def _cases(name: str) -> list[tuple[np.ndarray, np.ndarray]]:
         (np.zeros(60, dtype=np.int64), gold),  # constant prediction
         (np.zeros(5, dtype=np.int64), np.zeros(5, dtype=np.int64)),  # no positives anywhere
         (1 - gold % 2, gold % 2),  # every prediction wrong
+        (gold * 2000, np.where(rng.random(60) < 0.7, gold, 0) * 2000),  # class ids far apart
     ]
 
 
@@ -119,7 +120,9 @@ def _cases(name: str) -> list[tuple[np.ndarray, np.ndarray]]:
 def test_each_metric_agrees_with_scikit_learn_and_scipy_on_one_row_and_on_many(name: str) -> None:
     cases = _cases(name)
     for predictions, labels in cases:
-        assert METRICS[name](predictions, labels) == pytest.approx(_oracle(name, predictions, labels), abs=1e-12)
+        assert METRICS[name](predictions, labels) == pytest.approx(
+            _oracle(name, predictions, labels), abs=1e-12
+        )
     predictions, labels = cases[0]
     rows = np.stack([np.roll(predictions, shift) for shift in range(4)])
     expected = [_oracle(name, row, labels) for row in rows]
