@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 import torch
 
 from kdgrid.core.data import get_task
-from kdgrid.core.metrics import compute_metrics, majority_baseline
+from kdgrid.core.metrics import (
+    METRIC_NAMES,
+    METRICS,
+    REGRESSION_METRICS,
+    ROW_METRICS,
+    compute_metrics,
+    majority_baseline,
+)
 
 
 def test_accuracy_and_f1_and_mcc_match_hand_computed_values() -> None:
@@ -65,3 +73,59 @@ def test_bad_shapes_raise_clear_errors() -> None:
         compute_metrics(get_task("rte"), [0, 1, 1], [0, 1])
     with pytest.raises(ValueError, match="no examples"):
         compute_metrics(get_task("rte"), [], [])
+
+
+def _oracle(name: str, predictions: np.ndarray, labels: np.ndarray) -> float:
+    """The metric as scikit-learn / SciPy compute it (kdgrid's own formula is checked against these)."""
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score, f1_score
+    from sklearn.metrics import matthews_corrcoef as sk_mcc
+
+    if name == "accuracy":
+        return float(accuracy_score(labels, predictions))
+    if name == "f1":
+        return float(f1_score(labels, predictions, pos_label=1, average="binary", zero_division=0.0))
+    if name == "matthews_corrcoef":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "a single label was found": the constant cases, on purpose
+            return float(sk_mcc(labels, predictions))
+    if np.ptp(predictions) == 0 or np.ptp(labels) == 0:
+        return 0.0
+    return float((pearsonr if name == "pearson" else spearmanr)(predictions, labels)[0])
+
+
+def _cases(name: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(7)
+    if name in REGRESSION_METRICS:
+        tied = rng.integers(0, 4, 30).astype(float)  # many ties: average ranks
+        return [
+            (rng.normal(size=50), rng.normal(size=50)),
+            (tied, tied + rng.normal(scale=0.5, size=30)),
+            (np.full(10, 2.0), rng.normal(size=10)),  # constant prediction
+            (np.array([1.0, 2.0]), np.array([2.0, 1.0])),
+        ]
+    classes = 3 if name in ("accuracy", "matthews_corrcoef") else 2
+    gold = rng.integers(0, classes, 60)
+    cases = [
+        (rng.integers(0, classes, 60), gold),
+        (np.where(rng.random(60) < 0.8, gold, (gold + 1) % classes), gold),
+        (np.zeros(60, dtype=np.int64), gold),  # constant prediction
+        (np.zeros(5, dtype=np.int64), np.zeros(5, dtype=np.int64)),  # no positives anywhere
+        (1 - gold % 2, gold % 2),  # every prediction wrong
+    ]
+    if name != "f1":  # class ids far apart (F1 knows only the positive class 1)
+        cases.append((gold * 2000, np.where(rng.random(60) < 0.7, gold, 0) * 2000))
+    return cases
+
+
+@pytest.mark.parametrize("name", METRIC_NAMES)
+def test_each_metric_agrees_with_scikit_learn_and_scipy_on_one_row_and_on_many(name: str) -> None:
+    cases = _cases(name)
+    for predictions, labels in cases:
+        assert METRICS[name](predictions, labels) == pytest.approx(
+            _oracle(name, predictions, labels), abs=1e-12
+        )
+    predictions, labels = cases[0]
+    rows = np.stack([np.roll(predictions, shift) for shift in range(4)])
+    expected = [_oracle(name, row, labels) for row in rows]
+    assert ROW_METRICS[name](rows, np.broadcast_to(labels, rows.shape)) == pytest.approx(expected, abs=1e-12)

@@ -1,0 +1,278 @@
+"""Uncertainty of a metric on a dev set: bootstrap intervals, paired bootstrap tests, Holm-Bonferroni.
+
+Conventions (every function here):
+
+- ``gold``: the dev set's labels ``[N]`` (class ids, or scores for regression).
+- Predictions: ``[N]`` for one run, or ``[K, N]`` for K seeds of one cell; every run scores the same N examples
+  in the same order as ``gold``.
+- ``metric``: a name of `kdgrid.core.metrics.ROW_METRICS` (``"accuracy"``, ``"f1"``, ``"matthews_corrcoef"``,
+  ``"pearson"``, ``"spearman"``) or a function with the same contract: predictions and labels ``[R, N]`` ->
+  values ``[R]``. Values are the metric's own (fractions, correlations), never percent.
+- Resampling: examples with replacement, N of N (an ``[R, N]`` index matrix, drawn in blocks of rows so memory
+  stays bounded on large dev sets); seeds with replacement, K of K. One replicate uses ONE example sample for all
+  its runs: seeds (and the two sides of a comparison) are scored on the same dev examples - examples are crossed
+  with seeds, not nested in them - so drawing a fresh sample per run would average the dev set's sampling error
+  away as if each run had its own dev set.
+- Randomness: one `numpy.random.Generator` from ``seed``; the same inputs and seed give the same result.
+- Bad settings (fewer than 1 resample, a confidence outside (0, 1), mismatched shapes) are a `ValueError` with
+  one message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from kdgrid.core.metrics import ROW_METRICS, RowMetric
+
+DEFAULT_RESAMPLES = 1000
+"""Resamples of an interval: the percentile bounds' Monte-Carlo error is then about a tenth of their width."""
+
+DEFAULT_TEST_RESAMPLES = 10_000
+"""Resamples of a paired test. The smallest p it can give is 2 / (R + 1) (about 0.0002), so a Holm correction
+over the cells of a table (up to ~200 cells at 0.05) can still find a difference."""
+
+DEFAULT_CONFIDENCE = 0.95
+
+_INDEX_BLOCK_ELEMENTS = 1 << 21
+"""Example indices drawn (and rows scored) at a time: 16 MiB of int64, whatever the dev set's size."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A metric on one run and its percentile bootstrap interval over dev examples."""
+
+    value: float  # the metric on all N examples
+    low: float
+    high: float
+    resamples: int
+    confidence: float
+
+
+@dataclass(frozen=True)
+class SeedInterval:
+    """A metric over K seeds: mean and standard deviation across seeds, and a bootstrap interval of the mean that
+    covers both seed and example variation (seeds resampled, then examples)."""
+
+    mean: float  # mean over seeds of the metric on all N examples
+    std: float | None  # sample standard deviation across seeds (ddof 1); None for one seed
+    low: float
+    high: float
+    n_seeds: int
+    resamples: int
+    confidence: float
+
+    @property
+    def value(self) -> float:
+        """The cell's number: the mean over seeds (so `Interval` and `SeedInterval` read alike)."""
+        return self.mean
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Paired bootstrap comparison of runs a and b on the same dev examples."""
+
+    difference: float  # metric(a) - metric(b) on all examples (each side's mean over its seeds)
+    p_value: float  # two-sided, for "a and b differ"; see `paired_bootstrap_test`
+    resamples: int
+    seeds_paired: bool  # whether seed j of a was resampled together with seed j of b
+
+
+def bootstrap_interval(
+    metric: str | RowMetric,
+    gold: ArrayLike,
+    predictions: ArrayLike,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> Interval:
+    """The metric of one run (predictions ``[N]``) with its percentile bootstrap interval over dev examples.
+
+    ``low`` and ``high`` are the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the metric over
+    ``resamples`` resamples of the N examples.
+    """
+    _check_settings(resamples, confidence)
+    score = _row_metric(metric)
+    labels = _gold(gold)
+    runs = _runs(predictions, labels, "predictions", allow_seeds=False)
+    replicates = _replicate_scores(score, labels, runs, np.random.default_rng(seed), resamples)[:, 0]
+    low, high = _percentile_bounds(replicates, confidence)
+    value = float(score(runs, labels[None])[0])
+    return Interval(value=value, low=low, high=high, resamples=resamples, confidence=confidence)
+
+
+def seed_bootstrap_interval(
+    metric: str | RowMetric,
+    gold: ArrayLike,
+    predictions_by_seed: ArrayLike,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> SeedInterval:
+    """The mean metric over K seeds (predictions ``[K, N]``) with a hierarchical bootstrap interval.
+
+    Each replicate draws K seeds with replacement and one sample of the N examples, and takes the mean over the
+    drawn seeds of the metric on that sample; the bounds are percentiles of those means. With one seed the interval
+    is exactly `bootstrap_interval`'s (same seed, same example samples).
+    """
+    _check_settings(resamples, confidence)
+    score = _row_metric(metric)
+    labels = _gold(gold)
+    runs = _runs(predictions_by_seed, labels, "predictions_by_seed", allow_seeds=True)
+    rng = np.random.default_rng(seed)
+    replicates = _replicate_scores(score, labels, runs, rng, resamples)  # examples first: see the docstring
+    means = _mean_over_drawn_seeds(replicates, _draw_seeds(rng, resamples, len(runs)))
+    low, high = _percentile_bounds(means, confidence)
+    per_seed = score(runs, np.broadcast_to(labels, runs.shape))
+    std = float(np.std(per_seed, ddof=1)) if len(runs) > 1 else None
+    return SeedInterval(
+        mean=float(per_seed.mean()),
+        std=std,
+        low=low,
+        high=high,
+        n_seeds=len(runs),
+        resamples=resamples,
+        confidence=confidence,
+    )
+
+
+def paired_bootstrap_test(
+    metric: str | RowMetric,
+    gold: ArrayLike,
+    predictions_a: ArrayLike,
+    predictions_b: ArrayLike,
+    *,
+    resamples: int = DEFAULT_TEST_RESAMPLES,
+    seed: int = 0,
+) -> PairedTest:
+    """Two-sided paired bootstrap test of "a and b differ" on the same dev examples.
+
+    Each side is one run ``[N]`` or K seeds ``[K, N]``. Every replicate scores both sides on the SAME example
+    sample (paired examples). When both sides have the same number of seeds (K > 1), seed j of a is drawn together
+    with seed j of b (paired seeds: kdgrid's seed j of two trials of one group sees the same batches); otherwise
+    each side's seeds are drawn apart. A replicate's difference is mean(metric of a) - mean(metric of b) over its
+    drawn seeds.
+
+    The p-value is the percentile bootstrap's: twice the share of replicate differences on the far side of 0
+    (ties at 0 count on both sides), with the +1 correction, ``p = min(1, 2 (1 + min(#{d <= 0}, #{d >= 0})) /
+    (R + 1))``. Why this form: it is the smallest alpha at which the (1 - alpha) percentile interval of the
+    difference excludes 0, so a cell marked significant is one whose difference interval excludes 0, as printed;
+    the +1 counts the observed data as one resample, so a Monte-Carlo p is never 0 and never below the true one
+    by chance (its floor is 2 / (R + 1)). Identical sides give p = 1.
+    """
+    _check_settings(resamples)
+    score = _row_metric(metric)
+    labels = _gold(gold)
+    runs_a = _runs(predictions_a, labels, "predictions_a", allow_seeds=True)
+    runs_b = _runs(predictions_b, labels, "predictions_b", allow_seeds=True)
+    rng = np.random.default_rng(seed)
+    replicates = _replicate_scores(score, labels, np.concatenate([runs_a, runs_b]), rng, resamples)
+    replicates_a, replicates_b = replicates[:, : len(runs_a)], replicates[:, len(runs_a) :]
+    seeds_paired = len(runs_a) == len(runs_b) > 1
+    draws_a = _draw_seeds(rng, resamples, len(runs_a))
+    draws_b = draws_a if seeds_paired else _draw_seeds(rng, resamples, len(runs_b))
+    mean_a = _mean_over_drawn_seeds(replicates_a, draws_a)
+    differences = mean_a - _mean_over_drawn_seeds(replicates_b, draws_b)
+    far_side = min(int((differences <= 0).sum()), int((differences >= 0).sum()))
+    p_value = min(1.0, 2.0 * (1 + far_side) / (resamples + 1))
+    full = np.broadcast_to(labels, runs_a.shape), np.broadcast_to(labels, runs_b.shape)
+    difference = float(score(runs_a, full[0]).mean() - score(runs_b, full[1]).mean())
+    return PairedTest(difference=difference, p_value=p_value, resamples=resamples, seeds_paired=seeds_paired)
+
+
+def holm_bonferroni(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the order given.
+
+    With m p-values sorted ascending, the i-th smallest (i from 1) becomes ``max over j <= i of min(1, (m - j + 1)
+    p_(j))``: monotone in the raw p, never below it, at most 1. A cell is significant at level alpha when its
+    adjusted p is <= alpha; that controls the family-wise error over the m cells.
+    """
+    values = np.asarray(p_values, dtype=np.float64)
+    if values.ndim != 1:
+        raise ValueError(f"p-values must be a flat sequence, got shape {values.shape}")
+    bad = [float(p) for p in values if not 0.0 <= p <= 1.0]  # NaN fails the comparison too
+    if bad:
+        raise ValueError(f"p-values must lie in [0, 1], got {bad}")
+    m = len(values)
+    order = np.argsort(values, kind="stable")
+    scaled = np.minimum(1.0, (m - np.arange(m)) * values[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(scaled)
+    return [float(p) for p in adjusted]
+
+
+def _check_settings(resamples: int, confidence: float | None = None) -> None:
+    if isinstance(resamples, bool) or not isinstance(resamples, int | np.integer) or resamples < 1:
+        raise ValueError(f"the bootstrap needs a whole number of resamples >= 1, got {resamples!r}")
+    if confidence is not None and not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1 (e.g. 0.95), got {confidence!r}")
+
+
+def _row_metric(metric: str | RowMetric) -> RowMetric:
+    if callable(metric):
+        return metric
+    if metric not in ROW_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; known: {', '.join(ROW_METRICS)}")
+    return ROW_METRICS[metric]
+
+
+def _gold(gold: ArrayLike) -> np.ndarray:
+    labels = np.asarray(gold)
+    if labels.ndim != 1 or len(labels) == 0:
+        raise ValueError(f"gold must be the dev set's labels [N] with N >= 1, got shape {labels.shape}")
+    return labels
+
+
+def _runs(predictions: ArrayLike, gold: np.ndarray, name: str, *, allow_seeds: bool) -> np.ndarray:
+    """Predictions as ``[K, N]`` (one run: K = 1), checked against the gold labels' N."""
+    runs = np.asarray(predictions)
+    if runs.ndim == 1:
+        runs = runs[None]
+    expected = "[N] or [K seeds, N]" if allow_seeds else "[N]"
+    if runs.ndim != 2 or runs.shape[0] == 0 or (runs.shape[0] > 1 and not allow_seeds):
+        raise ValueError(f"{name} must be {expected}, got shape {np.shape(predictions)}")
+    if runs.shape[1] != len(gold):
+        raise ValueError(f"{name} score {runs.shape[1]} examples but gold has {len(gold)}")
+    return runs
+
+
+def _index_blocks(rng: np.random.Generator, n: int, resamples: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(first replicate, example indices ``[rows, n]``) blocks covering ``resamples`` replicates, in order."""
+    rows = max(1, _INDEX_BLOCK_ELEMENTS // n)
+    for start in range(0, resamples, rows):
+        yield start, rng.integers(0, n, size=(min(rows, resamples - start), n))
+
+
+def _replicate_scores(
+    score: RowMetric, gold: np.ndarray, runs: np.ndarray, rng: np.random.Generator, resamples: int
+) -> np.ndarray:
+    """``[R, K]``: the metric of every run on each of R example samples (one sample shared by all K runs)."""
+    out = np.empty((resamples, len(runs)))
+    for start, indices in _index_blocks(rng, len(gold), resamples):
+        resampled_gold = gold[indices]
+        for k, run in enumerate(runs):
+            out[start : start + len(indices), k] = score(run[indices], resampled_gold)
+    return out
+
+
+def _draw_seeds(rng: np.random.Generator, resamples: int, n_seeds: int) -> np.ndarray:
+    """``[R, K]`` seed positions drawn with replacement; one seed is always itself (and draws nothing)."""
+    if n_seeds == 1:
+        return np.zeros((resamples, 1), dtype=np.int64)
+    return rng.integers(0, n_seeds, size=(resamples, n_seeds))
+
+
+def _mean_over_drawn_seeds(replicates: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """``[R]``: per replicate, the mean of the replicate scores ``[R, K]`` at its drawn seeds ``[R, K]``."""
+    return np.take_along_axis(replicates, draws, axis=1).mean(axis=1)
+
+
+def _percentile_bounds(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(replicates, [tail, 1.0 - tail])
+    return float(low), float(high)
