@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kdgrid.bundled_sweeps import find_sweep
+from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.train import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid import PlannedTrial, Sweep, check_init_checkpoints, load_sweep, plan_jobs, store_problems
@@ -396,14 +397,17 @@ def _run_loaded(
 # A smoke trial trains SMOKE_STEPS batches of its own batch size (so memory is tried at the real size), on a
 # fixed subset of that many training examples, for one epoch.
 SMOKE_STEPS = 2
+SMOKE_DEV_EXAMPLES = 64  # dev examples a smoke trial is scored on (a QQP dev set has 40,430)
 
 
 def smoke_trial(trial: Trial) -> Trial:
-    """``trial`` cut to a smoke run: one epoch of at most ``SMOKE_STEPS`` batches (``max_train_samples``);
-    everything else (teacher, student, init, knowledge, batch size, length) as it is."""
+    """``trial`` cut to a smoke run: one epoch of at most ``SMOKE_STEPS`` batches (``max_train_samples``),
+    scored on the first ``SMOKE_DEV_EXAMPLES`` examples of each dev set (option ``max_dev_samples``); everything
+    else (teacher, student, init, knowledge, batch size, length) as it is."""
     cap = SMOKE_STEPS * trial.batch_size
     samples = cap if trial.max_train_samples is None else min(trial.max_train_samples, cap)
-    return dataclasses.replace(trial, max_train_samples=samples, epochs=1)
+    options = {**dict(trial.options), MAX_DEV_SAMPLES: SMOKE_DEV_EXAMPLES}
+    return dataclasses.replace(trial, max_train_samples=samples, epochs=1, options=options)
 
 
 def _features(trial: Trial) -> set[tuple[str, Any]]:

@@ -26,6 +26,7 @@ from kdgrid.core.data.tokenization import tokenize_task
 from kdgrid.core.evaluate import evaluate
 from kdgrid.core.label_order import LabelOrder, resolve_label_order
 from kdgrid.core.models import ResolvedTeacher, load_teacher, load_tokenizer, resolve_teacher
+from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.runtime import Runtime
 from kdgrid.core.teacher_cache import TEACHER_INFO
 from kdgrid.core.teacher_gate import check_teacher
@@ -89,6 +90,9 @@ def load_job(trial: Trial, runtime: Runtime) -> Job:
         device=runtime.device,
         autocast=runtime.autocast,
     )
+    dev_cap = trial.option(MAX_DEV_SAMPLES)
+    if dev_cap is not None:  # after the gate, which judges the teacher on the whole dev set
+        tokenized = tokenized.with_dev_sets_cut(dev_cap)
     steps = len(train_batches(tokenized["train"], trial.batch_size, trial.seed, 0))
     return Job(task, teacher, teacher_model, tokenized, runtime, steps, label_order, gate)
 

@@ -34,6 +34,9 @@ KIND_WORDS: dict[str, str] = {
     "labels": "a list of label names or ids",
 }
 
+# Option name: score each dev set on its first N examples only (smoke runs; `kdgrid.sweep_run.smoke_trial`).
+MAX_DEV_SAMPLES = "max_dev_samples"
+
 # Warm-up batches that calibrate ``beta: auto`` knowledge weights (option ``auto_batches``).
 DEFAULT_AUTO_BATCHES = 10
 
@@ -133,6 +136,14 @@ register_option(
     "int_list",
     None,
     "init preload: the teacher layers (1-based) copied, one per student layer",
+)
+register_option(
+    MAX_DEV_SAMPLES,
+    "int",
+    None,
+    "score on the first N examples of each dev set only (smoke runs: scores not comparable with full ones; "
+    "the teacher gate still uses the whole dev set)",
+    minimum=1,
 )
 register_option(
     TEACHER_LABEL_ORDER,

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from kdgrid.cli import app
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
-from kdgrid.sweep_run import SMOKE_STEPS, smoke_selection, smoke_sweep, smoke_trial
+from kdgrid.sweep_run import SMOKE_DEV_EXAMPLES, SMOKE_STEPS, smoke_selection, smoke_sweep, smoke_trial
 from kdgrid.trial import Trial
 
 TASK = "synthetic-single-binary-n96-d32"
@@ -34,6 +34,7 @@ def test_smoke_selection_tries_every_student_init_knowledge_and_strategy_of_each
     assert {t.strategy for t in mrpc} == {"First", "Last"}
     cut = smoke_trial(trials[0])
     assert (cut.max_train_samples, cut.epochs, cut.batch_size) == (SMOKE_STEPS * 32, 1, 32)
+    assert cut.option("max_dev_samples") == SMOKE_DEV_EXAMPLES  # scored on a few dozen dev examples
     assert smoke_trial(Trial(task="rte", teacher="t", student="s", max_train_samples=10)).max_train_samples == 10
 
 

@@ -52,6 +52,17 @@ def test_examples_are_unpadded_and_match_the_tokenizer(tokenizer, counted) -> No
     assert train.pad_token_id == tokenizer.pad_token_id
 
 
+def test_dev_sets_cut_to_their_first_examples_and_train_kept(tokenizer, counted) -> None:
+    tokenized = tokenize_task("synthetic-pair-3class-n40-d8", tokenizer, 16)
+    cut = tokenized.with_dev_sets_cut(3)
+    assert cut["train"] is tokenized["train"] and len(cut["validation"]) == 3
+    whole = tokenized["validation"]
+    for i in range(3):
+        assert [a.tolist() for a in cut["validation"].example(i)] == [a.tolist() for a in whole.example(i)]
+    assert cut["validation"].labels.tolist() == whole.labels[:3].tolist()
+    assert cut.key != tokenized.key and tokenized.with_dev_sets_cut(100)["validation"] is whole
+
+
 def test_regression_labels_are_float(tokenizer, counted) -> None:
     tokenized = tokenize_task("synthetic-pair-regression-n20-d5", tokenizer, 32)
     assert tokenized["train"].labels.dtype == np.float32

@@ -313,3 +313,13 @@ def test_gradient_checkpointing_trains_the_same_student(
     assert checkpointed.loss_terms == pytest.approx(plain.loss_terms, rel=1e-5)
     for key, value in plain_weights[trial.trial_id].items():
         torch.testing.assert_close(checkpointed_weights[trial.trial_id][key], value, rtol=1e-4, atol=1e-6)
+
+
+def test_max_dev_samples_cuts_the_dev_sets_the_students_are_scored_on(teacher: str) -> None:
+    from kdgrid.core.job import load_job
+    from kdgrid.core.train import make_runtime
+
+    whole = load_job(make_trial(teacher), make_runtime("cpu"))
+    cut = load_job(make_trial(teacher, options={"max_dev_samples": 5}), make_runtime("cpu"))
+    assert len(cut.tokenized["validation"]) == 5 < len(whole.tokenized["validation"])
+    assert len(cut.tokenized["train"]) == len(whole.tokenized["train"])

@@ -71,6 +71,19 @@ class TokenizedSplit:
         """Tokens per example, int64 ``[N]``."""
         return np.diff(self.offsets)
 
+    def head(self, count: int) -> TokenizedSplit:
+        """The first ``count`` examples (the split itself when it has no more)."""
+        if count >= len(self):
+            return self
+        end = int(self.offsets[count])
+        return TokenizedSplit(
+            input_ids=self.input_ids[:end],
+            token_type_ids=self.token_type_ids[:end],
+            offsets=self.offsets[: count + 1],
+            labels=self.labels[:count],
+            pad_token_id=self.pad_token_id,
+        )
+
     def example(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         """(input_ids, token_type_ids) of one example."""
         start, end = self.offsets[index], self.offsets[index + 1]
@@ -134,6 +147,20 @@ class TokenizedTask(dict[str, TokenizedSplit]):
         self.max_length = max_length
         self.max_train_samples = max_train_samples
         self.pad_token_id = pad_token_id
+
+
+    def with_dev_sets_cut(self, count: int) -> TokenizedTask:
+        """The same task with each dev set cut to its first ``count`` examples (``train`` as it is); never cached:
+        its scores are not comparable with a full dev set's."""
+        splits = {name: split if name == "train" else split.head(count) for name, split in self.items()}
+        return TokenizedTask(
+            splits,
+            task=self.task,
+            key=f"{self.key}-dev{count}",
+            max_length=self.max_length,
+            max_train_samples=self.max_train_samples,
+            pad_token_id=self.pad_token_id,
+        )
 
 
 # A long-lived worker (a Ray actor) may run jobs of many tasks: keep only the most recently used few in memory.
