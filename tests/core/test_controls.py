@@ -8,10 +8,11 @@ from collections import Counter
 import pytest
 
 from kdgrid.core.matching import STRATEGIES, layer_pairs
+from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.trial import Trial
-from tests.teachers import NOT_MEANT_TO_BE_ACCURATE, SMALL_TEACHER_SHAPE
+from tests.teachers import SMALL_TEACHER_SHAPE
 
 
 @pytest.mark.parametrize(
