@@ -1,11 +1,19 @@
-"""`kdgrid tables` and `kdgrid figures`: the paper's tables and figures from the results store."""
+"""`kdgrid tables` and `kdgrid figures`: the paper's tables and figures from the results store.
+
+The analysis modules are imported inside the commands: they import pandas, pyarrow and matplotlib (about 2 s),
+which `kdgrid --help` and every other command do without.
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+
+from kdgrid.errors import KdgridError
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="The results store.")]
 KindOpt = Annotated[
@@ -30,8 +38,6 @@ def tables(
 ) -> None:
     """Regenerate the paper's tables from the store (best value per block in bold; missing cells as '-';
     mean±std where several seeds ran)."""
-    from rich.console import Console
-
     from analysis.render import check_format, to_rich
     from analysis.tables_report import build_report, load_tidy, render_report, sweep_files, table_names
 
@@ -49,7 +55,6 @@ def tables(
     if fmt != "terminal":
         typer.echo(render_report(report, fmt, store), nl=False)
         return
-    import sys
 
     # Piped output gets the width a table needs rather than 80 columns.
     console = Console() if sys.stdout.isatty() else Console(width=250)
@@ -68,10 +73,7 @@ def figures(
     kind: KindOpt = "best",
 ) -> None:
     """Heat maps of knowledge x strategy, temperature x hard-label weight, score vs size, ours vs published."""
-    from rich.console import Console
-
     from analysis.figures import write_store_figures
-    from kdgrid.errors import KdgridError
 
     written = write_store_figures(store, out, kind=kind)
     if not written:
