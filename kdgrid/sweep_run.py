@@ -35,6 +35,7 @@ from typing import Any
 
 from kdgrid.bundled_sweeps import find_sweep
 from kdgrid.core.options import MAX_DEV_SAMPLES
+from kdgrid.core.teacher_gate import cached_refusals
 from kdgrid.core.train import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid import PlannedTrial, Sweep, check_init_checkpoints, load_sweep, plan_jobs, store_problems
@@ -134,10 +135,12 @@ def count_by_study(sweep: Sweep, trials: Iterable[Trial]) -> dict[str, int]:
 
 def check_trials_here(trials: list[Trial]) -> None:
     """Pre-flight: the core's checks of each trial on this machine (teacher available, init checkpoint
-    shapes), every job checked before any problem is reported.
+    shapes), every job checked before any problem is reported; then the teacher gate's cached verdicts
+    (`kdgrid.core.teacher_gate.cached_refusals`: no teacher is loaded or scored here).
 
     Raises:
-        ConfigError: every trial that cannot run here, one line each.
+        ConfigError: every trial that cannot run here, one line each; or every teacher the gate has already
+            refused on a task of ``trials``, with the gate's message (which names the declaration to add).
     """
     check_init_checkpoints(trials)  # every missing checkpoint in one message, before any teacher is read
     problems: list[str] = []
@@ -149,6 +152,12 @@ def check_trials_here(trials: list[Trial]) -> None:
     if problems:
         problems = list(dict.fromkeys(problems))  # jobs of one teacher and task share its message
         raise ConfigError("pre-flight found trials that cannot run on this machine:\n" + "\n".join(problems))
+    refusals = cached_refusals(trials)
+    if refusals:
+        raise ConfigError(
+            "pre-flight: the teacher gate has already refused the teacher of these trials (its cached verdict; "
+            "nothing was run):\n" + "\n".join(refusals)
+        )
 
 
 def hub_environment(trials: Iterable[Trial], sweep: str, *, online: bool = False) -> dict[str, str]:

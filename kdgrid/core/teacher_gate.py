@@ -26,7 +26,9 @@ A refusal is one `TeacherGateRefused` (a `KdgridError`) naming the teacher, the 
 the order that scores best and the declaration to add to the sweep file; the trainer turns it into a failed row
 for every trial of the job (`kdgrid.core.train.run_job`). The verdict (accepted or refused, with its scores) is
 cached per (teacher weights, task data, max length, label order) under ``$KDGRID_CACHE/teacher_gate/`` so a
-teacher is scored once, and recorded in every row (``extra_json["teacher_gate"]``). ``teacher_gate: false``
+teacher is scored once, and recorded in every row (``extra_json["teacher_gate"]``); `kdgrid run`'s pre-flight
+refuses a teacher whose refusal is cached before any job is submitted (`cached_refusals`: the same key, `gate_key`,
+with the label order read from the teacher's ``config.json``, no weights loaded). ``teacher_gate: false``
 (`kdgrid.core.teacher_options`) skips it, recorded as such.
 """
 
@@ -38,21 +40,26 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from kdgrid.assets import cache_dir
+from kdgrid.core.data import get_task
 from kdgrid.core.data.batching import eval_batches
 from kdgrid.core.data.tokenization import TokenizedSplit, task_fingerprint
-from kdgrid.core.label_order import BASIS_WORDS, LabelOrder
+from kdgrid.core.label_order import BASIS_WORDS, LabelOrder, resolve_label_order
 from kdgrid.core.metrics import pearson
-from kdgrid.core.models import ResolvedTeacher
+from kdgrid.core.models import CONFIG_FILE, ResolvedTeacher, resolve_teacher
 from kdgrid.core.teacher_cache import TEACHER_INFO, base_digest, teacher_cache_root
-from kdgrid.core.teacher_options import TEACHER_GATE
+from kdgrid.core.teacher_options import TEACHER_GATE, declared_label_order, gate_enabled
 from kdgrid.errors import KdgridError
+
+if TYPE_CHECKING:
+    from kdgrid.trial import Trial
 
 GATE_MAX_EXAMPLES = 2000  # dev examples scored at most: enough to see a 3-point gap, seconds on a GPU
 GATE_Z = 3.0  # standard errors a teacher must clear (module docstring)
@@ -231,7 +238,23 @@ def refusal_message(
     )
 
 
+def gate_key(identity: str, task: Any, max_length: int, order: LabelOrder) -> dict[str, Any]:
+    """What a verdict is cached under: the teacher's weights (`teacher_identity`), the task's data, its first dev
+    set, the max length, the examples scored at most and the job's label order (the one home of the key: the
+    gate and the pre-flight's `cached_refusals` both read it)."""
+    return {
+        "version": GATE_VERSION,
+        "teacher": identity,
+        "task": task_fingerprint(task),
+        "dev_set": task.dev_sets[0],
+        "max_length": max_length,
+        "max_examples": GATE_MAX_EXAMPLES,
+        "order": order.labels_of(),
+    }
+
+
 def gate_cache_path(key: dict[str, Any]) -> Path:
+    """The file of a cached verdict (`gate_key`) under ``$KDGRID_CACHE/teacher_gate/``."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
     return cache_dir() / GATE_CACHE / f"{digest}.json"
 
@@ -272,16 +295,7 @@ def check_teacher(
     if is_kdgrid_finetuned(teacher):
         return {"checked": False, "why": "fine-tuned by kdgrid (checked when it was made)"}
     identity = teacher_identity(teacher)
-    key = {
-        "version": GATE_VERSION,
-        "teacher": identity,
-        "task": task_fingerprint(task),
-        "dev_set": dev_set,
-        "max_length": max_length,
-        "max_examples": GATE_MAX_EXAMPLES,
-        "order": order.labels_of(),
-    }
-    path = gate_cache_path(key) if identity is not None else None
+    path = gate_cache_path(gate_key(identity, task, max_length, order)) if identity is not None else None
     if path is not None and path.is_file():
         report = {**json.loads(path.read_text()), "cached": True}
     else:
@@ -312,3 +326,92 @@ def check_teacher(
     if report["decision"] == "refused":
         raise TeacherGateRefused(report["message"], report)
     return report
+
+
+def _config_json(teacher: ResolvedTeacher) -> dict[str, Any] | None:
+    """The teacher's ``config.json`` as read from this machine (its directory, or the Hugging Face cache), without
+    the network; None when it is not here or cannot be read."""
+    if teacher.is_local:
+        path: Path | None = Path(teacher.source).expanduser() / CONFIG_FILE
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        try:
+            found = try_to_load_from_cache(teacher.source, CONFIG_FILE)
+        except ValueError:  # not a valid repo id
+            return None
+        path = Path(found) if isinstance(found, str) else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def cached_refusal(trial: Trial, identities: dict[str, str | None] | None = None) -> str | None:
+    """The message of the gate's cached refusal of ``trial``'s teacher on its task, read without loading any
+    weight: the key `check_teacher` would use (`gate_key`), the label order resolved from the teacher's
+    ``config.json``. None when the gate would not run (``teacher_gate: false``, a kdgrid-fine-tuned teacher), when
+    the teacher, its identity or its config is not on this machine, or when no refusal is cached: the job's own
+    gate then decides.
+
+    Args:
+        trial: any trial of the job.
+        identities: `teacher_identity` by teacher source, filled as teachers are met (a local directory's identity
+            hashes its weights: once per teacher over many trials).
+    """
+    if not gate_enabled(trial):
+        return None
+    try:
+        task = get_task(trial.task)
+        teacher = resolve_teacher(trial.teacher, trial.task)
+    except KdgridError:
+        return None
+    if is_kdgrid_finetuned(teacher):
+        return None
+    identities = {} if identities is None else identities
+    if teacher.source not in identities:
+        identities[teacher.source] = teacher_identity(teacher)
+    identity = identities[teacher.source]
+    config = _config_json(teacher)
+    if identity is None or config is None:
+        return None
+    id2label = config.get("id2label")
+    try:
+        order = resolve_label_order(
+            task, teacher.source, id2label if isinstance(id2label, dict) else None, declared_label_order(trial)
+        )
+        path = gate_cache_path(gate_key(identity, task, trial.max_length, order))
+    except KdgridError:  # a declared order the task refuses: the job says so
+        return None
+    if not path.is_file():
+        return None
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict) or report.get("decision") != "refused":
+        return None
+    return str(report.get("message"))
+
+
+def cached_refusals(trials: Iterable[Trial]) -> list[str]:
+    """The messages of every cached refusal among ``trials``' teachers (`cached_refusal`), once per distinct
+    (teacher, task, max length, declared order); empty, without reading any teacher, when no verdict is cached."""
+    folder = cache_dir() / GATE_CACHE
+    if not folder.is_dir() or next(folder.glob("*.json"), None) is None:
+        return []
+    identities: dict[str, str | None] = {}
+    seen: set[tuple[Any, ...]] = set()
+    messages: list[str] = []
+    for trial in trials:
+        gate_inputs = (trial.teacher, trial.task, trial.max_length, gate_enabled(trial), declared_label_order(trial))
+        if gate_inputs in seen:
+            continue
+        seen.add(gate_inputs)
+        message = cached_refusal(trial, identities)
+        if message is not None and message not in messages:
+            messages.append(message)
+    return messages

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -210,6 +211,38 @@ def test_the_cli_exits_2_on_a_refused_teacher(
         main(["trial", str(config), "--device", "cpu"])
     assert exit_info.value.code == 2
     assert "wrong label order" in capsys.readouterr().err
+
+
+def test_the_pre_flight_reads_the_cached_refusal_under_the_gates_own_key(gate_teachers: dict[str, str]) -> None:
+    (refused,), _ = run([make_trial(gate_teachers["swapped"])])  # scored and cached here or by an earlier test
+    assert teacher_gate.cached_refusal(make_trial(gate_teachers["swapped"], max_grad_norm=1.0)) == (
+        refused.error_message
+    )
+    assert teacher_gate.cached_refusal(make_trial(gate_teachers["good"])) is None
+    assert teacher_gate.cached_refusal(make_trial(gate_teachers["swapped"], **{TEACHER_LABEL_ORDER: [1, 0]})) is None
+    assert teacher_gate.cached_refusal(make_trial(gate_teachers["swapped"], **{TEACHER_GATE: False})) is None
+    assert teacher_gate.cached_refusal(replace(make_trial(gate_teachers["swapped"]), max_length=24)) is None
+
+
+def test_run_refuses_a_teacher_refused_before_and_creates_no_store(
+    gate_teachers: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kdgrid.cli import main
+
+    run([make_trial(gate_teachers["swapped"])])  # the refusal is cached (here or by an earlier test)
+    sweep = tmp_path / "sweep.yaml"
+    fields = ("task", "student", "init", "batch_size", "max_length", "epochs", "lr", "max_train_samples")
+    fixed = {name: getattr(make_trial(gate_teachers["swapped"]), name) for name in fields}
+    fixed["teacher"] = gate_teachers["swapped"]
+    sweep.write_text(json.dumps({"name": "refused", "fixed": fixed, "axes": {"seed": [0, 1]}}))
+    store = tmp_path / "store"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", str(sweep), "--store", str(store)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("error:") == 1 and "Traceback" not in err
+    assert "wrong label order" in err and f"options: {{{TEACHER_LABEL_ORDER}: [1, 0]}}" in err
+    assert err.count(gate_teachers["swapped"]) == 1  # one message for the two trials
+    assert not store.exists()
 
 
 # ------------------------------------------------------------------------------------ options and grouping
