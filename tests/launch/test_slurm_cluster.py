@@ -163,10 +163,12 @@ def test_a_task_cancelled_with_scancel_is_reported_and_resume_completes_it(
 def test_a_task_at_its_time_limit_is_requeued_and_continues_from_its_checkpoint(
     slurm_cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    """1-minute limit, signal 30 s before it: the task checkpoints, is requeued, and finishes the epochs left."""
+    """2-minute limit, signal 60 s before it: the task checkpoints, is requeued, and finishes the epochs left.
+    (A 30 s window was too short: the signal could come while submitit was still unpickling the job, before its
+    handler was installed, and killed the task.)"""
     log = tmp_path / "log.txt"
-    long_trial = make_trial(0, test_log=str(log), test_seconds=36.0, test_epochs=6)
-    run = executor(slurm_time=1, slurm_signal_delay_s=30, slurm_max_num_timeout=4)
+    long_trial = make_trial(0, test_log=str(log), test_seconds=100.0, test_epochs=10)
+    run = executor(slurm_time=2, slurm_signal_delay_s=60, slurm_max_num_timeout=4)
     run.run([[long_trial]], tmp_path, sweep="requeue")
 
     done_once_each(tmp_path, [long_trial])
