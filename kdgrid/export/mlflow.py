@@ -113,6 +113,8 @@ def export_to_mlflow(
     Raises `KdgridError`: MLflow not installed, no such store, no rows (of ``sweeps``), rows of a newer schema
     (`kdgrid.store.read.StoreSchemaError`), a tracking URI that cannot be reached, a deleted experiment."""
     import_mlflow()
+    from mlflow.exceptions import MlflowException
+
     rows = rows_to_export(Path(store), sweeps)
     with bounded_http():
         client = connect(tracking_uri)
@@ -122,10 +124,23 @@ def export_to_mlflow(
         records = rows.to_dict("records")
         with Progress(console=Console(stderr=True), disable=not progress, transient=True) as bar:
             task = bar.add_task("exporting to MLflow", total=len(records))
-            for row in records:
-                counts[_export_trial(client, experiment_id, row, existing.get(row["trial_id"], []))] += 1
+            for done, row in enumerate(records):
+                try:
+                    outcome = _export_trial(client, experiment_id, row, existing.get(row["trial_id"], []))
+                except MlflowException as error:
+                    raise KdgridError(
+                        f"--tracking-uri {tracking_uri}: the export stopped after {done} of {len(records)} "
+                        f"trial(s) at trial {row['trial_id']} ({_first_line(error)}); run it again to finish "
+                        "(trials already exported are left as they are)"
+                    ) from error
+                counts[outcome] += 1
                 bar.advance(task)
     return ExportReport(tracking_uri, experiment, experiment_id, **counts)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def rows_to_export(store: Path, sweeps: Iterable[str] = ()) -> pd.DataFrame:
@@ -169,9 +184,9 @@ def connect(tracking_uri: str) -> Any:
         client.search_experiments(max_results=1)
     # Any error: each backend (REST, SQL, plugins) raises its own kinds, and each means "not usable".
     except Exception as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise KdgridError(
-            f"--tracking-uri {tracking_uri}: cannot reach the MLflow tracking server or store ({reason})"
+            f"--tracking-uri {tracking_uri}: cannot reach the MLflow tracking server or store "
+            f"({_first_line(error)})"
         ) from error
     return client
 

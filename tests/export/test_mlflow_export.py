@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kdgrid.cli import main
+from kdgrid.errors import KdgridError
 from kdgrid.export.mlflow import export_to_mlflow
 from kdgrid.export.run_content import READ_COLUMNS, ROW_TAG, TRIAL_TAG, run_content
 from kdgrid.store import SCHEMA_VERSION, layout, read_store, write_result
@@ -222,3 +223,30 @@ def test_a_deleted_experiment_is_refused(store: Path, tracking_uri: str, experim
     client = client_of(tracking_uri)
     client.delete_experiment(client.create_experiment(experiment))
     assert "the experiment is deleted" in refused(store, tracking_uri, "--experiment", experiment)
+
+
+def test_an_export_that_fails_half_way_says_so_and_finishes_when_run_again(
+    store: Path, tracking_uri: str, experiment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.exceptions import MlflowException
+
+    from kdgrid.export import mlflow as exporter
+
+    written: list[str] = []
+    real_write_run = exporter.write_run
+
+    def fail_on_the_second(client, experiment_id, content):
+        if written:
+            raise MlflowException("the server went away")
+        written.append(content.trial_id)
+        return real_write_run(client, experiment_id, content)
+
+    monkeypatch.setattr(exporter, "write_run", fail_on_the_second)
+    with pytest.raises(
+        KdgridError, match=r"the export stopped after 1 of 3 trial\(s\) at trial .*the server went away"
+    ):
+        export_to_mlflow(store, tracking_uri, experiment=experiment, progress=False)
+    monkeypatch.setattr(exporter, "write_run", real_write_run)
+    report = export_to_mlflow(store, tracking_uri, experiment=experiment, progress=False)
+    assert (report.created, report.replaced, report.unchanged) == (2, 0, 1)
+    assert len(runs_of(tracking_uri, experiment, "ALL")) == 3
