@@ -32,10 +32,11 @@ def mlflow_export(
         typer.Option("--sweep", help="Export only the trials with a row of this sweep (repeatable)."),
     ] = None,
 ) -> None:
-    """One MLflow run per trial of the store: its parameters, final scores, per-epoch curves of each loss term
+    # `\[` keeps the help's Rich markup from reading "[mlflow]" as a style tag.
+    r"""One MLflow run per trial of the store: its parameters, final scores, per-epoch curves of each loss term
     and dev metric, and tags (trial id, sweep, study, git commit, device); failed trials as FAILED runs.
     Idempotent: a trial already exported is left as it is; one trained again since is replaced. Needs the
-    `mlflow` extra (pip install 'kdgrid[mlflow]')."""
+    `mlflow` extra (pip install 'kdgrid\[mlflow]')."""
     from kdgrid.export.mlflow import DEFAULT_EXPERIMENT, export_to_mlflow
 
     report = export_to_mlflow(

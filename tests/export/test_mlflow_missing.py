@@ -31,3 +31,12 @@ def test_the_cli_does_not_import_mlflow() -> None:
     code = "import sys, kdgrid.cli; print('mlflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_the_help_names_the_extra() -> None:
+    from typer.testing import CliRunner
+
+    from kdgrid.cli import app
+
+    result = CliRunner().invoke(app, ["export", "mlflow", "--help"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0 and "pip install 'kdgrid[mlflow]'" in result.output
