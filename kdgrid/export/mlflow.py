@@ -118,8 +118,14 @@ def export_to_mlflow(
     rows = rows_to_export(Path(store), sweeps)
     with bounded_http():
         client = connect(tracking_uri)
-        experiment_id = experiment_for(client, experiment)
-        existing = active_runs(client, experiment_id)
+        try:
+            experiment_id = experiment_for(client, experiment)
+            existing = active_runs(client, experiment_id)
+        except MlflowException as error:
+            raise KdgridError(
+                f"--tracking-uri {tracking_uri}: cannot open experiment {experiment!r} or list its runs "
+                f"({_first_line(error)})"
+            ) from error
         counts = {"created": 0, "replaced": 0, "unchanged": 0}
         records = rows.to_dict("records")
         with Progress(console=Console(stderr=True), disable=not progress, transient=True) as bar:
