@@ -332,6 +332,8 @@ def test_generic_names_use_the_known_orders_then_identity() -> None:
     known = resolve_label_order(mnli, "textattack/bert-base-uncased-MNLI", generic)
     assert known.basis == "known" and known.labels_of() == ["contradiction", "entailment", "neutral"]
     assert "ishan/bert-base-uncased-mnli" not in KNOWN_LABEL_ORDERS  # public uses disagree: the gate decides
+    large = resolve_label_order(mnli, "yoshitomo-matsubara/bert-large-uncased-mnli", generic)
+    assert large.basis == "known" and large.labels_of() == ["entailment", "neutral", "contradiction"]  # torchdistill
     guessed = resolve_label_order(mnli, "ishan/bert-base-uncased-mnli", generic)
     assert guessed.basis == "identity" and guessed.is_identity
     other_words = resolve_label_order(mnli, "x/y", {0: "yes", 1: "maybe", 2: "no"})
