@@ -121,8 +121,12 @@ def test_the_hub_variables_are_exported_first_in_every_task_script_even_with_exp
     text = _make_sbatch_string(command="python -u -m submitit.core._submit /f", folder="/f", map_count=1, **params)
     assert "#SBATCH --export=NONE" in text
     exports = [text.index("export HF_HUB_OFFLINE=1"), text.index("export HF_HOME='/shared/hf cache'")]
-    assert max(exports) < text.index("module load cuda/12.1") < text.index("python -u -m submitit")
-    assert submitit_parameters(settings)["setup"] == settings.setup  # nothing to export: the profile's own lines
+    # srun hands the script's environment on to the task (it would start from nothing under --export=NONE)
+    handed_on = text.index("export SLURM_EXPORT_ENV=ALL")
+    assert max(exports) < handed_on < text.index("module load cuda/12.1") < text.index("python -u -m submitit")
+    assert submitit_parameters(settings)["setup"] == ["export SLURM_EXPORT_ENV=ALL", *(settings.setup or [])]
+    exporting = resolve_settings("example", {})  # sbatch's default export: the profile's own lines only
+    assert submitit_parameters(exporting)["setup"] == exporting.setup
 
 
 def test_submission_exports_the_hub_variables_of_the_submitting_process(
