@@ -56,15 +56,18 @@ def gate_teachers_here(
     runtime = None
     for trial in trials:
         inputs = gate_inputs(trial)
-        if inputs in seen or not gate_applies(trial):
-            seen.add(inputs)
+        if inputs in seen:
             continue
         seen.add(inputs)
+        if not gate_applies(trial):
+            continue
         report = cached_verdict(trial, identities)
         if report is None:
             runtime = runtime or make_runtime(device)
             if log is not None:
-                log(f"teacher gate: scoring teacher {trial.teacher} on task {trial.task} on {runtime.description}")
+                log(
+                    f"teacher gate: scoring teacher {trial.teacher} on task {trial.task} on {runtime.description}"
+                )
             try:
                 job = load_job(trial, runtime)
                 report = dict(job.teacher_gate)

@@ -45,6 +45,14 @@ def hub_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {name: env[name] for name in HUB_VARIABLES if name in env}
 
 
+# The module constants the libraries decide offline mode by: (module, attribute).
+_SWITCHES = (
+    ("huggingface_hub.constants", "HF_HUB_OFFLINE"),
+    ("datasets.config", "HF_HUB_OFFLINE"),
+    ("datasets.config", "HF_DATASETS_OFFLINE"),
+)
+
+
 def sync_offline_switches() -> None:
     """Make the offline constants of the already imported ``huggingface_hub`` and ``datasets`` say what
     ``os.environ`` says now, computed as each library computes them at import (a library not imported yet will
@@ -70,9 +78,18 @@ def apply_environment(variables: Mapping[str, str]) -> None:
 @contextmanager
 def environment(variables: Mapping[str, str]) -> Iterator[None]:
     """``os.environ`` with ``variables`` set while the block runs, and the libraries' offline switches following
-    it (`sync_offline_switches`); both as they were afterwards. What starts inside inherits the variables: local
-    worker processes, a Ray runtime started here, ``sbatch`` (and its scripts export them: `export_lines`)."""
+    it (`sync_offline_switches`); both exactly as they were afterwards. Nothing changes for no variables. What
+    starts inside inherits the variables: local worker processes, a Ray runtime started here, ``sbatch`` (and its
+    scripts export them: `export_lines`)."""
+    if not variables:
+        yield
+        return
     before = {name: os.environ.get(name) for name in variables}
+    switches = {
+        (module, name): getattr(sys.modules[module], name)
+        for module, name in _SWITCHES
+        if module in sys.modules and hasattr(sys.modules[module], name)
+    }
     apply_environment(variables)
     try:
         yield
@@ -82,7 +99,8 @@ def environment(variables: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        sync_offline_switches()
+        for (module, name), value in switches.items():
+            setattr(sys.modules[module], name, value)
 
 
 def export_lines(variables: Mapping[str, str]) -> list[str]:

@@ -62,7 +62,9 @@ def test_in_process_jobs_run_offline_without_any_network_attempt(
     sweep.write_text(json.dumps({"name": "offline", "fixed": fixed, "axes": {"seed": [0]}}))
     attempts = _no_network(monkeypatch)
 
-    outcome = run_sweep(sweep, tmp_path / "store", executor_settings={"local_workers": 0, "local_progress": False})
+    outcome = run_sweep(
+        sweep, tmp_path / "store", executor_settings={"local_workers": 0, "local_progress": False}
+    )
 
     assert attempts == []
     assert outcome.ok and outcome.done_now == 1, outcome.failed_now
@@ -71,7 +73,9 @@ def test_in_process_jobs_run_offline_without_any_network_attempt(
     assert huggingface_hub.constants.HF_HUB_OFFLINE is False and datasets.config.HF_HUB_OFFLINE is False
 
 
-def test_the_offline_switches_follow_the_environment_and_are_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_offline_switches_follow_the_environment_and_are_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
     sync_offline_switches()
