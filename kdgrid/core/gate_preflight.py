@@ -9,7 +9,8 @@ run on this machine (the local executor), the pre-flight therefore gates each te
 - otherwise the job's own start-up runs (`load_job`: teacher, label order, tokenized data, gate) on the device
   the local executor's jobs use, the verdict is cached under the gate's key, and everything is freed again. The
   jobs then find the verdict cached, and the task's tokenization in the disk cache, so a run pays mainly one
-  extra teacher load per distinct teacher and task.
+  extra teacher load per distinct teacher and task. (A teacher without an identity, `teacher_identity`, has no
+  cached verdict: its jobs score it again.)
 
 Ray and SLURM jobs run elsewhere (other GPUs, other caches): their pre-flight reads cached verdicts only
 (`kdgrid.core.teacher_gate.cached_refusals`) and each job still gates its teacher at start.
