@@ -9,8 +9,9 @@ dataset in the ``datasets`` cache (the folder ``load_dataset`` prepares, with th
 online to prepare it. `download` fetches what is missing through a `HubClient` (its functions are the only calls
 to the network, so a test passes recording ones).
 
-Once `missing_items` finds nothing, workers can run with `OFFLINE_ENVIRONMENT` (`kdgrid.sweep_run` sets it for
-the executors): thousands of jobs then read the cache instead of each asking the Hub.
+Once `missing_items` finds nothing, workers can run with `kdgrid.launch.environment.OFFLINE_ENVIRONMENT`
+(`kdgrid.sweep_run` sets it for the executors): thousands of jobs then read the cache instead of each asking the
+Hub.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from kdgrid.core.data import get_task
 from kdgrid.core.models import TEACHERS, student_shape
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.launch.environment import OFFLINE_ENVIRONMENT
 from kdgrid.trial import Trial
 
 # What `transformers` reads of a BERT repo. Weights: safetensors where the repo has them (transformers prefers
@@ -41,8 +43,6 @@ WEIGHT_INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.j
 VOCABULARY_FILES = ("tokenizer.json", "vocab.txt")  # a BERT tokenizer is built from either
 TOKENIZER_EXTRA_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 
-# Set for the workers of a run once every item is cached: the libraries then never contact the Hub.
-OFFLINE_ENVIRONMENT: dict[str, str] = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 _TRUE = ("1", "true", "yes", "on")
 

@@ -27,13 +27,13 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kdgrid.bundled_sweeps import find_sweep
+from kdgrid.core.gate_preflight import gate_teachers_here
 from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.teacher_gate import cached_refusals
 from kdgrid.core.train import validate_trials
@@ -41,8 +41,10 @@ from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid import PlannedTrial, Sweep, check_init_checkpoints, load_sweep, plan_jobs, store_problems
 from kdgrid.grid.state import SweepState, sweep_state
 from kdgrid.launch import Executor, get_executor
+from kdgrid.launch.environment import CACHE_LOCATION_VARIABLES, OFFLINE_ENVIRONMENT, environment
+from kdgrid.launch.job_fn import DEFAULT_JOB_FN
 from kdgrid.launch.memory import MemoryBudget
-from kdgrid.prefetch import OFFLINE_ENVIRONMENT, missing_items, missing_message, sweep_needs
+from kdgrid.prefetch import missing_items, missing_message, sweep_needs
 from kdgrid.store import compact
 from kdgrid.store.layout import rows_dir, visible_files
 from kdgrid.store.membership import record_membership
@@ -133,14 +135,17 @@ def count_by_study(sweep: Sweep, trials: Iterable[Trial]) -> dict[str, int]:
     return {name: count for name, count in counts.items() if count}
 
 
-def check_trials_here(trials: list[Trial]) -> None:
+def check_trials_here(trials: list[Trial], *, run_gate: bool = False, log: Log = _quiet) -> None:
     """Pre-flight: the core's checks of each trial on this machine (teacher available, init checkpoint
-    shapes), every job checked before any problem is reported; then the teacher gate's cached verdicts
-    (`kdgrid.core.teacher_gate.cached_refusals`: no teacher is loaded or scored here).
+    shapes), every job checked before any problem is reported; then the teacher gate. With ``run_gate`` (jobs
+    run on this machine: the local executor) the gate runs here, once per distinct teacher and task
+    (`kdgrid.core.gate_preflight.gate_teachers_here`: a verdict not cached yet is computed and cached, so the
+    jobs read it); else only its cached verdicts are read (`kdgrid.core.teacher_gate.cached_refusals`: no
+    teacher is loaded here; each job still gates its teacher when it starts).
 
     Raises:
-        ConfigError: every trial that cannot run here, one line each; or every teacher the gate has already
-            refused on a task of ``trials``, with the gate's message (which names the declaration to add).
+        ConfigError: every trial that cannot run here, one line each; or every teacher the gate refuses on a
+            task of ``trials``, with the gate's message (which names the declaration to add).
     """
     check_init_checkpoints(trials)  # every missing checkpoint in one message, before any teacher is read
     problems: list[str] = []
@@ -152,6 +157,16 @@ def check_trials_here(trials: list[Trial]) -> None:
     if problems:
         problems = list(dict.fromkeys(problems))  # jobs of one teacher and task share its message
         raise ConfigError("pre-flight found trials that cannot run on this machine:\n" + "\n".join(problems))
+    if run_gate:
+        refusals, problems = gate_teachers_here(trials, log=log)
+        if problems:
+            raise ConfigError("pre-flight: these jobs cannot start on this machine:\n" + "\n".join(problems))
+        if refusals:
+            raise ConfigError(
+                "pre-flight: the teacher gate refuses the teacher of these trials (nothing was run):\n"
+                + "\n".join(refusals)
+            )
+        return
     refusals = cached_refusals(trials)
     if refusals:
         raise ConfigError(
@@ -164,8 +179,10 @@ def hub_environment(trials: Iterable[Trial], sweep: str, *, online: bool = False
     """The environment variables the workers of ``trials`` run with, as far as the Hub is concerned.
 
     Nothing for trials that need nothing from the Hub (the demo, generated tasks, local teachers) or with
-    ``online`` (every job fetches what it needs itself); else `kdgrid.prefetch.OFFLINE_ENVIRONMENT`, once
-    every item is in this machine's caches (checked without the network).
+    ``online`` (every job fetches what it needs itself); else `kdgrid.launch.environment.OFFLINE_ENVIRONMENT`,
+    once every item is in this machine's caches (checked without the network), with the cache locations set here
+    (``HF_HOME``, ``HF_HUB_CACHE``, ``HF_DATASETS_CACHE``), so that jobs on other machines read the caches
+    checked here (`kdgrid.launch.environment` says how each executor's jobs get them).
 
     Raises:
         ConfigError: something is missing; the message names it and ``kdgrid prefetch <sweep>``.
@@ -178,24 +195,8 @@ def hub_environment(trials: Iterable[Trial], sweep: str, *, online: bool = False
     missing = missing_items(needs)
     if missing:
         raise ConfigError(missing_message(missing, [sweep]))
-    return dict(OFFLINE_ENVIRONMENT)
-
-
-@contextmanager
-def environment(variables: Mapping[str, str]) -> Iterator[None]:
-    """``os.environ`` with ``variables`` set while the block runs, as it was afterwards. What starts inside
-    inherits them: local worker processes, a Ray runtime started here, ``sbatch`` (which exports the submitting
-    environment to SLURM tasks unless a profile sets ``--export``)."""
-    before = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    locations = {name: os.environ[name] for name in CACHE_LOCATION_VARIABLES if name in os.environ}
+    return {**OFFLINE_ENVIRONMENT, **locations}
 
 
 @dataclass(frozen=True)
@@ -360,7 +361,13 @@ def _run_loaded(
     if to_run and preflight:
         check_init_checkpoints(to_run)  # local files first: every missing checkpoint named before the Hub check
         worker_environment = hub_environment(to_run, named, online=online)
-        check_trials_here(to_run)
+        # The gate runs here where the jobs would run it, on this machine: the local executor's core jobs.
+        gate_here = executor == "local" and getattr(runner, "job_fn", None) is DEFAULT_JOB_FN
+        with environment(worker_environment):  # the gate reads the caches as the jobs will
+            check_trials_here(to_run, run_gate=gate_here, log=log)
+        if executor != "local":
+            log(f"teacher gate: {executor} jobs run elsewhere, so only verdicts cached here were checked; each job "
+                "gates its teacher when it starts (a refused teacher fails its job's trials)")
     # Created only now: a run refused above leaves no trace in the store.
     problems = store_problems(store, create=True)
     if problems:
@@ -372,7 +379,7 @@ def _run_loaded(
 
     log(f"memory budget per job: {budget.basis}")
     if worker_environment:
-        log("every Hub item is cached: workers run offline (" + ", ".join(f"{k}=1" for k in worker_environment) + ")")
+        log("every Hub item is cached: workers run offline (" + ", ".join(f"{k}=1" for k in OFFLINE_ENVIRONMENT) + ")")
     # One plan over every study: a job may mix studies, each row records its own (the executor gets study_of).
     jobs = plan_sweep_jobs(to_run, max_group_size, budget.gb)
     log(f"{len(jobs)} job(s), one teacher pass per batch each" + _per_study(spec, to_run, "running"))

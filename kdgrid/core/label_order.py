@@ -66,6 +66,7 @@ NAME_ALIASES: dict[str, str] = {
 GENERIC_NAME = re.compile(r"^(label_?)?\d+$")
 
 _MNLI_LEGACY = ("contradiction", "entailment", "neutral")
+_TORCHDISTILL_TASKS = ("cola", "sst2", "mrpc", "qqp", "mnli", "qnli", "rte")
 
 # Class orders of teachers whose configs name their classes LABEL_k, as task label names per output.
 # Binary GLUE tasks: the legacy `run_glue` processors of transformers (`data/processors/glue.py`: CoLA, SST-2,
@@ -83,12 +84,12 @@ KNOWN_LABEL_ORDERS: dict[str, tuple[str, ...]] = {
     # model textattack/bert-base-uncased-MNLI": model 0 -> contradiction, 1 -> entailment, 2 -> neutral, which
     # restores its reported 84% accuracy), the legacy processor order.
     "textattack/bert-base-uncased-MNLI": _MNLI_LEGACY,
-    # yoshitomo-matsubara's BERT-large GLUE models, binary tasks: the order both pipelines share (above). Their
-    # MNLI model is not listed: which pipeline trained it cannot be confirmed offline, so the gate decides.
-    **{
-        f"yoshitomo-matsubara/bert-large-uncased-{task}": GLUE_LABEL_NAMES[task]
-        for task in ("cola", "sst2", "mrpc", "qqp", "qnli", "rte")
-    },
+    # yoshitomo-matsubara's BERT-large GLUE models, MNLI included: the `datasets` order. Their model cards say they
+    # were fine-tuned with torchdistill (its GLUE notebook, configs/sample/glue/<task>/ce/bert_large_uncased.yaml),
+    # whose Hugging Face example loads `load_dataset("glue", task)` and trains on its integer labels as they are
+    # (examples/hf_transformers/custom/dataset.py, `load_raw_glue_datasets_and_misc` / `preprocess_glue_datasets`:
+    # labels are remapped only when the model's config already names its labels, and bert-large-uncased's do not).
+    **{f"yoshitomo-matsubara/bert-large-uncased-{task}": GLUE_LABEL_NAMES[task] for task in _TORCHDISTILL_TASKS},
     # ishan/bert-base-uncased-mnli (the paper's MNLI BERT-base teacher) is deliberately absent: public code using
     # it maps its classes in different ways and its order cannot be confirmed offline; the gate decides, and its
     # refusal message prints the declaration to add.

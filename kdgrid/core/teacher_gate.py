@@ -26,9 +26,10 @@ A refusal is one `TeacherGateRefused` (a `KdgridError`) naming the teacher, the 
 the order that scores best and the declaration to add to the sweep file; the trainer turns it into a failed row
 for every trial of the job (`kdgrid.core.train.run_job`). The verdict (accepted or refused, with its scores) is
 cached per (teacher weights, task data, max length, label order) under ``$KDGRID_CACHE/teacher_gate/`` so a
-teacher is scored once, and recorded in every row (``extra_json["teacher_gate"]``); `kdgrid run`'s pre-flight
-refuses a teacher whose refusal is cached before any job is submitted (`cached_refusals`: the same key, `gate_key`,
-with the label order read from the teacher's ``config.json``, no weights loaded). ``teacher_gate: false``
+teacher is scored once, and recorded in every row (``extra_json["teacher_gate"]``). `kdgrid run`'s pre-flight gates
+each teacher itself where jobs run on this machine (`kdgrid.core.gate_preflight`); elsewhere it refuses a teacher
+whose refusal is cached before any job is submitted (`cached_refusals`: the same key, `gate_key`, with the label
+order read from the teacher's ``config.json``, no weights loaded). ``teacher_gate: false``
 (`kdgrid.core.teacher_options`) skips it, recorded as such.
 """
 
@@ -350,26 +351,40 @@ def _config_json(teacher: ResolvedTeacher) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def cached_refusal(trial: Trial, identities: dict[str, str | None] | None = None) -> str | None:
-    """The message of the gate's cached refusal of ``trial``'s teacher on its task, read without loading any
-    weight: the key `check_teacher` would use (`gate_key`), the label order resolved from the teacher's
-    ``config.json``. None when the gate would not run (``teacher_gate: false``, a kdgrid-fine-tuned teacher), when
-    the teacher, its identity or its config is not on this machine, or when no refusal is cached: the job's own
-    gate then decides.
+def gate_applies(trial: Trial) -> bool:
+    """Whether a job of ``trial`` gates its teacher: ``teacher_gate`` is on and the teacher is not one of kdgrid's
+    own fine-tuned teachers. False too when the teacher cannot be resolved here (the job's own error says why)."""
+    if not gate_enabled(trial):
+        return False
+    try:
+        return not is_kdgrid_finetuned(resolve_teacher(trial.teacher, trial.task))
+    except KdgridError:
+        return False
+
+
+def gate_inputs(trial: Trial) -> tuple[Any, ...]:
+    """What of a trial its job's gate verdict depends on, beside the teacher's weights: trials equal here share
+    one verdict (the pre-flight looks at one of them)."""
+    return (trial.teacher, trial.task, trial.max_length, gate_enabled(trial), declared_label_order(trial))
+
+
+def cached_verdict(trial: Trial, identities: dict[str, str | None] | None = None) -> dict[str, Any] | None:
+    """The gate's cached verdict (accepted or refused, with its scores) of ``trial``'s teacher on its task, read
+    without loading any weight: the key `check_teacher` would use (`gate_key`), the label order resolved from the
+    teacher's ``config.json``. None when the gate would not run (`gate_applies`), when the teacher, its identity
+    or its config is not on this machine, or when no verdict is cached: the job's own gate then decides.
 
     Args:
         trial: any trial of the job.
         identities: `teacher_identity` by teacher source, filled as teachers are met (a local directory's identity
             hashes its weights: once per teacher over many trials).
     """
-    if not gate_enabled(trial):
+    if not gate_applies(trial):
         return None
     try:
         task = get_task(trial.task)
         teacher = resolve_teacher(trial.teacher, trial.task)
     except KdgridError:
-        return None
-    if is_kdgrid_finetuned(teacher):
         return None
     identities = {} if identities is None else identities
     if teacher.source not in identities:
@@ -392,7 +407,14 @@ def cached_refusal(trial: Trial, identities: dict[str, str | None] | None = None
         report = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(report, dict) or report.get("decision") != "refused":
+    return report if isinstance(report, dict) and report.get("decision") in ("accepted", "refused") else None
+
+
+def cached_refusal(trial: Trial, identities: dict[str, str | None] | None = None) -> str | None:
+    """The message of the gate's cached refusal of ``trial``'s teacher on its task (`cached_verdict`); None when
+    no refusal is cached."""
+    report = cached_verdict(trial, identities)
+    if report is None or report.get("decision") != "refused":
         return None
     return str(report.get("message"))
 
@@ -407,10 +429,10 @@ def cached_refusals(trials: Iterable[Trial]) -> list[str]:
     seen: set[tuple[Any, ...]] = set()
     messages: list[str] = []
     for trial in trials:
-        gate_inputs = (trial.teacher, trial.task, trial.max_length, gate_enabled(trial), declared_label_order(trial))
-        if gate_inputs in seen:
+        inputs = gate_inputs(trial)
+        if inputs in seen:
             continue
-        seen.add(gate_inputs)
+        seen.add(inputs)
         message = cached_refusal(trial, identities)
         if message is not None and message not in messages:
             messages.append(message)

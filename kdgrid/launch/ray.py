@@ -9,10 +9,15 @@
   transformers) are paid once per actor, not once per job.
 - Works with a local runtime (``ray.init(num_cpus=..., include_dashboard=False)``, started and stopped here) or
   an existing cluster (``ray_address="auto"`` or ``"ray://host:10001"``; see slurm/README.md for Ray on SLURM).
+  Jobs get the driver's Hugging Face variables (offline switches, cache locations:
+  `kdgrid.launch.environment.hub_variables`) through the runtime env of a cluster joined here and, in any case,
+  from the trainable itself (a runtime the caller started before kdgrid ran included).
 - ``Tuner.fit()`` does not raise when a trial fails: the executor checks ``num_errors`` and raises `LaunchError`
   naming the failed jobs after all jobs have ended. A trial that fails inside a job gets a failed row from the job
   itself; for a job whose actor died (killed, out of memory) the executor writes a failed row (``JobLost``) for
-  each trial that got no row, so ``kdgrid status`` shows why and ``kdgrid resume`` runs exactly those again.
+  each trial that got no row, so ``kdgrid status`` shows why and ``kdgrid resume`` runs exactly those again. Once
+  ``fit()`` has returned every Tune trial has ended, so their claims (`kdgrid.store.claims`) are stale at once
+  (``finished_jobs``), even those of an actor on another node, whose process cannot be probed from here.
 - The default memory budget of a job (``--memory-budget-gb auto``, `RayExecutor.memory_budget`) is read on this
   machine: ``ray_gpus_per_job`` of the smallest visible GPU's memory, or without GPU jobs the RAM divided by the
   jobs that can run at once. With ``ray_address`` the nodes may differ from this machine: give the budget then.
@@ -32,11 +37,13 @@ from typing import Any
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
+from kdgrid.launch.environment import apply_environment, hub_variables
 from kdgrid.launch.job_fn import JobFn, resolve_job_fn, run_pending
 from kdgrid.launch.jobs import row_studies
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.store.claims import ray_job_holder
 from kdgrid.store.read import done_trial_ids
 from kdgrid.trial import Trial
 
@@ -85,9 +92,11 @@ def run_one_job(
     studies: Mapping[str, str],
     job_fn: JobFn,
     workdir: str | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> None:
-    """The Tune trainable: run job ``config["job"]`` in the driver's working directory ``workdir`` and report
-    how many trials it held.
+    """The Tune trainable: run job ``config["job"]`` in the driver's working directory ``workdir``, with the
+    driver's Hugging Face variables ``environment`` (`kdgrid.launch.environment.hub_variables`: offline switches,
+    cache locations), and report how many trials it held.
 
     Tune moves each trial into its own folder; relative paths of a sweep (``init_from``, a teacher or task
     directory) mean the directory `kdgrid` was run in, so the job goes back there (on another node, the same
@@ -100,6 +109,10 @@ def run_one_job(
     """
     from ray import tune
 
+    if environment:
+        # The actor may belong to a cluster joined by a ray.init() without them (the caller's own, before kdgrid
+        # ran); huggingface_hub may be imported already in a reused actor: `apply_environment` syncs it.
+        apply_environment(environment)
     if workdir is not None:
         try:
             os.chdir(workdir)
@@ -172,13 +185,12 @@ class RayExecutor:
 
         if ray.is_initialized():
             return False
-        from kdgrid.prefetch import OFFLINE_ENVIRONMENT  # huggingface_hub: only once Ray starts
-
         s = self.settings
         if s.address:
-            # A joined cluster's workers do not inherit this process's environment: hand them the Hub's
-            # offline switches (set by `kdgrid.sweep_run` once everything is cached) through the runtime env.
-            hub = {name: os.environ[name] for name in OFFLINE_ENVIRONMENT if name in os.environ}
+            # A joined cluster's workers do not inherit this process's environment: they start with the Hub's
+            # variables (set by `kdgrid.sweep_run` once everything is cached) from the runtime env, before any
+            # import; `run_one_job` applies them again for a cluster this process had joined already.
+            hub = hub_variables()
             runtime_env = {"env_vars": hub} if hub else None
             ray.init(address=s.address, log_to_driver=False, runtime_env=runtime_env)
         else:
@@ -235,11 +247,13 @@ class RayExecutor:
                 studies=study_of,
                 job_fn=self.job_fn,
                 workdir=str(Path.cwd()),
+                environment=hub_variables(),
             )
             resources = {"cpu": self.settings.cpus_per_job, "gpu": self.settings.gpus_per_job}
             if not self.settings.verbose:
                 # Tune's newer console output prints a configuration box regardless of verbose=0.
                 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+            progress = _progress_callback(len(jobs))
             tuner = tune.Tuner(
                 tune.with_resources(trainable, resources),
                 param_space={"job": tune.grid_search(list(range(len(jobs))))},
@@ -252,13 +266,16 @@ class RayExecutor:
                     storage_path=str(storage),
                     verbose=self.settings.verbose,
                     failure_config=tune.FailureConfig(max_failures=self.settings.max_failures),
-                    callbacks=[_progress_callback(len(jobs))],
+                    callbacks=[progress],
                 ),
             )
             _say(f"ray: running {len(jobs)} job(s) ({resources['cpu']:g} CPU, {resources['gpu']:g} GPU each)")
             grid = tuner.fit()
             self.last_result_grid = grid
             if grid.num_errors:
+                # fit() has returned: every Tune trial it started has ended, so the claims of their jobs are stale
+                # now, whatever their heartbeat says (a dead actor on another node cannot be probed from here).
+                ended = {ray_job_holder(trial_id) for trial_id in progress.trial_ids}
                 failed, lost = [], 0
                 for result in grid:
                     if result.error is None:
@@ -266,9 +283,8 @@ class RayExecutor:
                     index = result.config["job"]
                     reason = f"Ray job {index} ended with an error: {_first_line(result.error)}"
                     failed.append(f"job {index} ({len(jobs[index])} trial(s)): {_first_line(result.error)}")
-                    recorded = record_lost_trials(
-                        store_dir, jobs[index], marker=marker, sweep=sweep, studies=study_of, reason=reason
-                    )
+                    recorded = record_lost_trials(store_dir, jobs[index], marker=marker, sweep=sweep,
+                                                  studies=study_of, reason=reason, finished_jobs=ended)  # fmt: skip
                     lost += len(recorded)
                 raise LaunchError(
                     f"{grid.num_errors} of {len(jobs)} Ray job(s) did not finish: {'; '.join(failed[:10])}; "
@@ -297,13 +313,18 @@ def _say(message: str) -> None:
 
 
 def _progress_callback(total: int) -> Any:
-    """A Tune callback printing one line whenever a job finishes or fails (built here: ray imports lazily)."""
+    """A Tune callback printing one line whenever a job finishes or fails, and keeping the ids of the Tune trials
+    that started (``trial_ids``; built here: ray imports lazily)."""
     from ray.tune import Callback
 
     class ProgressCallback(Callback):  # type: ignore[misc]
         def __init__(self) -> None:
             self.done = 0
             self.failed = 0
+            self.trial_ids: set[str] = set()
+
+        def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+            self.trial_ids.add(str(trial.trial_id))
 
         def _print(self) -> None:
             remaining = total - self.done - self.failed

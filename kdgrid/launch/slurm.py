@@ -26,6 +26,10 @@ How a sweep maps onto SLURM:
   while an earlier array still runs trains each trial once. If ``sacct`` stays broken (or lists none of the
   unfinished tasks) for ``slurm_sacct_give_up_s`` (default 30 min), it stops waiting with a `LaunchError` naming
   the tasks, which may still be running; it writes no failed row then (nothing is known to have failed).
+- The Hugging Face variables of the submitting process (offline switches set by `kdgrid run` once everything is
+  prefetched, cache locations: `kdgrid.launch.environment.hub_variables`) are exported by the first setup lines
+  of every task's script, so they hold under a profile with ``--export=NONE`` too; such a profile's scripts also
+  set ``SLURM_EXPORT_ENV=ALL``, so the ``srun`` step submitit runs the task in gets the script's environment.
 - The default memory budget of a job (``--memory-budget-gb auto``, `SlurmExecutor.memory_budget`) is 0.9 x
   ``slurm_mem_gb``, the task's RAM; a GPU's memory is not known before submission, so GPU jobs are sized to
   ``slurm_gpu_mem_gb`` if given, else to the RAM. Without ``slurm_mem_gb`` there is no budget.
@@ -55,6 +59,7 @@ from submitit.slurm.slurm import SlurmInfoWatcher
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
+from kdgrid.launch.environment import export_lines, hub_variables
 from kdgrid.launch.job_fn import DEFAULT_JOB_FN, JobFn, resolve_job_fn, run_pending
 from kdgrid.launch.jobs import job_checkpoint_dir, job_key, row_studies
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
@@ -186,11 +191,27 @@ def resolve_settings(profile: str | Path | None, flags: Mapping[str, Any]) -> Sl
     return SlurmSettings.build(values)
 
 
-def submitit_parameters(settings: SlurmSettings) -> dict[str, Any]:
-    """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords."""
+SRUN_EXPORT_ENV = "SLURM_EXPORT_ENV"  # srun's --export default, read from the environment
+
+
+def submitit_parameters(
+    settings: SlurmSettings, environment: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords. ``environment`` (the Hub's
+    variables of the submitting process, `kdgrid.launch.environment.hub_variables`) is exported by the first
+    setup lines of every task's script: a profile may set ``--export=NONE``, and the variables must be there
+    before Python imports the Hugging Face libraries. Under such a profile the script's environment is handed on to
+    the task's ``srun`` step (``SLURM_EXPORT_ENV=ALL``): it starts from nothing otherwise."""
     direct = ("partition", "account", "qos", "time", "cpus_per_task", "array_parallelism", "signal_delay_s",
               "constraint", "exclude", "job_name", "setup", "additional_parameters")  # fmt: skip
     params = {name: getattr(settings, name) for name in direct if getattr(settings, name) is not None}
+    exported = str((settings.additional_parameters or {}).get("export", "ALL"))
+    if not exported.upper().startswith("ALL"):
+        # sbatch --export=NONE (or a list) also sets SLURM_EXPORT_ENV for the job, so the `srun` step submitit runs
+        # the task in would start without the script's environment, its setup lines and SUBMITIT_EXECUTOR included.
+        params["setup"] = [f"export {SRUN_EXPORT_ENV}=ALL", *params.get("setup", [])]
+    if environment:
+        params["setup"] = [*export_lines(environment), *params.get("setup", [])]
     if settings.gpus:
         params["gpus_per_node"] = settings.gpus
     if settings.mem_gb is not None:
@@ -431,7 +452,7 @@ class SlurmExecutor:
         marker = touch_run_marker(store_dir, f"slurm-{run_id}")
 
         executor = submitit.SlurmExecutor(folder=log_folder, max_num_timeout=self.settings.max_num_timeout)
-        executor.update_parameters(**submitit_parameters(self.settings))
+        executor.update_parameters(**submitit_parameters(self.settings, hub_variables()))
         submitted: list[Any] = []
         for array in split_arrays(tasks, max_array):
             # The submitted callable must be the Checkpointable itself (submitit only checkpoints those), so

@@ -108,6 +108,11 @@ def slurm_job_holder(job_id: str) -> str:
     return f"slurm:{job_id}"
 
 
+def ray_job_holder(trial_id: str) -> str:
+    """The `executor_job_id` of the job run by Ray Tune trial ``trial_id``."""
+    return f"ray:{trial_id}"
+
+
 def executor_job_id() -> str:
     """The executor's name for the job this process runs: ``slurm:<array job>_<task>`` (``slurm:<job>`` outside
     an array), ``ray:<Tune trial id>`` inside a Ray Tune trial, else ``local:<pid>``."""
@@ -126,7 +131,7 @@ def executor_job_id() -> str:
         except Exception:  # no Tune context at all
             trial_id = None
         if trial_id:
-            return f"ray:{trial_id}"
+            return ray_job_holder(trial_id)
     return f"local:{os.getpid()}"
 
 

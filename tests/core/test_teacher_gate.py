@@ -26,6 +26,7 @@ from kdgrid.core.teacher_gate import TeacherGateRefused, judge_classifier, judge
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, teacher_option_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.result import TrialResult
+from kdgrid.store import read_store
 from kdgrid.store.write import result_row
 from kdgrid.trial import Trial, group_key
 from tests.teachers import TINY_TEACHER_SHAPE, save_random_teacher
@@ -102,6 +103,15 @@ def make_trial(teacher: str, **options: object) -> Trial:
         max_train_samples=160,
         options=options,
     )
+
+
+def write_sweep(path: Path, teacher: str) -> Path:
+    """A sweep of two trials (seeds 0 and 1) like `make_trial`'s, from ``teacher``."""
+    fields = ("task", "student", "init", "batch_size", "max_length", "epochs", "lr", "max_train_samples")
+    fixed = {name: getattr(make_trial(teacher), name) for name in fields}
+    fixed["teacher"] = teacher
+    path.write_text(json.dumps({"name": "gated", "fixed": fixed, "axes": {"seed": [0, 1]}}))
+    return path
 
 
 def run(trials: list[Trial]) -> tuple[list[TrialResult], list[str]]:
@@ -230,11 +240,7 @@ def test_run_refuses_a_teacher_refused_before_and_creates_no_store(
     from kdgrid.cli import main
 
     run([make_trial(gate_teachers["swapped"])])  # the refusal is cached (here or by an earlier test)
-    sweep = tmp_path / "sweep.yaml"
-    fields = ("task", "student", "init", "batch_size", "max_length", "epochs", "lr", "max_train_samples")
-    fixed = {name: getattr(make_trial(gate_teachers["swapped"]), name) for name in fields}
-    fixed["teacher"] = gate_teachers["swapped"]
-    sweep.write_text(json.dumps({"name": "refused", "fixed": fixed, "axes": {"seed": [0, 1]}}))
+    sweep = write_sweep(tmp_path / "sweep.yaml", gate_teachers["swapped"])
     store = tmp_path / "store"
     with pytest.raises(SystemExit) as exit_info:
         main(["run", str(sweep), "--store", str(store)])
@@ -243,6 +249,44 @@ def test_run_refuses_a_teacher_refused_before_and_creates_no_store(
     assert "wrong label order" in err and f"options: {{{TEACHER_LABEL_ORDER}: [1, 0]}}" in err
     assert err.count(gate_teachers["swapped"]) == 1  # one message for the two trials
     assert not store.exists()
+
+
+def test_run_gates_a_teacher_never_gated_before_in_its_pre_flight_and_creates_no_store(
+    gate_teachers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kdgrid.cli import main
+
+    monkeypatch.setenv("KDGRID_CACHE", str(tmp_path / "cache"))  # no verdict cached: the teacher was never gated
+    sweep = write_sweep(tmp_path / "sweep.yaml", gate_teachers["swapped"])
+    store = tmp_path / "store"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", str(sweep), "--store", str(store)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("error:") == 1 and "Traceback" not in err
+    assert "wrong label order" in err and f"options: {{{TEACHER_LABEL_ORDER}: [1, 0]}}" in err
+    assert err.count(gate_teachers["swapped"]) == 1  # gated once for the two trials
+    assert not store.exists()
+    refusal = teacher_gate.cached_refusal(make_trial(gate_teachers["swapped"]))
+    assert refusal is not None and refusal in err  # cached under the jobs' own key
+
+
+def test_run_scores_an_accepted_teacher_once_in_its_pre_flight_and_its_jobs_read_the_verdict(
+    gate_teachers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kdgrid.sweep_run import run_sweep
+
+    monkeypatch.setenv("KDGRID_CACHE", str(tmp_path / "cache"))
+    scored: list[int] = []
+    logits = teacher_gate.teacher_logits
+    monkeypatch.setattr(teacher_gate, "teacher_logits", lambda *args: scored.append(1) or logits(*args))
+    lines: list[str] = []
+    sweep = write_sweep(tmp_path / "sweep.yaml", gate_teachers["good"])
+    outcome = run_sweep(sweep, tmp_path / "store", executor_settings={"local_progress": False}, log=lines.append)
+    assert outcome.ok and outcome.done_now == 2 and scored == [1]
+    assert sum("teacher gate: scoring teacher" in line for line in lines) == 1
+    rows = read_store(tmp_path / "store")
+    gates = [json.loads(extra)["teacher_gate"] for extra in rows["extra_json"]]
+    assert all(gate["decision"] == "accepted" and gate["cached"] is True for gate in gates)
 
 
 # ------------------------------------------------------------------------------------ options and grouping
@@ -288,6 +332,8 @@ def test_generic_names_use_the_known_orders_then_identity() -> None:
     known = resolve_label_order(mnli, "textattack/bert-base-uncased-MNLI", generic)
     assert known.basis == "known" and known.labels_of() == ["contradiction", "entailment", "neutral"]
     assert "ishan/bert-base-uncased-mnli" not in KNOWN_LABEL_ORDERS  # public uses disagree: the gate decides
+    large = resolve_label_order(mnli, "yoshitomo-matsubara/bert-large-uncased-mnli", generic)
+    assert large.basis == "known" and large.labels_of() == ["entailment", "neutral", "contradiction"]  # torchdistill
     guessed = resolve_label_order(mnli, "ishan/bert-base-uncased-mnli", generic)
     assert guessed.basis == "identity" and guessed.is_identity
     other_words = resolve_label_order(mnli, "x/y", {0: "yes", 1: "maybe", 2: "no"})

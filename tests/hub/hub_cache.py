@@ -109,12 +109,15 @@ LEGACY_RUN_GLUE_MNLI_ORDER = (2, 0, 1)
 # pytorch_model.bin without safetensors on main (2020 uploads). STS-B is a 1-output regression head. From the
 # public model cards and configs as remembered, NOT re-checked offline here.
 # yoshitomo-matsubara/bert-large-uncased-{task}: fine-tuned with torchdistill on `datasets`' GLUE
-# (load_dataset("glue", task)), so every class order is the dataset's, MNLI included; generic LABEL_k names,
-# pytorch_model.bin (2021 uploads). Inferred from torchdistill's GLUE example, NOT confirmed offline.
-# google/bert_uncased_L-{L}_H-{H}_A-{A} (Turc et al.): converted TF checkpoints whose config.json has neither
-# `architectures` (keras-team/keras-hub issue 3009, "Fix 'architectures' error for hf://google/bert_uncased")
-# nor, as remembered, `model_type` (transformers falls back to the "bert" in the name); pytorch_model.bin and
-# vocab.txt, no tokenizer_config.json. The shapes are Turc et al.'s (BERT's README table).
+# (load_dataset("glue", task)), so every class order is the dataset's, MNLI included (the sources are cited in
+# `kdgrid.core.label_order.KNOWN_LABEL_ORDERS`); pytorch_model.bin, tokenizer.json and a training.log (the repo
+# listing of 2021). Generic LABEL_k names: a config derived from their BERT-base MNLI model carries them.
+# google/bert_uncased_L-{L}_H-{H}_A-{A} (Turc et al.): converted TF checkpoints whose config.json has no
+# `architectures` (keras-team/keras-hub issue 3009, "Fix 'architectures' error for hf://google/bert_uncased");
+# pytorch_model.bin and vocab.txt, no tokenizer_config.json. Its `model_type` is NOT confirmed: the config was
+# rewritten by the Hub staff on 2020-04-24 (285 -> 382 bytes) and the repos are tagged `bert`, which suggests it is
+# there now; the fixture leaves it out, the harder case (kdgrid reads both; AutoConfig of transformers 5 needs it).
+# The shapes are Turc et al.'s (BERT's README table).
 _TEXTATTACK_NAMES = {
     "mnli": None,  # kdgrid's BERT-base MNLI teacher is ishan's, not textattack's
     "qqp": "QQP",

@@ -26,6 +26,7 @@ SLURM array tasks) load them by reference: ``tests/launch/conftest.py`` puts the
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -178,6 +179,34 @@ def crashing_job(
 ) -> None:
     """A job function that fails as a whole before writing anything (a broken environment on a node)."""
     raise RuntimeError(f"crashing_job: refusing {len(trials)} trial(s) on purpose")
+
+
+def hub_environment_job(
+    trials: list[Trial],
+    store_dir: Path,
+    *,
+    sweep: str,
+    studies: Mapping[str, str] | None = None,
+    checkpoint_dir: Path | None = None,
+) -> None:
+    """`job_to_store`, after writing what the job's process sees of the Hub's offline switches to
+    ``<store>/hub-env-<pid>.json`` (`hub_environment_seen`): the variable and what ``huggingface_hub`` and
+    ``datasets``, imported first, decide from it."""
+    import datasets
+    import huggingface_hub
+
+    seen = {
+        "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE"),
+        "hub_offline": huggingface_hub.is_offline_mode(),
+        "datasets_offline": datasets.config.HF_HUB_OFFLINE,
+    }
+    (Path(store_dir) / f"hub-env-{os.getpid()}.json").write_text(json.dumps(seen))
+    job_to_store(trials, store_dir, sweep=sweep, studies=studies, checkpoint_dir=checkpoint_dir)
+
+
+def hub_environment_seen(store: Path) -> list[dict[str, object]]:
+    """What each process that ran a `hub_environment_job` saw."""
+    return [json.loads(path.read_text()) for path in sorted(Path(store).glob("hub-env-*.json"))]
 
 
 # -- helpers for tests that check the store after a run --------------------------------------------------------------

@@ -22,11 +22,20 @@ from pathlib import Path
 import pytest
 
 from kdgrid.errors import ConfigError, LaunchError
+from kdgrid.launch.environment import OFFLINE_ENVIRONMENT, environment
 from kdgrid.launch.ray import RayExecutor, RaySettings, run_one_job
-from kdgrid.store import read_store
+from kdgrid.store import claims, read_store
 from kdgrid.trial import Trial
 from tests.launch import fakes
-from tests.launch.fakes import log_events, make_trial, max_overlap, pending_jobs, store_rows, store_studies
+from tests.launch.fakes import (
+    hub_environment_seen,
+    log_events,
+    make_trial,
+    max_overlap,
+    pending_jobs,
+    store_rows,
+    store_studies,
+)
 
 
 def done_once_each(store: Path, trials: list[Trial]) -> None:
@@ -88,7 +97,57 @@ def test_a_tune_trial_runs_its_job_with_the_studies_of_its_own_trials(
     assert store_studies(tmp_path) == {a0.trial_id: "a", b0.trial_id: "b"}
 
 
+def test_the_trainable_runs_its_job_with_the_drivers_hub_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An actor of a cluster joined without them (by the caller's own ray.init) gets the offline switches from
+    the trainable, even where the Hugging Face libraries were imported before."""
+    import datasets
+    import huggingface_hub.constants
+    from ray import tune
+
+    monkeypatch.setattr(tune, "report", lambda metrics: None)
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "0")  # restored after the test, as the constants below
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", False)
+    run_one_job({"job": 0}, jobs=[[make_trial(0)]], store_dir=str(tmp_path), sweep="e", studies={},
+                job_fn=fakes.hub_environment_job, environment=OFFLINE_ENVIRONMENT)  # fmt: skip
+    assert hub_environment_seen(tmp_path) == [{"HF_HUB_OFFLINE": "1", "hub_offline": True, "datasets_offline": True}]
+
+
 # -- a real runtime -------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_jobs_on_a_runtime_started_before_kdgrid_get_the_hub_variables_set_for_the_run(
+    ray_runtime: None, tmp_path: Path
+) -> None:
+    """The session's runtime was started by the caller before the variables were set (its workers did not
+    inherit them), as a notebook's ray.init(address=...) would be."""
+    with environment(OFFLINE_ENVIRONMENT):
+        RayExecutor(job_fn=fakes.hub_environment_job).run([[make_trial(0)], [make_trial(1)]], tmp_path, sweep="h")
+    seen = hub_environment_seen(tmp_path)
+    assert seen and all(s == {"HF_HUB_OFFLINE": "1", "hub_offline": True, "datasets_offline": True} for s in seen)
+
+
+@pytest.mark.slow
+def test_a_dead_actors_unfinished_trials_get_their_row_at_once_when_its_process_cannot_be_probed(
+    ray_runtime: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for an actor on another node: its claims still have a fresh heartbeat, but fit() has returned, so its
+    Tune trial has ended and its claims are stale; its unfinished trials are retryable now, not in 10 minutes."""
+    monkeypatch.setattr(claims, "_pid_gone", lambda pid: False)  # the driver cannot see the actor's process
+    first = make_trial(0)
+    victim, after = make_trial(0, k=1, test_kill_once=str(tmp_path / "killed-once")), make_trial(0, k=2)
+    with pytest.raises(LaunchError, match=r"2 trial\(s\) left unfinished got a failed row"):
+        RayExecutor(job_fn=fakes.job_to_store).run([[first, victim, after]], tmp_path, sweep="d")
+    assert sorted(store_rows(tmp_path)) == sorted(
+        [(first.trial_id, "done"), (victim.trial_id, "failed"), (after.trial_id, "failed")]
+    )
+    assert claims.read_claims(tmp_path) == {}  # no trial is left "running"
+    assert pending_jobs([[first, victim, after]], tmp_path) == [[victim, after]]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("gpus_per_job", "expected_overlap"), [(0.5, 2), (1.0, 1)])
 def test_gpu_fractions_pack_jobs_onto_one_gpu_and_actors_are_reused(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -20,6 +21,7 @@ import pytest
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.grid import load_sweep
+from kdgrid.launch.environment import OFFLINE_ENVIRONMENT, environment
 from kdgrid.launch.slurm import SlurmExecutor, cluster_max_array_size, cluster_partitions
 from kdgrid.store import read_store
 from kdgrid.trial import Trial
@@ -244,3 +246,19 @@ def test_a_resume_while_the_killed_drivers_array_still_runs_trains_every_trial_o
     started = collections.Counter(trial_id for event, trial_id, _, _ in log_events(log) if event == "start")
     assert started == collections.Counter(t.trial_id for t in trials), "a trial was trained twice"
     assert not list((store / "_claims").glob("*.json"))
+
+
+def test_tasks_of_an_export_none_profile_still_run_with_the_hub_variables(
+    slurm_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``--export=NONE``: a task inherits nothing from the submitting shell, so the script's setup lines must export
+    the Hub's variables (the test's own PYTHONPATH too, for its job function)."""
+    setup = [f"export PYTHONPATH={shlex.quote(os.environ['PYTHONPATH'])}"]
+    run = executor(slurm_additional_parameters={"export": "NONE"}, slurm_setup=setup)
+    run.job_fn = fakes.hub_environment_job
+    with environment(OFFLINE_ENVIRONMENT):
+        run.run([[make_trial(0)]], tmp_path, sweep="exported")
+    assert fakes.hub_environment_seen(tmp_path) == [
+        {"HF_HUB_OFFLINE": "1", "hub_offline": True, "datasets_offline": True}
+    ]
+    done_once_each(tmp_path, [make_trial(0)])

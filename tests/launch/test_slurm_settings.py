@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from submitit.slurm.slurm import _make_sbatch_string
 
-from kdgrid.errors import ConfigError
+from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import get_executor, slurm
 from kdgrid.launch.slurm import (
     ArrayTask,
@@ -113,6 +113,46 @@ def test_the_sbatch_script_of_the_example_profile_matches_the_golden_file() -> N
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text()
+
+
+def test_the_hub_variables_are_exported_first_in_every_task_script_even_with_export_none() -> None:
+    settings = resolve_settings("example", {"slurm_additional_parameters": {"export": "NONE"}})
+    params = submitit_parameters(settings, {"HF_HUB_OFFLINE": "1", "HF_HOME": "/shared/hf cache"})
+    text = _make_sbatch_string(command="python -u -m submitit.core._submit /f", folder="/f", map_count=1, **params)
+    assert "#SBATCH --export=NONE" in text
+    exports = [text.index("export HF_HUB_OFFLINE=1"), text.index("export HF_HOME='/shared/hf cache'")]
+    # srun hands the script's environment on to the task (it would start from nothing under --export=NONE)
+    handed_on = text.index("export SLURM_EXPORT_ENV=ALL")
+    assert max(exports) < handed_on < text.index("module load cuda/12.1") < text.index("python -u -m submitit")
+    assert submitit_parameters(settings)["setup"] == ["export SLURM_EXPORT_ENV=ALL", *(settings.setup or [])]
+    exporting = resolve_settings("example", {})  # sbatch's default export: the profile's own lines only
+    assert submitit_parameters(exporting)["setup"] == exporting.setup
+
+
+def test_submission_exports_the_hub_variables_of_the_submitting_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given: list[dict] = []
+
+    class Refusing:  # stands for submitit's executor: records the parameters, then sbatch refuses
+        def __init__(self, **kwargs: object) -> None:
+            pass
+
+        def update_parameters(self, **params: object) -> None:
+            given.append(params)
+
+        def batch(self) -> object:
+            raise RuntimeError("no sbatch here")
+
+    monkeypatch.setattr(slurm.submitit, "SlurmExecutor", Refusing)
+    monkeypatch.setattr(slurm, "check_partition", lambda partition: None)
+    monkeypatch.setattr(slurm, "cluster_max_array_size", lambda: 10)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", "/shared/hub")
+    with pytest.raises(LaunchError, match="no sbatch here"):
+        SlurmExecutor(job_fn=fakes.job_to_store).submit([[make_trial(0)]], tmp_path, sweep="s")
+    (params,) = given
+    assert {"export HF_HUB_OFFLINE=1", "export HF_HUB_CACHE=/shared/hub"} <= set(params["setup"])
 
 
 @pytest.mark.parametrize(("n_jobs", "per_task"), [(1, 1), (7, 1), (7, 3), (9, 3), (2, 5)])
