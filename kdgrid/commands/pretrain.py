@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,15 +37,22 @@ def read_recipe_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _relaunch_with_torchrun(processes: int, argv: list[str]) -> None:
-    """Run this same command under torchrun with ``processes`` processes on this node; exits with its status."""
-    args = [a for a in argv if not a.startswith("--nproc-per-node")]
-    if "--nproc-per-node" in argv:  # the value followed the option as its own word
-        index = argv.index("--nproc-per-node")
-        args = argv[:index] + argv[index + 2 :]
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
-    command += ["-m", "kdgrid.pretrain", *args]
-    sys.exit(subprocess.call(command, env=os.environ.copy()))
+def _relaunch_with_torchrun(processes: int, recipe: PretrainRecipe, run_options: list[str]) -> None:
+    """Run this recipe under torchrun with ``processes`` processes on this node (the recipe handed over as a
+    JSON file, so every process reads exactly the recipe checked here); exits with torchrun's status."""
+    with tempfile.TemporaryDirectory(prefix="kdgrid-pretrain-") as folder:
+        recipe_path = Path(folder) / "recipe.json"
+        recipe_path.write_text(json.dumps(recipe.to_dict()))
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+        ]
+        command += ["-m", "kdgrid.pretrain", "--recipe", str(recipe_path), *run_options]
+        status = subprocess.call(command, env=os.environ.copy())
+    raise typer.Exit(status)
 
 
 def pretrain(
@@ -75,7 +83,7 @@ def pretrain(
         Path | None,
         typer.Option(
             "--recipe",
-            help="A YAML/JSON file of recipe fields; options given here override it.",
+            help="A YAML/JSON file of recipe fields (any field of docs/pretrain.md); options given here override it.",
             rich_help_panel=RECIPE_HELP,
         ),
     ] = None,
@@ -165,13 +173,6 @@ def pretrain(
     resumes where it stopped. Data-parallel: --nproc-per-node N here, or `torchrun --nproc_per_node N -m
     kdgrid.pretrain ...` (any torchrun launch, e.g. one task per GPU across nodes). See docs/pretrain.md.
     """
-    if nproc_per_node is not None and "WORLD_SIZE" not in os.environ:
-        if nproc_per_node < 1:
-            raise ConfigError(f"--nproc-per-node must be at least 1, got {nproc_per_node}")
-        _relaunch_with_torchrun(
-            nproc_per_node,
-            sys.argv[sys.argv.index("pretrain") + 1 :] if "pretrain" in sys.argv else sys.argv[1:],
-        )
     fields: dict[str, Any] = read_recipe_file(recipe_file) if recipe_file is not None else {}
     given = {
         "student": student,
@@ -193,6 +194,22 @@ def pretrain(
             "name the student: --student bert-tiny (or a shape w{width}-l{layers}), or --recipe FILE"
         )
     recipe = PretrainRecipe.from_dict(fields)
+    if nproc_per_node is not None and "WORLD_SIZE" not in os.environ and not dry_run:
+        if nproc_per_node < 1:
+            raise ConfigError(f"--nproc-per-node must be at least 1, got {nproc_per_node}")
+        from kdgrid.pretrain.train import RunSettings, preflight  # torch: see the module docstring
+
+        settings = RunSettings(micro_batch, checkpoint_every, stop_after, work_dir, device, progress)
+        preflight(recipe, settings, world_size=nproc_per_node)  # refuse here, not in N processes at once
+        run_options = [
+            f"--micro-batch={micro_batch}",
+            f"--checkpoint-every={checkpoint_every}",
+            f"--device={device}",
+        ]
+        run_options += [f"--stop-after={stop_after}"] if stop_after is not None else []
+        run_options += [f"--work-dir={work_dir}"] if work_dir is not None else []
+        run_options += [] if progress else ["--no-progress"]
+        _relaunch_with_torchrun(nproc_per_node, recipe, run_options)
     if dry_run:
         typer.echo(
             json.dumps(

@@ -134,8 +134,8 @@ def pack(
     ``[SEP]``; yields ``[k, block_length]`` arrays as they fill (the last incomplete piece is dropped)."""
     piece = block_length - 2
     buffer: list[int] = []
-    for ids in token_lists:
-        if buffer:
+    for index, ids in enumerate(token_lists):
+        if index:
             buffer.append(sep_id)
         buffer.extend(ids)
         whole = len(buffer) // piece

@@ -34,7 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch.nn.parallel import DistributedDataParallel
 
 from kdgrid.core.models import VOCAB_SIZE, StudentShape, student_shape
-from kdgrid.core.objective import Objective
+from kdgrid.core.objective import Objective, Term
 from kdgrid.core.optim import build_optimizer
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.pretrain import artifacts, step_checkpoint
@@ -170,10 +170,6 @@ def run_pretrain(recipe: PretrainRecipe, settings: RunSettings | None = None) ->
     settings = settings or RunSettings()
     if artifacts.exists(recipe):
         return RunOutcome(artifacts.artifact_dir(recipe), recipe.steps, True)
-    if settings.checkpoint_every < 1:
-        raise ConfigError(f"checkpoint_every must be at least 1, got {settings.checkpoint_every}")
-    if settings.stop_after is not None and settings.stop_after < 1:
-        raise ConfigError(f"stop_after must be at least 1, got {settings.stop_after}")
     processes = _processes(settings.device)
     try:
         return _run(recipe, settings, processes)
@@ -182,15 +178,40 @@ def run_pretrain(recipe: PretrainRecipe, settings: RunSettings | None = None) ->
             dist.destroy_process_group()
 
 
-def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -> RunOutcome:
-    accumulation = split_global_batch(recipe.global_batch, processes.world_size, settings.micro_batch)
+@dataclass(frozen=True)
+class Preflight:
+    """What a run was checked against before anything loads: micro-batches per step on each process, the step
+    checkpoints' folder, the two shapes and the knowledge terms (empty for plain pre-training)."""
+
+    accumulation: int
+    work: Path
+    student: StudentShape
+    teacher: StudentShape | None
+    terms: list[Term]
+
+
+def preflight(recipe: PretrainRecipe, settings: RunSettings, world_size: int) -> Preflight:
+    """Every refusal that needs no weights and no corpus: a global batch that ``world_size x micro_batch`` does
+    not divide, a work folder of another recipe, a student the teacher cannot be matched to (the teacher's
+    config.json only). `ConfigError`; nothing is written."""
+    if settings.checkpoint_every < 1:
+        raise ConfigError(f"checkpoint_every must be at least 1, got {settings.checkpoint_every}")
+    if settings.stop_after is not None and settings.stop_after < 1:
+        raise ConfigError(f"stop_after must be at least 1, got {settings.stop_after}")
+    accumulation = split_global_batch(recipe.global_batch, world_size, settings.micro_batch)
     work = settings.work_dir or artifacts.work_dir(recipe)
     step_checkpoint.check_work_folder(work, recipe)
-    student_dims = student_shape(recipe.student)
-    terms, teacher_dims = [], None
-    if recipe.teacher is not None:
-        teacher_dims = teacher_shape(recipe)
-        terms = match_terms(recipe, student_dims, teacher_dims)
+    student = student_shape(recipe.student)
+    if recipe.teacher is None:
+        return Preflight(accumulation, work, student, None, [])
+    teacher = teacher_shape(recipe)
+    return Preflight(accumulation, work, student, teacher, match_terms(recipe, student, teacher))
+
+
+def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -> RunOutcome:
+    checked = preflight(recipe, settings, processes.world_size)
+    accumulation, work, terms = checked.accumulation, checked.work, checked.terms
+    student_dims, teacher_dims = checked.student, checked.teacher
     tokenizer = load_tokenizer(recipe.tokenizer or "")
     corpus: PackedCorpus = processes.rank0_first(
         lambda: packed_corpus(recipe.corpus, tokenizer, recipe.block_length, recipe.max_documents)
@@ -278,7 +299,7 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
 
 
 def _distillation(
-    recipe: PretrainRecipe, terms: list[Any], student: StudentShape, teacher: StudentShape | None
+    recipe: PretrainRecipe, terms: list[Term], student: StudentShape, teacher: StudentShape | None
 ) -> tuple[Objective | None, torch.nn.Module | None, Any]:
     if recipe.teacher is None or teacher is None:
         return None, None, None
