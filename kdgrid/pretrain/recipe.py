@@ -59,6 +59,8 @@ class PretrainRecipe:
             offline MiniLM's (bert-base-uncased's vocabulary, which every teacher and student here shares).
         knowledge, strategy, beta, projection, relation_heads, options: the distillation terms, as a trial's
             (`kdgrid.trial.Trial`); ignored (and emptied) for plain pre-training. ``beta`` is a number.
+            ``relation_heads`` ``None``: the student's heads where they divide the teacher's width, else the
+            largest count below them that divides both widths (`kdgrid.pretrain.loss.relation_heads`).
         mlm_weight: the weight of the masked-LM loss; mlm_probability: the share of tokens masked (BERT's 15%,
             of which 80% become [MASK], 10% a random token, 10% stay).
         steps: optimizer steps; global_batch: sequences per optimizer step (over all processes);

@@ -34,18 +34,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch.nn.parallel import DistributedDataParallel
 
 from kdgrid.core.models import VOCAB_SIZE, StudentShape, student_shape
-from kdgrid.core.objective import Objective, Term
+from kdgrid.core.objective import Objective
 from kdgrid.core.optim import build_optimizer
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.pretrain import artifacts, step_checkpoint
 from kdgrid.pretrain.corpus import PackedCorpus, load_tokenizer, packed_corpus
 from kdgrid.pretrain.data import BlockOrder, Masker, split_global_batch
 from kdgrid.pretrain.loss import (
+    DistillationPlan,
     PretrainModel,
     build_student,
-    distillation_trial,
     load_teacher,
-    match_terms,
+    plan_distillation,
     teacher_capture,
     teacher_shape,
 )
@@ -181,13 +181,13 @@ def run_pretrain(recipe: PretrainRecipe, settings: RunSettings | None = None) ->
 @dataclass(frozen=True)
 class Preflight:
     """What a run was checked against before anything loads: micro-batches per step on each process, the step
-    checkpoints' folder, the two shapes and the knowledge terms (empty for plain pre-training)."""
+    checkpoints' folder, the two shapes and the distillation's plan (``None`` for plain pre-training)."""
 
     accumulation: int
     work: Path
     student: StudentShape
     teacher: StudentShape | None
-    terms: list[Term]
+    distillation: DistillationPlan | None
 
 
 def preflight(recipe: PretrainRecipe, settings: RunSettings, world_size: int) -> Preflight:
@@ -203,15 +203,15 @@ def preflight(recipe: PretrainRecipe, settings: RunSettings, world_size: int) ->
     step_checkpoint.check_work_folder(work, recipe)
     student = student_shape(recipe.student)
     if recipe.teacher is None:
-        return Preflight(accumulation, work, student, None, [])
+        return Preflight(accumulation, work, student, None, None)
     teacher = teacher_shape(recipe)
-    return Preflight(accumulation, work, student, teacher, match_terms(recipe, student, teacher))
+    return Preflight(accumulation, work, student, teacher, plan_distillation(recipe, student, teacher))
 
 
 def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -> RunOutcome:
     checked = preflight(recipe, settings, processes.world_size)
-    accumulation, work, terms = checked.accumulation, checked.work, checked.terms
-    student_dims, teacher_dims = checked.student, checked.teacher
+    accumulation, work = checked.accumulation, checked.work
+    terms = checked.distillation.terms if checked.distillation is not None else []
     tokenizer = load_tokenizer(recipe.tokenizer or "")
     corpus: PackedCorpus = processes.rank0_first(
         lambda: packed_corpus(recipe.corpus, tokenizer, recipe.block_length, recipe.max_documents)
@@ -224,7 +224,7 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
             f"{VOCAB_SIZE}-token vocabulary"
         )
     student = build_student(recipe, vocab_size=VOCAB_SIZE)
-    objective, teacher, capture = _distillation(recipe, terms, student_dims, teacher_dims)
+    objective, teacher, capture = _distillation(recipe, checked)
     model = PretrainModel(student, objective, terms).to(processes.device)
     optimizer, scheduler = build_optimizer(
         [model], recipe.lr, recipe.weight_decay, recipe.steps, recipe.warmup_ratio
@@ -299,13 +299,15 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
 
 
 def _distillation(
-    recipe: PretrainRecipe, terms: list[Term], student: StudentShape, teacher: StudentShape | None
+    recipe: PretrainRecipe, checked: Preflight
 ) -> tuple[Objective | None, torch.nn.Module | None, Any]:
-    if recipe.teacher is None or teacher is None:
+    """The objective (with its projections), the teacher and the teacher's hooks; ``None``s to pre-train."""
+    plan, teacher_dims = checked.distillation, checked.teacher
+    if plan is None or teacher_dims is None:
         return None, None, None
-    objective = Objective(distillation_trial(recipe), terms, student, teacher, regression=False)
+    objective = Objective(plan.trial, plan.terms, checked.student, teacher_dims, regression=False)
     model = load_teacher(recipe)
-    return objective, model, teacher_capture(model, terms, objective.specs)
+    return objective, model, teacher_capture(model, plan.terms, objective.specs)
 
 
 def _micro_batches(total: int, size: int) -> Iterator[slice]:

@@ -16,8 +16,10 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 from kdgrid.cli import main
+from kdgrid.core.models import StudentShape, student_shape
 from kdgrid.errors import ConfigError
 from kdgrid.pretrain import artifacts, step_checkpoint
+from kdgrid.pretrain.loss import plan_distillation, relation_heads
 from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.pretrain.train import RunSettings, run_pretrain
 
@@ -141,6 +143,22 @@ def test_resume_equals_an_uninterrupted_run(corpus: str, cache: Callable[[str], 
     assert again.finished and again.history == []
 
 
+def test_default_relation_heads_divide_both_widths() -> None:
+    recipe = PretrainRecipe(student="w30-l2-h3-f60", teacher="minilm-l6", corpus="generated")
+    teacher = StudentShape(layers=2, width=32, heads=2, ffn=64)
+    assert relation_heads(recipe, student_shape("w30-l2-h3-f60"), teacher) == 2
+    assert (
+        relation_heads(recipe, student_shape("bert-tiny"), StudentShape(6, 384, 12, 1536)) == 2
+    )  # its heads
+    assert relation_heads(recipe, student_shape("w160-l4"), StudentShape(12, 768, 12, 3072)) == 4  # 5 heads
+    plan = plan_distillation(recipe, student_shape("w30-l2-h3-f60"), teacher)
+    assert plan.trial.relation_heads == 2
+    explicit = PretrainRecipe(
+        student="w30-l2-h3-f60", teacher="minilm-l6", corpus="generated", relation_heads=1
+    )
+    assert relation_heads(explicit, student_shape("w30-l2-h3-f60"), teacher) == 1
+
+
 def _files(folder: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
 
@@ -169,10 +187,7 @@ def test_a_global_batch_the_processes_do_not_divide_is_refused(
     ("changes", "message"),
     [
         ({"student": "w16-l3-h2-f32", "strategy": "Dilatation"}, "strategy 'Dilatation'"),
-        (
-            {"student": "w30-l2-h3-f60", "knowledge": ("value_relation",)},
-            "relation_heads to one that divides .*2",
-        ),
+        ({"student": "w30-l2-h3-f60", "relation_heads": 3}, "relation_heads=3 must divide .* 32"),
         ({"knowledge": ("hidden_mse",), "projection": "none"}, "needs a projection"),
     ],
 )
