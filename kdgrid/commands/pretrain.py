@@ -19,6 +19,7 @@ from kdgrid.errors import ConfigError
 from kdgrid.grid.expand import raise_problems
 from kdgrid.grid.spec import Problems, load_yaml
 from kdgrid.pretrain import artifacts
+from kdgrid.pretrain.processes import process_place
 from kdgrid.pretrain.recipe import PretrainRecipe
 
 RECIPE_HELP = "Recipe"
@@ -194,7 +195,7 @@ def pretrain(
             "name the student: --student bert-tiny (or a shape w{width}-l{layers}), or --recipe FILE"
         )
     recipe = PretrainRecipe.from_dict(fields)
-    if nproc_per_node is not None and "WORLD_SIZE" not in os.environ and not dry_run:
+    if nproc_per_node is not None and process_place(os.environ).world_size == 1 and not dry_run:
         if nproc_per_node < 1:
             raise ConfigError(f"--nproc-per-node must be at least 1, got {nproc_per_node}")
         from kdgrid.pretrain.train import RunSettings, preflight  # torch: see the module docstring
@@ -235,7 +236,7 @@ def pretrain(
         progress=progress,
     )
     outcome = run_pretrain(recipe, settings)
-    if int(os.environ.get("RANK", "0")) == 0:
+    if process_place(os.environ).rank == 0:
         typer.echo(
             json.dumps(
                 {

@@ -1,7 +1,7 @@
 """`run_pretrain`: one pre-training or general-distillation run, data-parallel on torch.distributed.
 
-Launched as one process (no process group) or by ``torchrun`` (the environment's ``WORLD_SIZE``, ``RANK``,
-``LOCAL_RANK``; gloo on CPU, nccl on GPU, one GPU per process). The student (and the projections) are wrapped
+Launched as one process (no process group), by ``torchrun``, or as SLURM tasks (`kdgrid.pretrain.processes`);
+gloo on CPU, nccl on GPU, one GPU per process. The student (and the projections) are wrapped
 in `DistributedDataParallel`; each process reads its slice of every global batch (`kdgrid.pretrain.data`) in
 micro-batches, accumulating gradients (synchronised on the last one) until the recipe's global batch is reached;
 then the gradients are clipped to norm ``max_grad_norm`` and AdamW steps. On a GPU the forward passes run under
@@ -50,6 +50,7 @@ from kdgrid.pretrain.loss import (
     teacher_capture,
     teacher_shape,
 )
+from kdgrid.pretrain.processes import process_place
 from kdgrid.pretrain.recipe import PretrainRecipe
 
 T = TypeVar("T")
@@ -128,20 +129,20 @@ class _Processes:
 
 
 def _processes(device: str) -> _Processes:
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    place = process_place(os.environ)
+    os.environ.update(place.environment)  # a SLURM task's place, as torch.distributed's env:// reads it
+    world_size, rank, local_rank = place.world_size, place.rank, place.local_rank
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"device {device!r}: use auto, cpu or cuda")
     if use_cuda and not torch.cuda.is_available():
         raise ConfigError("device 'cuda': this machine has no usable GPU")
-    place = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    where = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if use_cuda:
-        torch.cuda.set_device(place)
+        torch.cuda.set_device(where)
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-    return _Processes(world_size, rank, local_rank, place)
+    return _Processes(world_size, rank, local_rank, where)
 
 
 def _step_seed(recipe: PretrainRecipe, step: int, rank: int) -> int:
