@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -329,3 +330,37 @@ def test_cli_under_torchrun_equals_one_process(corpus: str, tiny_teacher: str, t
         timeout=600,
     )
     assert refused.returncode == 2 and "not a multiple of 2 process(es) x micro-batch 3" in refused.stderr
+
+
+def test_a_recipes_command_makes_that_recipe(corpus: str, capsys: pytest.CaptureFixture[str]) -> None:
+    recipes = [
+        PretrainRecipe(student="bert-tiny", corpus=corpus),
+        PretrainRecipe(
+            student="w144-l8",
+            teacher="minilm-l6",
+            corpus=corpus,
+            knowledge=("hidden_mse", "value_relation"),
+            strategy="Last-1",
+            relation_heads=2,
+            options={"hidden_mse.unused": 1},
+            steps=2000,
+            global_batch=32,
+            dropout=0.0,
+            mlm_probability=0.2,
+            seed=3,
+        ),
+    ]
+    for recipe in recipes:
+        words = shlex.split(recipe.command())
+        assert words[:2] == ["kdgrid", "pretrain"]
+        with pytest.raises(SystemExit):
+            main([*words[1:], "--dry-run"])
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["key"] == recipe.key and PretrainRecipe.from_dict(shown["recipe"]) == recipe
+
+
+def test_set_fields_are_checked(corpus: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for item, message in (("dropout", "write FIELD=VALUE"), ("epochs=3", "unknown pretrain recipe key")):
+        with pytest.raises(SystemExit) as stop:
+            main(["pretrain", "--student", "bert-tiny", "--corpus", corpus, "--set", item, "--dry-run"])
+        assert stop.value.code == 2 and message in capsys.readouterr().err
