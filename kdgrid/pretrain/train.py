@@ -34,7 +34,7 @@ import torch.distributed as dist
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.nn.parallel import DistributedDataParallel
 
-from kdgrid.core.models import VOCAB_SIZE, StudentShape, student_shape
+from kdgrid.core.models import ATTENTION_BY_DEVICE, VOCAB_SIZE, StudentShape, student_shape
 from kdgrid.core.objective import Objective
 from kdgrid.core.optim import build_optimizer
 from kdgrid.errors import ConfigError, KdgridError
@@ -228,6 +228,9 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
     torch.manual_seed(recipe.seed)
     student = build_student(recipe, vocab_size=VOCAB_SIZE)
     objective, teacher, capture = _distillation(recipe, checked)
+    for network in (student, teacher):  # the attention kernel fastest on this device, as the core's runtime
+        if network is not None:
+            network.config._attn_implementation = ATTENTION_BY_DEVICE[processes.device.type]
     model = PretrainModel(student, objective, terms).to(processes.device)
     optimizer, scheduler = build_optimizer(
         [model], recipe.lr, recipe.weight_decay, recipe.steps, recipe.warmup_ratio
