@@ -31,6 +31,7 @@ COMMANDS = [
     "store",
     "demo",
     "export",
+    "pretrain",
 ]
 
 
