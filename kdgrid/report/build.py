@@ -50,24 +50,24 @@ class ReportUpdate:
     files: list[Path] = field(default_factory=list)
 
 
-def check_output(store: Path, out: Path) -> None:
+def check_output(store: Path, out: Path, option: str = "--out") -> None:
     """Refuse an output folder the report must not (or cannot) write.
 
     Raises:
         KdgridError: ``out`` is the store or inside it; it is a file; it holds files but is not a report; it
-            cannot be created or written.
+            cannot be created or written. The message names ``out`` as the option ``option`` that gave it.
     """
     store_real, out_real = Path(store).resolve(), Path(out).resolve()
     if out_real == store_real or store_real in out_real.parents:
         raise KdgridError(
-            f"--out {out} is inside the store {store}: the report never writes into the store; pass a folder "
-            f"outside it (e.g. --out {store_real.parent / 'report'})"
+            f"{option} {out} is inside the store {store}: the report never writes into the store; pass a folder "
+            f"outside it (e.g. {option} {store_real.parent / 'report'})"
         )
     if out.exists() and not out.is_dir():
-        raise KdgridError(f"--out {out} is a file; pass a folder for the report")
+        raise KdgridError(f"{option} {out} is a file; pass a folder for the report")
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
         raise KdgridError(
-            f"--out {out} holds other files and is not a kdgrid report (no {MANIFEST}); pass an empty or new folder"
+            f"{option} {out} holds other files and is not a kdgrid report (no {MANIFEST}); pass an empty or new folder"
         )
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -76,7 +76,7 @@ def check_output(store: Path, out: Path) -> None:
         probe.unlink()
     except OSError as error:
         raise KdgridError(
-            f"cannot write the report into {out}: {error.strerror or error} (pass a writable folder with --out)"
+            f"cannot write the report into {out}: {error.strerror or error} (pass a writable folder with {option})"
         ) from error
 
 
@@ -96,6 +96,8 @@ class ReportWriter:
         sweeps: only these sweeps' rows and memberships (names or sweep files); all when None.
         compare: ``paper`` puts the published number beside ours in the paper's tables; ``none`` does not.
         refresh_s: make the summary pages reload themselves every so many seconds (a watched report).
+        figures: draw the figures (tests that do not look at them go without matplotlib's time).
+        option: the command-line option that named ``out``, for messages.
     """
 
     def __init__(
@@ -107,13 +109,12 @@ class ReportWriter:
         compare: str = "paper",
         refresh_s: int | None = None,
         figures: bool = True,
+        option: str = "--out",
     ) -> None:
         if compare not in COMPARE_CHOICES:
             raise KdgridError(f"unknown --compare {compare!r}; allowed: {', '.join(COMPARE_CHOICES)}")
         self.store, self.out = Path(store), Path(out)
-        if not self.store.is_dir():
-            raise KdgridError(f"no results store at {self.store} (pass the store's folder with --store DIR)")
-        check_output(self.store, self.out)
+        check_output(self.store, self.out, option)
         self.sweeps = sweeps
         self.compare = None if compare == "none" else compare
         self.refresh_s = refresh_s

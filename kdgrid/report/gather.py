@@ -28,7 +28,8 @@ SECONDS_PER_HOUR = 3600.0
 
 
 class NoRowsError(KdgridError):
-    """The store (or the sweeps asked for) holds no rows yet: `kdgrid report` refuses, ``--watch`` waits."""
+    """There is no store yet, or it (or the sweeps asked for) holds no rows yet: `kdgrid report` refuses,
+    ``--watch`` and ``run --report`` wait."""
 
 
 @dataclass(frozen=True)

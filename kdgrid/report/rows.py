@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kdgrid.errors import KdgridError
+from kdgrid.report.gather import NoRowsError
 from kdgrid.store import layout
 from kdgrid.store.listing import list_store
 from kdgrid.store.read import drop_repeated_rows, read_rows
@@ -50,11 +50,12 @@ class StoreRows:
         A file listed then removed before it was decoded (a compaction merged it) makes the read start again.
 
         Raises:
-            KdgridError: the store is missing or not a directory; `StoreSchemaError` (a `KdgridError`) for
-                rows of a newer schema than this kdgrid reads.
+            NoRowsError: there is no store (yet) at ``store``.
+            KdgridError: the store is a file; `StoreSchemaError` (a `KdgridError`) for rows of a newer schema
+                than this kdgrid reads.
         """
         if not self.store.is_dir():
-            raise KdgridError(f"no results store at {self.store} (pass the store's folder with --store DIR)")
+            raise NoRowsError(f"no results store at {self.store} (pass the store's folder with --store DIR)")
         for _ in range(_ATTEMPTS - 1):
             try:
                 return self._refresh()

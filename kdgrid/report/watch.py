@@ -35,9 +35,12 @@ def watch(
     *,
     interval_s: float = DEFAULT_INTERVAL_S,
     log: Callable[[str], None] = print,
+    every_update: bool = True,
 ) -> None:
-    """Update the report until ``stop`` is set, then once more. A store without rows is waited for."""
+    """Update the report until ``stop`` is set, then once more. A store without rows is waited for.
+    ``every_update`` False: log only the first update (beside a run's own progress lines)."""
     waiting_said = False
+    updates = 0
     while True:
         stopping = stop.is_set()
         try:
@@ -47,8 +50,9 @@ def watch(
                 log(f"{error}; waiting for rows")
                 waiting_said = True
         else:
-            if update.changed:
+            if update.changed and (every_update or not updates):
                 log(describe(update, writer))
+            updates += update.changed
         if stopping:
             return
         stop.wait(interval_s)  # set meanwhile: one last update, then return
@@ -86,7 +90,11 @@ def watch_until_interrupted(
 
 @contextmanager
 def watching(
-    writer: ReportWriter | None, *, interval_s: float = DEFAULT_INTERVAL_S, log: Callable[[str], None] = print
+    writer: ReportWriter | None,
+    *,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    log: Callable[[str], None] = print,
+    every_update: bool = True,
 ) -> Iterator[None]:
     """Run `watch` in a background thread while inside (`kdgrid run --report DIR`); on leaving, stop it after
     one last update. ``writer`` None: do nothing."""
@@ -97,7 +105,7 @@ def watching(
 
     def keep_watching() -> None:
         try:
-            watch(writer, stop, interval_s=interval_s, log=log)
+            watch(writer, stop, interval_s=interval_s, log=log, every_update=every_update)
         except Exception as error:  # the run goes on without its report: say why, once
             log(f"the report in {writer.out} is no longer updated: {type(error).__name__}: {error}")
 
