@@ -11,14 +11,17 @@ from typing import Annotated
 
 import typer
 
-DEFAULT_OUT = Path("results-report")
-
 
 def report(
     store: Annotated[Path, typer.Option("--store", help="The results store.")] = Path("results"),
     out: Annotated[
-        Path, typer.Option("--out", help="The report folder (outside the store; created if missing).")
-    ] = DEFAULT_OUT,
+        Path | None,
+        typer.Option(
+            "--out",
+            help="The report folder, outside the store (default: <store>-report beside it).",
+            show_default=False,
+        ),
+    ] = None,
     sweep: Annotated[
         list[str] | None,
         typer.Option("--sweep", help="Only this sweep's rows (its name or file); repeat for several."),
@@ -35,12 +38,17 @@ def report(
     interval: Annotated[float, typer.Option(help="With --watch: seconds between looks at the store.")] = 10.0,
 ) -> None:
     """Write a self-contained HTML report of the store: open <out>/index.html in a browser (no server needed)."""
-    from kdgrid.report.build import ReportWriter
+    from kdgrid.report.build import ReportWriter, default_out
     from kdgrid.report.watch import PAGE_REFRESH_S, describe, watch_until_interrupted
 
-    writer = ReportWriter(store, out, sweeps=sweep, compare=compare, refresh_s=PAGE_REFRESH_S if watch else None)
+    out = out if out is not None else default_out(store)
+    writer = ReportWriter(
+        store, out, sweeps=sweep, compare=compare, refresh_s=PAGE_REFRESH_S if watch else None
+    )
     if watch:
-        typer.echo(f"watching {store} every {interval:g} s; the report is {out / 'index.html'} (Ctrl-C stops)")
+        typer.echo(
+            f"watching {store} every {interval:g} s; the report is {out / 'index.html'} (Ctrl-C stops)"
+        )
         watch_until_interrupted(writer, interval_s=interval, log=typer.echo)
         return
     update = writer.update()

@@ -319,7 +319,8 @@ def _run(
         from kdgrid.report.build import ReportWriter  # pandas and matplotlib: only when a report is asked for
         from kdgrid.report.watch import PAGE_REFRESH_S, watching
 
-        writer = ReportWriter(store, report, refresh_s=PAGE_REFRESH_S, option="--report")  # an unusable folder: refused now
+        # An unusable report folder is refused now, before the run starts.
+        writer = ReportWriter(store, report, refresh_s=PAGE_REFRESH_S, option="--report")
         keep_report = watching(writer, log=typer.echo, every_update=False)
     with keep_report:
         outcome = run_sweep(

@@ -50,6 +50,12 @@ class ReportUpdate:
     files: list[Path] = field(default_factory=list)
 
 
+def default_out(store: Path) -> Path:
+    """Where a store's report goes unless told: beside the store, ``<store>-report`` (never inside it)."""
+    store = Path(store)
+    return store.parent / f"{store.name or store.resolve().name}-report"
+
+
 def check_output(store: Path, out: Path, option: str = "--out") -> None:
     """Refuse an output folder the report must not (or cannot) write.
 

@@ -33,7 +33,9 @@ def _generated(refresh_s: int | None) -> str:
 
 
 def _card(value: str, label: str, cls: str = "") -> str:
-    return f'<div class="card"><div class="big {cls}">{value}</div><div class="label">{esc(label)}</div></div>'
+    return (
+        f'<div class="card"><div class="big {cls}">{value}</div><div class="label">{esc(label)}</div></div>'
+    )
 
 
 def _progress_bar(line: StudyCounts) -> str:
@@ -75,7 +77,9 @@ def _ledger_table(lines: list[LedgerLine]) -> str:
     return table(headers, rows, cls="ledger")
 
 
-def overview_page(data: ReportData, views: list[TableView], figures: list[Path], *, refresh_s: int | None) -> str:
+def overview_page(
+    data: ReportData, views: list[TableView], figures: list[Path], *, refresh_s: int | None
+) -> str:
     """The front page: totals, one line per sweep and study, the cost ledger, links to the other pages."""
     lines = study_counts(data)
     ledger = cost_ledger(data.rows)
@@ -121,7 +125,9 @@ def overview_page(data: ReportData, views: list[TableView], figures: list[Path],
     return page("Overview", body, current="index.html", refresh_s=refresh_s)
 
 
-def tables_page(views: list[TableView], missing: list[str], problem: str | None, *, refresh_s: int | None) -> str:
+def tables_page(
+    views: list[TableView], missing: list[str], problem: str | None, *, refresh_s: int | None
+) -> str:
     """Every paper table the store fills (compared with the published numbers where the report was asked to)."""
     contents = "".join(f'<li><a href="#table-{esc(v.name)}">{esc(v.title)}</a></li>' for v in views)
     body = _generated(refresh_s)
@@ -160,7 +166,9 @@ def _failure_section(data: ReportData, group: FailureGroup) -> str:
         link = f'<a href="{esc(name)}">{esc(trial_id)}</a>' if name else esc(trial_id)
         message = str(row.get("error_message") or "")
         short = message if len(message) <= 300 else message[:300] + "…"
-        rows.append([link, esc(row.get("sweep")), esc(row.get("study")), str(int(row["failures"])), esc(short)])
+        rows.append(
+            [link, esc(row.get("sweep")), esc(row.get("study")), str(int(row["failures"])), esc(short)]
+        )
     more = len(group.trial_ids) - FAILURES_LISTED
     tail = (
         f'<p class=muted>and {more:,} more: <a href="trials.html?q=error:{esc(group.error_type)}">in the trial '
@@ -169,7 +177,8 @@ def _failure_section(data: ReportData, group: FailureGroup) -> str:
         else ""
     )
     commands = "".join(
-        f'<li><code class="cmd">{esc(resume_command(sweep, data.store))}</code></li>' for sweep in group.sweeps
+        f'<li><code class="cmd">{esc(resume_command(sweep, data.store))}</code></li>'
+        for sweep in group.sweeps
     )
     return (
         f"<h2>{esc(group.error_type)} · {len(group.trial_ids):,} trial(s)</h2>"

@@ -38,7 +38,9 @@ def trial_page_name(trial_id: str) -> str | None:
 
 def trial_fingerprints(data: ReportData) -> dict[str, str]:
     """trial id -> what its page depends on: its rows' ids, sorted (a new attempt changes it)."""
-    joined = data.rows.groupby("trial_id", sort=False)["row_id"].agg(lambda ids: ",".join(sorted(map(str, ids))))
+    joined = data.rows.groupby("trial_id", sort=False)["row_id"].agg(
+        lambda ids: ",".join(sorted(map(str, ids)))
+    )
     return {str(k): v for k, v in joined.items()}
 
 
@@ -76,7 +78,8 @@ def curve_charts(curve: Any) -> str:
                     metrics.setdefault(str(dev_set), {}).setdefault(str(metric), []).append((epoch, value))
     charts = [line_chart(sorted(terms.items()), title="loss terms (unweighted mean per epoch)")]
     charts += [
-        line_chart(sorted(series.items()), title=f"dev metrics · {dev_set}") for dev_set, series in metrics.items()
+        line_chart(sorted(series.items()), title=f"dev metrics · {dev_set}")
+        for dev_set, series in metrics.items()
     ]
     drawn = "".join(chart for chart in charts if chart)
     return drawn or '<p class="muted">the curve holds no numbers</p>'
@@ -118,7 +121,7 @@ def trial_page(data: ReportData, trial_id: str) -> str:
     ]
     if state == "failed":
         sections.append(
-            f'<h2>Error</h2><p><b>{esc(row.get("error_type"))}</b>: {esc(row.get("error_message"))}</p>'
+            f"<h2>Error</h2><p><b>{esc(row.get('error_type'))}</b>: {esc(row.get('error_message'))}</p>"
             f'<h3>Traceback</h3><pre class="traceback">{esc(row.get("traceback") or "(none recorded)")}</pre>'
         )
     if score_rows:

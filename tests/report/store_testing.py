@@ -29,8 +29,16 @@ def done_result(trial: Trial, score: float, wall: float) -> TrialResult:
     for seconds, students in TEACHER_PASSES:
         record_teacher_pass(extra, seconds, students)
     curve = [
-        {"epoch": 1, "scores": {"validation": {"accuracy": score - 0.1}}, "loss_terms": {"soft": 0.9, "cos@2-3": 0.4}},
-        {"epoch": 2, "scores": {"validation": {"accuracy": score}}, "loss_terms": {"soft": 0.5, "cos@2-3": 0.2}},
+        {
+            "epoch": 1,
+            "scores": {"validation": {"accuracy": score - 0.1}},
+            "loss_terms": {"soft": 0.9, "cos@2-3": 0.4},
+        },
+        {
+            "epoch": 2,
+            "scores": {"validation": {"accuracy": score}},
+            "loss_terms": {"soft": 0.5, "cos@2-3": 0.2},
+        },
     ]
     return TrialResult(
         trial=trial, status="done", scores={"validation": {"accuracy": score}},

@@ -40,7 +40,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[st
     store, out = root / "store", root / "report"
     ids = make_store(store)
     before = store_files(store)
-    result = CliRunner().invoke(app, ["report", "--store", str(store), "--out", str(out)], catch_exceptions=False)
+    result = CliRunner().invoke(
+        app, ["report", "--store", str(store), "--out", str(out)], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     assert str(out / "index.html") in result.output
     assert store_files(store) == before  # the report never writes into the store
@@ -114,7 +116,9 @@ def test_a_failed_trial_page_and_the_failures_page_escape_the_error(built) -> No
 def test_the_trial_list_carries_every_trial_as_json(built) -> None:
     _, out, ids = built
     page = read(out, "trials.html")
-    blob = json.loads(re.search(r'<script type="application/json" id="trial-data">(.*?)</script>', page).group(1))
+    blob = json.loads(
+        re.search(r'<script type="application/json" id="trial-data">(.*?)</script>', page).group(1)
+    )
     by_id = {row[0]: dict(zip(blob["columns"], row, strict=True)) for row in blob["rows"]}
     assert set(by_id) == set(ids.values())
     assert by_id[ids["pending"]]["state"] == "pending"
@@ -172,7 +176,9 @@ def invoke(*args: str):
     return exit_info.value.code
 
 
-@pytest.mark.parametrize("case", ["empty", "missing", "newer-schema", "inside-store", "under-a-file", "not-report"])
+@pytest.mark.parametrize(
+    "case", ["empty", "missing", "newer-schema", "inside-store", "under-a-file", "not-report"]
+)
 def test_bad_input_is_one_message_and_exit_status_2(tmp_path: Path, case: str, capsys) -> None:
     store, out = tmp_path / "store", tmp_path / "report"
     expected = {
@@ -231,7 +237,9 @@ def test_intervals_and_significance_are_rendered_when_cells_have_them() -> None:
     html = table_html(TableView("5", "Table 5", [block]), "t5")
     assert "[0.7800, 0.8200]" in html and "▲" in html and "p = 0.003" in html
     assert "[0.4500, 0.5500]" in html and "⚠" in html
-    plain = table_html(TableView("5", "Table 5", [Block("b", ["cos"], [column], {("cos", column): Cell(0.8)})]), "x")
+    plain = table_html(
+        TableView("5", "Table 5", [Block("b", ["cos"], [column], {("cos", column): Cell(0.8)})]), "x"
+    )
     assert "0.8000" in plain and 'class="unc"' not in plain
 
 
