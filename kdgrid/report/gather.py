@@ -76,14 +76,27 @@ class ReportData:
     pending: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     running: set[str] = field(default_factory=set)
     memberships: list[SweepMembership] = field(default_factory=list)
-    _positions: dict[str, Any] | None = field(default=None, repr=False)
+    _records: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
+    _attempts: dict[str, list[dict[str, Any]]] | None = field(default=None, repr=False)
 
-    def trial_rows(self, trial_id: str) -> pd.DataFrame:
-        """Every attempt of ``trial_id``, oldest first."""
-        if self._positions is None:  # one grouping for every trial page: 30,000 pages, not 30,000 scans
-            self._positions = self.rows.groupby("trial_id", sort=False).indices
-        rows = self.rows.iloc[self._positions.get(trial_id, [])]
-        return rows.sort_values("written_at", na_position="first", kind="stable")
+    def record(self, trial_id: str) -> dict[str, Any]:
+        """The trial's deciding row as a plain dict (``trial_id``, ``state``, ``attempts`` and every column)."""
+        if (
+            self._records is None
+        ):  # plain dicts, built once: 30,000 pages read them, pandas indexing per page is slow
+            self._records = {str(r["trial_id"]): r for r in self.trials.reset_index().to_dict("records")}
+        return self._records[trial_id]
+
+    def attempts(self, trial_id: str) -> list[dict[str, Any]]:
+        """Every row of ``trial_id`` as a plain dict, oldest first (by ``written_at``)."""
+        if self._attempts is None:
+            grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for row in self.rows.to_dict("records"):
+                grouped[str(row["trial_id"])].append(row)
+            for rows in grouped.values():
+                rows.sort(key=lambda r: r["written_at"] if isinstance(r["written_at"], str) else "")
+            self._attempts = dict(grouped)
+        return self._attempts.get(trial_id, [])
 
 
 def _matches(sweep: str, wanted: list[str]) -> bool:

@@ -13,6 +13,8 @@ import json
 import math
 from typing import Any
 
+import pandas as pd
+
 ASSETS_DIR = "assets"
 STYLESHEET = f"{ASSETS_DIR}/report.css"
 
@@ -29,6 +31,16 @@ NAVIGATION: tuple[tuple[str, str], ...] = (
 def esc(value: Any) -> str:
     """``value`` as HTML text (``&``, ``<``, ``>`` and both quotes escaped); ``None`` as an empty string."""
     return "" if value is None else html.escape(str(value), quote=True)
+
+
+def is_null(value: Any) -> bool:
+    """A missing cell: None, pandas' NA, NaN."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def text_of(value: Any) -> str:
+    """A cell as text: empty for a null (never ``nan`` or ``<NA>`` on a page)."""
+    return "" if is_null(value) else str(value)
 
 
 def json_script(element_id: str, value: Any) -> str:

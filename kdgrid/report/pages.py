@@ -17,7 +17,7 @@ from kdgrid.report.gather import (
     resume_command,
     study_counts,
 )
-from kdgrid.report.html import esc, page, table
+from kdgrid.report.html import esc, page, table, text_of
 from kdgrid.report.ledger import LedgerLine, cost_ledger
 from kdgrid.report.table_html import table_html
 from kdgrid.report.trial_page import trial_page_name
@@ -161,13 +161,20 @@ def figures_page(figures: list[Path], out: Path, *, refresh_s: int | None) -> st
 def _failure_section(data: ReportData, group: FailureGroup) -> str:
     rows = []
     for trial_id in group.trial_ids[:FAILURES_LISTED]:
-        row = data.trials.loc[trial_id]
+        row = data.record(trial_id)
         name = trial_page_name(trial_id)
         link = f'<a href="{esc(name)}">{esc(trial_id)}</a>' if name else esc(trial_id)
-        message = str(row.get("error_message") or "")
+        message = row.get("error_message")
+        message = message if isinstance(message, str) else ""
         short = message if len(message) <= 300 else message[:300] + "…"
         rows.append(
-            [link, esc(row.get("sweep")), esc(row.get("study")), str(int(row["failures"])), esc(short)]
+            [
+                link,
+                esc(text_of(row.get("sweep"))),
+                esc(text_of(row.get("study"))),
+                str(int(row["failures"])),
+                esc(short),
+            ]
         )
     more = len(group.trial_ids) - FAILURES_LISTED
     tail = (

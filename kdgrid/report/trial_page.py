@@ -13,10 +13,8 @@ import json
 import re
 from typing import Any
 
-import pandas as pd
-
 from kdgrid.report.gather import ReportData, parse_json
-from kdgrid.report.html import definition_list, esc, number, page, table
+from kdgrid.report.html import definition_list, esc, is_null, number, page, table, text_of
 from kdgrid.report.svg import line_chart
 
 TRIALS_DIR = "trials"
@@ -45,7 +43,7 @@ def trial_fingerprints(data: ReportData) -> dict[str, str]:
 
 
 def _value(value: Any) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+    if is_null(value):
         return '<span class="muted">-</span>'
     if not isinstance(value, str) and hasattr(value, "__len__"):
         return esc(", ".join(map(str, value)) or "(none)")
@@ -86,20 +84,20 @@ def curve_charts(curve: Any) -> str:
 
 
 def _attempts(data: ReportData, trial_id: str) -> str:
-    rows = data.trial_rows(trial_id)
     lines = [
-        [esc(row.row_id), f'<span class="state-{esc(row.status)}">{esc(row.status)}</span>', esc(row.written_at),
-         esc(row.host), number(row.wall_time_s, 1), esc(row.error_type or "")]
-        for row in rows.itertuples()
+        [esc(row["row_id"]), f'<span class="state-{esc(row["status"])}">{esc(row["status"])}</span>',
+         esc(text_of(row["written_at"])), esc(text_of(row["host"])), number(row["wall_time_s"], 1),
+         esc(text_of(row["error_type"]))]
+        for row in data.attempts(trial_id)
     ]  # fmt: skip
     return table(["row", "status", "written", "host", "wall s", "error"], lines)
 
 
 def trial_page(data: ReportData, trial_id: str) -> str:
     """The page of ``trial_id`` (a trial with at least one row), links relative to ``trials/``."""
-    row = data.trials.loc[trial_id]
+    row = data.record(trial_id)
     state = str(row["state"])
-    config = [(key, _value(row.get(key))) for key in _CONFIG_KEYS if key in row.index]
+    config = [(key, _value(row.get(key))) for key in _CONFIG_KEYS if key in row]
     config.append(("options", _value(row.get("options_json"))))
     shape = [(key, _value(row.get(key))) for key in ("student_layers", "student_width", "student_heads",
              "student_ffn", "student_params", "student_flops")]  # fmt: skip
@@ -116,17 +114,18 @@ def trial_page(data: ReportData, trial_id: str) -> str:
         for metric, value in (metrics.items() if isinstance(metrics, dict) else [])
     ]
     sections = [
-        f'<p>state <b class="state-{esc(state)}">{esc(state)}</b> · sweep {esc(row.get("sweep"))} · study '
-        f'{esc(row.get("study"))} · {int(row["attempts"])} attempt(s) · <a href="../trials.html">all trials</a></p>',
+        f'<p>state <b class="state-{esc(state)}">{esc(state)}</b> · sweep {esc(text_of(row.get("sweep")))} · study '
+        f'{esc(text_of(row.get("study")))} · {int(row["attempts"])} attempt(s) · <a href="../trials.html">all trials</a></p>',
     ]
     if state == "failed":
         sections.append(
-            f"<h2>Error</h2><p><b>{esc(row.get('error_type'))}</b>: {esc(row.get('error_message'))}</p>"
-            f'<h3>Traceback</h3><pre class="traceback">{esc(row.get("traceback") or "(none recorded)")}</pre>'
+            f"<h2>Error</h2><p><b>{esc(text_of(row.get('error_type')))}</b>: "
+            f"{esc(text_of(row.get('error_message')))}</p><h3>Traceback</h3>"
+            f'<pre class="traceback">{esc(text_of(row.get("traceback")) or "(none recorded)")}</pre>'
         )
     if score_rows:
         sections.append(
-            f"<h2>Scores at the best epoch ({esc(row.get('best_epoch'))})</h2>"
+            f"<h2>Scores at the best epoch ({esc(text_of(row.get('best_epoch')))})</h2>"
             + table(["dev set", "metric", "value"], score_rows)
         )
     sections += [
@@ -136,7 +135,7 @@ def trial_page(data: ReportData, trial_id: str) -> str:
         "<h2>Weights</h2>" + _pretty_json(row.get("weights_json")),
         "<h2>Loss terms (last epoch)</h2>" + _pretty_json(row.get("loss_terms_json")),
         "<h2>Provenance</h2>"
-        + definition_list([(key, _value(row.get(key))) for key in _PROVENANCE_KEYS if key in row.index])
+        + definition_list([(key, _value(row.get(key))) for key in _PROVENANCE_KEYS if key in row])
         + "<h3>Package versions</h3>"
         + _pretty_json(row.get("package_versions_json")),
         "<h2>Recorded extras</h2>" + _pretty_json(row.get("extra_json")),
