@@ -253,3 +253,25 @@ def test_gather_selects_sweeps_and_refuses_an_unknown_one(tmp_path: Path) -> Non
     assert len(gather(store, rows.frame).trials) == 4
     with pytest.raises(Exception, match="no rows of sweep"):
         gather(store, rows.frame, ["nope"])
+
+
+def test_kdgrid_demo_ends_with_the_path_of_its_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kdgrid demo` (the training replaced by writing the small store) writes the report beside the store and
+    prints its path as the last line."""
+    import kdgrid.demo
+
+    @dataclass
+    class Outcome:
+        ok: bool = True
+
+    def fake_run_demo(store: Path, **_: object) -> Outcome:
+        make_store(store)
+        return Outcome()
+
+    monkeypatch.setattr(kdgrid.demo, "run_demo", fake_run_demo)
+    store = tmp_path / "results"
+    result = CliRunner().invoke(app, ["demo", "--store", str(store)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    index = tmp_path / "results-report" / "index.html"
+    assert result.output.strip().splitlines()[-1] == f"the demo's report: {index}"
+    assert index.is_file() and "trials done" in index.read_text()
