@@ -275,3 +275,31 @@ def test_kdgrid_demo_ends_with_the_path_of_its_report(tmp_path: Path, monkeypatc
     index = tmp_path / "results-report" / "index.html"
     assert result.output.strip().splitlines()[-1] == f"the demo's report: {index}"
     assert index.is_file() and "trials done" in index.read_text()
+
+
+def test_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    """`kdgrid report --watch` in its own process: it writes the report, then SIGINT (Ctrl-C) ends it with
+    status 0 after its update, with no traceback and no half-written file left behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    store, out = tmp_path / "store", tmp_path / "report"
+    make_store(store)
+    command = [sys.executable, "-c", "from kdgrid.cli import main; main()", "report", "--store", str(store),
+               "--out", str(out), "--watch", "--interval", "0.2"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        deadline = time.time() + 60
+        while not (out / "_report.json").is_file() and time.time() < deadline:
+            time.sleep(0.1)
+        assert (out / "_report.json").is_file()
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert "stopped watching" in stdout and "Traceback" not in stderr
+    assert not list(out.rglob("*.tmp"))
