@@ -67,13 +67,12 @@ def _plain(value: Any) -> Any:
 
 def list_records(data: ReportData) -> list[list[Any]]:
     """One array per trial (the values of `LIST_COLUMNS`), trials in id order; pending ones last."""
-    trials = data.trials
-    knowledge = [
-        "+".join(map(str, k)) if k is not None and not isinstance(k, str) else (k or "")
-        for k in trials["knowledge"]
-    ]
     records = []
-    for index, (trial_id, row) in enumerate(trials.iterrows()):
+    for trial_id in data.trials.index:
+        row = data.record(str(trial_id))
+        knowledge = row["knowledge"]
+        if knowledge is not None and not isinstance(knowledge, str):
+            knowledge = "+".join(map(str, knowledge))
         wall = _plain(row["wall_time_s"])
         records.append(
             [
@@ -83,7 +82,7 @@ def list_records(data: ReportData) -> list[list[Any]]:
                 _plain(row["study"]),
                 _plain(row["task"]),
                 _plain(row["student"]),
-                knowledge[index],
+                knowledge or "",
                 _plain(row["strategy"]),
                 _plain(row["seed"]),
                 primary_score(row["task"], row["scores_json"]) if row["state"] == "done" else None,
