@@ -10,8 +10,10 @@ as compacted parts (the shape of a big store after `kdgrid store compact`; writi
 minutes). Then ``--arrivals`` loose rows are written with `write_result`, as workers write them. Measured:
 
 - ``full``: the first `ReportWriter.update` (every trial page, the list, overview, tables, figures), in seconds;
-- ``arrivals``: the update after the arrivals (their trial pages and the summary pages only);
+- ``arrivals``: the update after the arrivals, as `--watch` makes it (their trial pages, the summary pages and
+  the list; the figures held back, drawn at most every `FIGURES_EVERY_S`);
 - ``idle``: an update when nothing arrived (the cost of one `--watch` poll);
+- ``final``: the last update of a watch (the figures drawn again);
 - sizes: the report folder, ``trials.html`` (its JSON blob), the largest trial page;
 - in headless Chromium, when installed: ``trials.html`` opened (JSON parsed, first 200 rows drawn: ``ready``
   ms since navigation), a filter over every row (``state:failed``: ``filter`` ms), both read from the page's own
@@ -36,6 +38,7 @@ import pyarrow.parquet as pq
 from kdgrid.core.teacher_share import record_teacher_pass
 from kdgrid.paper import PAPER_KNOWLEDGE, PAPER_STRATEGIES
 from kdgrid.report.build import ReportWriter
+from kdgrid.report.watch import FIGURES_EVERY_S
 from kdgrid.result import TrialResult
 from kdgrid.store import layout, write_result
 from kdgrid.store.compact import new_part_path
@@ -113,7 +116,7 @@ def measure(rows: int, arrivals: int, figures: bool) -> dict[str, Any]:
             "arrivals": arrivals,
             "write_store_s": round(write_store(store, rows), 1),
         }
-        writer = ReportWriter(store, out, figures=figures)
+        writer = ReportWriter(store, out, figures=figures, figures_every_s=FIGURES_EVERY_S)
         full = writer.update()
         result["full_s"] = round(full.seconds, 2)
         result["trial_pages"] = full.trial_pages
@@ -126,6 +129,7 @@ def measure(rows: int, arrivals: int, figures: bool) -> dict[str, Any]:
         idle = writer.update()
         result["idle_s"] = round(time.perf_counter() - started, 3)
         assert not idle.changed
+        result["final_s"] = round(writer.update(final=True).seconds, 2)
         result["report_mb"] = round(folder_bytes(out) / 2**20, 1)
         result["trials_html_mb"] = round((out / "trials.html").stat().st_size / 2**20, 2)
         result["largest_trial_page_kb"] = round(

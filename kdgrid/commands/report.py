@@ -39,11 +39,16 @@ def report(
 ) -> None:
     """Write a self-contained HTML report of the store: open <out>/index.html in a browser (no server needed)."""
     from kdgrid.report.build import ReportWriter, default_out
-    from kdgrid.report.watch import PAGE_REFRESH_S, describe, watch_until_interrupted
+    from kdgrid.report.watch import FIGURES_EVERY_S, PAGE_REFRESH_S, describe, watch_until_interrupted
 
     out = out if out is not None else default_out(store)
     writer = ReportWriter(
-        store, out, sweeps=sweep, compare=compare, refresh_s=PAGE_REFRESH_S if watch else None
+        store,
+        out,
+        sweeps=sweep,
+        compare=compare,
+        refresh_s=PAGE_REFRESH_S if watch else None,
+        figures_every_s=FIGURES_EVERY_S if watch else 0.0,
     )
     if watch:
         typer.echo(

@@ -317,10 +317,12 @@ def _run(
     keep_report: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if report is not None:
         from kdgrid.report.build import ReportWriter  # pandas and matplotlib: only when a report is asked for
-        from kdgrid.report.watch import PAGE_REFRESH_S, watching
+        from kdgrid.report.watch import FIGURES_EVERY_S, PAGE_REFRESH_S, watching
 
         # An unusable report folder is refused now, before the run starts.
-        writer = ReportWriter(store, report, refresh_s=PAGE_REFRESH_S, option="--report")
+        writer = ReportWriter(
+            store, report, refresh_s=PAGE_REFRESH_S, figures_every_s=FIGURES_EVERY_S, option="--report"
+        )
         keep_report = watching(writer, log=typer.echo, every_update=False)
     with keep_report:
         outcome = run_sweep(

@@ -14,11 +14,14 @@ than a report's. A store with no rows, or rows of a newer schema than this kdgri
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pandas as pd
 
 from analysis.figures import write_figures
 from analysis.tables_report import build_report
@@ -103,6 +106,8 @@ class ReportWriter:
         compare: ``paper`` puts the published number beside ours in the paper's tables; ``none`` does not.
         refresh_s: make the summary pages reload themselves every so many seconds (a watched report).
         figures: draw the figures (tests that do not look at them go without matplotlib's time).
+        figures_every_s: draw them again at most this often (seconds) while watching: matplotlib is most of an
+            update's time on a big store (30,000 rows: ~40 of ~60 s); the last update draws them regardless.
         option: the command-line option that named ``out``, for messages.
     """
 
@@ -115,6 +120,7 @@ class ReportWriter:
         compare: str = "paper",
         refresh_s: int | None = None,
         figures: bool = True,
+        figures_every_s: float = 0.0,
         option: str = "--out",
     ) -> None:
         if compare not in COMPARE_CHOICES:
@@ -125,10 +131,13 @@ class ReportWriter:
         self.compare = None if compare == "none" else compare
         self.refresh_s = refresh_s
         self.draw_figures = figures
+        self.figures_every_s = figures_every_s
+        self._figures_drawn_at = -math.inf
         self.rows = StoreRows(self.store)
         self._pages: dict[str, str] = self._load_manifest()
         self._figures_key: str | None = None
         self._figure_files: list[Path] = []
+        self._figures_pending = False  # done rows arrived since the figures were last drawn
         self._written = False  # the first update writes every page (and the assets)
 
     def _load_manifest(self) -> dict[str, str]:
@@ -141,21 +150,24 @@ class ReportWriter:
         pages = manifest.get("trials")
         return dict(pages) if isinstance(pages, dict) else {}
 
-    def update(self) -> ReportUpdate:
+    def update(self, *, final: bool = False) -> ReportUpdate:
         """Read the store's new rows; when there are any (or at the first call), write what they change.
+        ``final``: the last update of a watch (figures drawn even if drawn less than ``figures_every_s`` ago).
 
         Raises:
             KdgridError: the store holds no rows (of the sweeps asked for), or rows of a newer schema.
         """
         started = time.perf_counter()
         first = not self._written
-        if not self.rows.refresh() and not first:
+        changed = self.rows.refresh()
+        if not changed and not first and not (final and self._figures_pending):
             return ReportUpdate(changed=False)
         data = gather(self.store, self.rows.frame, self.sweeps)
         update = ReportUpdate(changed=True)
         self._write_trial_pages(data, update)
-        views, missing, problem = self._tables(data, update)
-        figures = self._figures(data, update)
+        tidy = self._tidy(data)
+        views, missing, problem = self._tables(tidy, update)
+        figures = self._figures(data, tidy, update, final=final)
         refresh = self.refresh_s
         summary = {
             "index.html": overview_page(data, views, figures, refresh_s=refresh),
@@ -193,30 +205,36 @@ class ReportWriter:
             self._pages[trial_id] = fingerprint
             update.trial_pages += 1
 
-    def _tidy(self, data: ReportData):
+    def _tidy(self, data: ReportData) -> pd.DataFrame:
         rows = data.rows
         tables = membership_tables(data.memberships)
         return store_to_tidy(rows, scores_long(rows), kind="best", table_trials=tables)
 
-    def _tables(self, data: ReportData, update: ReportUpdate):
+    def _tables(self, tidy: pd.DataFrame, update: ReportUpdate):
         """(views, tables asked for with no trials, why none could be laid out)."""
         try:
-            report = build_report(self._tidy(data), "all", self.store, compare=self.compare)
+            report = build_report(tidy, "all", self.store, compare=self.compare)
         except KdgridError as error:
             return [], [], str(error)
         update.tables = len(report.views)
         return report.views, report.missing, None
 
-    def _figures(self, data: ReportData, update: ReportUpdate) -> list[Path]:
-        """The figures, drawn again only when a done row arrived (matplotlib is the slow part of an update)."""
+    def _figures(
+        self, data: ReportData, tidy: pd.DataFrame, update: ReportUpdate, *, final: bool
+    ) -> list[Path]:
+        """The figures, drawn again only when a done row arrived, and then at most every ``figures_every_s``."""
         if not self.draw_figures:
             return []
         done = data.rows.loc[data.rows["status"] == "done", "row_id"]
         key = ",".join(sorted(map(str, done)))
         if key == self._figures_key:
+            self._figures_pending = False
             return self._figure_files
-        self._figures_key = key
-        folder = self.out / FIGURES_DIR
-        self._figure_files = write_figures(self._tidy(data), folder) if len(done) else []
+        now = time.monotonic()
+        if not final and now - self._figures_drawn_at < self.figures_every_s:
+            self._figures_pending = True
+            return self._figure_files
+        self._figures_key, self._figures_drawn_at, self._figures_pending = key, now, False
+        self._figure_files = write_figures(tidy, self.out / FIGURES_DIR) if len(done) else []
         update.figures = len(self._figure_files)
         return self._figure_files

@@ -17,6 +17,8 @@ from kdgrid.report.build import ReportUpdate, ReportWriter
 from kdgrid.report.gather import NoRowsError
 
 DEFAULT_INTERVAL_S = 10.0
+# While watching, figures are drawn again at most this often (matplotlib dominates an update of a big store).
+FIGURES_EVERY_S = 300.0
 # How often the summary pages of a watched report reload themselves in the browser.
 PAGE_REFRESH_S = 30
 
@@ -44,7 +46,7 @@ def watch(
     while True:
         stopping = stop.is_set()
         try:
-            update = writer.update()
+            update = writer.update(final=stopping)
         except NoRowsError as error:
             if not waiting_said:
                 log(f"{error}; waiting for rows")

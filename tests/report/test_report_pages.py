@@ -255,7 +255,9 @@ def test_gather_selects_sweeps_and_refuses_an_unknown_one(tmp_path: Path) -> Non
         gather(store, rows.frame, ["nope"])
 
 
-def test_kdgrid_demo_ends_with_the_path_of_its_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kdgrid_demo_ends_with_the_path_of_its_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`kdgrid demo` (the training replaced by writing the small store) writes the report beside the store and
     prints its path as the last line."""
     import kdgrid.demo
@@ -289,7 +291,9 @@ def test_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     make_store(store)
     command = [sys.executable, "-c", "from kdgrid.cli import main; main()", "report", "--store", str(store),
                "--out", str(out), "--watch", "--interval", "0.2"]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
+    )
     try:
         deadline = time.time() + 60
         while not (out / "_report.json").is_file() and time.time() < deadline:
@@ -303,3 +307,15 @@ def test_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     assert process.returncode == 0, stderr
     assert "stopped watching" in stdout and "Traceback" not in stderr
     assert not list(out.rglob("*.tmp"))
+
+
+def test_figures_are_redrawn_at_most_so_often_while_watching_and_at_the_end(tmp_path: Path) -> None:
+    store, out = tmp_path / "store", tmp_path / "report"
+    make_store(store)
+    writer = ReportWriter(store, out, figures_every_s=3600.0)
+    assert writer.update().figures == 2  # the demo heat map, PNG and PDF
+    write_result(store, done_result(demo_trial(["mmd"], "First"), 0.7, 1.0), sweep=SWEEP, study=STUDY)
+    throttled = writer.update()
+    assert throttled.changed and throttled.trial_pages == 1 and throttled.figures == 0
+    assert writer.update(final=True).figures == 2  # the last update of a watch draws what was held back
+    assert not writer.update(final=True).changed
