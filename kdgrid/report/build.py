@@ -160,7 +160,7 @@ class ReportWriter:
         started = time.perf_counter()
         first = not self._written
         changed = self.rows.refresh()
-        if not changed and not first and not (final and self._figures_pending):
+        if not (changed or first or self._figures_due(final)):
             return ReportUpdate(changed=False)
         data = gather(self.store, self.rows.frame, self.sweeps)
         update = ReportUpdate(changed=True)
@@ -186,6 +186,11 @@ class ReportWriter:
         write_text(self.out / MANIFEST, json.dumps(manifest, indent=0, sort_keys=True))
         update.seconds = time.perf_counter() - started
         return update
+
+    def _figures_due(self, final: bool) -> bool:
+        """Figures held back while watching are due: at the last update, or once ``figures_every_s`` passed."""
+        elapsed = time.monotonic() - self._figures_drawn_at
+        return self._figures_pending and (final or elapsed >= self.figures_every_s)
 
     def _write_trial_pages(self, data: ReportData, update: ReportUpdate) -> None:
         fingerprints = trial_fingerprints(data)
