@@ -17,6 +17,7 @@ install: $(BIN)/python
 assets: install
 	$(BIN)/kdgrid assets fetch
 
+# The demo study end to end; its last line is the path of the demo's HTML report (results-report/index.html).
 demo: assets
 	$(BIN)/kdgrid demo
 

@@ -25,6 +25,7 @@ COMMANDS = [
     "prefetch",
     "tables",
     "figures",
+    "report",
     "teacher",
     "trial",
     "assets",

@@ -60,14 +60,28 @@ def demo(
     workers: Annotated[
         int, typer.Option(help="Worker processes for the local executor (0 = in this process).")
     ] = 0,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            help="The demo's HTML report folder (default: <store>-report beside the store).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """The offline demo study: fetch the assets, fine-tune the MiniLM teacher on polarity (cached), run
     sweeps/demo.yaml (52 trials, one shared teacher pass) with the local executor, print the demo table and
-    write its figures. Runs only what is missing: a second run trains nothing and prints the same table.
-    Exits 1 if a trial of this run failed (after printing the table)."""
+    write its figures, then its HTML report (`kdgrid report`), whose path is the last line printed. Runs only
+    what is missing: a second run trains nothing and prints the same table. Exits 1 if a trial of this run
+    failed (after printing the table and writing the report)."""
     from kdgrid.demo import run_demo
+    from kdgrid.report.build import ReportWriter, default_out
 
-    if not run_demo(store, sweep=sweep, workers=workers).ok:
+    # An unusable report folder is refused before anything trains.
+    writer = ReportWriter(store, report if report is not None else default_out(store))
+    outcome = run_demo(store, sweep=sweep, workers=workers)
+    writer.update()
+    typer.echo(f"the demo's report: {writer.out / 'index.html'}")
+    if not outcome.ok:
         raise typer.Exit(1)
 
 

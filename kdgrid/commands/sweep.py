@@ -9,6 +9,7 @@ rows each; neither ever runs a done trial), and ``plan`` / ``status`` plan jobs 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -337,24 +338,36 @@ def _run(
     compact_after: bool,
     *,
     max_attempts: int | None,
+    report: Path | None = None,
 ) -> None:
     """The body of ``run`` (``max_attempts`` None) and ``resume``: `run_sweep`, printing its progress; exits 1
-    when a trial of this run failed."""
+    when a trial of this run failed. ``report``: keep an HTML report of the store there while it runs."""
     from kdgrid.sweep_run import run_sweep
 
-    outcome = run_sweep(
-        sweep,
-        store,
-        executor=executor,
-        executor_settings=_executor_settings(settings, profile, executor),
-        memory_budget_gb=memory_budget_gb,
-        max_group_size=max_group_size,
-        max_attempts=max_attempts,
-        preflight=preflight,
-        online=online,
-        compact_after=compact_after,
-        log=typer.echo,
-    )
+    keep_report: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if report is not None:
+        from kdgrid.report.build import ReportWriter  # pandas and matplotlib: only when a report is asked for
+        from kdgrid.report.watch import FIGURES_EVERY_S, PAGE_REFRESH_S, watching
+
+        # An unusable report folder is refused now, before the run starts.
+        writer = ReportWriter(
+            store, report, refresh_s=PAGE_REFRESH_S, figures_every_s=FIGURES_EVERY_S, option="--report"
+        )
+        keep_report = watching(writer, log=typer.echo, every_update=False)
+    with keep_report:
+        outcome = run_sweep(
+            sweep,
+            store,
+            executor=executor,
+            executor_settings=_executor_settings(settings, profile, executor),
+            memory_budget_gb=memory_budget_gb,
+            max_group_size=max_group_size,
+            max_attempts=max_attempts,
+            preflight=preflight,
+            online=online,
+            compact_after=compact_after,
+            log=typer.echo,
+        )
     if not outcome.ok:
         raise typer.Exit(1)
 
@@ -411,6 +424,14 @@ def run(
     keep: Annotated[
         bool, typer.Option("--keep", help="With --smoke: keep the throwaway store (its path is printed).")
     ] = False,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help="Keep an HTML report of the store in this folder while the run goes on (as `kdgrid report "
+            "--watch`); open <folder>/index.html.",
+        ),
+    ] = None,
 ) -> None:
     """Run every trial of a sweep that has no row in the store yet (never a done trial; failed trials are left
     to `kdgrid resume`). Exits 1 if a trial of this run failed."""
@@ -431,6 +452,7 @@ def run(
         online,
         compact_after,
         max_attempts=None,
+        report=report,
     )
 
 

@@ -41,6 +41,7 @@ from kdgrid.core.student import (
     utc_now,
 )
 from kdgrid.core.teacher_gate import TeacherGateRefused
+from kdgrid.core.teacher_share import record_teacher_pass
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
@@ -208,10 +209,12 @@ def run_job(
             batch = runtime.to_device(batch)
             started = time.perf_counter()
             teacher = teacher_forward(job, teacher_capture, batch)
-            share = (time.perf_counter() - started) / len(live)
+            teacher_seconds = time.perf_counter() - started
+            share = teacher_seconds / len(live)
             step = epoch * job.steps_per_epoch + step_in_epoch + 1
             targets = TeacherTargets()  # teacher-side loss targets: once per batch, not per student
             for run in live:
+                record_teacher_pass(run.result.extra, teacher_seconds, len(live))
                 t0 = time.perf_counter()
                 try:
                     train_step(run, job, batch, teacher, step, targets)

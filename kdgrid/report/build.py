@@ -1,0 +1,245 @@
+"""Writing a report folder from a store, and bringing it up to date: `ReportWriter`.
+
+The folder (``--out``): ``index.html`` (overview and cost ledger), ``tables.html``, ``figures.html`` with
+``figures/*.png|pdf``, ``trials.html`` (the list), ``trials/<trial_id>.html``, ``failures.html``, ``assets/``,
+and ``_report.json``: which store it shows and each trial page's fingerprint (its rows' ids), so an update
+rewrites only the pages of trials with a new row (and the summary pages, whenever any row arrived). Every file is
+written under a temporary name and renamed: a browser reloading a page never sees half of it.
+
+Refused (`KdgridError`, exit status 2 in the CLI), before anything is written: an output folder inside the store
+(the report never writes into the store), one that cannot be created or written, one that holds other files
+than a report's. A store with no rows, or rows of a newer schema than this kdgrid reads, is refused by the read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.figures import write_figures
+from analysis.tables_report import build_report
+from analysis.tidy import membership_tables, store_to_tidy
+from kdgrid.errors import KdgridError
+from kdgrid.report.assets import asset_paths
+from kdgrid.report.gather import ReportData, gather
+from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
+from kdgrid.report.rows import StoreRows
+from kdgrid.report.trial_list import trial_list_page
+from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
+from kdgrid.store.read import scores_long
+
+MANIFEST = "_report.json"
+FIGURES_DIR = "figures"
+COMPARE_CHOICES = ("paper", "none")
+
+
+@dataclass
+class ReportUpdate:
+    """What one `ReportWriter.update` wrote."""
+
+    changed: bool
+    trial_pages: int = 0
+    removed_pages: int = 0
+    figures: int = 0
+    tables: int = 0
+    seconds: float = 0.0
+    files: list[Path] = field(default_factory=list)
+
+
+def default_out(store: Path) -> Path:
+    """Where a store's report goes unless told: beside the store, ``<store>-report`` (never inside it)."""
+    store = Path(store)
+    return store.parent / f"{store.name or store.resolve().name}-report"
+
+
+def check_output(store: Path, out: Path, option: str = "--out") -> None:
+    """Refuse an output folder the report must not (or cannot) write.
+
+    Raises:
+        KdgridError: ``out`` is the store or inside it; it is a file; it holds files but is not a report; it
+            cannot be created or written. The message names ``out`` as the option ``option`` that gave it.
+    """
+    store_real, out_real = Path(store).resolve(), Path(out).resolve()
+    if out_real == store_real or store_real in out_real.parents:
+        raise KdgridError(
+            f"{option} {out} is inside the store {store}: the report never writes into the store; pass a folder "
+            f"outside it (e.g. {option} {store_real.parent / 'report'})"
+        )
+    if out.exists() and not out.is_dir():
+        raise KdgridError(f"{option} {out} is a file; pass a folder for the report")
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise KdgridError(
+            f"{option} {out} holds other files and is not a kdgrid report (no {MANIFEST}); pass an empty or new folder"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-check-{uuid.uuid4().hex[:8]}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise KdgridError(
+            f"cannot write the report into {out}: {error.strerror or error} (pass a writable folder with {option})"
+        ) from error
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``path`` under a temporary name in its folder, then rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+class ReportWriter:
+    """The report of ``store`` in ``out``; `update` writes what changed since the last call (everything first).
+
+    Args:
+        sweeps: only these sweeps' rows and memberships (names or sweep files); all when None.
+        compare: ``paper`` puts the published number beside ours in the paper's tables; ``none`` does not.
+        refresh_s: make the summary pages reload themselves every so many seconds (a watched report).
+        figures: draw the figures (tests that do not look at them go without matplotlib's time).
+        figures_every_s: draw them again at most this often (seconds) while watching: matplotlib is most of an
+            update's time on a big store (30,000 rows: ~40 of ~60 s); the last update draws them regardless.
+        option: the command-line option that named ``out``, for messages.
+    """
+
+    def __init__(
+        self,
+        store: Path,
+        out: Path,
+        *,
+        sweeps: list[str] | None = None,
+        compare: str = "paper",
+        refresh_s: int | None = None,
+        figures: bool = True,
+        figures_every_s: float = 0.0,
+        option: str = "--out",
+    ) -> None:
+        if compare not in COMPARE_CHOICES:
+            raise KdgridError(f"unknown --compare {compare!r}; allowed: {', '.join(COMPARE_CHOICES)}")
+        self.store, self.out = Path(store), Path(out)
+        check_output(self.store, self.out, option)
+        self.sweeps = sweeps
+        self.compare = None if compare == "none" else compare
+        self.refresh_s = refresh_s
+        self.draw_figures = figures
+        self.figures_every_s = figures_every_s
+        self._figures_drawn_at = -math.inf
+        self.rows = StoreRows(self.store)
+        self._pages: dict[str, str] = self._load_manifest()
+        self._figures_key: str | None = None
+        self._figure_files: list[Path] = []
+        self._figures_pending = False  # done rows arrived since the figures were last drawn
+        self._written = False  # the first update writes every page (and the assets)
+
+    def _load_manifest(self) -> dict[str, str]:
+        try:
+            manifest = json.loads((self.out / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(manifest, dict) or manifest.get("store") != str(self.store.resolve()):
+            return {}  # another store's report: every page is written again
+        pages = manifest.get("trials")
+        return dict(pages) if isinstance(pages, dict) else {}
+
+    def update(self, *, final: bool = False) -> ReportUpdate:
+        """Read the store's new rows; when there are any (or at the first call), write what they change.
+        ``final``: the last update of a watch (figures drawn even if drawn less than ``figures_every_s`` ago).
+
+        Raises:
+            KdgridError: the store holds no rows (of the sweeps asked for), or rows of a newer schema.
+        """
+        started = time.perf_counter()
+        first = not self._written
+        changed = self.rows.refresh()
+        if not (changed or first or self._figures_due(final)):
+            return ReportUpdate(changed=False)
+        data = gather(self.store, self.rows.frame, self.sweeps)
+        update = ReportUpdate(changed=True)
+        self._write_trial_pages(data, update)
+        tidy = self._tidy(data)
+        views, missing, problem = self._tables(tidy, update)
+        figures = self._figures(data, tidy, update, final=final)
+        refresh = self.refresh_s
+        summary = {
+            "index.html": overview_page(data, views, figures, refresh_s=refresh),
+            "tables.html": tables_page(views, missing, problem, refresh_s=refresh),
+            "figures.html": figures_page(figures, self.out, refresh_s=refresh),
+            "trials.html": trial_list_page(data, refresh_s=None),
+            "failures.html": failures_page(data, refresh_s=refresh),
+        }
+        for name, text in summary.items():
+            update.files.append(write_text(self.out / name, text))
+        if first:
+            for path, text in asset_paths(self.out).items():
+                update.files.append(write_text(path, text))
+        self._written = True
+        manifest = {"store": str(self.store.resolve()), "trials": self._pages}
+        write_text(self.out / MANIFEST, json.dumps(manifest, indent=0, sort_keys=True))
+        update.seconds = time.perf_counter() - started
+        return update
+
+    def _figures_due(self, final: bool) -> bool:
+        """Figures held back while watching are due: at the last update, or once ``figures_every_s`` passed."""
+        elapsed = time.monotonic() - self._figures_drawn_at
+        return self._figures_pending and (final or elapsed >= self.figures_every_s)
+
+    def _write_trial_pages(self, data: ReportData, update: ReportUpdate) -> None:
+        fingerprints = trial_fingerprints(data)
+        for trial_id in list(self._pages):
+            name = trial_page_name(trial_id)
+            if trial_id not in fingerprints and name is not None:
+                (self.out / name).unlink(missing_ok=True)  # forgotten from the store (or another sweep asked)
+                del self._pages[trial_id]
+                update.removed_pages += 1
+        for trial_id, fingerprint in fingerprints.items():
+            name = trial_page_name(trial_id)
+            if name is None:
+                continue
+            if self._pages.get(trial_id) == fingerprint and (self.out / name).is_file():
+                continue
+            write_text(self.out / name, trial_page(data, trial_id))
+            self._pages[trial_id] = fingerprint
+            update.trial_pages += 1
+
+    def _tidy(self, data: ReportData) -> pd.DataFrame:
+        rows = data.rows
+        tables = membership_tables(data.memberships)
+        return store_to_tidy(rows, scores_long(rows), kind="best", table_trials=tables)
+
+    def _tables(self, tidy: pd.DataFrame, update: ReportUpdate):
+        """(views, tables asked for with no trials, why none could be laid out)."""
+        try:
+            report = build_report(tidy, "all", self.store, compare=self.compare)
+        except KdgridError as error:
+            return [], [], str(error)
+        update.tables = len(report.views)
+        return report.views, report.missing, None
+
+    def _figures(
+        self, data: ReportData, tidy: pd.DataFrame, update: ReportUpdate, *, final: bool
+    ) -> list[Path]:
+        """The figures, drawn again only when a done row arrived, and then at most every ``figures_every_s``."""
+        if not self.draw_figures:
+            return []
+        done = data.rows.loc[data.rows["status"] == "done", "row_id"]
+        key = ",".join(sorted(map(str, done)))
+        if key == self._figures_key:
+            self._figures_pending = False
+            return self._figure_files
+        now = time.monotonic()
+        if not final and now - self._figures_drawn_at < self.figures_every_s:
+            self._figures_pending = True
+            return self._figure_files
+        self._figures_key, self._figures_drawn_at, self._figures_pending = key, now, False
+        self._figure_files = write_figures(tidy, self.out / FIGURES_DIR) if len(done) else []
+        update.figures = len(self._figure_files)
+        return self._figure_files

@@ -1,0 +1,206 @@
+"""The report's summary pages: the overview (states, time, the cost ledger), the paper tables, the figures, the
+failures grouped by error type. Each function returns a whole page as text; `kdgrid.report.build` writes them.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+from analysis.tables import TableView
+from kdgrid.report.gather import (
+    FailureGroup,
+    ReportData,
+    StudyCounts,
+    failure_groups,
+    resume_command,
+    study_counts,
+)
+from kdgrid.report.html import esc, page, table, text_of
+from kdgrid.report.ledger import LedgerLine, cost_ledger
+from kdgrid.report.table_html import table_html
+from kdgrid.report.trial_page import trial_page_name
+
+# Trials named per error type on the failures page; the trial list (filter ``error:TYPE``) has them all.
+FAILURES_LISTED = 50
+
+
+def _generated(refresh_s: int | None) -> str:
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    live = f"; this page reloads every {refresh_s} s while the report is kept up to date" if refresh_s else ""
+    return f'<p class="generated">generated {esc(when)}{esc(live)}</p>'
+
+
+def _card(value: str, label: str, cls: str = "") -> str:
+    return (
+        f'<div class="card"><div class="big {cls}">{value}</div><div class="label">{esc(label)}</div></div>'
+    )
+
+
+def _progress_bar(line: StudyCounts) -> str:
+    total = line.done + line.failed + line.pending
+    if not total:
+        return ""
+    widths = {
+        "done": line.done / total,
+        "failed": line.failed / total,
+        "running": line.running / total,
+    }
+    spans = "".join(f'<span class="{k}" style="width:{100 * v:.2f}%"></span>' for k, v in widths.items())
+    return f'<span class="bar" title="{line.done} done, {line.failed} failed, {line.pending} pending">{spans}</span>'
+
+
+def _hours(value: float) -> str:
+    """Device or elapsed time given in hours, in the unit that reads best (h, min or s)."""
+    if math.isnan(value):
+        return "-"
+    if value >= 1 or value == 0:
+        return f"{value:,.2f} h"
+    if value * 60 >= 1:
+        return f"{value * 60:.1f} min"
+    return f"{value * 3600:.1f} s"
+
+
+def _ledger_table(lines: list[LedgerLine]) -> str:
+    rows = []
+    for line in lines:
+        label = [esc(line.sweep), esc(line.study)] if line.sweep or line.study else ["<b>total</b>", ""]
+        sharing = "-" if math.isnan(line.sharing) else f"{line.sharing:.1f}×"
+        rows.append(
+            [*label, str(line.rows), f"{line.forwards_run:,.0f}", f"{line.forwards_per_trial:,}",
+             f"{line.forwards_saved:,.0f}", sharing, _hours(line.device_hours), _hours(line.hours_saved),
+             str(line.rows_without_record)]
+        )  # fmt: skip
+    headers = ["sweep", "study", "rows", "teacher forwards run", "per-trial forwards", "forwards saved",
+               "sharing", "device time spent", "device time saved", "rows without record"]  # fmt: skip
+    return table(headers, rows, cls="ledger")
+
+
+def overview_page(
+    data: ReportData, views: list[TableView], figures: list[Path], *, refresh_s: int | None
+) -> str:
+    """The front page: totals, one line per sweep and study, the cost ledger, links to the other pages."""
+    lines = study_counts(data)
+    ledger = cost_ledger(data.rows)
+    total = ledger[-1]
+    done = sum(line.done for line in lines)
+    failed = sum(line.failed for line in lines)
+    pending = sum(line.pending for line in lines)
+    running = sum(line.running for line in lines)
+    cards = "".join(
+        [
+            _card(f"{done:,}", "trials done", "state-done"),
+            _card(f"{failed:,}", "trials failed", "state-failed"),
+            _card(f"{pending:,}", f"pending ({running:,} running)", "state-pending"),
+            _card(_hours(total.device_hours), "device time spent"),
+            _card(_hours(total.hours_saved), "device time saved by shared teacher passes"),
+            _card(f"{len(views)} / {len(figures)}", "tables / figures filled"),
+        ]
+    )
+    study_rows = [
+        [esc(line.sweep), esc(line.study), _progress_bar(line), str(line.done), str(line.failed),
+         str(line.pending), str(line.running), str(line.attempts), _hours(line.device_hours),
+         _hours(line.elapsed_hours)]
+        for line in lines
+    ]  # fmt: skip
+    headers = ["sweep", "study", "progress", "done", "failed", "pending", "running", "rows",
+               "device time", "elapsed"]  # fmt: skip
+    body = (
+        _generated(refresh_s)
+        + f"<p>store <code>{esc(data.store)}</code></p>"
+        + f'<div class="cards">{cards}</div>'
+        + "<h2>Sweeps and studies</h2>"
+        + table(headers, study_rows, cls="overview")
+        + "<p class=muted>pending: listed by a sweep that ran against this store, no row yet (running: with a live "
+        "claim). device time: the rows' wall time summed (each row's share of its job); elapsed: first start to "
+        "last end.</p>"
+        + "<h2>Cost ledger: shared teacher passes</h2>"
+        + _ledger_table(ledger)
+        + "<p class=muted>A job's students share one teacher forward per batch. Per-trial forwards: what training "
+        "each trial alone would have run; device time saved: the teacher time those extra forwards would have cost, "
+        "from the rows' own timings. Rows without record: written before kdgrid recorded the teacher's share "
+        "(they add nothing).</p>"
+    )
+    return page("Overview", body, current="index.html", refresh_s=refresh_s)
+
+
+def tables_page(
+    views: list[TableView], missing: list[str], problem: str | None, *, refresh_s: int | None
+) -> str:
+    """Every paper table the store fills (compared with the published numbers where the report was asked to)."""
+    contents = "".join(f'<li><a href="#table-{esc(v.name)}">{esc(v.title)}</a></li>' for v in views)
+    body = _generated(refresh_s)
+    if problem:
+        body += f'<p class="muted">{esc(problem)}</p>'
+    if views:
+        body += f"<ul>{contents}</ul>" + "".join(table_html(v, f"table-{v.name}") for v in views)
+    if missing:
+        labels = ", ".join("the demo table" if n == "demo" else f"Table {n}" for n in missing)
+        body += f'<p class="muted">no trials in this store for {esc(labels)}.</p>'
+    return page("Tables", body, current="tables.html", refresh_s=refresh_s)
+
+
+def figures_page(figures: list[Path], out: Path, *, refresh_s: int | None) -> str:
+    """The PNG figures `kdgrid figures` draws, each with a link to its PDF."""
+    body = _generated(refresh_s)
+    pngs = [f for f in figures if f.suffix == ".png"]
+    if not pngs:
+        body += "<p class=muted>nothing a figure is drawn from yet (tables 2, 4, 5, 6, 8 or the demo).</p>"
+    for figure in pngs:
+        relative = figure.relative_to(out).as_posix()
+        pdf = figure.with_suffix(".pdf")
+        link = f' · <a href="{esc(pdf.relative_to(out).as_posix())}">PDF</a>' if pdf in figures else ""
+        body += (
+            f'<section class="figures"><h2>{esc(figure.stem)}</h2>{link}'
+            f'<img src="{esc(relative)}" alt="{esc(figure.stem)}"></section>'
+        )
+    return page("Figures", body, current="figures.html", refresh_s=refresh_s)
+
+
+def _failure_section(data: ReportData, group: FailureGroup) -> str:
+    rows = []
+    for trial_id in group.trial_ids[:FAILURES_LISTED]:
+        row = data.record(trial_id)
+        name = trial_page_name(trial_id)
+        link = f'<a href="{esc(name)}">{esc(trial_id)}</a>' if name else esc(trial_id)
+        message = row.get("error_message")
+        message = message if isinstance(message, str) else ""
+        short = message if len(message) <= 300 else message[:300] + "…"
+        rows.append(
+            [
+                link,
+                esc(text_of(row.get("sweep"))),
+                esc(text_of(row.get("study"))),
+                str(int(row["failures"])),
+                esc(short),
+            ]
+        )
+    more = len(group.trial_ids) - FAILURES_LISTED
+    tail = (
+        f'<p class=muted>and {more:,} more: <a href="trials.html?q=error:{esc(group.error_type)}">in the trial '
+        "list</a></p>"
+        if more > 0
+        else ""
+    )
+    commands = "".join(
+        f'<li><code class="cmd">{esc(resume_command(sweep, data.store))}</code></li>'
+        for sweep in group.sweeps
+    )
+    return (
+        f"<h2>{esc(group.error_type)} · {len(group.trial_ids):,} trial(s)</h2>"
+        + table(["trial", "sweep", "study", "failed attempts", "error"], rows, cls="failures")
+        + tail
+        + "<p>retry them (resume reruns failed trials up to <code>--max-attempts</code> failed rows each):</p>"
+        f"<ul>{commands}</ul>"
+    )
+
+
+def failures_page(data: ReportData, *, refresh_s: int | None) -> str:
+    """The failed trials grouped by error type, each group with its trials and the command that retries them."""
+    groups = failure_groups(data)
+    body = _generated(refresh_s)
+    if not groups:
+        body += "<p>No failed trial: every trial with a row is done.</p>"
+    body += "".join(_failure_section(data, group) for group in groups)
+    return page("Failures", body, current="failures.html", refresh_s=refresh_s)

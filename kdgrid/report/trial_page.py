@@ -1,0 +1,145 @@
+"""One trial's page (``trials/<trial_id>.html``): configuration, layer pairs, per-epoch curves of each loss term and
+of the dev metrics (inline SVG), the weights (auto weights as calibrated), provenance, every attempt, and for a
+failed trial its error and traceback.
+
+The page shows the trial's deciding row (`kdgrid.report.gather.deciding_rows`) and lists every attempt; its
+content depends only on the trial's rows, so `--watch` rewrites it only when a row of the trial arrives
+(`trial_fingerprints`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from kdgrid.report.gather import ReportData, parse_json
+from kdgrid.report.html import definition_list, esc, is_null, number, page, table, text_of
+from kdgrid.report.svg import line_chart
+
+TRIALS_DIR = "trials"
+# A trial id that may name a file as it is (kdgrid's ids are 16 hex digits); the trial list's script reads the
+# same pattern from its data, so links and files agree.
+TRIAL_PAGE_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+
+_CONFIG_KEYS = ("task", "teacher", "student", "init", "init_from", "knowledge", "strategy", "beta", "soft_weight",
+                "temperature", "alpha", "lr", "batch_size", "max_length", "epochs", "warmup_ratio",
+                "weight_decay", "seed", "projection", "relation_heads", "max_train_samples")  # fmt: skip
+_PROVENANCE_KEYS = ("device", "host", "pid", "started_at", "ended_at", "written_at", "wall_time_s", "git_commit",
+                    "kdgrid_version", "schema_version", "row_id")  # fmt: skip
+
+
+def trial_page_name(trial_id: str) -> str | None:
+    """``trials/<trial_id>.html``, or None for an id that cannot name a file safely (it gets no page)."""
+    return f"{TRIALS_DIR}/{trial_id}.html" if re.fullmatch(TRIAL_PAGE_PATTERN, trial_id) else None
+
+
+def trial_fingerprints(data: ReportData) -> dict[str, str]:
+    """trial id -> what its page depends on: its rows' ids, sorted (a new attempt changes it)."""
+    joined = data.rows.groupby("trial_id", sort=False)["row_id"].agg(
+        lambda ids: ",".join(sorted(map(str, ids)))
+    )
+    return {str(k): v for k, v in joined.items()}
+
+
+def _value(value: Any) -> str:
+    if is_null(value):
+        return '<span class="muted">-</span>'
+    if not isinstance(value, str) and hasattr(value, "__len__"):
+        return esc(", ".join(map(str, value)) or "(none)")
+    return esc(value)
+
+
+def _pretty_json(text: Any) -> str:
+    value = parse_json(text, None)
+    if value in (None, {}, []):
+        return '<p class="muted">none recorded</p>'
+    return f"<pre>{esc(json.dumps(value, indent=2, sort_keys=True))}</pre>"
+
+
+def curve_charts(curve: Any) -> str:
+    """Charts of a row's ``curve_json``: one of the loss terms (each term a line), one per dev set of its
+    metrics."""
+    if not isinstance(curve, list) or not curve:
+        return '<p class="muted">no epoch finished</p>'
+    epochs = [entry for entry in curve if isinstance(entry, dict) and "epoch" in entry]
+    terms: dict[str, list[tuple[float, float]]] = {}
+    metrics: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for entry in epochs:
+        epoch = entry["epoch"]
+        for term, value in (entry.get("loss_terms") or {}).items():
+            if isinstance(value, (int, float)):
+                terms.setdefault(str(term), []).append((epoch, value))
+        for dev_set, scores in (entry.get("scores") or {}).items():
+            for metric, value in (scores or {}).items():
+                if isinstance(value, (int, float)):
+                    metrics.setdefault(str(dev_set), {}).setdefault(str(metric), []).append((epoch, value))
+    charts = [line_chart(sorted(terms.items()), title="loss terms (unweighted mean per epoch)")]
+    charts += [
+        line_chart(sorted(series.items()), title=f"dev metrics · {dev_set}")
+        for dev_set, series in metrics.items()
+    ]
+    drawn = "".join(chart for chart in charts if chart)
+    return drawn or '<p class="muted">the curve holds no numbers</p>'
+
+
+def _attempts(data: ReportData, trial_id: str) -> str:
+    lines = [
+        [esc(row["row_id"]), f'<span class="state-{esc(row["status"])}">{esc(row["status"])}</span>',
+         esc(text_of(row["written_at"])), esc(text_of(row["host"])), number(row["wall_time_s"], 1),
+         esc(text_of(row["error_type"]))]
+        for row in data.attempts(trial_id)
+    ]  # fmt: skip
+    return table(["row", "status", "written", "host", "wall s", "error"], lines)
+
+
+def trial_page(data: ReportData, trial_id: str) -> str:
+    """The page of ``trial_id`` (a trial with at least one row), links relative to ``trials/``."""
+    row = data.record(trial_id)
+    state = str(row["state"])
+    config = [(key, _value(row.get(key))) for key in _CONFIG_KEYS if key in row]
+    config.append(("options", _value(row.get("options_json"))))
+    shape = [(key, _value(row.get(key))) for key in ("student_layers", "student_width", "student_heads",
+             "student_ffn", "student_params", "student_flops")]  # fmt: skip
+    pairs = parse_json(row.get("layer_pairs_json"), [])
+    pair_text = (
+        esc(", ".join(f"S{p[0]}←T{p[1]}" for p in pairs if isinstance(p, list) and len(p) == 2))
+        if pairs
+        else '<span class="muted">none (no feature knowledge)</span>'
+    )
+    scores = parse_json(row.get("scores_json"), {})
+    score_rows = [
+        [esc(dev), esc(metric), number(value)]
+        for dev, metrics in (scores.items() if isinstance(scores, dict) else [])
+        for metric, value in (metrics.items() if isinstance(metrics, dict) else [])
+    ]
+    sections = [
+        f'<p>state <b class="state-{esc(state)}">{esc(state)}</b> · sweep {esc(text_of(row.get("sweep")))} · study '
+        f'{esc(text_of(row.get("study")))} · {int(row["attempts"])} attempt(s) · <a href="../trials.html">all trials</a></p>',
+    ]
+    if state == "failed":
+        sections.append(
+            f"<h2>Error</h2><p><b>{esc(text_of(row.get('error_type')))}</b>: "
+            f"{esc(text_of(row.get('error_message')))}</p><h3>Traceback</h3>"
+            f'<pre class="traceback">{esc(text_of(row.get("traceback")) or "(none recorded)")}</pre>'
+        )
+    if score_rows:
+        sections.append(
+            f"<h2>Scores at the best epoch ({esc(text_of(row.get('best_epoch')))})</h2>"
+            + table(["dev set", "metric", "value"], score_rows)
+        )
+    sections += [
+        "<h2>Curves</h2>" + curve_charts(parse_json(row.get("curve_json"), [])),
+        "<h2>Configuration</h2>" + definition_list(config),
+        "<h2>Student and layer pairs</h2>" + definition_list([*shape, ("layer pairs", pair_text)]),
+        "<h2>Weights</h2>" + _pretty_json(row.get("weights_json")),
+        "<h2>Loss terms (last epoch)</h2>" + _pretty_json(row.get("loss_terms_json")),
+        "<h2>Provenance</h2>"
+        + definition_list([(key, _value(row.get(key))) for key in _PROVENANCE_KEYS if key in row])
+        + "<h3>Package versions</h3>"
+        + _pretty_json(row.get("package_versions_json")),
+        "<h2>Recorded extras</h2>" + _pretty_json(row.get("extra_json")),
+        "<h2>Attempts</h2>" + _attempts(data, trial_id),
+        "<h2>Canonical configuration</h2>" + _pretty_json(row.get("trial_json")),
+    ]
+    return page(f"Trial {trial_id}", "\n".join(sections), depth=1, current="trials.html")
