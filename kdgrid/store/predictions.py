@@ -15,7 +15,6 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from kdgrid.predictions import TrialPredictions, decode_predictions
-from kdgrid.store import layout
 from kdgrid.store.read import StoreSchemaError, read_table
 from kdgrid.store.schema import PREDICTIONS_COLUMN
 
@@ -35,16 +34,11 @@ def read_predictions(store_dir: Path | str, row_ids: Iterable[str]) -> dict[str,
     wanted = set(row_ids)
     if not wanted or not Path(store_dir).exists():
         return {}
-
-    def asked_for(parts: layout.RowFileName) -> bool:
-        return parts.row_id in wanted and parts.status == "done"
-
-    table = read_table(store_dir, _COLUMNS, open_row_file=asked_for)
-    mask = pc.and_(
-        pc.is_in(table.column("row_id"), value_set=pc.cast(list(wanted), "string")),
-        pc.and_(pc.equal(table.column("status"), "done"), pc.is_valid(table.column(PREDICTIONS_COLUMN))),
+    table = read_table(store_dir, _COLUMNS, row_ids=wanted)
+    has_predictions = pc.and_(
+        pc.equal(table.column("status"), "done"), pc.is_valid(table.column(PREDICTIONS_COLUMN))
     )
-    found = table.filter(pc.fill_null(mask, False))
+    found = table.filter(pc.fill_null(has_predictions, False))
     answer: dict[str, TrialPredictions] = {}
     for row_id, blob in zip(
         found.column("row_id").to_pylist(), found.column(PREDICTIONS_COLUMN).to_pylist(), strict=True

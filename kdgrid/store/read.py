@@ -119,9 +119,10 @@ def _unreadable_files(paths: list[Path], schema: pa.Schema, error: Exception) ->
     return StoreSchemaError(f"{len(paths)} store files could not be read together: {error}")
 
 
-def _decode(paths: list[Path], schema: pa.Schema) -> pa.Table:
+def _decode(paths: list[Path], schema: pa.Schema, row_filter: pc.Expression | None = None) -> pa.Table:
     """The rows of ``paths`` decoded with ``schema`` (a file's missing columns are nulls, other types cast), in
-    the order of ``paths``, plus ``_file``: the name of each row's file. One pyarrow dataset, threaded as
+    the order of ``paths``, plus ``_file``: the name of each row's file; only those ``row_filter`` keeps (rows
+    dropped batch by batch: a part's large columns are never held whole). One pyarrow dataset, threaded as
     pyarrow's CPU pool allows; a file removed meanwhile raises FileNotFoundError."""
     if not paths:
         return _with_file_column(schema).empty_table()
@@ -129,7 +130,7 @@ def _decode(paths: list[Path], schema: pa.Schema) -> pa.Table:
     batches: list[pa.RecordBatch] = []
     files: list[str] = []
     try:
-        for tagged in dataset.scanner(columns=schema.names).scan_batches():
+        for tagged in dataset.scanner(columns=schema.names, filter=row_filter).scan_batches():
             batches.append(tagged.record_batch)
             files.extend([os.path.basename(tagged.fragment.path)] * tagged.record_batch.num_rows)
     except _DECODE_ERRORS as error:
@@ -168,14 +169,26 @@ def _without_large_values(cached: pa.Table, schema: pa.Schema) -> tuple[pa.Table
     return kept, undecoded
 
 
+def _row_id_filter(row_ids: frozenset[str] | None) -> pc.Expression | None:
+    if row_ids is None:
+        return None
+    return pc.field("row_id").isin(pa.array(sorted(row_ids), type=pa.string()))
+
+
 def read_rows(
-    store: Path, loose: list[str], parts: list[str], schema: pa.Schema, cache: ReadCache | None
+    store: Path,
+    loose: list[str],
+    parts: list[str],
+    schema: pa.Schema,
+    cache: ReadCache | None,
+    row_ids: frozenset[str] | None = None,
 ) -> pa.Table:
     """The rows of per-trial files ``loose`` (names in ``rows/``) then of compacted ``parts`` (names in
     ``compacted/``), with ``schema``'s columns, in listing order; repeated row ids are kept (see
     `drop_repeated_rows`). Loose files the cache holds are not decoded (unless ``schema`` names a large column,
     `kdgrid.store.schema.LARGE_COLUMNS`, and the file's row has a value there); when ``schema`` is every `READ_SCHEMA` column, the rows
     of the others are added to the cache as they are decoded, `SEGMENT_FILES` at a time.
+    ``row_ids``: only the rows of these ids (None: every row); such a read adds nothing to the cache.
     Raises `StoreSchemaError` for rows of a newer schema version, `UnreadableFilesError` naming the files that
     cannot be decoded."""
     read_schema = (
@@ -183,19 +196,22 @@ def read_rows(
     )
     every_column = set(read_schema.names) == set(READ_SCHEMA.names)
     names = [*read_schema.names, FILE_COLUMN]
+    row_filter = _row_id_filter(row_ids)
     cached, fresh = cache.split(loose) if cache is not None and loose else (None, loose)
     loose_rows = []
     if cached is not None:
+        if row_filter is not None:
+            cached = cached.filter(row_filter)
         _check_schema_version(cached)
         cached, undecoded = _without_large_values(cached, read_schema)
         fresh = [*fresh, *undecoded]  # order: restored by file name below
         loose_rows.append(cached.select(names))
-    enough = every_column and len(fresh) >= read_cache.MIN_FILES_TO_CACHE
+    enough = every_column and row_ids is None and len(fresh) >= read_cache.MIN_FILES_TO_CACHE
     to_fill = cache if cache is not None and cache.writable and enough else None
     step = read_cache.SEGMENT_FILES
     for start in range(0, len(fresh), step):
         paths = [layout.rows_dir(store) / name for name in fresh[start : start + step]]
-        rows = _decode(paths, READ_SCHEMA if every_column else read_schema)
+        rows = _decode(paths, READ_SCHEMA if every_column else read_schema, row_filter)
         _check_schema_version(rows)  # before caching: rows of a newer schema are never cached
         if to_fill is not None:
             to_fill.add(rows)
@@ -204,7 +220,7 @@ def read_rows(
     if cached is not None:
         # listing order (files sorted by name, a file's rows in its order): the stable sort by file name does it
         table = table.take(pc.sort_indices(table, sort_keys=[(FILE_COLUMN, "ascending")]))
-    compacted = _decode([layout.compacted_dir(store) / name for name in parts], read_schema)
+    compacted = _decode([layout.compacted_dir(store) / name for name in parts], read_schema, row_filter)
     _check_schema_version(compacted)
     table = pa.concat_tables([table, compacted]).combine_chunks()
     return table.select(schema.names)
@@ -215,6 +231,7 @@ def read_table(
     columns: Iterable[str] | None = None,
     *,
     open_row_file: Callable[[layout.RowFileName], bool] | None = None,
+    row_ids: Iterable[str] | None = None,
 ) -> pa.Table:
     """The store as one Arrow table, each row exactly once, in a stable order (rows of files not opened, then
     of opened per-trial files by name, then of compacted parts by name; a repeated row id keeps its first).
@@ -223,6 +240,8 @@ def read_table(
         columns: the columns to read (default: every column of `kdgrid.store.schema.READ_SCHEMA`, i.e. all but
             the per-example predictions, read only when named). When they are only ``trial_id`` / ``status`` / ``row_id``,
             per-trial files are not opened at all: their names carry these (their footers are checked).
+        row_ids: only the rows of these ids (None: every row): only their per-trial files are opened, and the
+            other rows of compacted parts are dropped as they are decoded.
         open_row_file: given a per-trial file's name parts, whether to open it; a file not opened contributes
             its name columns and nulls. Lets ``status`` open only the failed rows of a store of 30,000 files.
 
@@ -232,7 +251,7 @@ def read_table(
     Raises `StoreSchemaError` for rows written by a newer schema version, `StoreBusyError` when the store kept
     changing, `kdgrid.store.listing.StoreLayoutError` when the store is a file.
     """
-    table, strays = read_with_strays(store_dir, columns, open_row_file=open_row_file)
+    table, strays = read_with_strays(store_dir, columns, open_row_file=open_row_file, row_ids=row_ids)
     report_strays(store_dir, strays)
     return table
 
@@ -242,9 +261,11 @@ def read_with_strays(
     columns: Iterable[str] | None = None,
     *,
     open_row_file: Callable[[layout.RowFileName], bool] | None = None,
+    row_ids: Iterable[str] | None = None,
 ) -> tuple[pa.Table, list[StrayFile]]:
     """`read_table`'s table, and the files it left out (not reported: the caller says what it does with them)."""
     store = Path(store_dir)
+    wanted = None if row_ids is None else frozenset(row_ids)
     schema = _schema_for(columns)
     if columns is not None and "row_id" not in schema.names:
         schema = schema.append(SCHEMA.field("row_id"))
@@ -257,6 +278,8 @@ def read_with_strays(
             listing = list_store(store)
             loose = [n for n in listing.loose if layout.rows_dir(store) / n not in unreadable]
             compacted = [n for n in listing.parts if layout.compacted_dir(store) / n not in unreadable]
+            if wanted is not None:
+                loose = [n for n in loose if _row_id_of(n) in wanted]
             if names_only:
                 opened, by_name = [], loose
             elif open_row_file is None:
@@ -266,7 +289,10 @@ def read_with_strays(
                 for name in loose:
                     parts = layout.RowFileName.parse(name)
                     (opened if parts is not None and open_row_file(parts) else by_name).append(name)
-            tables = [_rows_from_names(by_name, schema), read_rows(store, opened, compacted, schema, cache)]
+            tables = [
+                _rows_from_names(by_name, schema),
+                read_rows(store, opened, compacted, schema, cache, wanted),
+            ]
         except FileNotFoundError:
             attempts += 1
             continue  # a compaction removed a file we listed; its rows are in a new file now
@@ -281,6 +307,11 @@ def read_with_strays(
             return drop_repeated_rows(table), [*listing.strays, *unreadable.values()]
         attempts += 1
     raise StoreBusyError(f"the store {store} kept changing while being read; try again")
+
+
+def _row_id_of(name: str) -> str | None:
+    parts = layout.RowFileName.parse(name)
+    return None if parts is None else parts.row_id
 
 
 def drop_repeated_rows(table: pa.Table) -> pa.Table:

@@ -92,9 +92,9 @@ def test_only_the_asked_rows_files_are_opened(tmp_path: Path, monkeypatch: pytes
     opened: list[str] = []
     real = read_module._decode
 
-    def decode(files: list[Path], schema: object) -> object:
+    def decode(files: list[Path], schema: object, row_filter: object = None) -> object:
         opened.extend(f.name for f in files)
-        return real(files, schema)  # type: ignore[arg-type]
+        return real(files, schema, row_filter)  # type: ignore[arg-type]
 
     monkeypatch.setattr(read_module, "_decode", decode)
     got = read_predictions(tmp_path, [row_id_of(paths[4]), "no-such-row"])
@@ -179,3 +179,25 @@ def test_every_large_column_has_a_small_column_null_exactly_when_it_is(tmp_path:
         for path in paths:
             row = pq.read_table(path, columns=[large, small])
             assert row.column(large).is_null().to_pylist() == row.column(small).is_null().to_pylist()
+
+
+def test_only_the_asked_rows_of_a_compacted_part_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kdgrid.store import read as read_module
+
+    paths = [write_result(tmp_path, done(seed), sweep="s", study="t") for seed in range(5)]
+    compact(tmp_path)
+    kept_rows: list[int] = []
+    real = read_module._decode
+
+    def decode(files: list[Path], schema: object, row_filter: object = None) -> object:
+        table = real(files, schema, row_filter)  # type: ignore[arg-type]
+        kept_rows.append(table.num_rows)
+        return table
+
+    monkeypatch.setattr(read_module, "_decode", decode)
+    got = read_predictions(tmp_path, [row_id_of(paths[1]), row_id_of(paths[3])])
+    assert sorted(got) == sorted([row_id_of(paths[1]), row_id_of(paths[3])])
+    assert_same(got[row_id_of(paths[3])], done(3).predictions)
+    assert max(kept_rows) == 2  # the part's other three rows were dropped as it was decoded

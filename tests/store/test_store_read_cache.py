@@ -75,9 +75,9 @@ def count_decoded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     decoded: list[str] = []
     real = read_module._decode
 
-    def decode(paths: list[Path], schema: pa.Schema) -> pa.Table:
+    def decode(paths: list[Path], schema: pa.Schema, row_filter: object = None) -> pa.Table:
         decoded.extend(p.name for p in paths if p.parent.name == layout.ROWS_DIR)
-        return real(paths, schema)
+        return real(paths, schema, row_filter)  # type: ignore[arg-type]
 
     monkeypatch.setattr(read_module, "_decode", decode)
     return decoded

@@ -163,9 +163,9 @@ def test_name_columns_are_read_without_decoding_files(
 
     real = read_module._decode
 
-    def no_decoding(paths: list[Path], schema: pa.Schema) -> pa.Table:
+    def no_decoding(paths: list[Path], schema: pa.Schema, row_filter: object = None) -> pa.Table:
         assert paths == [], f"decoded {paths}"
-        return real(paths, schema)
+        return real(paths, schema, row_filter)  # type: ignore[arg-type]
 
     monkeypatch.setattr(read_module, "_decode", no_decoding)
     frame = read_store(tmp_path, ["trial_id", "status"], flatten_scores=False)
