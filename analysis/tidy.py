@@ -263,7 +263,7 @@ def _trial_rows(
     trials["setting"] = (
         [trial_setting(v) for v in rows["trial_json"]] if "trial_json" in rows.columns else blank
     )
-    trials["degenerate"] = [tuple(reasons or ()) for reasons in _json_column(rows, "degenerate_json", [])]
+    trials["degenerate"] = [reasons_tuple(reasons) for reasons in _json_column(rows, "degenerate_json", [])]
     trials["agreement_by_dev_set"] = _json_column(rows, "teacher_agreement_json", {})
     trials["teacher_scores"] = [extra.get("teacher_scores") or {} for extra in extras]
     trials["teacher_params_m"] = [_float(extra.get("teacher_params")) / 1e6 for extra in extras]
@@ -390,7 +390,20 @@ def _with_row_facts(frame: pd.DataFrame) -> pd.DataFrame:
     for column, default in defaults.items():
         if column not in out.columns:
             out[column] = [default] * len(out)
+    out["degenerate"] = [reasons_tuple(v) for v in out["degenerate"]]
     return out
+
+
+def reasons_tuple(value: Any) -> tuple[str, ...]:
+    """Degenerate reasons as a tuple of strings, from a list, a JSON list or a single reason (``()`` for none)."""
+    if is_missing(value):
+        return ()
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return ()
+        return tuple(str(v) for v in json.loads(text)) if text.startswith("[") else (text,)
+    return tuple(str(v) for v in value)
 
 
 # Columns `aggregate_seeds` adds: the cell's store rows and seeds (in seed order), the union of their degenerate
