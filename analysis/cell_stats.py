@@ -155,23 +155,9 @@ def attach_uncertainty(
         if ref is cell:
             cell.is_reference = True
             continue
-        a, b = sides.get(id(cell)), sides.get(id(ref))
-        if a is None or b is None:
+        test = compare_cells(cell, ref, predictions, resamples=test_resamples, seed=seed)
+        if test is None:  # one of the two has no predictions
             continue
-        if a.fingerprint != b.fingerprint:
-            raise ConfigError(
-                f"table {view.name}: {_where(cell)} and its reference {_where(ref)} scored different dev examples "
-                f"(fingerprints {a.fingerprint[:12]} and {b.fingerprint[:12]}); a paired test needs the same ones"
-            )
-        test = stats.paired_bootstrap_test(
-            cell.config["metric"],
-            a.gold,
-            a.runs,
-            b.runs,
-            resamples=test_resamples,
-            seed=seed,
-            pair_seeds=sorted(a.seeds) == sorted(b.seeds),
-        )
         cell.direction = int(np.sign(round(test.difference, 12)))
         tested.append((cell, test.p_value))
     adjusted = stats.holm_bonferroni([p for _, p in tested])
@@ -193,6 +179,39 @@ def attach_uncertainty(
             "(written by a kdgrid before row schema version 2)"
         )
     return summary
+
+
+def compare_cells(
+    a: Cell,
+    b: Cell,
+    predictions: Mapping[str, TrialPredictions],
+    *,
+    resamples: int = stats.DEFAULT_TEST_RESAMPLES,
+    seed: int = 0,
+) -> stats.PairedTest | None:
+    """The paired bootstrap test of cell ``a`` against cell ``b`` on their dev examples (seeds paired when both
+    ran the same seeds); None when either has no predictions.
+
+    Raises:
+        ConfigError: the two scored different examples.
+    """
+    side_a, side_b = _side(a, predictions), _side(b, predictions)
+    if side_a is None or side_b is None:
+        return None
+    if side_a.fingerprint != side_b.fingerprint:
+        raise ConfigError(
+            f"{_where(a)} and {_where(b)} scored different dev examples (fingerprints {side_a.fingerprint[:12]} "
+            f"and {side_b.fingerprint[:12]}); a paired test needs the same ones"
+        )
+    return stats.paired_bootstrap_test(
+        a.config["metric"],
+        side_a.gold,
+        side_a.runs,
+        side_b.runs,
+        resamples=resamples,
+        seed=seed,
+        pair_seeds=sorted(side_a.seeds) == sorted(side_b.seeds),
+    )
 
 
 def _scored(cell: Cell, column: Any) -> bool:

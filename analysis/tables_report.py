@@ -20,6 +20,7 @@ from analysis import stats
 from analysis.cell_stats import attach_uncertainty, parse_reference
 from analysis.compare import compare_with_paper
 from analysis.render import check_format, render, to_rich
+from analysis.significant_claims import significant_claim_notes
 from analysis.store_predictions import load_predictions
 from analysis.tables import (
     PAPER_TABLES,
@@ -245,6 +246,17 @@ def build_report(
                 seed=uncertainty.seed,
             )
             view.notes.extend(summary.notes)
+            table5 = build_view(get_spec("5"), tidy) if view.name == "8" and "5" in present else None
+            view.notes.extend(
+                significant_claim_notes(
+                    view.name,
+                    view,
+                    predictions,
+                    table5=table5,
+                    resamples=uncertainty.test_resamples,
+                    seed=uncertainty.seed,
+                )
+            )
     if values == "agreement":
         views = [agreement_view(view) for view in views]
     if compare == "paper":

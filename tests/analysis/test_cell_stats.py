@@ -14,6 +14,7 @@ import pytest
 from analysis import stats
 from analysis.cell_stats import Reference, attach_uncertainty, parse_reference
 from analysis.render import BETTER_MARK, REFERENCE_MARK, WORSE_MARK, render
+from analysis.significant_claims import significant_claim_notes
 from analysis.tables import HARD_ONLY, SOFT_ONLY, Column, TableView, build_view, get_spec
 from analysis.tables_report import UncertaintyOptions, build_report, load_tidy
 from analysis.tidy import aggregate_seeds
@@ -271,3 +272,57 @@ def test_intervals_on_of_a_store_without_predictions_are_refused(tmp_path):
         )
     (view,) = build_report(load_tidy(store), "demo", store, load=lambda *_: {}).views  # auto: plain numbers
     assert all(not c.has_interval for b in view.blocks for c in b.cells.values())
+
+
+# --- the derived claims, counting only significant differences -------------------------------------------------
+
+
+def match_view(table: str, students: dict[tuple[str, str], np.ndarray]) -> TableView:
+    rows = [
+        {
+            "table": table,
+            "task": "rte",
+            "student": "bert-tiny",
+            "knowledge": knowledge,
+            "strategy": strategy,
+            "row_id": f"{table}-{knowledge}-{strategy}",
+            "value": float((student == GOLD).mean()),
+            "seed": 0,
+        }
+        for (knowledge, strategy), student in students.items()
+    ]
+    return build_view(get_spec(table), aggregate_seeds(tidy_rows(rows)))
+
+
+def test_claims_count_only_significant_differences():
+    strong, weak = correct_on(0.9), correct_on(0.5)
+    nearly = correct_on(0.9)
+    nearly[0] = 1 - nearly[0]
+    table5 = {
+        ("cos", "Last-1"): strong,
+        ("cos", "First"): weak,
+        ("mmd", "Last-1"): strong,
+        ("mmd", "First"): nearly,
+    }
+    table8 = {
+        ("cos", "Last-1"): weak,
+        ("cos", "First"): weak,
+        ("mmd", "Last-1"): strong,
+        ("mmd", "First"): nearly,
+    }
+    predictions = {
+        f"{table}-{k}-{s}": outcome(student)
+        for table, students in (("5", table5), ("8", table8))
+        for (k, s), student in students.items()
+    }
+    plain, weighted = match_view("5", table5), match_view("8", table8)
+    notes5 = significant_claim_notes("5", plain, predictions, resamples=TEST_RESAMPLES)
+    # one condition: Last-1's best (0.9) against First's best (0.895): within noise
+    assert (
+        "beats every other strategy's best in 0 of 1 conditions" in notes5[0]
+        and "1 within noise" in notes5[0]
+    )
+    # cos: 0.9 vs 0.5 differs; mmd: 0.9 vs 0.895 does not
+    assert "differ in 1 of 2 (condition, knowledge type) rows; 1 within noise" in notes5[1]
+    notes8 = significant_claim_notes("8", weighted, predictions, table5=plain, resamples=TEST_RESAMPLES)
+    assert notes8 == [notes8[0]] and "0 better, 1 worse, 3 within noise" in notes8[0]
