@@ -69,7 +69,7 @@ TIDY_COLUMNS: tuple[str, ...] = (*CONFIG_COLUMNS, "value")
 ROW_FACT_COLUMNS: tuple[str, ...] = ("row_id", "setting", "degenerate", "teacher_agreement")
 # Fields that tell seeds of one configuration apart: the trial's seed and its data-order seed (a trial option;
 # trials sharing a data order are still seeds of one cell).
-SEED_FIELDS: tuple[str, ...] = ("seed",)
+SEED_FIELDS: tuple[str, ...] = ("seed", "data_seed")
 SEED_OPTIONS: tuple[str, ...] = ("data_seed",)
 # Fields of the trial JSON that are bookkeeping, not configuration.
 _NOT_SETTING: tuple[str, ...] = ("v",)

@@ -128,3 +128,12 @@ def test_the_agreement_view_shows_the_recorded_agreement(tmp_path, capsys):
     )
     assert code == 0, err
     assert "student-teacher agreement" in out  # rows without a recorded agreement show "-"
+
+
+def test_demo_csv_carries_the_uncertainty_columns(tmp_path, capsys):
+    store = demo_store(tmp_path)
+    code, out, err = run(capsys, "tables", "demo", "--store", str(store), "--format", "csv")
+    assert code == 0, err
+    header = out.splitlines()[0].split(",")
+    for column in ("value", "ci_low", "ci_high", "n_seeds", "p_vs_reference", "significant"):
+        assert column in header
