@@ -368,6 +368,11 @@ def store_to_tidy(
     merged = trials.drop(columns=["teacher_scores", "teacher_params_m"]).merge(
         scores, on="trial_id", how="inner"
     )
+    dev_sets = set(scores["dev_set"].astype(str))
+    merged["degenerate"] = [
+        reasons_of_dev_set(reasons, dev_set, dev_sets)
+        for reasons, dev_set in zip(merged["degenerate"], merged["dev_set"], strict=True)
+    ]
     merged["teacher_agreement"] = [
         _float((agreement or {}).get(dev_set))
         for agreement, dev_set in zip(merged["agreement_by_dev_set"], merged["dev_set"], strict=True)
@@ -392,6 +397,14 @@ def _with_row_facts(frame: pd.DataFrame) -> pd.DataFrame:
             out[column] = [default] * len(out)
     out["degenerate"] = [reasons_tuple(v) for v in out["degenerate"]]
     return out
+
+
+def reasons_of_dev_set(reasons: Iterable[str], dev_set: str, dev_sets: Iterable[str]) -> tuple[str, ...]:
+    """The degenerate reasons of a row that concern ``dev_set``: the core prefixes each with its dev set
+    (``"validation_matched: constant predictions ..."``); a reason prefixed with another of ``dev_sets`` belongs to
+    that one's cell, a reason without such a prefix to every cell of the row."""
+    others = {str(name) for name in dev_sets} - {dev_set}
+    return tuple(reason for reason in reasons if reason.split(":", 1)[0].strip() not in others)
 
 
 def reasons_tuple(value: Any) -> tuple[str, ...]:
