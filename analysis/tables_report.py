@@ -194,6 +194,48 @@ def agreement_view(view: TableView) -> TableView:
     return out
 
 
+def _attach_statistics(
+    views: list[TableView],
+    tidy: pd.DataFrame,
+    store_dir: Path,
+    uncertainty: UncertaintyOptions,
+    load: PredictionsLoader,
+) -> None:
+    """Intervals, tests and the significance-counting claims on each view, in place. Predictions are read one
+    table at a time (with Table 5's for Table 8's claims), so memory holds one table's, not the store's."""
+    reference = parse_reference(uncertainty.reference)
+    found = False
+    for view in views:
+        table5 = build_view(get_spec("5"), tidy) if view.name == "8" and "5" in tables_in(tidy) else None
+        predictions = load(store_dir, _cell_row_ids([view, *([table5] if table5 else [])]))
+        found = found or bool(predictions)
+        summary = attach_uncertainty(
+            view,
+            predictions,
+            reference=reference,
+            resamples=uncertainty.resamples,
+            test_resamples=uncertainty.test_resamples,
+            seed=uncertainty.seed,
+        )
+        view.notes.extend(summary.notes)
+        view.notes.extend(
+            significant_claim_notes(
+                view.name,
+                view,
+                predictions,
+                table5=table5,
+                resamples=uncertainty.test_resamples,
+                seed=uncertainty.seed,
+            )
+        )
+    if uncertainty.intervals == "on" and not found:
+        raise KdgridError(
+            f"the store {store_dir} has no per-example predictions for these tables: its rows are of row "
+            "schema version 1 (written before kdgrid kept predictions), so no interval can be computed. "
+            "Rerun the trials with this kdgrid, or drop --intervals on"
+        )
+
+
 def build_report(
     tidy: pd.DataFrame,
     which: str,
@@ -228,35 +270,7 @@ def build_report(
         view.notes.extend(claim_notes(name, tidy))
         views.append(view)
     if uncertainty.intervals != "off" and values == "score" and views:
-        predictions = load(store_dir, _cell_row_ids(views))
-        if uncertainty.intervals == "on" and not predictions:
-            raise KdgridError(
-                f"the store {store_dir} has no per-example predictions for these tables: its rows are of row "
-                "schema version 1 (written before kdgrid kept predictions), so no interval can be computed. "
-                "Rerun the trials with this kdgrid, or drop --intervals on"
-            )
-        reference = parse_reference(uncertainty.reference)
-        for view in views:
-            summary = attach_uncertainty(
-                view,
-                predictions,
-                reference=reference,
-                resamples=uncertainty.resamples,
-                test_resamples=uncertainty.test_resamples,
-                seed=uncertainty.seed,
-            )
-            view.notes.extend(summary.notes)
-            table5 = build_view(get_spec("5"), tidy) if view.name == "8" and "5" in present else None
-            view.notes.extend(
-                significant_claim_notes(
-                    view.name,
-                    view,
-                    predictions,
-                    table5=table5,
-                    resamples=uncertainty.test_resamples,
-                    seed=uncertainty.seed,
-                )
-            )
+        _attach_statistics(views, tidy, store_dir, uncertainty, load)
     if values == "agreement":
         views = [agreement_view(view) for view in views]
     if compare == "paper":
