@@ -22,6 +22,7 @@ Conventions:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kdgrid.errors import ConfigError
@@ -489,13 +491,24 @@ def aggregate_seeds(tidy: pd.DataFrame) -> pd.DataFrame:
     for fact in FACT_COLUMNS:
         out[fact] = grouped[fact].mean().to_numpy()
     out.loc[out["n_seeds"] < 2, "std"] = math.nan
-    row_ids, seeds, degenerate = [], [], []
-    for key, members in grouped:
+    settings = grouped["setting"].nunique(dropna=False).to_numpy()
+    for position in np.flatnonzero(settings > 1):  # rare: only a table that mixes settings pays for this
+        key = tuple(out.loc[position, keys])
+        members = tidy[grouped.ngroup() == position]
         _check_one_setting(key, [_text(s) for s in members["setting"]])
-        order = sorted(range(len(members)), key=lambda i: _seed_key(members["seed"].iloc[i]))
-        row_ids.append(tuple(_text(members["row_id"].iloc[i]) for i in order))
-        seeds.append(tuple(_float(members["seed"].iloc[i]) for i in order))
-        degenerate.append(tuple(sorted({reason for reasons in members["degenerate"] for reason in reasons})))
-    out["row_ids"], out["seeds"], out["degenerate"] = row_ids, seeds, degenerate
+    # Per configuration, its rows in seed order (NaN seeds last): one sort, then one pass per column.
+    ordered = tidy.assign(
+        _group=grouped.ngroup().to_numpy(),
+        _seed=[_seed_key(v) for v in tidy["seed"]],
+    ).sort_values(["_group", "_seed"], kind="stable")
+    # Every group has rows, so the sorted frame splits into len(out) runs of equal ``_group``, in group order.
+    starts = [0, *(np.flatnonzero(np.diff(ordered["_group"].to_numpy())) + 1), len(ordered)]
+    spans = list(itertools.pairwise(starts))
+    ids = [_text(v) for v in ordered["row_id"]]
+    seed_values = [_float(v) for v in ordered["seed"]]
+    reasons = list(ordered["degenerate"])
+    out["row_ids"] = [tuple(ids[a:b]) for a, b in spans]
+    out["seeds"] = [tuple(seed_values[a:b]) for a, b in spans]
+    out["degenerate"] = [tuple(sorted({r for row in reasons[a:b] for r in row})) for a, b in spans]
     out["teacher_agreement"] = grouped["teacher_agreement"].mean().to_numpy()
     return out[[*CONFIG_COLUMNS, *FACT_COLUMNS, *AGGREGATE_COLUMNS]]
