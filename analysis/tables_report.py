@@ -257,6 +257,10 @@ def build_report(
         raise ConfigError(f"unknown --compare {compare!r}; allowed: paper")
     if values not in VALUE_KINDS:
         raise ConfigError(f"unknown --values {values!r}; allowed: {', '.join(VALUE_KINDS)}")
+    if values == "agreement" and compare is not None:
+        raise ConfigError(
+            "--values agreement shows no scores, so there is nothing to --compare with the paper"
+        )
     uncertainty = uncertainty or UncertaintyOptions()
     uncertainty.check()
     names = table_names(which)

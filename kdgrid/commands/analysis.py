@@ -49,8 +49,12 @@ def tables(
             "FIELD=VALUE[,FIELD=VALUE], e.g. knowledge=hidden_mse,strategy=Last-1. Default: soft labels only."
         ),
     ] = None,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples of each interval.")] = 1000,
-    test_resamples: Annotated[int, typer.Option(help="Bootstrap resamples of each paired test.")] = 10_000,
+    resamples: Annotated[
+        int | None, typer.Option(help="Bootstrap resamples of each interval (default 1,000).")
+    ] = None,
+    test_resamples: Annotated[
+        int | None, typer.Option(help="Bootstrap resamples of each paired test (default 10,000).")
+    ] = None,
     where: Annotated[
         list[str] | None,
         typer.Option(help="Keep only trials with this field value (FIELD=VALUE, repeatable), e.g. lr=0.001."),
@@ -74,7 +78,10 @@ def tables(
 
     check_format(fmt)
     table_names(table)  # an unknown table is refused before the store is read
-    uncertainty = UncertaintyOptions(intervals, reference, resamples, test_resamples)
+    counts = {"resamples": resamples, "test_resamples": test_resamples}  # unset: analysis.stats' defaults
+    uncertainty = UncertaintyOptions(
+        intervals, reference, **{name: count for name, count in counts.items() if count is not None}
+    )
     uncertainty.check()
     tidy = load_tidy(store, kind, where or ())
     report = build_report(tidy, table, store, compare=compare, uncertainty=uncertainty, values=values)

@@ -94,6 +94,7 @@ def test_the_data_order_seed_is_a_seed_too():
         (["--intervals", "maybe"], "unknown --intervals 'maybe'"),
         (["--values", "loss"], "unknown --values 'loss'"),
         (["--where", "lr"], "--where takes FIELD=VALUE"),
+        (["--values", "agreement", "--compare", "paper"], "nothing to --compare with the paper"),
         (["--where", "colour=blue"], "no trial field or option 'colour'"),
     ],
 )
