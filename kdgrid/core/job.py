@@ -12,18 +12,20 @@ the teacher's logits already in the task's label order.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.data.tokenization import tokenize_task
-from kdgrid.core.evaluate import evaluate
+from kdgrid.core.evaluate import dev_fingerprint, evaluate_dev_sets, gold_labels
 from kdgrid.core.label_order import LabelOrder, resolve_label_order
 from kdgrid.core.models import ResolvedTeacher, load_teacher, load_tokenizer, resolve_teacher
 from kdgrid.core.options import MAX_DEV_SAMPLES
@@ -32,6 +34,7 @@ from kdgrid.core.teacher_cache import TEACHER_INFO
 from kdgrid.core.teacher_gate import check_teacher
 from kdgrid.core.teacher_options import declared_label_order, gate_enabled, teacher_option_problems
 from kdgrid.errors import ConfigError
+from kdgrid.predictions import DevSetPredictions, TrialPredictions
 from kdgrid.trial import Trial
 
 
@@ -48,6 +51,8 @@ class Job:
         steps_per_epoch: batches per epoch (the same for every student of the job).
         label_order: which task label each teacher output means; None = the outputs are in the task's order.
         teacher_gate: the teacher gate's verdict and scores (`kdgrid.core.teacher_gate.check_teacher`).
+        dev_fingerprints: ``{dev_set: fingerprint}`` of the dev sets the job scores (after any
+            ``max_dev_samples`` cut; `kdgrid.core.evaluate.dev_fingerprint`), recorded with every prediction.
     """
 
     task: TaskSpec
@@ -58,6 +63,22 @@ class Job:
     steps_per_epoch: int
     label_order: LabelOrder | None = None
     teacher_gate: dict[str, Any] = field(default_factory=dict)
+    dev_fingerprints: dict[str, str] = field(default_factory=dict)
+
+    def dev_sets(self) -> dict[str, Any]:
+        """The tokenized dev sets the job scores, by name, in the task's order."""
+        return {name: self.tokenized[name] for name in self.task.dev_sets}
+
+    def dev_predictions(self, predicted: dict[str, np.ndarray]) -> TrialPredictions:
+        """A student's per-example predictions (`DevOutcome.predicted`) with the dev sets' gold labels and
+        fingerprints; no teacher yet (`TeacherInfo.add_teacher` adds it when the trial finishes)."""
+        regression = self.task.is_regression
+        return {
+            name: DevSetPredictions(
+                gold_labels(self.tokenized[name], regression), values, None, self.dev_fingerprints[name]
+            )
+            for name, values in predicted.items()
+        }
 
 
 def load_job(trial: Trial, runtime: Runtime) -> Job:
@@ -94,7 +115,8 @@ def load_job(trial: Trial, runtime: Runtime) -> Job:
     if dev_cap is not None:  # after the gate, which judges the teacher on the whole dev set
         tokenized = tokenized.with_dev_sets_cut(dev_cap)
     steps = len(train_batches(tokenized["train"], trial.batch_size, trial.seed, 0))
-    return Job(task, teacher, teacher_model, tokenized, runtime, steps, label_order, gate)
+    fingerprints = {name: dev_fingerprint(tokenized[name]) for name in task.dev_sets}
+    return Job(task, teacher, teacher_model, tokenized, runtime, steps, label_order, gate, fingerprints)
 
 
 def teacher_forward(job: Job, capture: FeatureCapture, batch: dict[str, torch.Tensor]) -> Features:
@@ -108,24 +130,41 @@ def teacher_forward(job: Job, capture: FeatureCapture, batch: dict[str, torch.Te
 
 
 class TeacherInfo:
-    """What every row records of its teacher: its parameter count and its own dev scores ``{dev_set: {metric:
-    value}}`` (the tables show them beside the students').
+    """What every row records of its teacher: its parameter count, its own dev scores ``{dev_set: {metric:
+    value}}`` (the tables show them beside the students') and its per-example dev predictions (each row's
+    ``predictions`` carry them beside the student's, so agreement and paired statistics need no teacher run).
 
-    A teacher kdgrid fine-tuned brings its scores and cache key in ``teacher.json``; any other (a Hub teacher) is
-    evaluated once per job, when the job's first trial finishes: after training, so the evaluation reuses memory
-    training freed instead of adding to the job's peak. Evaluation draws no random number (the students' streams
-    are untouched); if it fails, rows say why (``teacher_scores_error``) and the trained students are kept.
+    The teacher is evaluated once per job, when the job's first trial finishes: after training, so the
+    evaluation reuses memory training freed instead of adding to the job's peak; its logits are read in the
+    task's label order (`Job.label_order`) and it scores the very examples the students score (the job's dev
+    sets, after any ``max_dev_samples`` cut). That one pass gives the predictions and, for a teacher kdgrid did
+    not fine-tune (a Hub teacher), the scores; a teacher kdgrid fine-tuned brings its scores (on the full dev
+    sets) and cache key in ``teacher.json``. (The teacher gate's pass is not reused: it scores at most 2,000
+    examples of the first dev set and its verdict is cached across jobs.) Evaluation draws no random number (the
+    students' streams are untouched); if it fails, rows say why (``teacher_predictions_error``, and
+    ``teacher_scores_error`` when the scores came from it), carry no teacher predictions, and the trained
+    students are kept.
     """
 
     def __init__(self, job: Job, batch_size: int) -> None:
         self._job = job
         self._batch_size = batch_size
         self._extra: dict[str, Any] | None = None
+        self._predicted: dict[str, np.ndarray] = {}
 
     def __call__(self) -> dict[str, Any]:
         if self._extra is None:
             self._extra = self._compute()
         return self._extra
+
+    def add_teacher(self, predictions: TrialPredictions) -> TrialPredictions:
+        """``predictions`` (a student's) with the teacher's predictions of the same examples added; unchanged
+        where the teacher could not be evaluated."""
+        self()
+        return {
+            name: dataclasses.replace(dev, teacher=self._predicted[name]) if name in self._predicted else dev
+            for name, dev in predictions.items()
+        }
 
     def _compute(self) -> dict[str, Any]:
         job = self._job
@@ -135,22 +174,27 @@ class TeacherInfo:
         }
         if job.label_order is not None:
             extra["teacher_label_order"] = job.label_order.record()
-        path = Path(job.teacher.source) / TEACHER_INFO
-        if job.teacher.is_local and path.is_file():
-            info = json.loads(path.read_text())
-            extra.update(teacher_scores=info.get("dev_scores"), teacher_key=info.get("key"))
-            return extra
-        dev_sets = {name: job.tokenized[name] for name in job.task.dev_sets}
         try:
-            with torch.no_grad():
-                extra["teacher_scores"] = evaluate(
+            with torch.no_grad():  # full precision, as the teacher's scores always were
+                outcome = evaluate_dev_sets(
                     job.teacher_model,
                     job.task,
-                    dev_sets,
+                    job.dev_sets(),
                     self._batch_size,
                     job.runtime.device,
                     align=job.label_order.align if job.label_order is not None else None,
                 )
         except Exception as error:
-            extra["teacher_scores_error"] = f"{type(error).__name__}: {error}"
+            outcome = None
+            extra["teacher_predictions_error"] = f"{type(error).__name__}: {error}"
+        else:
+            self._predicted = outcome.predicted
+        path = Path(job.teacher.source) / TEACHER_INFO
+        if job.teacher.is_local and path.is_file():
+            info = json.loads(path.read_text())
+            extra.update(teacher_scores=info.get("dev_scores"), teacher_key=info.get("key"))
+        elif outcome is not None:
+            extra["teacher_scores"] = outcome.scores
+        else:
+            extra["teacher_scores_error"] = extra["teacher_predictions_error"]
         return extra

@@ -22,14 +22,15 @@ import torch
 
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
-from kdgrid.core.evaluate import evaluate, measure_latency_ms
+from kdgrid.core.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.init import build_student
-from kdgrid.core.job import Job
+from kdgrid.core.job import Job, TeacherInfo
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
 from kdgrid.core.optim import build_optimizer
 from kdgrid.core.planning import TrialPlan
 from kdgrid.core.runtime import Runtime
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
+from kdgrid.predictions import DevSetPredictions, TrialPredictions
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
 
@@ -65,7 +66,7 @@ class StudentRun:
     sums: dict[str, torch.Tensor] = field(default_factory=dict)
     steps_in_epoch: int = 0
     seconds: float = 0.0
-    teacher_info: Callable[[], dict[str, Any]] | None = None  # the job's `TeacherInfo`, added to the row
+    teacher_info: TeacherInfo | None = None  # the job's teacher facts and predictions, added to the row
 
     @property
     def trial(self) -> Trial:
@@ -118,6 +119,7 @@ class StudentRun:
                 "loss_terms": self.result.loss_terms,
                 "started_at": self.result.started_at,
                 "extra": self.result.extra,
+                "predictions": predictions_to_checkpoint(self.result.predictions),
             },
             "seconds": self.seconds,
         }
@@ -137,9 +139,29 @@ class StudentRun:
         self.epochs_done = state["epochs_done"]
         self.best_primary = state["best_primary"]
         for key, value in state["result"].items():
-            setattr(self.result, key, value)
+            setattr(self.result, key, predictions_from_checkpoint(value) if key == "predictions" else value)
         self.result.extra["resumed_from_epoch"] = self.epochs_done
         self.seconds = state["seconds"]
+
+
+def predictions_to_checkpoint(predictions: TrialPredictions) -> dict[str, dict[str, Any]]:
+    """The best epoch's predictions as a checkpoint holds them (tensors and strings: read with weights_only)."""
+    return {
+        name: {
+            "gold": torch.from_numpy(dev.gold),
+            "student": torch.from_numpy(dev.student),
+            "fingerprint": dev.fingerprint,
+        }
+        for name, dev in predictions.items()
+    }
+
+
+def predictions_from_checkpoint(saved: dict[str, dict[str, Any]]) -> TrialPredictions:
+    """`predictions_to_checkpoint` reversed (the teacher's are added when the trial finishes)."""
+    return {
+        name: DevSetPredictions(dev["gold"].numpy(), dev["student"].numpy(), None, dev["fingerprint"])
+        for name, dev in saved.items()
+    }
 
 
 def mark_failed(result: TrialResult, error: BaseException, **extra: Any) -> TrialResult:
@@ -258,7 +280,7 @@ def train_step(
 
 def end_epoch(run: StudentRun, job: Job, epoch: int, checkpoint_dir: Path | None = None) -> None:
     """Close a student's ``epoch`` (0-based): check its weights are finite, record the epoch's mean loss terms
-    and dev scores, keep the best epoch's scores, and save a checkpoint unless it was the last epoch.
+    and dev scores, keep the best epoch's scores and per-example predictions, and save a checkpoint unless it was the last epoch.
 
     Raises:
         DivergenceError: a parameter is NaN or infinite.
@@ -270,9 +292,11 @@ def end_epoch(run: StudentRun, job: Job, epoch: int, checkpoint_dir: Path | None
             raise DivergenceError(step, f"parameters ({name})", None, float("nan"))
     loss_terms = {k: float(v) / max(1, run.steps_in_epoch) for k, v in run.sums.items()}
     run.sums, run.steps_in_epoch = {}, 0
-    dev = {name: job.tokenized[name] for name in job.task.dev_sets}
     with job.runtime.autocast():
-        scores = evaluate(run.model, job.task, dev, run.trial.batch_size, job.runtime.device)
+        outcome = evaluate_dev_sets(
+            run.model, job.task, job.dev_sets(), run.trial.batch_size, job.runtime.device
+        )
+    scores = outcome.scores
     run.epochs_done = epoch + 1
     result = run.result
     result.curve.append({"epoch": epoch + 1, "scores": scores, "loss_terms": loss_terms})
@@ -281,6 +305,7 @@ def end_epoch(run: StudentRun, job: Job, epoch: int, checkpoint_dir: Path | None
     primary = primary_score(scores, job.task.dev_sets[0], job.task.primary_metric)
     if result.best_epoch is None or primary > run.best_primary:
         run.best_primary, result.scores, result.best_epoch = primary, scores, epoch + 1
+        result.predictions = job.dev_predictions(outcome.predicted)
     if checkpoint_dir is not None and run.epochs_done < run.trial.epochs:
         save_checkpoint(checkpoint_dir, run.trial.trial_id, run.checkpoint_state())
 
@@ -292,7 +317,7 @@ def finish_student(
     on_model: Callable[[Trial, Any], None] | None = None,
 ) -> None:
     """Close a student (done or failed): measure a done student's latency, hand its model to ``on_model``, free
-    its memory, add the teacher's facts, report the result to ``on_result`` and drop a done trial's checkpoint."""
+    its memory, add the teacher's facts and predictions, report the result to ``on_result`` and drop a done trial's checkpoint."""
     run.finished = True
     if run.result.status == "done" and run.model is not None:
         run.result.extra["latency_ms"] = measure_latency_ms(run.model, run.trial.max_length)
@@ -305,6 +330,7 @@ def finish_student(
     run.model = run.optimizer = run.scheduler = run.objective = None  # free memory for the mates
     if run.teacher_info is not None:
         run.result.extra.update(run.teacher_info())
+        run.result.predictions = run.teacher_info.add_teacher(run.result.predictions)
     if on_result is not None:
         on_result(run.result)
     if run.result.status == "done":

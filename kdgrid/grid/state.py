@@ -4,11 +4,13 @@ Each trial of a sweep is ``done`` (a done row exists, from any sweep: ids are gl
 and a live claim: some process is training it now, `kdgrid.store.claims`), ``failed`` (only failed rows) or
 ``pending`` (no row at all): the store's one rule, `kdgrid.store.trial_states`, through `latest_state`, then the
 claims. `run` runs the pending ones; `resume` also retries the failed ones that have fewer than ``max_attempts``
-failed rows; neither runs a running one. The cost estimate uses the store's own wall times.
+failed rows; neither runs a running one. The cost estimate uses the store's own wall times. `status` also names
+the done trials that look degenerate (`degenerate_trials`: a collapsed student, one at the majority class).
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -18,10 +20,13 @@ from typing import Any
 
 import pandas as pd
 
+from kdgrid.core.data import get_task
+from kdgrid.core.degenerate import degenerate_reasons
+from kdgrid.errors import KdgridError
 from kdgrid.grid.expand import Sweep
 from kdgrid.store import layout
 from kdgrid.store.claims import Claim, live_claims
-from kdgrid.store.read import latest_state, read_store
+from kdgrid.store.read import latest_done_rows, latest_state, read_store, read_table
 from kdgrid.trial import Trial
 
 STATE_COLUMNS = (
@@ -101,6 +106,49 @@ def sweep_state(sweep: Sweep, store_dir: Path | str) -> SweepState:
         ["student", "task", "wall_time_s"]
     ]
     return state
+
+
+DEGENERATE_COLUMNS = ("trial_id", "status", "row_id", "written_at", "task", "scores_json", "degenerate_json")
+SHOWN_DEGENERATE = 10  # `kdgrid status` names this many degenerate trials, then counts the rest
+
+
+def degenerate_trials(state: SweepState, store_dir: Path | str) -> dict[str, list[str]]:
+    """``{trial id: reasons}`` for the done trials of ``state`` whose latest done row looks degenerate
+    (`kdgrid.core.degenerate`), in the order of ``state.done``.
+
+    A row of schema version 2 carries its reasons (``degenerate_json``); one of version 1 is judged from its
+    scores alone (MCC <= 0), and a row whose task cannot be resolved here is not judged. Reads every column of
+    the default schema, so the read fills the read cache: the next ``status`` during a sweep decodes only the
+    rows written since.
+    """
+    done = {t.trial_id for t in state.done}
+    if not done:
+        return {}
+    table = read_table(store_dir)  # every default column: fills the read cache (see the docstring)
+    frame = table.select(list(DEGENERATE_COLUMNS)).to_pandas()
+    rows = latest_done_rows(frame[frame["trial_id"].isin(done)]).set_index("trial_id")
+    found: dict[str, list[str]] = {}
+    for trial in state.done:
+        if trial.trial_id not in rows.index:
+            continue
+        row = rows.loc[trial.trial_id]
+        if isinstance(row["degenerate_json"], str):
+            reasons = json.loads(row["degenerate_json"])
+        else:
+            reasons = _reasons_from_scores(row["task"], row["scores_json"])
+        if reasons:
+            found[trial.trial_id] = reasons
+    return found
+
+
+def _reasons_from_scores(task: str, scores_json: Any) -> list[str]:
+    """What a row without stored reasons (schema version 1) shows of degeneracy in its scores alone."""
+    if not isinstance(scores_json, str):
+        return []
+    try:
+        return degenerate_reasons(get_task(task), {}, json.loads(scores_json))
+    except KdgridError:
+        return []  # a task this machine cannot resolve (a spec file gone): not judged
 
 
 def _move_running(state: SweepState, store: Path) -> None:

@@ -24,6 +24,7 @@ a newer schema than this kdgrid's raise `StoreSchemaError` rather than being rea
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -39,7 +40,7 @@ from kdgrid.errors import KdgridError
 from kdgrid.store import layout, read_cache
 from kdgrid.store.listing import CHECK_COMMAND, StrayFile, list_store, report_strays
 from kdgrid.store.read_cache import FILE_COLUMN, ReadCache
-from kdgrid.store.schema import NAME_COLUMNS, SCHEMA, SCHEMA_VERSION
+from kdgrid.store.schema import LARGE_COLUMNS, NAME_COLUMNS, READ_SCHEMA, SCHEMA, SCHEMA_VERSION
 
 MAX_READ_ATTEMPTS = 20
 _DECODE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
@@ -73,8 +74,10 @@ def _listing(store: Path) -> tuple[list[str], list[str]]:
 
 
 def _schema_for(columns: Iterable[str] | None) -> pa.Schema:
+    """The schema of a read of ``columns``; None: `READ_SCHEMA` (every column but the large ones, which are read
+    only when named)."""
     if columns is None:
-        return SCHEMA
+        return READ_SCHEMA
     wanted = set(columns)
     unknown = wanted - set(SCHEMA.names)
     if unknown:
@@ -150,31 +153,49 @@ def _check_schema_version(table: pa.Table) -> None:
     )
 
 
+def _without_large_values(cached: pa.Table, schema: pa.Schema) -> tuple[pa.Table, list[str]]:
+    """(the cached rows that need no large column of ``schema`` decoded, those columns added as nulls; the files
+    of the others). The cache holds no large column (`kdgrid.store.schema.LARGE_COLUMNS`), but knows from each
+    one's presence column which rows have none."""
+    large = [name for name in schema.names if name in LARGE_COLUMNS]
+    if not large:
+        return cached, []
+    has_value = functools.reduce(pc.or_, [pc.is_valid(cached.column(LARGE_COLUMNS[name])) for name in large])
+    undecoded = cached.filter(has_value).column(FILE_COLUMN).to_pylist()
+    kept = cached.filter(pc.invert(has_value))
+    for name in large:
+        kept = kept.append_column(schema.field(name), pa.nulls(kept.num_rows, schema.field(name).type))
+    return kept, undecoded
+
+
 def read_rows(
     store: Path, loose: list[str], parts: list[str], schema: pa.Schema, cache: ReadCache | None
 ) -> pa.Table:
     """The rows of per-trial files ``loose`` (names in ``rows/``) then of compacted ``parts`` (names in
     ``compacted/``), with ``schema``'s columns, in listing order; repeated row ids are kept (see
-    `drop_repeated_rows`). Loose files the cache holds are not decoded; when ``schema`` is every column, the
-    rows of the others are added to the cache as they are decoded, `SEGMENT_FILES` at a time.
+    `drop_repeated_rows`). Loose files the cache holds are not decoded (unless ``schema`` names a large column,
+    `kdgrid.store.schema.LARGE_COLUMNS`, and the file's row has a value there); when ``schema`` is every `READ_SCHEMA` column, the rows
+    of the others are added to the cache as they are decoded, `SEGMENT_FILES` at a time.
     Raises `StoreSchemaError` for rows of a newer schema version, `UnreadableFilesError` naming the files that
     cannot be decoded."""
     read_schema = (
         schema if "schema_version" in schema.names else schema.append(SCHEMA.field("schema_version"))
     )
-    every_column = set(read_schema.names) == set(SCHEMA.names)
+    every_column = set(read_schema.names) == set(READ_SCHEMA.names)
     names = [*read_schema.names, FILE_COLUMN]
     cached, fresh = cache.split(loose) if cache is not None and loose else (None, loose)
     loose_rows = []
     if cached is not None:
         _check_schema_version(cached)
+        cached, undecoded = _without_large_values(cached, read_schema)
+        fresh = [*fresh, *undecoded]  # order: restored by file name below
         loose_rows.append(cached.select(names))
     enough = every_column and len(fresh) >= read_cache.MIN_FILES_TO_CACHE
     to_fill = cache if cache is not None and cache.writable and enough else None
     step = read_cache.SEGMENT_FILES
     for start in range(0, len(fresh), step):
         paths = [layout.rows_dir(store) / name for name in fresh[start : start + step]]
-        rows = _decode(paths, SCHEMA if every_column else read_schema)
+        rows = _decode(paths, READ_SCHEMA if every_column else read_schema)
         _check_schema_version(rows)  # before caching: rows of a newer schema are never cached
         if to_fill is not None:
             to_fill.add(rows)
@@ -199,14 +220,15 @@ def read_table(
     of opened per-trial files by name, then of compacted parts by name; a repeated row id keeps its first).
 
     Args:
-        columns: the columns to read (default all). When they are only ``trial_id`` / ``status`` / ``row_id``,
+        columns: the columns to read (default: every column of `kdgrid.store.schema.READ_SCHEMA`, i.e. all but
+            the per-example predictions, read only when named). When they are only ``trial_id`` / ``status`` / ``row_id``,
             per-trial files are not opened at all: their names carry these (their footers are checked).
         open_row_file: given a per-trial file's name parts, whether to open it; a file not opened contributes
             its name columns and nulls. Lets ``status`` open only the failed rows of a store of 30,000 files.
 
     Only row files are read (`kdgrid.store.listing.list_store`); the others are left out and reported in one
     warning (`read_with_strays` returns them instead). Per-trial files already decoded by an earlier read come
-    from the read cache (`kdgrid.store.read_cache`); a read of every column adds the files it decodes to it.
+    from the read cache (`kdgrid.store.read_cache`); a read of every default column adds the files it decodes to it.
     Raises `StoreSchemaError` for rows written by a newer schema version, `StoreBusyError` when the store kept
     changing, `kdgrid.store.listing.StoreLayoutError` when the store is a file.
     """
@@ -253,7 +275,7 @@ def read_with_strays(
             continue  # read again without them (each pass leaves out at least one more file: it ends)
         now_loose, now_compacted = _listing(store)
         if set(loose) <= set(now_loose) and set(compacted) <= set(now_compacted):
-            if set(schema.names) == set(SCHEMA.names):
+            if set(schema.names) == set(READ_SCHEMA.names):
                 cache.tidy(now_loose)
             table = pa.concat_tables(tables).combine_chunks()
             return drop_repeated_rows(table), [*listing.strays, *unreadable.values()]
@@ -303,7 +325,8 @@ def read_store(
 ) -> pd.DataFrame:
     """The whole store as one DataFrame: one row per attempt (done or failed), each exactly once.
 
-    Columns are `kdgrid.store.schema.COLUMNS`; with ``flatten_scores`` (default) also one nullable float column
+    Columns are `kdgrid.store.schema.READ_SCHEMA`'s unless ``columns`` names others (the per-example
+    ``predictions`` are read only when named; `kdgrid.store.predictions.read_predictions` decodes them); with ``flatten_scores`` (default) also one nullable float column
     per score, named ``best/<dev_set>/<metric>`` and ``last/<dev_set>/<metric>``. An empty or missing store
     gives an empty frame with the schema's columns.
     """

@@ -18,7 +18,7 @@ What makes it safe (it never decides which rows a read returns; the reader's lis
   it once the files it holds are merged); a reader that cannot write the cache (a read-only store) only goes
   without the speed-up. Deleting ``_read_cache/`` at any time is safe.
 
-Only reads of every column add to the cache (a narrower read decodes fewer column chunks and would cache
+Only reads of every `READ_SCHEMA` column add to the cache (a narrower read decodes fewer column chunks and would cache
 incomplete rows); every read uses it.
 """
 
@@ -38,11 +38,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kdgrid.store import layout
-from kdgrid.store.schema import SCHEMA, SCHEMA_VERSION
+from kdgrid.store.schema import READ_SCHEMA, SCHEMA_VERSION
 
 CACHE_FORMAT = 1  # bump when what a segment holds changes
 FILE_COLUMN = "_file"  # the per-trial file a cached row was decoded from (its name in rows/)
-CACHED_SCHEMA = SCHEMA.append(pa.field(FILE_COLUMN, pa.string()))
+# Every column readers read unless they name others (not the large per-example predictions), plus ``_file``.
+CACHED_SCHEMA = READ_SCHEMA.append(pa.field(FILE_COLUMN, pa.string()))
 MIN_FILES_TO_CACHE = 64  # a read that decoded fewer new files leaves them for a later read (no tiny segments)
 SEGMENT_FILES = 1024  # files decoded and cached at a time: bounds memory, keeps an interrupted read's work
 MAX_SEGMENTS = 32  # more are merged into one by the next read of every column
@@ -50,7 +51,7 @@ STALE_TMP_SECONDS = 3600.0
 
 
 def schema_fingerprint() -> str:
-    """16 hex digits identifying `SCHEMA` (names, types, nullability, version) and the cache format."""
+    """16 hex digits identifying `READ_SCHEMA` (names, types, nullability, version) and the cache format."""
     text = f"{CACHE_FORMAT}|{SCHEMA_VERSION}|{CACHED_SCHEMA.to_string(show_schema_metadata=False)}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -78,7 +79,7 @@ def cacheable_rows(table: pa.Table) -> pa.Table:
 class ReadCache:
     """The read cache of one store, loaded on first use; ``writable=False`` only reads it.
 
-    Rows are held as one Arrow table of `CACHED_SCHEMA` (every store column plus ``_file``).
+    Rows are held as one Arrow table of `CACHED_SCHEMA` (every `READ_SCHEMA` column plus ``_file``).
     """
 
     def __init__(self, store: Path | str, *, writable: bool = True) -> None:

@@ -7,13 +7,21 @@ are JSON text columns: their keys differ between tasks, and one fixed Arrow sche
 the scores into flat columns and `scores_long` into a tidy table.
 
 Bump `SCHEMA_VERSION` when a column changes meaning or type; readers fill columns a file lacks with nulls.
+
+Versions: 1, the first; 2 adds each done trial's per-example dev predictions (``predictions``: the binary form
+of `kdgrid.predictions.encode_predictions`, the student's at its best epoch and the job's teacher's), its
+agreement with the teacher (``teacher_agreement_json``), why it looks degenerate (``degenerate_json``) and which
+examples its predictions are of (``prediction_fingerprints_json``: rows are compared example by example only
+where these match). Rows of version 1 read with nulls there. The predictions are large (tens of kB for MNLI) and only statistics need
+them: `READ_SCHEMA` (what readers read unless they name columns) leaves them out, and
+`kdgrid.store.predictions.read_predictions` reads them for the rows asked.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 STATUSES = ("done", "failed")
 
@@ -75,6 +83,9 @@ _OUTCOME = [
     pa.field("loss_terms_json", pa.string()),  # {term: mean over the last epoch}
     pa.field("weights_json", pa.string()),  # {term: weight}, auto weights as calibrated
     pa.field("extra_json", pa.string()),
+    pa.field("teacher_agreement_json", pa.string()),  # {dev_set: agreement or Pearson r}; null: no teacher
+    pa.field("degenerate_json", pa.string()),  # ["reason", ...] (`kdgrid.core.degenerate`); [] = healthy
+    pa.field("prediction_fingerprints_json", pa.string()),  # {dev_set: fingerprint}; null: no predictions
     pa.field("error_type", pa.string()),
     pa.field("error_message", pa.string()),
     pa.field("traceback", pa.string()),
@@ -94,8 +105,19 @@ _PROVENANCE = [
     pa.field("package_versions_json", pa.string()),  # {"torch": "...", "transformers": "...", ...}
 ]
 
-SCHEMA = pa.schema(_IDENTITY + _CONFIG + _DERIVED + _OUTCOME + _PROVENANCE)
-COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
+# Per-example outcome (version 2): read only when named (see `READ_SCHEMA`).
+PREDICTIONS_COLUMN = "predictions"
+_PREDICTIONS = [pa.field(PREDICTIONS_COLUMN, pa.binary())]  # null: a failed row, or a row of version 1
+
+SCHEMA = pa.schema(_IDENTITY + _CONFIG + _DERIVED + _OUTCOME + _PROVENANCE + _PREDICTIONS)
+
+# Large columns, each with the small column that is null exactly when it is (so a reader that skipped the large
+# one - the read cache - knows whether a row has it). Read only when a reader names them: a store of 26,000
+# MNLI rows holds over a gigabyte of predictions, and tables, status and the read cache never need them.
+LARGE_COLUMNS: dict[str, str] = {PREDICTIONS_COLUMN: "prediction_fingerprints_json"}
+READ_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in LARGE_COLUMNS])
+# The columns `kdgrid.store.read.read_store` returns unless told otherwise (`SCHEMA`'s, less the large ones).
+COLUMNS: tuple[str, ...] = tuple(READ_SCHEMA.names)
 
 # Columns a reader can learn from a per-trial file's name alone, without opening it (see `kdgrid.store.layout`).
 NAME_COLUMNS: frozenset[str] = frozenset({"trial_id", "status", "row_id"})

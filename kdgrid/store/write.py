@@ -13,6 +13,7 @@ cannot record its trials stops instead of training more), so the command ends wi
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import traceback
@@ -23,7 +24,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kdgrid.core.data import get_task
+from kdgrid.core.degenerate import degenerate_reasons
 from kdgrid.errors import KdgridError
+from kdgrid.predictions import encode_predictions, teacher_agreements
 from kdgrid.result import TrialResult
 from kdgrid.store import layout, provenance
 from kdgrid.store.schema import SCHEMA, SCHEMA_VERSION, STATUSES
@@ -108,6 +112,37 @@ def trial_columns(trial: Trial) -> dict[str, Any]:
     return config
 
 
+def outcome_of_predictions(result: TrialResult) -> dict[str, Any]:
+    """The schema version 2 columns of a result: its encoded predictions, its agreement with the teacher
+    (``{dev_set: value}``, null where the row has no teacher predictions) and its degenerate reasons
+    (`kdgrid.core.degenerate`). Failed results: all null. A done result whose task cannot be resolved here
+    (its spec file gone) gets null reasons: not judged, rather than judged healthy."""
+    if result.status != "done":
+        return dict.fromkeys(
+            ["predictions", "prediction_fingerprints_json", "teacher_agreement_json", "degenerate_json"]
+        )
+    agreement = {
+        name: None if math.isnan(value) else value
+        for name, value in teacher_agreements(result.predictions).items()
+    }
+    try:
+        reasons: list[str] | None = degenerate_reasons(
+            get_task(result.trial.task), result.predictions, result.scores
+        )
+    except KdgridError:
+        reasons = None
+    return {
+        "predictions": encode_predictions(result.predictions) if result.predictions else None,
+        "prediction_fingerprints_json": (
+            _json({name: dev.fingerprint for name, dev in result.predictions.items()})
+            if result.predictions
+            else None
+        ),
+        "teacher_agreement_json": _json(agreement),
+        "degenerate_json": None if reasons is None else _json(reasons),
+    }
+
+
 def result_row(result: TrialResult, *, sweep: str, study: str, row_id: str | None = None) -> dict[str, Any]:
     """The store row of a result: identity, every config field, derived shape, outcome and provenance."""
     if result.status not in STATUSES:
@@ -133,6 +168,7 @@ def result_row(result: TrialResult, *, sweep: str, study: str, row_id: str | Non
         "loss_terms_json": _json(result.loss_terms),
         "weights_json": _json(result.weights),
         "extra_json": _json(result.extra),
+        **outcome_of_predictions(result),
         "error_type": result.error_type,
         "error_message": result.error_message,
         "traceback": result.traceback,

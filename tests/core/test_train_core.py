@@ -169,7 +169,7 @@ def test_a_teacher_evaluation_error_is_recorded_and_the_trained_students_kept(
     import kdgrid.core.job as job_module
     import kdgrid.core.student as student_module
 
-    real_evaluate = evaluation.evaluate
+    real_evaluate = evaluation.evaluate_dev_sets
     teacher_layers = TEACHER_SHAPE.layers
 
     def failing_for_the_teacher(model: torch.nn.Module, *args: object, **kwargs: object) -> object:
@@ -178,7 +178,7 @@ def test_a_teacher_evaluation_error_is_recorded_and_the_trained_students_kept(
         return real_evaluate(model, *args, **kwargs)
 
     for module in (job_module, student_module):  # the teacher's evaluation (job) and the students' (student)
-        monkeypatch.setattr(module, "evaluate", failing_for_the_teacher)
+        monkeypatch.setattr(module, "evaluate_dev_sets", failing_for_the_teacher)
     results, _ = run([make_trial(teacher, epochs=1), make_trial(teacher, epochs=1, lr=1e-3)])
     assert [r.status for r in results] == ["done", "done"]
     for result in results:

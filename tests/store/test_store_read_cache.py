@@ -19,7 +19,7 @@ from kdgrid.result import TrialResult
 from kdgrid.store import compact, failure_result, layout, read_cache, read_store, read_table, write_result
 from kdgrid.store import read as read_module
 from kdgrid.store.read import StoreSchemaError
-from kdgrid.store.schema import SCHEMA, SCHEMA_VERSION
+from kdgrid.store.schema import READ_SCHEMA, SCHEMA_VERSION
 from kdgrid.trial import Trial
 
 
@@ -50,10 +50,12 @@ def small_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def old_path(store: Path) -> pa.Table:
-    """What a read returned before the cache: one pyarrow dataset of the schema over every visible file (rows/
-    by name, then compacted/ by name), the first row of each row id kept."""
+    """What a read of the default columns returned before the cache: one pyarrow dataset of `READ_SCHEMA` (every
+    column but the per-example predictions) over every visible file (rows/ by name, then compacted/ by name),
+    the first row of each row id kept."""
     files = layout.visible_files(layout.rows_dir(store)) + layout.visible_files(layout.compacted_dir(store))
-    table = ds.dataset([str(p) for p in files], format="parquet", schema=SCHEMA).to_table().combine_chunks()
+    dataset = ds.dataset([str(p) for p in files], format="parquet", schema=READ_SCHEMA)
+    table = dataset.to_table().combine_chunks()
     first: dict[str, int] = {}
     for index, row_id in enumerate(table.column("row_id").to_pylist()):
         first.setdefault(row_id, index)
@@ -152,10 +154,12 @@ def test_rows_of_a_newer_schema_version_are_refused_naming_the_file(
     table = pq.read_table(files[3])
     newer = table.set_column(0, "schema_version", pa.array([SCHEMA_VERSION + 1], pa.int16()))
     pq.write_table(newer.append_column("new_column", pa.array(["x"])), files[3])
-    with pytest.raises(StoreSchemaError, match=rf"{files[3].name}: a row of store schema version 2, newer"):
+    with pytest.raises(
+        StoreSchemaError, match=rf"{files[3].name}: a row of store schema version {SCHEMA_VERSION + 1}, newer"
+    ):
         read_store(tmp_path)
     assert not layout.read_cache_dir(tmp_path).exists()  # nothing cached from a refused read
-    with pytest.raises(StoreSchemaError, match="newer than this kdgrid's 1"):
+    with pytest.raises(StoreSchemaError, match=f"newer than this kdgrid's {SCHEMA_VERSION}"):
         compact(tmp_path)  # compaction would drop the column this kdgrid does not know: it refuses
     assert len(layout.visible_files(layout.rows_dir(tmp_path))) == 5
     assert layout.visible_files(layout.compacted_dir(tmp_path)) == []
@@ -170,7 +174,9 @@ def test_a_newer_version_in_a_compacted_part_is_refused(tmp_path: Path) -> None:
     table = pq.read_table(part)
     versions = pa.array([SCHEMA_VERSION, SCHEMA_VERSION + 3, SCHEMA_VERSION], pa.int16())
     pq.write_table(table.set_column(0, "schema_version", versions), part)
-    with pytest.raises(StoreSchemaError, match=rf"{part.name}: a row of store schema version 4"):
+    with pytest.raises(
+        StoreSchemaError, match=rf"{part.name}: a row of store schema version {SCHEMA_VERSION + 3}"
+    ):
         read_table(tmp_path, ["trial_id", "status"])
 
 

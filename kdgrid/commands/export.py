@@ -1,0 +1,49 @@
+"""`kdgrid export ...`: the store's trials in other tools (`kdgrid export mlflow`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+# The exporters import pyarrow, pandas and the optional MLflow (seconds): imported inside the commands so that
+# `kdgrid --help` stays fast and works without the `mlflow` extra.
+
+export_app = typer.Typer(help="Export the store's trials to other tools (MLflow).", no_args_is_help=True)
+
+
+@export_app.command("mlflow")
+def mlflow_export(
+    tracking_uri: Annotated[
+        str,
+        typer.Option(
+            "--tracking-uri",
+            envvar="MLFLOW_TRACKING_URI",
+            help="The MLflow tracking server or store: http://host:5000, sqlite:///mlflow.db, databricks, ...",
+        ),
+    ],
+    store: Annotated[Path, typer.Option("--store", help="The results store (only read).")] = Path("results"),
+    experiment: Annotated[
+        str, typer.Option("--experiment", help="The MLflow experiment (created when missing).")
+    ] = "kdgrid",
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option("--sweep", help="Export only the trials with a row of this sweep (repeatable)."),
+    ] = None,
+) -> None:
+    # `\[` keeps the help's Rich markup from reading "[mlflow]" as a style tag.
+    r"""One MLflow run per trial of the store: its parameters, final scores, per-epoch curves of each loss term
+    and dev metric, and tags (trial id, sweep, study, git commit, device); failed trials as FAILED runs.
+    Idempotent: a trial already exported is left as it is; one trained again since is replaced. Needs the
+    `mlflow` extra (pip install 'kdgrid\[mlflow]')."""
+    from kdgrid.export.mlflow import DEFAULT_EXPERIMENT, export_to_mlflow
+
+    report = export_to_mlflow(
+        store, tracking_uri, experiment=experiment or DEFAULT_EXPERIMENT, sweeps=sweep or ()
+    )
+    typer.echo(report.summary())
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(export_app, name="export")
