@@ -10,15 +10,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kdgrid.predictions import TrialPredictions
+from kdgrid.store.predictions import read_predictions
 
 
 def load_predictions(store_dir: Path, row_ids: Iterable[str]) -> dict[str, TrialPredictions]:
     """Row id -> its predictions per dev set, for those of ``row_ids`` that have any."""
-    try:  # TEMPORARY until the store's predictions reader is merged
-        from kdgrid.store.predictions import read_predictions
-    except ModuleNotFoundError:
-        return {}
-
     wanted = sorted({row_id for row_id in row_ids if row_id})
     if not wanted:
         return {}
