@@ -1,5 +1,7 @@
 """``--compare paper``: the published value and the difference beside each reproduced one, and how well each block
-agrees (mean absolute difference, Spearman's rank correlation over the cells where both numbers exist).
+agrees (mean absolute difference, Spearman's rank correlation over the cells where both numbers exist); where our
+cells have intervals (`analysis.cell_stats`), whether each published value lies inside ours and the share per
+block that does.
 
 Both sides are laid out by the same `TableSpec`, so cells meet by their place in the table (block, row, column),
 not by configuration fields the paper does not print (its temperature in Table 5, say). A published number with no
@@ -8,6 +10,7 @@ reproduced one beside it still shows, next to a ``-``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -56,7 +59,7 @@ def attach_paper(ours: TableView, paper: TableView) -> TableView:
     Our bold marks are kept (best of ours); the published values are not bolded."""
     blocks: dict[str, Block] = {}
     for block in ours.blocks:
-        cells = {key: Cell(c.value, c.std, c.n_seeds, bold=c.bold) for key, c in block.cells.items()}
+        cells = {key: dataclasses.replace(c) for key, c in block.cells.items()}
         blocks[block.title] = Block(block.title, list(block.rows), list(block.columns), cells)
     for theirs in paper.blocks:
         mine = blocks.setdefault(theirs.title, Block(theirs.title, [], list(theirs.columns), {}))
@@ -67,6 +70,8 @@ def attach_paper(ours: TableView, paper: TableView) -> TableView:
         for key, published in theirs.cells.items():
             cell = mine.cells.setdefault(key, Cell())
             cell.paper = published.value
+            if cell.has_interval and not math.isnan(cell.paper) and _scored(key[1]):
+                cell.paper_inside = cell.ci_low <= cell.paper <= cell.ci_high
     order = [b.title for b in ours.blocks] + [b.title for b in paper.blocks if b.title not in ours.titles()]
     view = TableView(
         ours.name,
@@ -83,6 +88,8 @@ def attach_paper(ours: TableView, paper: TableView) -> TableView:
             if _scored(column) and not math.isnan(cell.value) and not math.isnan(cell.paper)
         ]
         block.agreement = agreement(pairs)
+        judged = [c.paper_inside for c in block.cells.values() if c.paper_inside is not None]
+        block.agreement.with_interval, block.agreement.inside = len(judged), sum(judged)
     overall = agreement(
         [
             (c.value, c.paper)
@@ -99,6 +106,12 @@ def attach_paper(ours: TableView, paper: TableView) -> TableView:
         )
     else:
         view.notes.append("no cell has both a reproduced and a published number")
+    judged = [c.paper_inside for b in view.blocks for c in b.cells.values() if c.paper_inside is not None]
+    if judged:
+        view.notes.append(
+            f"the published value lies inside our 95% interval in {sum(judged)} of {len(judged)} cells "
+            f"({sum(judged) / len(judged):.0%})"
+        )
     return view
 
 

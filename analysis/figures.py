@@ -7,7 +7,8 @@
     reproduced against published: one scatter of every cell with both numbers, one colour per table, y = x.
 
 Figures are drawn from the same `TableView`s as the tables, so a figure shows exactly the table's numbers
-(missing cells blank, never 0).
+(missing cells blank, never 0). A cell with a degenerate run (`analysis.tidy`'s ``degenerate``) carries the
+tables' mark ``†`` in a heat map (with the reasons under the figure) and a red cross in the scatter.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.compare import compare_with_paper
+from analysis.render import DEGENERATE_MARK
 from analysis.tables import Block, TableView, build_view, get_spec, tables_in
 from analysis.tables_report import load_tidy
 
@@ -71,6 +73,8 @@ def draw_heatmap(axis, block: Block, title: str, *, annotate: bool = True) -> No
     """One block as a heat map: colour = score (per-panel scale), the value written in each cell, missing
     cells blank and marked ``-``."""
     matrix, rows, columns = block_matrix(block)
+    score_columns = [c for c in block.columns if not c.fact]
+    degenerate = np.array([[bool(block.cell(r, c).degenerate) for c in score_columns] for r in block.rows])
     masked = np.ma.masked_invalid(matrix)
     cmap = plt.get_cmap("viridis").with_extremes(bad="#eeeeee")
     image = axis.imshow(masked, cmap=cmap, aspect="auto")
@@ -84,9 +88,20 @@ def draw_heatmap(axis, block: Block, title: str, *, annotate: bool = True) -> No
             for j in range(matrix.shape[1]):
                 value = matrix[i, j]
                 text = "-" if math.isnan(value) else f"{value:.3f}"
+                if degenerate.size and degenerate[i, j] and not math.isnan(value):
+                    text += DEGENERATE_MARK
                 colour = "black" if math.isnan(value) or value > middle else "white"
                 axis.text(j, i, text, ha="center", va="center", fontsize=5, color=colour)
     axis.figure.colorbar(image, ax=axis, fraction=0.046, pad=0.02)
+
+
+def degenerate_caption(figure: Figure, blocks: list[Block]) -> None:
+    """Say under the figure what ``†`` means, when any cell of ``blocks`` is degenerate."""
+    reasons = sorted({r for b in blocks for c in b.cells.values() if not c.missing for r in c.degenerate})
+    if reasons:
+        figure.text(
+            0.0, -0.02, f"{DEGENERATE_MARK} degenerate run: {'; '.join(reasons)}", fontsize=5, va="top"
+        )
 
 
 def _split_title(title: str) -> tuple[str, str]:
@@ -113,6 +128,7 @@ def heatmap_figures(view: TableView, out_dir: Path) -> list[Path]:
                     axis.set_yticklabels([])
             figure.suptitle(f"{view.title.split(':')[0]}: {task}", fontsize=8)
             figure.tight_layout()
+            degenerate_caption(figure, blocks)
             written += save(figure, out_dir, f"table{view.name}_{slug(task)}_knowledge_x_strategy")
     return written
 
@@ -131,6 +147,7 @@ def temperature_figure(view: TableView, out_dir: Path) -> list[Path]:
         for axis in list(axes.flat)[len(blocks) :]:
             axis.axis("off")
         figure.tight_layout()
+        degenerate_caption(figure, blocks)
         return save(figure, out_dir, "table4_temperature_x_hard_label_weight")
 
 
@@ -205,7 +222,7 @@ def paper_scatter(views: list[TableView], out_dir: Path) -> list[Path]:
     """Every cell with a reproduced and a published score, reproduced (y) against published (x), one colour per
     table, with the y = x line. ``views`` must be compared views (`analysis.compare.attach_paper`)."""
     points = [
-        (view.name, cell.paper, cell.value)
+        (view.name, cell.paper, cell.value, bool(cell.degenerate))
         for view in views
         for block in view.blocks
         for (_, column), cell in block.cells.items()
@@ -213,11 +230,22 @@ def paper_scatter(views: list[TableView], out_dir: Path) -> list[Path]:
     ]
     if not points:
         return []
-    frame = pd.DataFrame(points, columns=["table", "paper", "ours"])
+    frame = pd.DataFrame(points, columns=["table", "paper", "ours", "degenerate"])
     with plt.rc_context(STYLE):
         figure, axis = plt.subplots(figsize=(3.25, 3.25))
         for table, group in frame.groupby("table", sort=False):
             axis.scatter(group["paper"], group["ours"], s=6, alpha=0.7, label=f"Table {table} ({len(group)})")
+        degenerate = frame[frame["degenerate"]]
+        if not degenerate.empty:
+            axis.scatter(
+                degenerate["paper"],
+                degenerate["ours"],
+                s=14,
+                marker="x",
+                color="red",
+                linewidth=0.6,
+                label=f"degenerate run ({len(degenerate)})",
+            )
         low = min(frame["paper"].min(), frame["ours"].min())
         high = max(frame["paper"].max(), frame["ours"].max())
         axis.plot([low, high], [low, high], color="black", linewidth=0.8, label="y = x")

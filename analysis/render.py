@@ -5,6 +5,11 @@ several seeds, facts (params in M, FLOPs in G, latency in ms) with 4 significant
 (never 0), the best value of each block in bold. A compared view puts the published value and the difference
 beside ours (``0.8137 / 0.8134 (+0.0003)``) and ends each block with its agreement (mean |difference|,
 Spearman's rank correlation). CSV is long: one line per cell, every number in its own column.
+
+Uncertainty (`analysis.cell_stats`): a cell with an interval shows it as ``[low, high]`` (under the number in
+the terminal); ``▲``/``▼`` mark cells significantly better/worse than their condition's reference (marked
+``ref``), ``†`` a cell with a degenerate run; compared, ``∈``/``∉`` say whether the published value lies in
+our interval. A legend under the table explains the marks it uses.
 """
 
 from __future__ import annotations
@@ -45,9 +50,37 @@ def number_text(value: float, column: Column, std: float = math.nan, n_seeds: in
     return text
 
 
+BETTER_MARK = "▲"  # significantly better than the reference (Holm-adjusted paired bootstrap test)
+WORSE_MARK = "▼"  # significantly worse
+REFERENCE_MARK = "ref"  # the reference cell of its condition
+DEGENERATE_MARK = "†"  # a degenerate run among the cell's seeds (majority class, constant predictions, ...)
+INSIDE_MARK = "∈"  # compared: the published value lies inside our interval
+OUTSIDE_MARK = "∉"
+
+
+def marks_text(cell: Cell) -> str:
+    """The marks printed after a number: ``▲``/``▼`` (significantly better/worse than the reference), ``ref``,
+    ``†`` (degenerate); ``""`` for none."""
+    marks = ""
+    if cell.is_reference:
+        marks += f" {REFERENCE_MARK}"
+    elif cell.significant and cell.direction:
+        marks += f" {BETTER_MARK if cell.direction > 0 else WORSE_MARK}"
+    if cell.degenerate:
+        marks += DEGENERATE_MARK if marks else f" {DEGENERATE_MARK}"
+    return marks
+
+
+def interval_text(cell: Cell) -> str:
+    """``[0.6900, 0.7300]``: the cell's 95% interval, or ``""`` when it has none."""
+    return f"[{cell.ci_low:.4f}, {cell.ci_high:.4f}]" if cell.has_interval else ""
+
+
 def cell_parts(cell: Cell, column: Column, compared: bool) -> tuple[str, str]:
-    """(our number, the comparison suffix) of a cell; the suffix is empty unless compared."""
+    """(our number with its marks, the comparison suffix) of a cell; the suffix is empty unless compared."""
     ours = number_text(cell.value, column, cell.std, cell.n_seeds)
+    if not cell.missing and not column.fact:
+        ours += marks_text(cell)
     if not compared:
         return ours, ""
     paper = number_text(cell.paper, column)
@@ -55,7 +88,27 @@ def cell_parts(cell: Cell, column: Column, compared: bool) -> tuple[str, str]:
         return ours, f" / {paper}"
     # round first so that a difference of -1e-17 prints as +0.0000, not -0.0000
     diff = f"{(round(cell.diff, 6) or 0.0):+.4g}" if column.fact else f"{(round(cell.diff, 4) or 0.0):+.4f}"
-    return ours, f" / {paper} ({diff})"
+    inside = ""
+    if cell.paper_inside is not None:
+        inside = f" {INSIDE_MARK if cell.paper_inside else OUTSIDE_MARK}"
+    return ours, f" / {paper} ({diff}){inside}"
+
+
+def legend(view: TableView) -> list[str]:
+    """Lines explaining the marks that ``view`` uses, and each degenerate cell's reasons."""
+    cells = [(b, r, c, b.cell(r, c)) for b in view.blocks for r in b.rows for c in b.columns]
+    lines = []
+    degenerate = [(b, r, c, cell) for b, r, c, cell in cells if cell.degenerate and not cell.missing]
+    if degenerate:
+        reasons = sorted({reason for *_, cell in degenerate for reason in cell.degenerate})
+        lines.append(
+            f"{DEGENERATE_MARK}: degenerate run(s) in {len(degenerate)} cell(s): {'; '.join(reasons)}"
+        )
+    if any(cell.paper_inside is not None for *_, cell in cells):
+        lines.append(
+            f"{INSIDE_MARK}/{OUTSIDE_MARK}: the published value lies inside/outside our 95% interval"
+        )
+    return lines
 
 
 def agreement_text(agreement: Agreement | None) -> str:
@@ -64,10 +117,16 @@ def agreement_text(agreement: Agreement | None) -> str:
     if agreement.n == 0:
         return "agreement with the paper: no cell has both numbers"
     rho = MISSING if math.isnan(agreement.spearman) else f"{agreement.spearman:.3f}"
-    return (
+    text = (
         f"agreement with the paper over {agreement.n} cells: mean |difference| {agreement.mean_abs_diff:.4f}, "
         f"Spearman rank correlation {rho}"
     )
+    if agreement.with_interval:
+        text += (
+            f"; published value inside our 95% interval in {agreement.inside} of {agreement.with_interval} "
+            f"({agreement.share_inside:.0%})"
+        )
+    return text
 
 
 def _header(column: Column) -> str:
@@ -98,12 +157,15 @@ def to_markdown(view: TableView) -> str:
             for column in block.columns:
                 cell = block.cell(row, column)
                 ours, suffix = cell_parts(cell, column, view.compared)
-                texts.append((f"**{ours}**" if cell.bold else ours) + suffix)
+                interval = interval_text(cell)
+                texts.append(
+                    (f"**{ours}**" if cell.bold else ours) + (f" {interval}" if interval else "") + suffix
+                )
             lines.append("| " + " | ".join(texts) + " |")
         lines.append("")
         if block.agreement is not None:
             lines += [f"*{agreement_text(block.agreement)}*", ""]
-    lines += [f"> {note}" for note in view.notes]
+    lines += [f"> {note}" for note in [*view.notes, *legend(view)]]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -124,6 +186,11 @@ _LATEX_ESCAPES = {
     "≈": r"$\approx$",
     "·": r"$\cdot$",
     "|": r"$|$",
+    "▲": r"$\blacktriangle$",
+    "▼": r"$\blacktriangledown$",
+    "†": r"$^\dagger$",
+    "∈": r"$\in$",
+    "∉": r"$\notin$",
 }
 
 
@@ -168,6 +235,8 @@ def to_latex(view: TableView) -> str:
                 ours, suffix = cell_parts(cell, column, view.compared)
                 ours = latex_escape(ours)
                 text = f"\\textbf{{{ours}}}" if cell.bold else ours
+                if cell.has_interval:
+                    text += f" {{\\scriptsize {latex_escape(interval_text(cell))}}}"
                 if suffix:
                     text += f" {{\\scriptsize {latex_escape(suffix.strip())}}}"
                 texts.append(text)
@@ -181,7 +250,7 @@ def to_latex(view: TableView) -> str:
         out.append("\\bottomrule")
         out.append("\\end{tabular}")
         out.append("")
-    for note in view.notes:
+    for note in [*view.notes, *legend(view)]:
         out.append(f"% {note}")
     out.append("\\end{table}")
     return "\n".join(out) + "\n"
@@ -189,8 +258,25 @@ def to_latex(view: TableView) -> str:
 
 # --- CSV --------------------------------------------------------------------------------------------------------
 
-CSV_COLUMNS = ("table", "block", "row", "column_group", "column", "value", "std", "n_seeds", "bold")
-CSV_COMPARE_COLUMNS = ("paper", "diff")
+CSV_COLUMNS = (
+    "table",
+    "block",
+    "row",
+    "column_group",
+    "column",
+    "value",
+    "std",
+    "n_seeds",
+    "bold",
+    "ci_low",
+    "ci_high",
+    "p_vs_reference",
+    "significant",
+    "direction",
+    "is_reference",
+    "degenerate",
+)
+CSV_COMPARE_COLUMNS = ("paper_inside", "paper", "diff")
 
 
 def _csv_number(value: float) -> str:
@@ -217,9 +303,17 @@ def to_csv(view: TableView) -> str:
                     _csv_number(cell.std),
                     cell.n_seeds if not cell.missing else "",
                     int(cell.bold),
+                    _csv_number(cell.ci_low),
+                    _csv_number(cell.ci_high),
+                    _csv_number(cell.p_vs_reference),
+                    int(cell.significant),
+                    cell.direction,
+                    int(cell.is_reference),
+                    ";".join(cell.degenerate),
                 ]
                 if view.compared:
-                    line += [_csv_number(cell.paper), _csv_number(cell.diff)]
+                    inside = "" if cell.paper_inside is None else int(cell.paper_inside)
+                    line += [inside, _csv_number(cell.paper), _csv_number(cell.diff)]
                 writer.writerow(line)
     return buffer.getvalue()
 
@@ -241,6 +335,8 @@ def to_rich(view: TableView) -> RenderableType:
                 cell = block.cell(row, column)
                 ours, suffix = cell_parts(cell, column, view.compared)
                 text = Text(ours, style="bold green" if cell.bold else ("dim" if cell.missing else ""))
+                if cell.has_interval:
+                    text.append("\n" + interval_text(cell), style="dim")
                 if suffix:
                     # The published number and the difference under ours: narrow columns, nothing cut off.
                     text.append("\n" + suffix.removeprefix(" / "), style="dim")
@@ -252,7 +348,7 @@ def to_rich(view: TableView) -> RenderableType:
         parts.append(table)
     body = Columns(parts, equal=False, expand=False) if view.side_by_side else Group(*parts)
     header = Text(view.title, style="bold")
-    notes = [Text(note, style="italic") for note in view.notes]
+    notes = [Text(note, style="italic") for note in [*view.notes, *legend(view)]]
     return Group(header, body, *notes)
 
 

@@ -149,13 +149,15 @@ def paired_bootstrap_test(
     *,
     resamples: int = DEFAULT_TEST_RESAMPLES,
     seed: int = 0,
+    pair_seeds: bool = True,
 ) -> PairedTest:
     """Two-sided paired bootstrap test of "a and b differ" on the same dev examples.
 
     Each side is one run ``[N]`` or K seeds ``[K, N]``. Every replicate scores both sides on the SAME example
     sample (paired examples). When both sides have the same number of seeds (K > 1), seed j of a is drawn together
     with seed j of b (paired seeds: kdgrid's seed j of two trials of one group sees the same batches); otherwise
-    each side's seeds are drawn apart. A replicate's difference is mean(metric of a) - mean(metric of b) over its
+    each side's seeds are drawn apart (also when ``pair_seeds`` is False: sides whose seed j are not the same
+    seed). A replicate's difference is mean(metric of a) - mean(metric of b) over its
     drawn seeds.
 
     The p-value is the percentile bootstrap's: twice the share of replicate differences on the far side of 0
@@ -173,7 +175,7 @@ def paired_bootstrap_test(
     rng = np.random.default_rng(seed)
     replicates = _replicate_scores(score, labels, np.concatenate([runs_a, runs_b]), rng, resamples)
     replicates_a, replicates_b = replicates[:, : len(runs_a)], replicates[:, len(runs_a) :]
-    seeds_paired = len(runs_a) == len(runs_b) > 1
+    seeds_paired = pair_seeds and len(runs_a) == len(runs_b) > 1
     draws_a = _draw_seeds(rng, resamples, len(runs_a))
     draws_b = draws_a if seeds_paired else _draw_seeds(rng, resamples, len(runs_b))
     mean_a = _mean_over_drawn_seeds(replicates_a, draws_a)

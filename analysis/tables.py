@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from analysis.tidy import normalise, table_name
+from analysis.tidy import CONFIG_COLUMNS, normalise, table_name
 from kdgrid.errors import ConfigError
 from kdgrid.paper import (
     APPENDIX_DEV_SETS,
@@ -55,13 +55,39 @@ BoldScope = Literal["block", "row", "column", "none"]
 @dataclass
 class Cell:
     """One number of a table: our value (mean over seeds), its std and seed count; the published value and the
-    difference once compared. NaN means missing: shown as ``-``, never as zero."""
+    difference once compared. NaN means missing: shown as ``-``, never as zero.
+
+    Uncertainty (filled by `analysis.cell_stats.attach_uncertainty`; docs/uncertainty.md has the conventions):
+    ``ci_low``/``ci_high`` the 95% bootstrap interval of the value (NaN when none), ``p_vs_reference`` the
+    Holm-adjusted p of the paired test against the reference cell (NaN when none), ``significant`` whether that p
+    is at most 0.05, ``direction`` the sign of (value - reference value) (+1 better, -1 worse, 0 equal or no
+    reference), ``is_reference`` whether this cell is the reference of its condition. ``degenerate``: the
+    reasons to distrust a number (majority class, constant predictions, ...) of any of its seeds. ``row_ids`` and
+    ``seeds``: the store rows averaged here, in seed order. ``teacher_agreement``: mean student-teacher agreement.
+    ``paper_inside``: whether the published value lies in our interval (None unless compared with an interval).
+    """
 
     value: float = math.nan
     std: float = math.nan
     n_seeds: int = 0
     paper: float = math.nan
     bold: bool = False
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    p_vs_reference: float = math.nan
+    significant: bool = False
+    direction: int = 0
+    is_reference: bool = False
+    degenerate: tuple[str, ...] = ()
+    row_ids: tuple[str, ...] = ()
+    seeds: tuple[float, ...] = ()
+    teacher_agreement: float = math.nan
+    paper_inside: bool | None = None
+    config: dict[str, Any] = field(default_factory=dict, repr=False)  # the tidy row's config columns
+
+    @property
+    def has_interval(self) -> bool:
+        return not (math.isnan(self.ci_low) or math.isnan(self.ci_high))
 
     @property
     def missing(self) -> bool:
@@ -90,6 +116,13 @@ class Agreement:
     n: int
     mean_abs_diff: float
     spearman: float
+    with_interval: int = 0  # cells with both numbers and our interval
+    inside: int = 0  # of those, cells whose published value lies inside our interval
+
+    @property
+    def share_inside(self) -> float:
+        """The share of the cells with an interval whose published value lies inside it (NaN when none)."""
+        return self.inside / self.with_interval if self.with_interval else math.nan
 
 
 @dataclass
@@ -479,7 +512,16 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
         key = (place.block, place.row, place.column)
         std = getattr(row, "std", math.nan)
         n_seeds = getattr(row, "n_seeds", 1)
-        cell = Cell(value=row.value, std=std, n_seeds=int(n_seeds) if not pd.isna(n_seeds) else 1)
+        cell = Cell(
+            value=row.value,
+            std=std,
+            n_seeds=int(n_seeds) if not pd.isna(n_seeds) else 1,
+            degenerate=tuple(getattr(row, "degenerate", ()) or ()),
+            row_ids=tuple(r for r in (getattr(row, "row_ids", ()) or ()) if r),
+            seeds=tuple(getattr(row, "seeds", ()) or ()),
+            teacher_agreement=float(getattr(row, "teacher_agreement", math.nan)),
+            config={column: getattr(row, column) for column in CONFIG_COLUMNS},
+        )
         if key in cells:
             collisions += 1
             if cells[key].value >= cell.value:

@@ -8,18 +8,36 @@ ran), so this works from an installed package as from a checkout.
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from analysis import stats
+from analysis.cell_stats import attach_uncertainty, parse_reference
 from analysis.compare import compare_with_paper
 from analysis.render import check_format, render, to_rich
-from analysis.tables import PAPER_TABLES, TABLE_CHOICES, TableView, build_view, get_spec, tables_in
+from analysis.significant_claims import significant_claim_notes
+from analysis.store_predictions import load_predictions
+from analysis.tables import (
+    PAPER_TABLES,
+    TABLE_CHOICES,
+    Block,
+    Cell,
+    TableView,
+    build_view,
+    get_spec,
+    mark_best,
+    tables_in,
+)
 from analysis.tables_claims import claim_notes
-from analysis.tidy import membership_tables, store_to_tidy
+from analysis.tidy import knowledge_label, membership_tables, store_to_tidy
 from kdgrid.bundled_sweeps import bundled_sweep_files
 from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.predictions import TrialPredictions
 from kdgrid.store import read_store, scores_long
 from kdgrid.store.membership import read_memberships
 
@@ -40,15 +58,54 @@ def missing_table_error(name: str, store_dir: Path) -> KdgridError:
     )
 
 
-def load_tidy(store_dir: Path, kind: str = "best") -> pd.DataFrame:
+def _matches(value: object, wanted: str) -> bool:
+    """A store value equals a ``--where`` value: as numbers where both are, else as text (lists as ``a+b``)."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return knowledge_label(list(value)) == knowledge_label(wanted)
+    try:
+        return float(value) == float(wanted)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(value) == wanted
+
+
+def filter_rows(store_df: pd.DataFrame, where: Iterable[str]) -> pd.DataFrame:
+    """The rows of ``store_df`` whose trial fields have the values ``where`` gives (``["lr=0.001", ...]``);
+    a trial option is named by its name (``data_seed=3``). Rows are selected for the analysis, never changed.
+
+    Raises:
+        ConfigError: a condition without ``=``, or a field that is neither a store column nor a trial option.
+    """
+    out = store_df
+    for condition in where:
+        name, sep, wanted = condition.partition("=")
+        name, wanted = name.strip(), wanted.strip()
+        if not sep or not name:
+            raise ConfigError(f"--where takes FIELD=VALUE (e.g. lr=0.001), got {condition!r}")
+        if name in out.columns:
+            values = list(out[name])
+        elif "trial_json" in out.columns:
+            values = [
+                json.loads(t).get("options", {}).get(name) if isinstance(t, str) else None
+                for t in out["trial_json"]
+            ]
+            if all(v is None for v in values) and len(out):
+                raise ConfigError(f"--where {condition}: the store has no trial field or option {name!r}")
+        else:
+            raise ConfigError(f"--where {condition}: the store has no column {name!r}")
+        out = out[[_matches(v, wanted) for v in values]]
+    return out
+
+
+def load_tidy(store_dir: Path, kind: str = "best", where: Iterable[str] = ()) -> pd.DataFrame:
     """The store at ``store_dir`` in the tidy format, seeds aggregated (`analysis.tidy.store_to_tidy`); a trial
     counts in every table whose sweep lists it, as the sweeps' memberships recorded in the store say
     (`analysis.tidy.membership_tables`; a store written before memberships were recorded falls back to each
-    row's own study and sweep). No sweep file is read."""
+    row's own study and sweep). No sweep file is read. ``where``: keep only rows with these trial field values
+    (`filter_rows`)."""
     store_dir = Path(store_dir)
     if not store_dir.exists():
         raise KdgridError(f"no results store at {store_dir} (run a sweep first, or pass --store DIR)")
-    store_df = read_store(store_dir)
+    store_df = filter_rows(read_store(store_dir), where)
     if store_df.empty:
         return store_to_tidy(
             store_df, pd.DataFrame(columns=["trial_id", "dev_set", "metric", "value", "kind"])
@@ -72,13 +129,140 @@ class Report:
     missing: list[str]
 
 
-def build_report(tidy: pd.DataFrame, which: str, store_dir: Path, *, compare: str | None = None) -> Report:
-    """Lay out the tables ``which`` names from ``tidy``; compare with the paper where asked.
+INTERVAL_MODES: tuple[str, ...] = ("auto", "on", "off")
+VALUE_KINDS: tuple[str, ...] = ("score", "agreement")
+
+
+@dataclass(frozen=True)
+class UncertaintyOptions:
+    """How cells get intervals and tests (`analysis.cell_stats`).
+
+    ``intervals``: ``auto`` where the rows carry predictions, ``on`` (a store with none is refused), ``off``.
+    ``reference``: `analysis.cell_stats.parse_reference`'s text (None: soft labels only). ``resamples`` and
+    ``test_resamples``: bootstrap resamples of an interval and of a paired test; ``seed``: the bootstrap's."""
+
+    intervals: str = "auto"
+    reference: str | None = None
+    resamples: int = stats.DEFAULT_RESAMPLES
+    test_resamples: int = stats.DEFAULT_TEST_RESAMPLES
+    seed: int = 0
+
+    def check(self) -> None:
+        """Refuse bad settings before any store is read."""
+        if self.intervals not in INTERVAL_MODES:
+            raise ConfigError(f"unknown --intervals {self.intervals!r}; allowed: {', '.join(INTERVAL_MODES)}")
+        for name, count in (("--resamples", self.resamples), ("--test-resamples", self.test_resamples)):
+            if count < 1:
+                raise ConfigError(
+                    f"{name} must be at least 1 (1,000 or more for a 95% interval), got {count}"
+                )
+        parse_reference(self.reference)
+
+
+PredictionsLoader = Callable[[Path, Iterable[str]], Mapping[str, TrialPredictions]]
+
+
+def _cell_row_ids(views: Iterable[TableView]) -> set[str]:
+    return {
+        row_id
+        for view in views
+        for block in view.blocks
+        for cell in block.cells.values()
+        for row_id in cell.row_ids
+    }
+
+
+def agreement_view(view: TableView) -> TableView:
+    """The same layout with each cell's student-teacher agreement (top-1 agreement; correlation for regression)
+    instead of its score; cells without a recorded agreement are missing."""
+    blocks = []
+    for block in view.blocks:
+        cells = {
+            key: Cell(value=cell.teacher_agreement, n_seeds=cell.n_seeds, degenerate=cell.degenerate)
+            for key, cell in block.cells.items()
+            if not key[1].fact
+        }
+        blocks.append(Block(block.title, list(block.rows), [c for c in block.columns if not c.fact], cells))
+    out = TableView(
+        view.name, view.title + " — student-teacher agreement on dev", blocks, side_by_side=view.side_by_side
+    )
+    mark_best(out, get_spec(view.name).bold)
+    out.notes.append(
+        "agreement: the share of dev examples where the student predicts the teacher's class "
+        "(Pearson correlation with the teacher's scores for regression), mean over seeds"
+    )
+    return out
+
+
+def _attach_statistics(
+    views: list[TableView],
+    tidy: pd.DataFrame,
+    store_dir: Path,
+    uncertainty: UncertaintyOptions,
+    load: PredictionsLoader,
+) -> None:
+    """Intervals, tests and the significance-counting claims on each view, in place. Predictions are read one
+    table at a time (with Table 5's for Table 8's claims), so memory holds one table's, not the store's."""
+    reference = parse_reference(uncertainty.reference)
+    found = False
+    for view in views:
+        table5 = build_view(get_spec("5"), tidy) if view.name == "8" and "5" in tables_in(tidy) else None
+        predictions = load(store_dir, _cell_row_ids([view, *([table5] if table5 else [])]))
+        found = found or bool(predictions)
+        summary = attach_uncertainty(
+            view,
+            predictions,
+            reference=reference,
+            resamples=uncertainty.resamples,
+            test_resamples=uncertainty.test_resamples,
+            seed=uncertainty.seed,
+        )
+        view.notes.extend(summary.notes)
+        view.notes.extend(
+            significant_claim_notes(
+                view.name,
+                view,
+                predictions,
+                table5=table5,
+                resamples=uncertainty.test_resamples,
+                seed=uncertainty.seed,
+            )
+        )
+    if uncertainty.intervals == "on" and not found:
+        raise KdgridError(
+            f"the store {store_dir} has no per-example predictions for these tables: its rows are of row "
+            "schema version 1 (written before kdgrid kept predictions), so no interval can be computed. "
+            "Rerun the trials with this kdgrid, or drop --intervals on"
+        )
+
+
+def build_report(
+    tidy: pd.DataFrame,
+    which: str,
+    store_dir: Path,
+    *,
+    compare: str | None = None,
+    uncertainty: UncertaintyOptions | None = None,
+    values: str = "score",
+    load: PredictionsLoader = load_predictions,
+) -> Report:
+    """Lay out the tables ``which`` names from ``tidy``; intervals and tests where the store's rows carry
+    predictions (``uncertainty``; none: ``auto`` with the defaults); compare with the paper where asked;
+    ``values="agreement"`` shows student-teacher agreement instead of scores.
 
     A single table the store holds nothing of raises a `KdgridError` naming its sweep; with ``all``, the tables
-    present are laid out and the others listed (an error only if none is present)."""
+    present are laid out and the others listed (an error only if none is present). Intervals asked for (``on``)
+    of a store whose rows carry no predictions are refused (`KdgridError`)."""
     if compare not in (None, "paper"):
         raise ConfigError(f"unknown --compare {compare!r}; allowed: paper")
+    if values not in VALUE_KINDS:
+        raise ConfigError(f"unknown --values {values!r}; allowed: {', '.join(VALUE_KINDS)}")
+    if values == "agreement" and compare is not None:
+        raise ConfigError(
+            "--values agreement shows no scores, so there is nothing to --compare with the paper"
+        )
+    uncertainty = uncertainty or UncertaintyOptions()
+    uncertainty.check()
     names = table_names(which)
     present = set(tables_in(tidy))
     views, missing = [], []
@@ -88,9 +272,13 @@ def build_report(tidy: pd.DataFrame, which: str, store_dir: Path, *, compare: st
             continue
         view = build_view(get_spec(name), tidy)
         view.notes.extend(claim_notes(name, tidy))
-        if compare == "paper" and name in PAPER_TABLES:
-            view = compare_with_paper(view)
         views.append(view)
+    if uncertainty.intervals != "off" and values == "score" and views:
+        _attach_statistics(views, tidy, store_dir, uncertainty, load)
+    if values == "agreement":
+        views = [agreement_view(view) for view in views]
+    if compare == "paper":
+        views = [compare_with_paper(view) if view.name in PAPER_TABLES else view for view in views]
     if not views:
         if len(names) == 1:
             raise missing_table_error(names[0], store_dir)
@@ -126,4 +314,7 @@ def demo_table(store_dir: Path | str, kind: str = "best"):  # -> rich renderable
     tidy = load_tidy(store_dir, kind)
     if "demo" not in tables_in(tidy):
         raise missing_table_error("demo", store_dir)
-    return to_rich(build_view(get_spec("demo"), tidy))
+    (view,) = build_report(
+        tidy, "demo", store_dir
+    ).views  # intervals and tests where the rows carry predictions
+    return to_rich(view)

@@ -22,6 +22,7 @@ Conventions:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kdgrid.errors import ConfigError
@@ -59,6 +61,20 @@ LABEL_COLUMNS: tuple[str, ...] = tuple(
     c for c in CONFIG_COLUMNS if c not in ("temperature", "alpha", "soft_weight")
 )
 TIDY_COLUMNS: tuple[str, ...] = (*CONFIG_COLUMNS, "value")
+
+# Per-seed facts of a store's rows, carried beside the number (`store_to_tidy` with ``per_seed``):
+#   row_id: the store row the number comes from (its predictions are read by it; `analysis.cell_stats`);
+#   setting: the trial's configuration apart from its seeds (canonical JSON, `trial_setting`): rows of one cell
+#       must agree on it, or they are not seeds of one configuration (`aggregate_seeds` refuses);
+#   degenerate: the row's reasons to distrust the number (majority class, constant predictions, ...), a tuple;
+#   teacher_agreement: the student's top-1 agreement (correlation, regression) with its teacher on this dev set.
+ROW_FACT_COLUMNS: tuple[str, ...] = ("row_id", "setting", "degenerate", "teacher_agreement")
+# Fields that tell seeds of one configuration apart: the trial's seed and its data-order seed (a trial option;
+# trials sharing a data order are still seeds of one cell).
+SEED_FIELDS: tuple[str, ...] = ("seed", "data_seed")
+SEED_OPTIONS: tuple[str, ...] = ("data_seed",)
+# Fields of the trial JSON that are bookkeeping, not configuration.
+_NOT_SETTING: tuple[str, ...] = ("v",)
 
 # Score kinds the store keeps per trial: the best epoch's scores and the last epoch's.
 SCORE_KINDS = ("best", "last")
@@ -245,9 +261,36 @@ def _trial_rows(
     else:
         # Measured latency only (the core records it in ``extra``); never estimated from FLOPs.
         trials["latency_ms"] = [_float(extra.get("latency_ms")) for extra in extras]
+    trials["row_id"] = [_text(v) for v in rows["row_id"]] if "row_id" in rows.columns else blank
+    trials["setting"] = (
+        [trial_setting(v) for v in rows["trial_json"]] if "trial_json" in rows.columns else blank
+    )
+    trials["degenerate"] = [reasons_tuple(reasons) for reasons in _json_column(rows, "degenerate_json", [])]
+    trials["agreement_by_dev_set"] = _json_column(rows, "teacher_agreement_json", {})
     trials["teacher_scores"] = [extra.get("teacher_scores") or {} for extra in extras]
     trials["teacher_params_m"] = [_float(extra.get("teacher_params")) / 1e6 for extra in extras]
     return trials.explode("table", ignore_index=True)
+
+
+def trial_setting(trial_json: Any) -> str:
+    """A trial's configuration apart from its seeds (`SEED_FIELDS`, `SEED_OPTIONS`), as canonical JSON: two rows
+    with the same setting differ at most in their seeds. ``""`` when the row has no trial JSON."""
+    if is_missing(trial_json) or not str(trial_json).strip():
+        return ""
+    config = json.loads(str(trial_json))
+    for name in (*SEED_FIELDS, *_NOT_SETTING):
+        config.pop(name, None)
+    options = config.get("options")
+    if isinstance(options, dict):
+        config["options"] = {k: v for k, v in options.items() if k not in SEED_OPTIONS}
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def _json_column(rows: pd.DataFrame, column: str, empty: Any) -> list[Any]:
+    """A JSON text column decoded per row (``empty`` where the column or the value is missing)."""
+    if column not in rows.columns:
+        return [empty for _ in range(len(rows))]
+    return [empty if is_missing(v) or not str(v).strip() else json.loads(str(v)) for v in rows[column]]
 
 
 def _column_or_nan(rows: pd.DataFrame, column: str) -> list[float]:
@@ -327,31 +370,120 @@ def store_to_tidy(
     merged = trials.drop(columns=["teacher_scores", "teacher_params_m"]).merge(
         scores, on="trial_id", how="inner"
     )
+    dev_sets = set(scores["dev_set"].astype(str))
+    merged["degenerate"] = [
+        reasons_of_dev_set(reasons, dev_set, dev_sets)
+        for reasons, dev_set in zip(merged["degenerate"], merged["dev_set"], strict=True)
+    ]
+    merged["teacher_agreement"] = [
+        _float((agreement or {}).get(dev_set))
+        for agreement, dev_set in zip(merged["agreement_by_dev_set"], merged["dev_set"], strict=True)
+    ]
+    columns += list(ROW_FACT_COLUMNS)
     teachers = _teacher_rows(trials, seed_column=True)
     frames = [normalise(merged)[columns]]
     if not teachers.empty:
-        frames.append(normalise(teachers)[columns])
+        frames.append(normalise(_with_row_facts(teachers))[columns])
     tidy = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     if per_seed:
         return tidy.reset_index(drop=True)
     return aggregate_seeds(tidy)
 
 
+def _with_row_facts(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the `ROW_FACT_COLUMNS` it lacks (no row, no setting, nothing degenerate, no agreement)."""
+    out = frame.copy()
+    defaults: dict[str, Any] = {"row_id": "", "setting": "", "degenerate": (), "teacher_agreement": math.nan}
+    for column, default in defaults.items():
+        if column not in out.columns:
+            out[column] = [default] * len(out)
+    out["degenerate"] = [reasons_tuple(v) for v in out["degenerate"]]
+    return out
+
+
+def reasons_of_dev_set(reasons: Iterable[str], dev_set: str, dev_sets: Iterable[str]) -> tuple[str, ...]:
+    """The degenerate reasons of a row that concern ``dev_set``: the core prefixes each with its dev set
+    (``"validation_matched: constant predictions ..."``); a reason prefixed with another of ``dev_sets`` belongs to
+    that one's cell, a reason without such a prefix to every cell of the row."""
+    others = {str(name) for name in dev_sets} - {dev_set}
+    return tuple(reason for reason in reasons if reason.split(":", 1)[0].strip() not in others)
+
+
+def reasons_tuple(value: Any) -> tuple[str, ...]:
+    """Degenerate reasons as a tuple of strings, from a list, a JSON list or a single reason (``()`` for none)."""
+    if is_missing(value):
+        return ()
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return ()
+        return tuple(str(v) for v in json.loads(text)) if text.startswith("[") else (text,)
+    return tuple(str(v) for v in value)
+
+
+# Columns `aggregate_seeds` adds: the cell's store rows and seeds (in seed order), the union of their degenerate
+# reasons, and the mean teacher agreement over seeds.
+AGGREGATE_COLUMNS: tuple[str, ...] = (
+    "value",
+    "std",
+    "n_seeds",
+    "row_ids",
+    "seeds",
+    "degenerate",
+    "teacher_agreement",
+)
+
+
 def empty_tidy(per_seed: bool = False) -> pd.DataFrame:
     """A tidy frame with no rows and every column."""
     columns = [*CONFIG_COLUMNS, *FACT_COLUMNS, "value"]
-    columns += ["seed"] if per_seed else ["std", "n_seeds"]
-    return pd.DataFrame({c: pd.Series(dtype=object if c in LABEL_COLUMNS else float) for c in columns})
+    columns += ["seed", *ROW_FACT_COLUMNS] if per_seed else list(AGGREGATE_COLUMNS[1:])
+    numeric = {"value", "std", "n_seeds", "seed", "teacher_agreement", *FACT_COLUMNS, "temperature", "alpha"}
+    return pd.DataFrame(
+        {c: pd.Series(dtype=float if c in numeric | {"soft_weight"} else object) for c in columns}
+    )
+
+
+def _seed_key(seed: Any) -> tuple[int, float]:
+    value = _float(seed)
+    return (1, 0.0) if math.isnan(value) else (0, value)
+
+
+def _check_one_setting(key: tuple[Any, ...], settings: list[str]) -> None:
+    """Refuse a cell whose rows are not seeds of one configuration, naming the fields they differ in."""
+    distinct = sorted(set(settings))
+    if len(distinct) < 2:
+        return
+    configs = [json.loads(s) if s else {} for s in distinct]
+    flat = [{**{k: v for k, v in c.items() if k != "options"}, **(c.get("options") or {})} for c in configs]
+    fields = sorted({name for c in flat for name in c if len({json.dumps(d.get(name)) for d in flat}) > 1})
+    values = {name: sorted({json.dumps(d.get(name)) for d in flat}) for name in fields}
+    differing = "; ".join(f"{name} ({', '.join(values[name])})" for name in fields)
+    place = ", ".join(
+        f"{c}={v}" for c, v in zip(CONFIG_COLUMNS, key, strict=True) if _text(v) not in ("", "nan")
+    )
+    first = fields[0] if fields else "FIELD"
+    raise ConfigError(
+        f"the trials of one table cell ({place}) differ in {differing or 'their configuration'}, not only in "
+        "their seed: a cell aggregates seeds only, never other settings. Keep one value, e.g. "
+        f"`kdgrid tables ... --where {first}={json.loads(values[first][0]) if fields else 'VALUE'}`"
+    )
 
 
 def aggregate_seeds(tidy: pd.DataFrame) -> pd.DataFrame:
     """Mean and sample standard deviation over seeds of each configuration (``std`` NaN when one seed).
 
-    Rows that agree on every config column are seeds of one configuration; facts (params, FLOPs, latency) are
-    averaged too (params and FLOPs are the same for every seed; latency is a measurement)."""
+    Rows that agree on every config column are seeds of one configuration - provided they agree on their
+    ``setting`` too (`trial_setting`: the whole trial but its seeds); rows that differ in anything else (lr,
+    epochs, an option) are never averaged: `ConfigError` naming the fields and how to keep one value. Facts
+    (params, FLOPs, latency) are averaged too (params and FLOPs are the same for every seed; latency is a
+    measurement). Also kept per configuration: ``row_ids`` and ``seeds`` (tuples in seed order), ``degenerate``
+    (the sorted union of the rows' reasons) and ``teacher_agreement`` (mean over seeds)."""
     if tidy.empty:
         return empty_tidy()
-    tidy = normalise(tidy)
+    tidy = _with_row_facts(normalise(tidy))
+    if "seed" not in tidy.columns:
+        tidy["seed"] = math.nan
     keys = list(CONFIG_COLUMNS)
     # NaN keys (temperature of a paper row) must not drop the row.
     grouped = tidy.groupby(keys, dropna=False, sort=False)
@@ -359,4 +491,24 @@ def aggregate_seeds(tidy: pd.DataFrame) -> pd.DataFrame:
     for fact in FACT_COLUMNS:
         out[fact] = grouped[fact].mean().to_numpy()
     out.loc[out["n_seeds"] < 2, "std"] = math.nan
-    return out[[*CONFIG_COLUMNS, *FACT_COLUMNS, "value", "std", "n_seeds"]]
+    settings = grouped["setting"].nunique(dropna=False).to_numpy()
+    for position in np.flatnonzero(settings > 1):  # rare: only a table that mixes settings pays for this
+        key = tuple(out.loc[position, keys])
+        members = tidy[grouped.ngroup() == position]
+        _check_one_setting(key, [_text(s) for s in members["setting"]])
+    # Per configuration, its rows in seed order (NaN seeds last): one sort, then one pass per column.
+    ordered = tidy.assign(
+        _group=grouped.ngroup().to_numpy(),
+        _seed=[_seed_key(v) for v in tidy["seed"]],
+    ).sort_values(["_group", "_seed"], kind="stable")
+    # Every group has rows, so the sorted frame splits into len(out) runs of equal ``_group``, in group order.
+    starts = [0, *(np.flatnonzero(np.diff(ordered["_group"].to_numpy())) + 1), len(ordered)]
+    spans = list(itertools.pairwise(starts))
+    ids = [_text(v) for v in ordered["row_id"]]
+    seed_values = [_float(v) for v in ordered["seed"]]
+    reasons = list(ordered["degenerate"])
+    out["row_ids"] = [tuple(ids[a:b]) for a, b in spans]
+    out["seeds"] = [tuple(seed_values[a:b]) for a, b in spans]
+    out["degenerate"] = [tuple(sorted({r for row in reasons[a:b] for r in row})) for a, b in spans]
+    out["teacher_agreement"] = grouped["teacher_agreement"].mean().to_numpy()
+    return out[[*CONFIG_COLUMNS, *FACT_COLUMNS, *AGGREGATE_COLUMNS]]

@@ -35,16 +35,56 @@ def tables(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Write to this file instead of the terminal.")] = None,
     kind: KindOpt = "best",
+    intervals: Annotated[
+        str,
+        typer.Option(
+            help="95% bootstrap intervals and paired tests per cell: `auto` where the rows carry per-example "
+            "predictions, `on` (refuse a store without any), `off`."
+        ),
+    ] = "auto",
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            help="The cell each cell is tested against, within its condition (task, dev set, student, teacher): "
+            "FIELD=VALUE[,FIELD=VALUE], e.g. knowledge=hidden_mse,strategy=Last-1. Default: soft labels only."
+        ),
+    ] = None,
+    resamples: Annotated[
+        int | None, typer.Option(help="Bootstrap resamples of each interval (default 1,000).")
+    ] = None,
+    test_resamples: Annotated[
+        int | None, typer.Option(help="Bootstrap resamples of each paired test (default 10,000).")
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(help="Keep only trials with this field value (FIELD=VALUE, repeatable), e.g. lr=0.001."),
+    ] = None,
+    values: Annotated[
+        str, typer.Option(help="`score`, or `agreement`: the student's agreement with its teacher on dev.")
+    ] = "score",
 ) -> None:
     """Regenerate the paper's tables from the store (best value per block in bold; missing cells as '-';
-    mean±std where several seeds ran)."""
+    mean±std where several seeds ran; a 95% interval, ▲/▼ against the reference and † for degenerate runs
+    where the rows carry predictions; docs/uncertainty.md)."""
     from analysis.render import check_format, to_rich
-    from analysis.tables_report import build_report, load_tidy, render_report, sweep_files, table_names
+    from analysis.tables_report import (
+        UncertaintyOptions,
+        build_report,
+        load_tidy,
+        render_report,
+        sweep_files,
+        table_names,
+    )
 
     check_format(fmt)
     table_names(table)  # an unknown table is refused before the store is read
-    tidy = load_tidy(store, kind)
-    report = build_report(tidy, table, store, compare=compare)
+    counts = {"resamples": resamples, "test_resamples": test_resamples}  # unset: analysis.stats' defaults
+    uncertainty = UncertaintyOptions(
+        intervals, reference, **{name: count for name, count in counts.items() if count is not None}
+    )
+    uncertainty.check()
+    tidy = load_tidy(store, kind, where or ())
+    report = build_report(tidy, table, store, compare=compare, uncertainty=uncertainty, values=values)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(render_report(report, fmt, store))

@@ -112,3 +112,24 @@ def test_the_demo_has_no_published_counterpart():
     )
     with pytest.raises(ConfigError, match="not in the paper"):
         compare_with_paper(demo)
+
+
+def test_published_values_inside_our_intervals_are_counted_per_cell_and_block():
+    ours = build_view(get_spec("5"), tidy_rows(match_rows({("cos", "First"): 0.62, ("cos", "Last-1"): 0.60})))
+    paper = build_view(
+        get_spec("5"), tidy_rows(match_rows({("cos", "First"): 0.64, ("cos", "Last-1"): 0.70}))
+    )
+    (block,) = ours.blocks
+    for label, (low, high) in (("First", (0.58, 0.66)), ("Last-1", (0.55, 0.65))):
+        cell = block.cell("cos", Column(label))
+        cell.ci_low, cell.ci_high = low, high
+    view = attach_paper(ours, paper)
+    (compared,) = view.blocks
+    assert compared.cell("cos", Column("First")).paper_inside is True  # 0.64 in [0.58, 0.66]
+    assert compared.cell("cos", Column("Last-1")).paper_inside is False  # 0.70 not in [0.55, 0.65]
+    assert (compared.agreement.with_interval, compared.agreement.inside) == (2, 1)
+    assert "inside our 95% interval in 1 of 2 cells (50%)" in " ".join(view.notes)
+    text = render(view, "markdown")
+    assert "**0.6200** [0.5800, 0.6600] / 0.6400 (-0.0200) ∈" in text and "∉" in text
+    rows = list(csv.DictReader(io.StringIO(render(view, "csv"))))
+    assert {r["column"]: r["paper_inside"] for r in rows if r["value"]} == {"First": "1", "Last-1": "0"}

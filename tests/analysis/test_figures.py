@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from analysis.figures import block_matrix, slug, write_figures
+from analysis.figures import block_matrix, draw_heatmap, paper_scatter, slug, write_figures
 from analysis.tables import build_view, get_spec
+from analysis.tidy import aggregate_seeds
 from tests.analysis.tables_testing import tidy_rows
 
 
@@ -106,3 +108,33 @@ def test_without_published_numbers_there_is_no_scatter(tmp_path):
 
 def test_slug():
     assert slug("MNLI-m · bert-tiny") == "mnli-m_bert-tiny"
+
+
+def test_a_degenerate_cell_is_marked_in_the_heat_map_and_the_scatter(tmp_path):
+    rows = [
+        {
+            "table": "5",
+            "task": "rte",
+            "student": "bert-tiny",
+            "knowledge": "cos",
+            "strategy": "First",
+            "value": 0.5,
+        },
+        {
+            "table": "5",
+            "task": "rte",
+            "student": "bert-tiny",
+            "knowledge": "mmd",
+            "strategy": "First",
+            "value": 0.6,
+        },
+    ]
+    tidy = aggregate_seeds(tidy_rows(rows).assign(degenerate=[("at or below the majority class",), ()]))
+    view = build_view(get_spec("5"), tidy)
+    figure, axis = plt.subplots()
+    draw_heatmap(axis, view.blocks[0], "t")
+    texts = [t.get_text() for t in axis.texts]
+    plt.close(figure)
+    assert "0.500†" in texts and "0.600" in texts
+    view.blocks[0].cell("cos", view.blocks[0].column("First")).paper = 0.55
+    assert paper_scatter([view], tmp_path)  # draws the degenerate point's cross without error

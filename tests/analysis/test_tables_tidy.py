@@ -10,6 +10,7 @@ import pytest
 from analysis.tidy import (
     aggregate_seeds,
     knowledge_label,
+    reasons_of_dev_set,
     store_to_tidy,
     table_name,
     table_of,
@@ -176,3 +177,10 @@ def test_a_frame_that_is_not_a_store_says_so():
 def test_an_empty_store_gives_an_empty_tidy_frame(tmp_path):
     tidy = tidy_of(tmp_path)
     assert tidy.empty and {"table", "knowledge", "value", "std", "n_seeds"} <= set(tidy.columns)
+
+
+def test_degenerate_reasons_go_to_the_cell_of_their_dev_set():
+    reasons = ("validation_matched: constant predictions (every example 0)", "collapsed")
+    dev_sets = ("validation_matched", "validation_mismatched")
+    assert reasons_of_dev_set(reasons, "validation_matched", dev_sets) == reasons
+    assert reasons_of_dev_set(reasons, "validation_mismatched", dev_sets) == ("collapsed",)

@@ -1,0 +1,298 @@
+"""Uncertainty of every cell of a laid-out table: bootstrap intervals, paired tests against a reference cell,
+Holm-Bonferroni over the table, from the per-example dev predictions the store keeps per row.
+
+`attach_uncertainty` fills the uncertainty fields of each `Cell` (`ci_low`, `ci_high`, `p_vs_reference`,
+`significant`, `direction`, `is_reference`); the statistics are `analysis.stats`. Conventions
+(docs/uncertainty.md says them at length):
+
+- A cell's interval is over its dev examples (one seed: `stats.bootstrap_interval`) or over its seeds and
+  examples (several: `stats.seed_bootstrap_interval`), of the metric the table prints, at 95%.
+- The reference of a cell is the one cell of the same condition (task, dev set, student, teacher; less any field
+  the reference names) of the same table that matches the reference: by default the soft-labels-only cell
+  (no knowledge, soft-label weight not 0). The paired test compares the two on the same examples (their
+  fingerprints must agree) and pairs seed j with seed j when both cells ran the same seeds.
+- ``p_vs_reference`` is Holm-adjusted over the table's compared cells; ``significant`` is adjusted p <= 0.05.
+- Cells whose rows have no predictions (schema-1 rows) keep NaN fields: no interval, no test.
+
+Nothing here reads or writes the store: the predictions come in as a mapping row id -> `TrialPredictions`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from analysis import stats
+from analysis.tables import Cell, TableView
+from analysis.tidy import CONFIG_COLUMNS, LABEL_COLUMNS
+from kdgrid.errors import ConfigError
+from kdgrid.predictions import DevSetPredictions, TrialPredictions
+
+ALPHA = 0.05
+"""Family-wise error rate of a table's tests: a cell is significant when its Holm-adjusted p is at most this."""
+
+CONDITION_FIELDS: tuple[str, ...] = ("task", "dev_set", "student", "teacher", "metric", "role")
+"""What a cell and its reference share: the same examples, the same student and teacher, the same metric."""
+
+DEFAULT_REFERENCE_LABEL = "soft labels only"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Which cell of a condition the others are compared with.
+
+    ``fields``: config columns (`analysis.tidy.CONFIG_COLUMNS`) and the values the reference has there; empty for
+    the default, the soft-labels-only cell (no knowledge, a soft-label weight that is not 0). ``explicit``: named
+    by the user (a reference that matches no cell, or several in one condition, is then refused)."""
+
+    fields: tuple[tuple[str, str], ...] = ()
+    explicit: bool = False
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.fields) or DEFAULT_REFERENCE_LABEL
+
+    def matches(self, config: Mapping[str, Any]) -> bool:
+        if not self.fields:
+            weight = _number(config.get("soft_weight"))
+            return config.get("knowledge", "") == "" and weight != 0.0
+        return all(_same(config.get(name), value) for name, value in self.fields)
+
+    def condition(self, config: Mapping[str, Any]) -> tuple[Any, ...]:
+        named = {name for name, _ in self.fields}
+        return tuple(_text(config.get(name)) for name in CONDITION_FIELDS if name not in named)
+
+
+def parse_reference(text: str | None) -> Reference:
+    """``None`` -> the default (soft labels only); ``"knowledge=hidden_mse,strategy=Last-1"`` -> those fields.
+
+    Raises:
+        ConfigError: a part without ``=``, or a field that is not a config column.
+    """
+    if text is None or not text.strip():
+        return Reference()
+    fields = []
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in CONFIG_COLUMNS:
+            raise ConfigError(
+                f"--reference takes FIELD=VALUE[,FIELD=VALUE...] with fields among {', '.join(CONFIG_COLUMNS)}; "
+                f"got {part.strip()!r}"
+            )
+        fields.append((name, value.strip()))
+    return Reference(tuple(fields), explicit=True)
+
+
+@dataclass
+class _Side:
+    """One cell's runs on one dev set: gold ``[N]``, student predictions ``[K, N]``, seeds, fingerprint."""
+
+    gold: np.ndarray
+    runs: np.ndarray
+    seeds: tuple[float, ...]
+    fingerprint: str
+
+
+@dataclass
+class UncertaintySummary:
+    """What `attach_uncertainty` did to a view: cells with an interval, cells tested, cells left without."""
+
+    with_interval: int = 0
+    tested: int = 0
+    without_predictions: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def attach_uncertainty(
+    view: TableView,
+    predictions: Mapping[str, TrialPredictions],
+    *,
+    reference: Reference | None = None,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+    test_resamples: int = stats.DEFAULT_TEST_RESAMPLES,
+    seed: int = 0,
+) -> UncertaintySummary:
+    """Fill the uncertainty fields of ``view``'s cells in place (see the module docstring).
+
+    Args:
+        predictions: row id -> its per-example predictions (rows without any are absent).
+        reference: the reference cell of each condition (default: soft labels only).
+        resamples: resamples of each interval; test_resamples: of each paired test (>= 1 each).
+        seed: the bootstrap's seed (every cell uses it: the same inputs give the same numbers).
+
+    Raises:
+        ConfigError: an explicit reference that matches no cell of the table, or several in one condition; a
+            cell and its reference that scored different examples (fingerprints differ).
+    """
+    reference = reference or Reference()
+    if resamples < 1 or test_resamples < 1:
+        raise ConfigError(f"the bootstrap needs at least 1 resample, got {min(resamples, test_resamples)}")
+    summary = UncertaintySummary()
+    cells = [
+        cell for block in view.blocks for (_, column), cell in block.cells.items() if _scored(cell, column)
+    ]
+    sides: dict[int, _Side] = {}
+    for cell in cells:
+        side = _side(cell, predictions)
+        if side is None:
+            summary.without_predictions += 1
+            continue
+        sides[id(cell)] = side
+        interval = _interval(cell, side, resamples, seed)
+        cell.ci_low, cell.ci_high = interval.low, interval.high
+        summary.with_interval += 1
+    references = _references(cells, reference, view.name)
+    tested: list[tuple[Cell, float]] = []
+    for cell in cells:
+        ref = references.get(id(cell))
+        if ref is None:
+            continue
+        if ref is cell:
+            cell.is_reference = True
+            continue
+        test = compare_cells(cell, ref, predictions, resamples=test_resamples, seed=seed)
+        if test is None:  # one of the two has no predictions
+            continue
+        cell.direction = int(np.sign(round(test.difference, 12)))
+        tested.append((cell, test.p_value))
+    adjusted = stats.holm_bonferroni([p for _, p in tested])
+    for (cell, _), p in zip(tested, adjusted, strict=True):
+        cell.p_vs_reference = p
+        cell.significant = p <= ALPHA
+    summary.tested = len(tested)
+    if summary.with_interval:
+        better = sum(c.significant and c.direction > 0 for c, _ in tested)
+        worse = sum(c.significant and c.direction < 0 for c, _ in tested)
+        summary.notes.append(
+            f"[low, high]: 95% bootstrap interval over dev examples (and seeds), {resamples} resamples; "
+            f"▲/▼: better/worse than the reference ({reference.label}, marked 'ref') by a paired bootstrap test, "
+            f"Holm-adjusted p <= {ALPHA} over the {len(tested)} compared cells ({better} better, {worse} worse)"
+        )
+    if summary.without_predictions:
+        summary.notes.append(
+            f"{summary.without_predictions} cell(s) have no interval: their rows carry no per-example predictions "
+            "(written by a kdgrid before row schema version 2)"
+        )
+    return summary
+
+
+def compare_cells(
+    a: Cell,
+    b: Cell,
+    predictions: Mapping[str, TrialPredictions],
+    *,
+    resamples: int = stats.DEFAULT_TEST_RESAMPLES,
+    seed: int = 0,
+) -> stats.PairedTest | None:
+    """The paired bootstrap test of cell ``a`` against cell ``b`` on their dev examples (seeds paired when both
+    ran the same seeds); None when either has no predictions.
+
+    Raises:
+        ConfigError: the two scored different examples.
+    """
+    side_a, side_b = _side(a, predictions), _side(b, predictions)
+    if side_a is None or side_b is None:
+        return None
+    if side_a.fingerprint != side_b.fingerprint:
+        raise ConfigError(
+            f"{_where(a)} and {_where(b)} scored different dev examples (fingerprints {side_a.fingerprint[:12]} "
+            f"and {side_b.fingerprint[:12]}); a paired test needs the same ones"
+        )
+    return stats.paired_bootstrap_test(
+        a.config["metric"],
+        side_a.gold,
+        side_a.runs,
+        side_b.runs,
+        resamples=resamples,
+        seed=seed,
+        pair_seeds=sorted(side_a.seeds) == sorted(side_b.seeds),
+    )
+
+
+def _scored(cell: Cell, column: Any) -> bool:
+    return not column.fact and not cell.missing and bool(cell.row_ids) and bool(cell.config)
+
+
+def _side(cell: Cell, predictions: Mapping[str, TrialPredictions]) -> _Side | None:
+    """The cell's runs on its dev set, in seed order; None unless every one of its rows has predictions there."""
+    dev_set = cell.config.get("dev_set") or "validation"
+    outcomes: list[DevSetPredictions] = []
+    for row_id in cell.row_ids:
+        outcome = predictions.get(row_id, {}).get(dev_set)
+        if outcome is None:
+            return None
+        outcomes.append(outcome)
+    first = outcomes[0]
+    for other in outcomes[1:]:
+        if other.fingerprint != first.fingerprint:
+            raise ConfigError(
+                f"{_where(cell)}: its seeds scored different dev examples (fingerprints {first.fingerprint[:12]} "
+                f"and {other.fingerprint[:12]}); they cannot be one cell"
+            )
+    runs = np.stack([np.asarray(o.student) for o in outcomes])
+    return _Side(np.asarray(first.gold), runs, cell.seeds or tuple(range(len(outcomes))), first.fingerprint)
+
+
+def _interval(cell: Cell, side: _Side, resamples: int, seed: int) -> stats.Interval | stats.SeedInterval:
+    metric = cell.config["metric"]
+    if len(side.runs) == 1:
+        return stats.bootstrap_interval(metric, side.gold, side.runs[0], resamples=resamples, seed=seed)
+    return stats.seed_bootstrap_interval(metric, side.gold, side.runs, resamples=resamples, seed=seed)
+
+
+def _references(cells: Iterable[Cell], reference: Reference, table: str) -> dict[int, Cell]:
+    """id(cell) -> its condition's reference cell (itself for the reference); conditions with none are absent."""
+    cells = list(cells)
+    by_condition: dict[tuple[Any, ...], list[Cell]] = {}
+    for cell in cells:
+        if reference.matches(cell.config):
+            by_condition.setdefault(reference.condition(cell.config), []).append(cell)
+    if reference.explicit:
+        if not by_condition:
+            raise ConfigError(
+                f"table {table} has no cell matching --reference {reference.label}; a reference is a cell of the "
+                "table (e.g. knowledge=hidden_mse,strategy=Last-1)"
+            )
+        for members in by_condition.values():
+            if len(members) > 1:
+                raise ConfigError(
+                    f"--reference {reference.label} matches {len(members)} cells of table {table} in one condition "
+                    f"({'; '.join(_where(c) for c in members)}); name more fields so that it matches one"
+                )
+    out: dict[int, Cell] = {}
+    for cell in cells:
+        members = by_condition.get(reference.condition(cell.config), [])
+        if len(members) == 1:  # an ambiguous default reference (several candidates) compares nothing
+            out[id(cell)] = members[0]
+    return out
+
+
+def _where(cell: Cell) -> str:
+    shown = [f"{k}={v}" for k, v in cell.config.items() if k in LABEL_COLUMNS and _text(v) and k != "table"]
+    return "(" + ", ".join(shown) + ")"
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _same(actual: Any, wanted: str) -> bool:
+    """A config value equals a --reference value: as numbers where both are numbers, else as text."""
+    a, b = _number(actual), _number(wanted)
+    if not (math.isnan(a) or math.isnan(b)):
+        return a == b
+    return _text(actual) == wanted or _text(actual).replace("+", ",") == wanted
