@@ -10,69 +10,26 @@ degenerate student (chance-level: its number is not evidence of anything).
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from analysis.render import agreement_text, cell_parts
+from analysis.render import agreement_text, cell_parts, legend
 from analysis.tables import Block, Cell, Column, TableView
 from kdgrid.report.html import esc
 
-# The uncertainty fields a `Cell` may carry (intervals, paired tests, degenerate students). Older analysis code
-# has none of them; `uncertainty_of` is the one place that reads them.
-UNCERTAINTY_FIELDS: tuple[str, ...] = (
-    "ci_low",
-    "ci_high",
-    "p_vs_reference",
-    "significant",
-    "direction",
-    "degenerate",
-)
-
-
-def uncertainty_of(cell: Cell) -> dict[str, Any]:
-    """The uncertainty fields ``cell`` has and holds a value for (missing fields and NaNs left out)."""
-    found = {}
-    for name in UNCERTAINTY_FIELDS:
-        # getattr: the fields exist only with the analysis code that computes intervals; a cell without them
-        # renders as before.
-        value = getattr(cell, name, None)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            continue
-        found[name] = value
-    return found
-
-
-def _direction_mark(direction: Any) -> str:
-    """▲ for a difference in the better direction, ▼ for the worse one, ● when the direction is not said."""
-    if isinstance(direction, (int, float)) and not isinstance(direction, bool):
-        return "▲" if direction > 0 else "▼" if direction < 0 else "●"
-    text = str(direction).lower()
-    if any(word in text for word in ("better", "higher", "up", "+", "greater")):
-        return "▲"
-    if any(word in text for word in ("worse", "lower", "down", "-", "less")):
-        return "▼"
-    return "●"
-
 
 def uncertainty_html(cell: Cell, column: Column) -> str:
-    """The interval, significance and degenerate marks of one cell (empty when it has none)."""
-    found = uncertainty_of(cell)
-    if not found or column.fact:
+    """The cell's 95% interval under its number, with the paired test's p-value and any degenerate run's reasons
+    in its tooltip (the marks themselves come from `analysis.render.marks_text`, as in every other format);
+    empty when the cell has no interval."""
+    if cell.missing or column.fact or math.isnan(cell.ci_low) or math.isnan(cell.ci_high):
         return ""
-    parts = []
-    if "ci_low" in found and "ci_high" in found:
-        parts.append(f'<span class="ci">[{float(found["ci_low"]):.4f}, {float(found["ci_high"]):.4f}]</span>')
-    if found.get("significant"):
-        p = found.get("p_vs_reference")
-        title = f"significant vs the reference (p = {float(p):.3g})" if p is not None else "significant"
-        mark = _direction_mark(found.get("direction", ""))
-        parts.append(f'<span class="sig" title="{esc(title)}">{mark}</span>')
-    elif "p_vs_reference" in found:
-        parts.append(f'<span class="ns" title="p = {float(found["p_vs_reference"]):.3g}">n.s.</span>')
-    degenerate = found.get("degenerate")
-    if degenerate:
-        why = degenerate if isinstance(degenerate, str) else "degenerate: at the majority-class baseline"
-        parts.append(f'<span class="degenerate" title="{esc(why)}">⚠</span>')
-    return f'<div class="unc">{" ".join(parts)}</div>' if parts else ""
+    notes = []
+    if not math.isnan(cell.p_vs_reference):
+        verdict = "significant" if cell.significant else "not significant"
+        notes.append(f"vs the reference: p = {cell.p_vs_reference:.3g} (Holm-adjusted), {verdict}")
+    if cell.degenerate:
+        notes.append("degenerate: " + "; ".join(cell.degenerate))
+    title = f' title="{esc(" | ".join(notes))}"' if notes else ""
+    return f'<div class="unc"><span class="ci"{title}>[{cell.ci_low:.4f}, {cell.ci_high:.4f}]</span></div>'
 
 
 def _cell_html(cell: Cell, column: Column, compared: bool) -> str:
@@ -118,7 +75,7 @@ def table_html(view: TableView, anchor: str) -> str:
     """One table: its title, its blocks (side by side where the paper sets them so), its notes."""
     blocks = "".join(block_html(block, view.compared) for block in view.blocks)
     layout = "blocks side" if view.side_by_side else "blocks"
-    notes = "".join(f"<li>{esc(note)}</li>" for note in view.notes)
+    notes = "".join(f"<li>{esc(note)}</li>" for note in [*view.notes, *legend(view)])
     return (
         f'<section class="table" id="{esc(anchor)}"><h2>{esc(view.title)}</h2>'
         f'<div class="{layout}">{blocks}</div>{f"<ul class=notes>{notes}</ul>" if notes else ""}</section>'

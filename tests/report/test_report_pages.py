@@ -4,7 +4,6 @@ ledger against a hand-computed case, incremental updates, watching, and the refu
 from __future__ import annotations
 
 import json
-import math
 import re
 import threading
 import time
@@ -16,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from analysis.render import BETTER_MARK, DEGENERATE_MARK
 from analysis.tables import Block, Cell, Column, TableView
 from kdgrid.cli import app
 from kdgrid.report.build import ReportWriter
@@ -216,27 +216,15 @@ def test_bad_input_is_one_message_and_exit_status_2(tmp_path: Path, case: str, c
         assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 
-@dataclass
-class UncertainCell(Cell):
-    """A cell as the analysis code with intervals makes it (the fields read by `uncertainty_of`)."""
-
-    ci_low: float = math.nan
-    ci_high: float = math.nan
-    p_vs_reference: float = math.nan
-    significant: bool = False
-    direction: str = ""
-    degenerate: bool = False
-
-
 def test_intervals_and_significance_are_rendered_when_cells_have_them() -> None:
     column = Column("First")
     block = Block("MRPC · bert-tiny", ["cos", "gram"], [column])
-    block.cells[("cos", column)] = UncertainCell(0.8, ci_low=0.78, ci_high=0.82, p_vs_reference=0.003,
-                                                 significant=True, direction="better")  # fmt: skip
-    block.cells[("gram", column)] = UncertainCell(0.5, ci_low=0.45, ci_high=0.55, degenerate=True)
+    block.cells[("cos", column)] = Cell(0.8, ci_low=0.78, ci_high=0.82, p_vs_reference=0.003,
+                                        significant=True, direction=1)  # fmt: skip
+    block.cells[("gram", column)] = Cell(0.5, ci_low=0.45, ci_high=0.55, degenerate=("constant predictions",))
     html = table_html(TableView("5", "Table 5", [block]), "t5")
-    assert "[0.7800, 0.8200]" in html and "▲" in html and "p = 0.003" in html
-    assert "[0.4500, 0.5500]" in html and "⚠" in html
+    assert "[0.7800, 0.8200]" in html and BETTER_MARK in html and "p = 0.003" in html
+    assert "[0.4500, 0.5500]" in html and DEGENERATE_MARK in html and "constant predictions" in html
     plain = table_html(
         TableView("5", "Table 5", [Block("b", ["cos"], [column], {("cos", column): Cell(0.8)})]), "x"
     )
