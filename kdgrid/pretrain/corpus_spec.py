@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kdgrid.errors import ConfigError
+from kdgrid.file_digest import file_sha256
 
 CORPUS_FORMAT_VERSION = (
     1  # bump when the reading of a corpus (splitting, cleaning) changes: keys change with it
@@ -69,16 +70,8 @@ class CorpusSpec:
         assert self.path is not None
         for file in self.files():
             relative = "" if self.path.is_file() else file.relative_to(self.path).as_posix()
-            digest.update(f"{relative}:{_file_sha256(file)}\n".encode())
+            digest.update(f"{relative}:{file_sha256(file)}\n".encode())
         return f"local:{digest.hexdigest()}"
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def parse_corpus(name: str) -> CorpusSpec:

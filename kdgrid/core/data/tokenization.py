@@ -35,6 +35,7 @@ from kdgrid.core.data.local import task_files
 from kdgrid.core.data.registry import get_task, load_splits
 from kdgrid.core.data.spec import TRAIN_SPLIT, TaskSpec
 from kdgrid.errors import ConfigError
+from kdgrid.file_digest import file_sha256
 
 CACHE_FORMAT_VERSION = 1
 SUBSET_SEED = (
@@ -181,16 +182,8 @@ def _sha256_file(path: Path) -> str:
     stat = path.stat()
     memo_key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if memo_key not in _FILE_DIGESTS:
-        _FILE_DIGESTS[memo_key] = _hash_bytes(path)
+        _FILE_DIGESTS[memo_key] = file_sha256(path)
     return _FILE_DIGESTS[memo_key]
-
-
-def _hash_bytes(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def task_fingerprint(task: TaskSpec) -> dict[str, Any]:
