@@ -1,12 +1,18 @@
 """`kdgrid pretrain`: pre-train or general-distil a student shape into a content-addressed checkpoint.
 
 The training modules (torch, transformers) are imported inside the command: `kdgrid --help` stays fast.
+
+Exit status: 0 once the run is done (or stopped by ``--stop-after``); 2 for a refusal, also one that only the
+processes started through ``--nproc-per-node`` met (an empty corpus: they hand their message back through the
+file `REFUSAL_FILE_ENV` names, and this process prints it once); 128 + N for a run stopped by signal N (SIGUSR2,
+SIGTERM: a SLURM time limit or preemption) after its step checkpoint (`kdgrid.pretrain.preemption`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,15 +22,18 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from kdgrid.errors import ConfigError
+from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid.expand import raise_problems
 from kdgrid.grid.spec import Problems, load_yaml
 from kdgrid.pretrain import artifacts
+from kdgrid.pretrain.preemption import STOP_SIGNALS, signal_name, stopped_exit_status
 from kdgrid.pretrain.processes import process_place
 from kdgrid.pretrain.recipe import PretrainRecipe
 
 RECIPE_HELP = "Recipe"
 RUN_HELP = "How it runs (not part of the recipe's key)"
+# Set for the processes `--nproc-per-node` starts: where the first of them to refuse writes its message.
+REFUSAL_FILE_ENV = "KDGRID_PRETRAIN_REFUSAL_FILE"
 
 
 def read_recipe_file(path: Path) -> dict[str, Any]:
@@ -56,10 +65,13 @@ def parse_set_fields(items: list[str]) -> dict[str, Any]:
 
 def _relaunch_with_torchrun(processes: int, recipe: PretrainRecipe, run_options: list[str]) -> None:
     """Run this recipe under torchrun with ``processes`` processes on this node (the recipe handed over as a
-    JSON file, so every process reads exactly the recipe checked here); exits with torchrun's status."""
+    JSON file, so every process reads exactly the recipe checked here). A refusal met in the processes is raised
+    here (`ConfigError`, exit status 2); otherwise exits with torchrun's status. A stop signal (`STOP_SIGNALS`)
+    sent to this process is passed on to torchrun, which passes it on to the processes."""
     with tempfile.TemporaryDirectory(prefix="kdgrid-pretrain-") as folder:
         recipe_path = Path(folder) / "recipe.json"
         recipe_path.write_text(json.dumps(recipe.to_dict()))
+        refusal = Path(folder) / "refusal.txt"
         command = [
             sys.executable,
             "-m",
@@ -68,8 +80,29 @@ def _relaunch_with_torchrun(processes: int, recipe: PretrainRecipe, run_options:
             f"--nproc_per_node={processes}",
         ]
         command += ["-m", "kdgrid.pretrain", "--recipe", str(recipe_path), *run_options]
-        status = subprocess.call(command, env=os.environ.copy())
+        child = subprocess.Popen(command, env={**os.environ, REFUSAL_FILE_ENV: str(refusal)})
+        previous = {
+            signum: signal.signal(signum, lambda signum, _: child.send_signal(signum))
+            for signum in STOP_SIGNALS
+        }
+        try:
+            status = child.wait()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        message = refusal.read_text() if refusal.is_file() else ""
+    if message:
+        raise ConfigError(message)
     raise typer.Exit(status)
+
+
+def _record_refusal(path: Path, message: str) -> None:
+    """Write ``message`` to ``path`` unless another process wrote its own first."""
+    try:
+        with open(path, "x") as handle:
+            handle.write(message)
+    except FileExistsError:
+        pass
 
 
 def pretrain(
@@ -261,7 +294,17 @@ def pretrain(
         device=device,
         progress=progress,
     )
-    outcome = run_pretrain(recipe, settings)
+    refusal_file = os.environ.get(REFUSAL_FILE_ENV)
+    try:
+        outcome = run_pretrain(recipe, settings)
+    except KdgridError as error:
+        if not refusal_file:
+            raise
+        # One of the processes `--nproc-per-node` started: the starting process prints the message once.
+        _record_refusal(Path(refusal_file), str(error))
+        from kdgrid.cli import EXIT_USER_ERROR  # kdgrid.cli imports this module: not at the top
+
+        raise typer.Exit(EXIT_USER_ERROR) from None
     if process_place(os.environ).rank == 0:
         typer.echo(
             json.dumps(
@@ -270,10 +313,13 @@ def pretrain(
                     "path": str(outcome.path) if outcome.path else None,
                     "steps": outcome.steps_done,
                     "finished": outcome.finished,
+                    "stopped_by": signal_name(outcome.stopped_by),
                 },
                 sort_keys=True,
             )
         )
+    if outcome.stopped_by is not None:
+        raise typer.Exit(stopped_exit_status(outcome.stopped_by))
 
 
 def register(app: typer.Typer) -> None:
