@@ -214,6 +214,30 @@ def pretrain(
             rich_help_panel=RUN_HELP,
         ),
     ] = None,
+    slurm: Annotated[
+        str | None,
+        typer.Option(
+            help="Submit the run as one SLURM job through this profile (a name, or a YAML path, as for trials): "
+            "one task per GPU across --nodes nodes; requeued at its time limit or preemption, resuming from its "
+            "step checkpoint.",
+            rich_help_panel=RUN_HELP,
+        ),
+    ] = None,
+    nodes: Annotated[int, typer.Option(help="Nodes of the --slurm job.", rich_help_panel=RUN_HELP)] = 1,
+    tasks_per_node: Annotated[
+        int | None,
+        typer.Option(
+            help="Tasks (processes) per node of the --slurm job; default: the profile's GPUs per node, else 1.",
+            rich_help_panel=RUN_HELP,
+        ),
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            help="Wait for the --slurm job (through its requeues) and print its outcome.",
+            rich_help_panel=RUN_HELP,
+        ),
+    ] = True,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -254,6 +278,24 @@ def pretrain(
             "name the student: --student bert-tiny (or a shape w{width}-l{layers}), or --recipe FILE"
         )
     recipe = PretrainRecipe.from_dict(fields)
+    if slurm is not None and not dry_run:
+        if nproc_per_node is not None:
+            raise ConfigError(
+                "--slurm and --nproc-per-node: choose one (a --slurm job runs one task per GPU)"
+            )
+        _submit_to_slurm(
+            recipe,
+            slurm,
+            nodes,
+            tasks_per_node,
+            wait,
+            micro_batch=micro_batch,
+            checkpoint_every=checkpoint_every,
+            stop_after=stop_after,
+            work_dir=work_dir,
+            device=device,
+        )
+        return
     if nproc_per_node is not None and process_place(os.environ).world_size == 1 and not dry_run:
         if nproc_per_node < 1:
             raise ConfigError(f"--nproc-per-node must be at least 1, got {nproc_per_node}")
@@ -320,6 +362,24 @@ def pretrain(
         )
     if outcome.stopped_by is not None:
         raise typer.Exit(stopped_exit_status(outcome.stopped_by))
+
+
+def _submit_to_slurm(
+    recipe: PretrainRecipe, profile: str, nodes: int, tasks_per_node: int | None, wait: bool, **run: Any
+) -> None:
+    """Submit ``recipe`` as one SLURM job (`kdgrid.pretrain.slurm`); with ``wait``, print its outcome as the
+    local run does."""
+    from kdgrid.pretrain import slurm as pretrain_slurm  # torch, submitit: see the module docstring
+    from kdgrid.pretrain.train import RunSettings
+
+    settings = RunSettings(progress=False, **run)  # a job's log is no terminal: no progress bar
+    job = pretrain_slurm.submit(recipe, settings, profile, nodes=nodes, tasks_per_node=tasks_per_node)
+    if not wait:
+        typer.echo(json.dumps({"key": recipe.key, "slurm_job": str(job.job_id)}, sort_keys=True))
+        return
+    summary = pretrain_slurm.wait(job)
+    summary["stopped_by"] = signal_name(summary.get("stopped_by"))
+    typer.echo(json.dumps({**summary, "slurm_job": str(job.job_id)}, sort_keys=True))
 
 
 def register(app: typer.Typer) -> None:
