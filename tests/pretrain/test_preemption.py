@@ -21,7 +21,7 @@ from kdgrid.pretrain import artifacts, step_checkpoint, train
 from kdgrid.pretrain.preemption import StopSignals, stopped_exit_status
 from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.pretrain.train import RunSettings, run_pretrain
-from tests.pretrain.test_train import _free_port, _recipe, _weights, cache, corpus  # noqa: F401
+from tests.pretrain.test_train import _free_port, _recipe, _weights
 
 SIGNALLED_STEP = 1  # the signal arrives during this step (0-based); the run stops after it, at step 2
 
@@ -46,8 +46,8 @@ def _settings() -> RunSettings:
 
 @pytest.mark.parametrize("signum", [signal.SIGUSR2, signal.SIGTERM], ids=["SIGUSR2", "SIGTERM"])
 def test_a_signalled_run_stops_with_a_checkpoint_and_resumes_to_the_uninterrupted_result(
-    corpus: str,  # noqa: F811
-    cache: Callable[[str], Path],  # noqa: F811
+    corpus: str,
+    cache: Callable[[str], Path],
     monkeypatch: pytest.MonkeyPatch,
     signum: int,
 ) -> None:
@@ -74,7 +74,7 @@ def test_a_signalled_run_stops_with_a_checkpoint_and_resumes_to_the_uninterrupte
 
 
 def test_a_signal_during_the_last_step_finishes_the_run(
-    corpus: str,  # noqa: F811
+    corpus: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     recipe = _recipe(corpus, steps=2)
@@ -117,8 +117,8 @@ def _worker(rank: int, world_size: int, port: int, recipe: PretrainRecipe) -> No
 
 
 def test_two_processes_agree_on_the_step_and_resume_to_the_single_process_result(
-    corpus: str,  # noqa: F811
-    cache: Callable[[str], Path],  # noqa: F811
+    corpus: str,
+    cache: Callable[[str], Path],
     tmp_path: Path,
 ) -> None:
     recipe = _recipe(corpus, steps=4)  # no dropout: its masks differ between 1 and 2 processes
@@ -139,7 +139,7 @@ def test_two_processes_agree_on_the_step_and_resume_to_the_single_process_result
 
 
 def test_the_cli_exits_128_plus_the_signal_after_its_checkpoint(
-    corpus: str,  # noqa: F811
+    corpus: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -205,7 +205,7 @@ class _RefusingTorchrun:
 
 
 def test_the_starting_process_prints_the_refusal_once_and_exits_2(
-    corpus: str,  # noqa: F811
+    corpus: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

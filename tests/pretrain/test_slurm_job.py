@@ -23,7 +23,7 @@ from kdgrid.pretrain import artifacts, slurm, step_checkpoint, train
 from kdgrid.pretrain.processes import RENDEZVOUS_PORTS, slurm_rendezvous
 from kdgrid.pretrain.train import RunSettings, run_pretrain
 from tests.pretrain.test_preemption import _signal_during
-from tests.pretrain.test_train import _recipe, _weights, cache, corpus  # noqa: F401
+from tests.pretrain.test_train import _recipe, _weights
 
 
 def test_one_task_per_gpu_across_nodes() -> None:
@@ -65,7 +65,7 @@ def test_the_rendezvous_is_the_first_node_and_a_port_of_the_job() -> None:
 
 def test_slurm_and_nproc_per_node_together_are_refused(
     corpus: str, capsys: pytest.CaptureFixture[str]
-) -> None:  # noqa: F811
+) -> None:
     with pytest.raises(SystemExit) as refused:
         main(["pretrain", "--student", "w16-l2-h2-f32", "--corpus", corpus, "--slurm", "local",
               "--nproc-per-node", "2"])  # fmt: skip
@@ -85,8 +85,8 @@ class _Requeued(Exception):
 
 
 def test_a_signalled_task_checkpoints_requeues_and_the_requeued_task_finishes_the_run(
-    corpus: str,  # noqa: F811
-    cache: Callable[[str], Path],  # noqa: F811
+    corpus: str,
+    cache: Callable[[str], Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     recipe = _recipe(corpus, steps=4, dropout=0.1)
