@@ -253,8 +253,10 @@ def pretrain(
 
     The checkpoint is named by the recipe's content key under the kdgrid cache (printed, with --dry-run too):
     the same recipe is trained once. Step checkpoints are written as it goes; running the same command again
-    resumes where it stopped. Data-parallel: --nproc-per-node N here, or `torchrun --nproc_per_node N -m
-    kdgrid.pretrain ...` (any torchrun launch, e.g. one task per GPU across nodes). See docs/pretrain.md.
+    resumes where it stopped. Data-parallel: --nproc-per-node N here, `torchrun --nproc_per_node N -m
+    kdgrid.pretrain ...`, or one SLURM job of one task per GPU across nodes: --slurm PROFILE --nodes N. A time
+    limit or preemption (SIGUSR2, SIGTERM) stops the run after its step with a checkpoint; a --slurm job is then
+    requeued and resumes. See docs/pretrain.md.
     """
     fields: dict[str, Any] = read_recipe_file(recipe_file) if recipe_file is not None else {}
     given = {
