@@ -1,12 +1,18 @@
 """`kdgrid pretrain`: pre-train or general-distil a student shape into a content-addressed checkpoint.
 
 The training modules (torch, transformers) are imported inside the command: `kdgrid --help` stays fast.
+
+Exit status: 0 once the run is done (or stopped by ``--stop-after``); 2 for a refusal, also one that only the
+processes started through ``--nproc-per-node`` met (an empty corpus: they hand their message back through the
+file `REFUSAL_FILE_ENV` names, and this process prints it once); 128 + N for a run stopped by signal N (SIGUSR2,
+SIGTERM: a SLURM time limit or preemption) after its step checkpoint (`kdgrid.pretrain.preemption`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,15 +22,18 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from kdgrid.errors import ConfigError
+from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid.expand import raise_problems
 from kdgrid.grid.spec import Problems, load_yaml
 from kdgrid.pretrain import artifacts
+from kdgrid.pretrain.preemption import STOP_SIGNALS, signal_name, stopped_exit_status
 from kdgrid.pretrain.processes import process_place
 from kdgrid.pretrain.recipe import PretrainRecipe
 
 RECIPE_HELP = "Recipe"
 RUN_HELP = "How it runs (not part of the recipe's key)"
+# Set for the processes `--nproc-per-node` starts: where the first of them to refuse writes its message.
+REFUSAL_FILE_ENV = "KDGRID_PRETRAIN_REFUSAL_FILE"
 
 
 def read_recipe_file(path: Path) -> dict[str, Any]:
@@ -56,10 +65,13 @@ def parse_set_fields(items: list[str]) -> dict[str, Any]:
 
 def _relaunch_with_torchrun(processes: int, recipe: PretrainRecipe, run_options: list[str]) -> None:
     """Run this recipe under torchrun with ``processes`` processes on this node (the recipe handed over as a
-    JSON file, so every process reads exactly the recipe checked here); exits with torchrun's status."""
+    JSON file, so every process reads exactly the recipe checked here). A refusal met in the processes is raised
+    here (`ConfigError`, exit status 2); otherwise exits with torchrun's status. A stop signal (`STOP_SIGNALS`)
+    sent to this process is passed on to torchrun, which passes it on to the processes."""
     with tempfile.TemporaryDirectory(prefix="kdgrid-pretrain-") as folder:
         recipe_path = Path(folder) / "recipe.json"
         recipe_path.write_text(json.dumps(recipe.to_dict()))
+        refusal = Path(folder) / "refusal.txt"
         command = [
             sys.executable,
             "-m",
@@ -68,8 +80,29 @@ def _relaunch_with_torchrun(processes: int, recipe: PretrainRecipe, run_options:
             f"--nproc_per_node={processes}",
         ]
         command += ["-m", "kdgrid.pretrain", "--recipe", str(recipe_path), *run_options]
-        status = subprocess.call(command, env=os.environ.copy())
+        child = subprocess.Popen(command, env={**os.environ, REFUSAL_FILE_ENV: str(refusal)})
+        previous = {
+            signum: signal.signal(signum, lambda signum, _: child.send_signal(signum))
+            for signum in STOP_SIGNALS
+        }
+        try:
+            status = child.wait()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        message = refusal.read_text() if refusal.is_file() else ""
+    if message:
+        raise ConfigError(message)
     raise typer.Exit(status)
+
+
+def _record_refusal(path: Path, message: str) -> None:
+    """Write ``message`` to ``path`` unless another process wrote its own first."""
+    try:
+        with open(path, "x") as handle:
+            handle.write(message)
+    except FileExistsError:
+        pass
 
 
 def pretrain(
@@ -181,6 +214,30 @@ def pretrain(
             rich_help_panel=RUN_HELP,
         ),
     ] = None,
+    slurm: Annotated[
+        str | None,
+        typer.Option(
+            help="Submit the run as one SLURM job through this profile (a name, or a YAML path, as for trials): "
+            "one task per GPU across --nodes nodes; requeued at its time limit or preemption, resuming from its "
+            "step checkpoint.",
+            rich_help_panel=RUN_HELP,
+        ),
+    ] = None,
+    nodes: Annotated[int, typer.Option(help="Nodes of the --slurm job.", rich_help_panel=RUN_HELP)] = 1,
+    tasks_per_node: Annotated[
+        int | None,
+        typer.Option(
+            help="Tasks (processes) per node of the --slurm job; default: the profile's GPUs per node, else 1.",
+            rich_help_panel=RUN_HELP,
+        ),
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            help="Wait for the --slurm job (through its requeues) and print its outcome.",
+            rich_help_panel=RUN_HELP,
+        ),
+    ] = True,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -196,8 +253,10 @@ def pretrain(
 
     The checkpoint is named by the recipe's content key under the kdgrid cache (printed, with --dry-run too):
     the same recipe is trained once. Step checkpoints are written as it goes; running the same command again
-    resumes where it stopped. Data-parallel: --nproc-per-node N here, or `torchrun --nproc_per_node N -m
-    kdgrid.pretrain ...` (any torchrun launch, e.g. one task per GPU across nodes). See docs/pretrain.md.
+    resumes where it stopped. Data-parallel: --nproc-per-node N here, `torchrun --nproc_per_node N -m
+    kdgrid.pretrain ...`, or one SLURM job of one task per GPU across nodes: --slurm PROFILE --nodes N. A time
+    limit or preemption (SIGUSR2, SIGTERM) stops the run after its step with a checkpoint; a --slurm job is then
+    requeued and resumes. See docs/pretrain.md.
     """
     fields: dict[str, Any] = read_recipe_file(recipe_file) if recipe_file is not None else {}
     given = {
@@ -221,6 +280,24 @@ def pretrain(
             "name the student: --student bert-tiny (or a shape w{width}-l{layers}), or --recipe FILE"
         )
     recipe = PretrainRecipe.from_dict(fields)
+    if slurm is not None and not dry_run:
+        if nproc_per_node is not None:
+            raise ConfigError(
+                "--slurm and --nproc-per-node: choose one (a --slurm job runs one task per GPU)"
+            )
+        _submit_to_slurm(
+            recipe,
+            slurm,
+            nodes,
+            tasks_per_node,
+            wait,
+            micro_batch=micro_batch,
+            checkpoint_every=checkpoint_every,
+            stop_after=stop_after,
+            work_dir=work_dir,
+            device=device,
+        )
+        return
     if nproc_per_node is not None and process_place(os.environ).world_size == 1 and not dry_run:
         if nproc_per_node < 1:
             raise ConfigError(f"--nproc-per-node must be at least 1, got {nproc_per_node}")
@@ -261,7 +338,17 @@ def pretrain(
         device=device,
         progress=progress,
     )
-    outcome = run_pretrain(recipe, settings)
+    refusal_file = os.environ.get(REFUSAL_FILE_ENV)
+    try:
+        outcome = run_pretrain(recipe, settings)
+    except KdgridError as error:
+        if not refusal_file:
+            raise
+        # One of the processes `--nproc-per-node` started: the starting process prints the message once.
+        _record_refusal(Path(refusal_file), str(error))
+        from kdgrid.cli import EXIT_USER_ERROR  # kdgrid.cli imports this module: not at the top
+
+        raise typer.Exit(EXIT_USER_ERROR) from None
     if process_place(os.environ).rank == 0:
         typer.echo(
             json.dumps(
@@ -270,10 +357,31 @@ def pretrain(
                     "path": str(outcome.path) if outcome.path else None,
                     "steps": outcome.steps_done,
                     "finished": outcome.finished,
+                    "stopped_by": signal_name(outcome.stopped_by),
                 },
                 sort_keys=True,
             )
         )
+    if outcome.stopped_by is not None:
+        raise typer.Exit(stopped_exit_status(outcome.stopped_by))
+
+
+def _submit_to_slurm(
+    recipe: PretrainRecipe, profile: str, nodes: int, tasks_per_node: int | None, wait: bool, **run: Any
+) -> None:
+    """Submit ``recipe`` as one SLURM job (`kdgrid.pretrain.slurm`); with ``wait``, print its outcome as the
+    local run does."""
+    from kdgrid.pretrain import slurm as pretrain_slurm  # torch, submitit: see the module docstring
+    from kdgrid.pretrain.train import RunSettings
+
+    settings = RunSettings(progress=False, **run)  # a job's log is no terminal: no progress bar
+    job = pretrain_slurm.submit(recipe, settings, profile, nodes=nodes, tasks_per_node=tasks_per_node)
+    if not wait:
+        typer.echo(json.dumps({"key": recipe.key, "slurm_job": str(job.job_id)}, sort_keys=True))
+        return
+    summary = pretrain_slurm.wait(job)
+    summary["stopped_by"] = signal_name(summary.get("stopped_by"))
+    typer.echo(json.dumps({**summary, "slurm_job": str(job.job_id)}, sort_keys=True))
 
 
 def register(app: typer.Typer) -> None:

@@ -7,18 +7,22 @@ Two launchers are understood:
 - SLURM, one task per GPU (``srun --ntasks-per-node=<GPUs> kdgrid pretrain ...``, or a submitit job of several
   tasks): ``SLURM_NTASKS``, ``SLURM_PROCID``, ``SLURM_LOCALID``; the job script exports ``MASTER_ADDR`` (the first
   node) and may export ``MASTER_PORT`` (default `DEFAULT_MASTER_PORT`). docs/pretrain.md has a job script.
+  A job submitted by ``kdgrid pretrain --slurm`` (`kdgrid.pretrain.slurm`) finds both itself: `slurm_rendezvous`.
 
 Anything else is one process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kdgrid.errors import ConfigError
 
 DEFAULT_MASTER_PORT = "29500"  # torchrun's default
+# A job's rendezvous port is drawn from these, by its job id: two jobs sharing a node rarely collide, and the
+# range stays below Linux's ephemeral ports (32768 and up), which outgoing connections take.
+RENDEZVOUS_PORTS = range(15000, 30000)
 
 
 @dataclass(frozen=True)
@@ -56,3 +60,13 @@ def process_place(env: Mapping[str, str]) -> ProcessPlace:
         }
         return ProcessPlace(tasks, rank, local_rank, exported)
     return ProcessPlace(1, 0, 0, {})
+
+
+def slurm_rendezvous(hostnames: Sequence[str], job_id: str) -> dict[str, str]:
+    """``MASTER_ADDR`` (the job's first node, from its node list) and ``MASTER_PORT`` (one of `RENDEZVOUS_PORTS`
+    chosen by the job id, the same in every task and after a requeue)."""
+    if not hostnames:
+        raise ConfigError("the SLURM job's node list (SLURM_JOB_NODELIST) is empty: no node to meet on")
+    digits = "".join(character for character in job_id if character.isdigit()) or "0"
+    port = RENDEZVOUS_PORTS[int(digits) % len(RENDEZVOUS_PORTS)]
+    return {"MASTER_ADDR": hostnames[0], "MASTER_PORT": str(port)}

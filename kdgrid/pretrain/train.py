@@ -8,7 +8,9 @@ then the gradients are clipped to norm ``max_grad_norm`` and AdamW steps. On a G
 bf16 autocast (where the GPU has bf16; else float32), the losses in float32.
 
 Every ``checkpoint_every`` steps (and when ``stop_after`` steps of this run are done) process 0 writes a step
-checkpoint (`kdgrid.pretrain.step_checkpoint`); a new run of the same recipe resumes from the newest one. Once
+checkpoint (`kdgrid.pretrain.step_checkpoint`); a new run of the same recipe resumes from the newest one. A
+``SIGUSR2`` or ``SIGTERM`` (a SLURM time limit or preemption, `kdgrid.pretrain.preemption`) stops the run at the
+next step boundary that all processes agree on, with a step checkpoint; the outcome says which signal. Once
 all steps are done, process 0 publishes the student's ``save_pretrained`` checkpoint and the tokenizer as the
 recipe's artifact (`kdgrid.pretrain.artifacts.publish`) and removes the work folder. Every refusal (a global
 batch the processes do not divide, a work folder of another recipe, a student the teacher cannot be matched to,
@@ -50,6 +52,7 @@ from kdgrid.pretrain.loss import (
     teacher_capture,
     teacher_shape,
 )
+from kdgrid.pretrain.preemption import StopSignals
 from kdgrid.pretrain.processes import process_place
 from kdgrid.pretrain.recipe import PretrainRecipe
 
@@ -82,13 +85,15 @@ class RunSettings:
 
 @dataclass
 class RunOutcome:
-    """What a run did: the artifact (``None`` until finished), the steps done, and the mean loss terms (``mlm``
-    and every knowledge term, unweighted) of each of this run's last `HISTORY_KEPT` steps."""
+    """What a run did: the artifact (``None`` until finished), the steps done, the mean loss terms (``mlm``
+    and every knowledge term, unweighted) of each of this run's last `HISTORY_KEPT` steps, and the number of the
+    signal that stopped it early with a checkpoint (``None``: it was not stopped by one)."""
 
     path: Path | None
     steps_done: int
     finished: bool
     history: list[dict[str, float]] = field(default_factory=list)
+    stopped_by: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,14 @@ class _Processes:
         if self.distributed:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
+
+    def largest(self, value: int) -> int:
+        """The largest ``value`` over the processes (a collective: every process calls it at the same point)."""
+        if not self.distributed:
+            return value
+        tensor = torch.tensor([value], dtype=torch.int64, device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return int(tensor.item())
 
     def barrier(self) -> None:
         if self.distributed:
@@ -260,7 +273,8 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
     end = recipe.steps if settings.stop_after is None else min(recipe.steps, start + settings.stop_after)
     history: deque[dict[str, float]] = deque(maxlen=HISTORY_KEPT)
     began = time.monotonic()
-    with _progress_bar(settings.progress and processes.rank == 0) as bar:
+    stopped_by: int | None = None
+    with StopSignals() as stop, _progress_bar(settings.progress and processes.rank == 0) as bar:
         task = bar.add_task(
             f"{recipe.objective} {recipe.student}",
             total=recipe.steps,
@@ -277,9 +291,12 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
             optimizer.zero_grad(set_to_none=True)
             history.append(values)
             done = step + 1
+            # Every process asks at every step boundary (0: no signal), so all stop after the same step.
+            stopped_by = processes.largest(stop.received or 0) or None
+            stopping = stopped_by is not None and done < recipe.steps
             if (
                 processes.rank == 0
-                and (done % settings.checkpoint_every == 0 or done == end)
+                and (done % settings.checkpoint_every == 0 or done == end or stopping)
                 and done < recipe.steps
             ):
                 step_checkpoint.save(
@@ -288,6 +305,9 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
             elapsed = max(time.monotonic() - began, 1e-9)
             rate = (done - start) * recipe.global_batch * recipe.block_length / elapsed
             bar.update(task, completed=done, tokens_per_s=rate, mlm=values["mlm"])
+            if stopping:
+                end = done
+                break
         processes.barrier()
     finished = end == recipe.steps
     path = None
@@ -299,7 +319,7 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
             shutil.rmtree(work, ignore_errors=True)
         processes.barrier()
         path = artifacts.artifact_dir(recipe)
-    return RunOutcome(path, end, finished, list(history))
+    return RunOutcome(path, end, finished, list(history), None if finished else stopped_by)
 
 
 def _distillation(

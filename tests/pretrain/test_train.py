@@ -26,33 +26,6 @@ from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.pretrain.train import RunSettings, run_pretrain
 from kdgrid.trial import Trial
 
-SENTENCES = [
-    "the cat sat on the mat and looked at the door.",
-    "a small dog ran across the field after the ball.",
-    "rain fell on the old town all through the night.",
-    "she read the letter twice before she put it away.",
-]
-
-
-@pytest.fixture
-def corpus(tmp_path: Path) -> str:
-    path = tmp_path / "corpus.txt"
-    path.write_text("\n\n".join(SENTENCES[i % 4] + " " + SENTENCES[(i + 1) % 4] for i in range(60)))
-    return str(path)
-
-
-@pytest.fixture(autouse=True)
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Path]:
-    """Point KDGRID_CACHE at a fresh folder per name (two runs of one recipe need two caches)."""
-
-    def use(name: str) -> Path:
-        folder = tmp_path / name
-        monkeypatch.setenv("KDGRID_CACHE", str(folder))
-        return folder
-
-    use("cache")
-    return use
-
 
 def _recipe(corpus: str, **changes: object) -> PretrainRecipe:
     fields: dict[str, object] = {
