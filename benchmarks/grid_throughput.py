@@ -1,6 +1,6 @@
 """What a grid costs: per-trial training vs kdgrid's grouped jobs vs the lower bound.
 
-    .venv/bin/python benchmarks/grid_throughput.py [--quick | --smoke] [--json PATH]
+    .venv/bin/python benchmarks/grid_throughput.py [--quick | --smoke] [--cases grid,seeds] [--json PATH]
 
 The grid: bert-tiny students (random init) x the paper's 10 knowledge types x its 5 matching strategies = 50 trials
 on the polarity task, batch 32, every batch padded/truncated to exactly 64 tokens, a fixed number of optimizer
@@ -12,6 +12,16 @@ steps, run three ways for each teacher (the offline MiniLM 6 x 384, and a random
 - ``lower_bound``: the teacher's forward alone over the same batches, plus each student's training steps alone
   against precomputed teacher features (with the teacher-side loss targets of `kdgrid.core.teacher_targets`
   computed once per batch, by the first student that needs each), timed separately and summed.
+
+The seeds case (``--cases seeds``): the first ``--seed-students`` (10) trials of that grid, each with ``--seeds``
+(5) student seeds = 50 trials, run two ways:
+
+- ``seeds_one_job``: ``seeds: 5`` (`kdgrid.grid.expand.seed_variants`): the five seeds share one data order, so
+  all 50 trials are one job with one teacher forward per batch;
+- ``seeds_per_seed_jobs``: the same students and seeds with the data order tied to the seed (kdgrid before
+  ``data_seed``): one job per seed, five teacher forwards per batch of the grid.
+
+Both are planned by `kdgrid.grid.plan.plan_jobs` (the worker checks the job counts: 1 and 5).
 
 Times are per optimizer step (the first step of each run is a warm-up and is left out of the mean), so loading,
 set-up and the end-of-epoch evaluation are not counted. ``per_trial`` may time a sample of the trials
@@ -50,6 +60,8 @@ from _common import (
 )
 
 MODES = ("per_trial", "grouped", "lower_bound")
+SEED_MODES = ("seeds_one_job", "seeds_per_seed_jobs")
+CASES = {"grid": MODES, "seeds": SEED_MODES}
 TASK = "polarity"
 
 
@@ -81,6 +93,21 @@ def grid_trials(teacher: str, n_trials: int, steps: int, batch_size: int, length
             )
         )
     return trials
+
+
+def seed_trials(
+    teacher: str, students: int, seeds: int, steps: int, batch_size: int, length: int, *, shared: bool
+) -> list[Any]:
+    """The seeds case: the first ``students`` trials of `grid_trials`, each with student seeds 0..seeds-1; with
+    ``shared`` the seeds share seed 0's data order (``seeds: N``), else each seed draws its own (one job each)."""
+    import dataclasses
+
+    from kdgrid.grid.expand import seed_variants
+
+    base = grid_trials(teacher, students, steps, batch_size, length)
+    if shared:
+        return [variant for trial in base for variant in seed_variants(trial, seeds)]
+    return [dataclasses.replace(trial, seed=seed) for trial in base for seed in range(seeds)]
 
 
 def sample_indices(n_trials: int, sample: int) -> list[int]:
@@ -128,6 +155,18 @@ def worker_per_trial(trials: list[Any], sample: int) -> dict[str, Any]:
 def worker_grouped(trials: list[Any]) -> dict[str, Any]:
     times = _timed_job(trials)
     return {"grid_step_s": mean_step([0.0, *times])}
+
+
+def worker_seeds(trials: list[Any], expected_jobs: int) -> dict[str, Any]:
+    """The jobs `plan_jobs` makes of ``trials`` (their count checked), run one after the other; the grid step is
+    the sum of the jobs' mean steps (each job's teacher forward once per batch, plus its students' steps)."""
+    from kdgrid.grid.plan import plan_jobs
+
+    jobs = plan_jobs(trials)
+    if len(jobs) != expected_jobs:
+        raise RuntimeError(f"expected {expected_jobs} job(s) for {len(trials)} trials, planned {len(jobs)}")
+    steps = [mean_step([0.0, *_timed_job(job)]) for job in jobs]
+    return {"jobs": len(jobs), "job_step_s": steps, "grid_step_s": sum(steps)}
 
 
 def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
@@ -187,6 +226,16 @@ def worker_main(args: argparse.Namespace) -> None:
     torch.manual_seed(0)  # the teacher's fresh classifier head: the same in every worker
     fix_batch_width(args.length)
     trim_dev_sets(args.batch_size)  # evaluation is not timed: one dev batch instead of 1,000 sentences
+    if args.worker in SEED_MODES:
+        shared = args.worker == "seeds_one_job"
+        trials = seed_trials(
+            args.teacher_path, args.seed_students, args.seeds, args.steps, args.batch_size, args.length,
+            shared=shared,
+        )  # fmt: skip
+        result = worker_seeds(trials, 1 if shared else args.seeds)
+        result.update(memory_figures())
+        emit(result)
+        return
     trials = grid_trials(args.teacher_path, args.trials, args.steps, args.batch_size, args.length)
     if args.worker == "per_trial":
         result = worker_per_trial(trials, args.per_trial_sample)
@@ -201,8 +250,8 @@ def worker_main(args: argparse.Namespace) -> None:
 # ----------------------------------------------------------------------------------------------------- parent
 
 
-def summarise(teacher: str, modes: dict[str, dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
-    trials, steps, batch = config["trials"], config["steps"], config["batch_size"]
+def _rates(modes: dict[str, dict[str, Any]], trials: int, steps: int, batch: int) -> dict[str, Any]:
+    """Each mode's figures with its wall time, trials per hour and student-examples per second."""
     out: dict[str, Any] = {}
     for mode, figures in modes.items():
         step = figures["grid_step_s"]  # seconds for one batch of the whole grid
@@ -213,10 +262,49 @@ def summarise(teacher: str, modes: dict[str, dict[str, Any]], config: dict[str, 
             "trials_per_hour": trials / wall * 3600,
             "examples_per_s": trials * batch / step,  # student-examples trained per second
         }
+    return out
+
+
+def summarise(teacher: str, modes: dict[str, dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+    out = _rates(modes, config["trials"], config["steps"], config["batch_size"])
     out["per_trial_over_grouped"] = modes["per_trial"]["grid_step_s"] / modes["grouped"]["grid_step_s"]
     out["grouped_over_lower_bound"] = modes["grouped"]["grid_step_s"] / modes["lower_bound"]["grid_step_s"]
     out["teacher"] = teacher
     return out
+
+
+def summarise_seeds(teacher: str, modes: dict[str, dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+    """The seeds case: both ways' figures and how much longer one job per seed takes than one shared job."""
+    trials = config["seed_students"] * config["seeds"]
+    out = _rates(modes, trials, config["steps"], config["batch_size"])
+    out["per_seed_jobs_over_one_job"] = (
+        modes["seeds_per_seed_jobs"]["grid_step_s"] / modes["seeds_one_job"]["grid_step_s"]
+    )
+    out["teacher"] = teacher
+    return out
+
+
+def print_seeds_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    config = report["config"]
+    table = Table(
+        title=f"seeds sharing a teacher pass: {config['seeds']} seeds x {config['seed_students']} bert-tiny "
+        f"students, {config['steps']} steps, batch {config['batch_size']} x {config['length']} tokens"
+    )
+    for column in ("teacher", "one job (seeds: N)", "one job per seed", "per-seed jobs / one job"):
+        table.add_column(column, justify="right")
+    for teacher in report["teachers"]:
+        figures = report["seeds"][teacher]
+        one, per_seed = figures["seeds_one_job"], figures["seeds_per_seed_jobs"]
+        table.add_row(
+            teacher,
+            f"{one['grid_step_s']:.3f} s/step ({one['jobs']} job)",
+            f"{per_seed['grid_step_s']:.3f} s/step ({per_seed['jobs']} jobs)",
+            f"{figures['per_seed_jobs_over_one_job']:.2f}x",
+        )
+    Console(width=160).print(table)
 
 
 def print_table(report: dict[str, Any]) -> None:
@@ -278,24 +366,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--length", type=int, default=64)
     parser.add_argument("--teachers", default=",".join(TEACHERS), help="comma-separated: minilm,bert-base")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated: grid,seeds")
+    parser.add_argument("--seeds", type=int, default=5, help="the seeds case: student seeds per student")
+    parser.add_argument("--seed-students", type=int, default=10, help="the seeds case: students per seed")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (0: torch default)")
-    parser.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=MODES + SEED_MODES, help=argparse.SUPPRESS)
     parser.add_argument("--teacher-path", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke:
         args.trials, args.steps, args.per_trial_sample, args.batch_size = 2, 2, 1, 4
+        args.seeds, args.seed_students = 2, 2
     elif args.quick:
         args.trials, args.steps, args.per_trial_sample = 5, 2, 1
+        args.seed_students = 2
     args.per_trial_sample = min(args.per_trial_sample, args.trials)
     if args.worker:
         worker_main(args)
         return
 
     teachers = [t.strip() for t in args.teachers.split(",") if t.strip()]
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown or not cases:
+        parser.error(f"--cases {args.cases!r}: unknown {unknown}; allowed: {', '.join(CASES)}")
     config = {
         k: getattr(args, k)
-        for k in ("trials", "steps", "per_trial_sample", "batch_size", "length", "threads")
-    }
+        for k in (
+            "trials", "steps", "per_trial_sample", "batch_size", "length", "threads", "seeds", "seed_students"
+        )
+    }  # fmt: skip
+    config["cases"] = cases
     report: dict[str, Any] = {"config": config, "machine": machine(), "teachers": teachers}
 
     def measure(task: tuple[str, str]) -> dict[str, Any]:
@@ -303,7 +403,8 @@ def main(argv: list[str] | None = None) -> None:
         common = [
             "--teacher-path", teacher_path(teacher), "--trials", str(args.trials), "--steps", str(args.steps),
             "--per-trial-sample", str(args.per_trial_sample), "--batch-size", str(args.batch_size),
-            "--length", str(args.length), "--threads", str(args.threads),
+            "--length", str(args.length), "--threads", str(args.threads), "--seeds", str(args.seeds),
+            "--seed-students", str(args.seed_students),
         ]  # fmt: skip
         return run_worker(Path(__file__), ["--worker", mode, *common])
 
@@ -311,20 +412,32 @@ def main(argv: list[str] | None = None) -> None:
     # time, one per core (each on 1 thread), the BERT-base ones first, to stay under a minute.
     side_by_side = args.quick and args.threads == 1 and (os.cpu_count() or 1) >= 2
     config["workers_side_by_side"] = 2 if side_by_side else 1
-    tasks = [(teacher, mode) for teacher in teachers for mode in MODES]
+    modes = [mode for case in cases for mode in CASES[case]]
+    tasks = [(teacher, mode) for teacher in teachers for mode in modes]
     if side_by_side:
         tasks.sort(key=lambda task: task[0] != BERT_BASE)
     for teacher in teachers:
         teacher_path(teacher)  # written once, before any worker needs it
     with ThreadPoolExecutor(max_workers=config["workers_side_by_side"]) as pool:
         measured = dict(zip(tasks, pool.map(measure, tasks), strict=True))
-    for teacher in teachers:
-        report[teacher] = summarise(teacher, {mode: measured[(teacher, mode)] for mode in MODES}, config)
-    print_table(report)
+    ratios: dict[str, dict[str, float]] = {t: {} for t in teachers}
+    if "grid" in cases:
+        for teacher in teachers:
+            report[teacher] = summarise(teacher, {mode: measured[(teacher, mode)] for mode in MODES}, config)
+            for key in ("per_trial_over_grouped", "grouped_over_lower_bound"):
+                ratios[teacher][key] = report[teacher][key]
+        print_table(report)
+    if "seeds" in cases:
+        report["seeds"] = {
+            teacher: summarise_seeds(teacher, {m: measured[(teacher, m)] for m in SEED_MODES}, config)
+            for teacher in teachers
+        }
+        for teacher in teachers:
+            ratios[teacher]["per_seed_jobs_over_one_job"] = report["seeds"][teacher]["per_seed_jobs_over_one_job"]
+        print_seeds_table(report)
     write_json(args.json, report)
     if not args.json:
-        print(json.dumps({t: {k: report[t][k] for k in ("per_trial_over_grouped", "grouped_over_lower_bound")}
-                          for t in teachers}))  # fmt: skip
+        print(json.dumps(ratios))
 
 
 if __name__ == "__main__":

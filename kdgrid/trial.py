@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdgrid.core.options import DATA_SEED
 from kdgrid.core.teacher_options import teacher_pass_key
 
 # Bump only when the meaning of an existing field changes: every id changes with it.
@@ -44,11 +45,14 @@ class Trial:
         alpha: weight of the hard-label loss.
         lr, batch_size, max_length, epochs, warmup_ratio, weight_decay: the optimisation recipe (AdamW with
             linear warm-up and decay; ``max_length`` in tokens; ``warmup_ratio`` of all optimizer steps).
-        seed: seeds the student's initialisation, its RNG stream and the data order.
+        seed: the student's seed: its initialisation, projections, dropout stream (and a ``Random`` strategy's
+            pairs); also the data order unless the option ``data_seed`` sets that apart (`data_order_seed`).
         projection: ``linear`` | ``mlp``: student-to-teacher width projections where a knowledge needs one.
         relation_heads: relation heads of the q/k/v relations; ``None`` = the student's head count.
         max_train_samples: keep only this many training examples (quick runs); ``None`` = all.
-        options: loss variants by name (e.g. ``soft_t2``), stored sorted so the id does not depend on order.
+        options: loss variants and other options by name (e.g. ``soft_t2``, ``data_seed``;
+            `kdgrid.core.options`), stored sorted so the id does not depend on order. An option a trial does not
+            set is not in its canonical JSON: declaring a new option leaves every existing id as it was.
     """
 
     task: str
@@ -125,8 +129,19 @@ REQUIRED_FIELDS: tuple[str, ...] = tuple(
     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 )
 
+
+def data_order_seed(trial: Trial) -> int:
+    """The seed of the trial's data order (shuffling and batching, `kdgrid.core.data.batching.train_order`): the
+    option ``data_seed`` when set, else ``seed`` (how every trial drew its data order before ``data_seed``
+    existed, so such trials keep their ids, groups and batches)."""
+    value = trial.option(DATA_SEED)
+    return trial.seed if value is None else int(value)
+
+
 # Trials that agree on these fields see the same batches in the same order and can share one teacher pass
-# (docs/design.md). Everything else (student, knowledge, strategy, weights, lr, ...) may differ in a job.
+# (docs/design.md). Everything else (student, seed, knowledge, strategy, weights, lr, ...) may differ in a job.
+# ``seed`` here is the trial's data-order seed (`data_order_seed`), not its student seed: the entry keeps its name
+# so that a group's hash (`kdgrid.grid.plan.group_hash`, its checkpoint folder) is the one it always had.
 GROUP_FIELDS: tuple[str, ...] = (
     "task",
     "teacher",
@@ -136,13 +151,19 @@ GROUP_FIELDS: tuple[str, ...] = (
     "epochs",
     "max_train_samples",
 )
+# How messages name what the trials of one job must agree on.
+GROUP_DESCRIPTION = ", ".join(
+    "the data-order seed (data_seed, else seed)" if name == "seed" else name for name in GROUP_FIELDS
+)
 
 
 def group_fields(trial: Trial) -> dict[str, Any]:
-    """What trials sharing a teacher pass agree on, by name: the `GROUP_FIELDS`, then ``teacher_options`` when
-    the trial sets an option that changes the teacher pass (`kdgrid.core.teacher_options.TEACHER_PASS_OPTIONS`:
-    its label order, its gate), so trials without them keep their groups."""
+    """What trials sharing a teacher pass agree on, by name: the `GROUP_FIELDS` (``seed`` holding
+    `data_order_seed`), then ``teacher_options`` when the trial sets an option that changes the teacher pass
+    (`kdgrid.core.teacher_options.TEACHER_PASS_OPTIONS`: its label order, its gate), so trials without them keep
+    their groups."""
     fields = {name: getattr(trial, name) for name in GROUP_FIELDS}
+    fields["seed"] = data_order_seed(trial)
     teacher_options = teacher_pass_key(trial)
     if teacher_options:
         fields["teacher_options"] = teacher_options

@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from kdgrid.trial import TRIAL_ID_VERSION, Trial, group_key
+from kdgrid.trial import TRIAL_ID_VERSION, Trial, data_order_seed, group_fields, group_key
 
 BASE = {"task": "polarity", "teacher": "minilm-l6", "student": "bert-tiny"}
 
@@ -54,3 +54,45 @@ def test_group_key_ignores_what_students_may_differ_in():
     b = Trial(**{**BASE, "student": "bert-mini"}, alpha=0.5)
     assert group_key(a) == group_key(b)
     assert group_key(a) != group_key(Trial(**BASE, seed=1))
+
+
+def test_todays_trial_ids_are_pinned():
+    # Literal ids: declaring a new option (data_seed, ...) or a new field default must leave existing ids alone.
+    assert Trial(**BASE).trial_id == "108bee81a55b5a4d"
+    assert Trial(**BASE, seed=1).trial_id == "fdab9a667af25ece"
+    trial = Trial(
+        task="sst2",
+        teacher="bert-base",
+        student="bert-mini",
+        knowledge=("hidden_mse",),
+        strategy="Last-1",
+        seed=3,
+        options={"soft_t2": True},
+    )
+    assert trial.trial_id == "46d1a850d12e307d"
+    assert "data_seed" not in trial.canonical_json()
+
+
+def test_the_data_order_follows_the_seed_unless_data_seed_sets_it_apart():
+    assert data_order_seed(Trial(**BASE, seed=4)) == 4
+    assert data_order_seed(Trial(**BASE, seed=4, options={"data_seed": 7})) == 7
+    assert data_order_seed(Trial(**BASE, seed=4, options={"data_seed": 0})) == 0
+    # data_seed is part of the id: the same student seed with another data order is another trial
+    assert Trial(**BASE, seed=4, options={"data_seed": 7}).trial_id != Trial(**BASE, seed=4).trial_id
+
+
+def test_seeds_sharing_a_data_seed_share_a_group_and_others_keep_todays_groups():
+    seeds = [Trial(**BASE, seed=s, options={"data_seed": 7}) for s in (1, 2, 3)]
+    assert len({group_key(t) for t in seeds}) == 1
+    assert group_key(seeds[0]) == group_key(Trial(**BASE, seed=7))  # the same batches: the same pass
+    assert group_key(Trial(**BASE, seed=1)) != group_key(Trial(**BASE, seed=2))
+    # a group's fields (and hence its hash, its checkpoint folder) are those it had before data_seed existed
+    assert group_fields(Trial(**BASE, seed=5)) == {
+        "task": "polarity",
+        "teacher": "minilm-l6",
+        "seed": 5,
+        "batch_size": 32,
+        "max_length": 128,
+        "epochs": 3,
+        "max_train_samples": None,
+    }

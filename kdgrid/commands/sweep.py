@@ -135,6 +135,7 @@ def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: Memor
         "trials": len(sweep.trials),
         "grid_points": sweep.grid_points,
         "repeated": sweep.repeated,
+        "seeds": sweep.seeds,
         "studies": count_by_study(sweep, all_trials),
         "jobs": len(jobs),
         "memory_budget_gb": budget.gb,
@@ -191,6 +192,11 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         ("trials", f"{summary['trials']:,}"),
         ("grid points (repeated merged)", f"{summary['grid_points']:,} ({summary['repeated']:,})"),
         ("jobs (shared teacher pass)", f"{summary['jobs']:,}"),
+        *(
+            [("student seeds per cell (one data order)", f"{summary['seeds']:,}")]
+            if summary.get("seeds")
+            else []
+        ),
         (
             "memory budget per job",
             "none" if summary["memory_budget_gb"] is None else f"{summary['memory_budget_gb']:.1f} GB",

@@ -37,6 +37,9 @@ KIND_WORDS: dict[str, str] = {
 # Option name: score each dev set on its first N examples only (smoke runs; `kdgrid.sweep_run.smoke_trial`).
 MAX_DEV_SAMPLES = "max_dev_samples"
 
+# Option name: the data-order seed (`kdgrid.trial.data_order_seed`); unset, the data order follows the trial's seed.
+DATA_SEED = "data_seed"
+
 # Warm-up batches that calibrate ``beta: auto`` knowledge weights (option ``auto_batches``).
 DEFAULT_AUTO_BATCHES = 10
 
@@ -136,6 +139,14 @@ register_option(
     "int_list",
     None,
     "init preload: the teacher layers (1-based) copied, one per student layer",
+)
+register_option(
+    DATA_SEED,
+    "int",
+    None,
+    "the seed of the data order (shuffling, batches); unset: the trial's seed. Trials that differ only in seed "
+    "and share a data_seed train in one job on identical batches (docs/seeds.md)",
+    minimum=0,
 )
 register_option(
     MAX_DEV_SAMPLES,

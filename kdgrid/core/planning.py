@@ -22,7 +22,7 @@ from kdgrid.core.models import (
 from kdgrid.core.objective import Term, knowledge_terms
 from kdgrid.core.trial_rules import matched_pairs, trial_problems
 from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.trial import GROUP_FIELDS, Trial, group_key
+from kdgrid.trial import GROUP_DESCRIPTION, Trial, group_key
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def validate_trials(trials: list[Trial]) -> list[TrialPlan]:
     keys = {group_key(t) for t in trials}
     if len(keys) > 1:
         raise ConfigError(
-            f"the trials of one job must agree on {', '.join(GROUP_FIELDS)}; found {len(keys)} different groups"
+            f"the trials of one job must agree on {GROUP_DESCRIPTION}; found {len(keys)} different groups"
         )
     first = trials[0]
     try:  # the job's one teacher: its config must fit the task (labels, shape); read before any weight loads

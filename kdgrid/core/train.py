@@ -1,6 +1,7 @@
 """`run_job`: train a group of students against one teacher pass, and the trainer's public API.
 
-A job is a list of trials sharing `kdgrid.trial.group_key`; they see the same batches in the same order, so the
+A job is a list of trials sharing `kdgrid.trial.group_key`; they see the same batches in the same order (drawn
+from the job's data-order seed, `kdgrid.trial.data_order_seed`: students of one job may differ in seed), so the
 teacher runs once per batch (`kdgrid.core.job`) and every student trains on its features (`kdgrid.core.student`:
 each student owns its weights, optimizer and RNG stream, so a trial trained in a group of N gives exactly the
 same weights and metrics as the trial trained alone on CPU in deterministic mode). Teacher-side loss targets are
@@ -45,7 +46,7 @@ from kdgrid.core.teacher_share import record_teacher_pass
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
-from kdgrid.trial import GROUP_FIELDS, Trial, group_key
+from kdgrid.trial import GROUP_DESCRIPTION, Trial, data_order_seed, group_key
 
 __all__ = [
     "DEFAULT_AUTO_BATCHES",
@@ -88,9 +89,10 @@ def calibrate_auto_weights(
     seed: int,
     on_result: Callable[[TrialResult], None] | None = None,
 ) -> None:
-    """Set the auto weights of every uncalibrated student on the first warm-up batches of epoch 1 (eval mode,
-    no gradients, no random draws: calibration leaves the student exactly as it was). A student whose
-    calibration raises is failed and finished (reported to ``on_result``)."""
+    """Set the auto weights of every uncalibrated student on the first warm-up batches of epoch 1, in the order
+    ``seed`` draws (the job's data-order seed, `kdgrid.trial.data_order_seed`), in eval mode, without gradients
+    or random draws: calibration leaves the student exactly as it was. A student whose calibration raises is
+    failed and finished (reported to ``on_result``)."""
     pending = [
         r
         for r in runs
@@ -155,7 +157,7 @@ def run_job(
         return []
     keys = {group_key(t) for t in trials}
     if len(keys) > 1:
-        raise ConfigError(f"the trials of one job must agree on {', '.join(GROUP_FIELDS)}")
+        raise ConfigError(f"the trials of one job must agree on {GROUP_DESCRIPTION}")
     checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
     runtime = make_runtime(device)
     first = trials[0]
@@ -190,7 +192,8 @@ def run_job(
         finish_student(run, on_result, checkpoint_dir, on_model)
 
     teacher_capture = FeatureCapture(job.teacher_model, *teacher_capture_needs(runs))
-    calibrate_auto_weights(runs, job, teacher_capture, first.seed, on_result)
+    data_seed = data_order_seed(first)  # the same for every trial of the job (part of `group_key`)
+    calibrate_auto_weights(runs, job, teacher_capture, data_seed, on_result)
 
     for epoch in range(first.epochs):
         for run in runs:
@@ -201,7 +204,7 @@ def run_job(
             continue
         teacher_capture.set_needs(*teacher_capture_needs(active))
         for step_in_epoch, batch in enumerate(
-            train_batches(job.tokenized["train"], first.batch_size, first.seed, epoch)
+            train_batches(job.tokenized["train"], first.batch_size, data_seed, epoch)
         ):
             live = [r for r in active if r.active]
             if not live:

@@ -3,14 +3,16 @@
 Per study: the cross product of the axes over ``fixed``; then each ``override`` whose ``when`` matches sets its
 values (in file order; ``extends`` files first); ``{field}`` in a string value is replaced by that field's value
 (e.g. ``init_from: gd/{student}``); a trial without knowledge has no strategy (so a baseline crossed with the
-strategies is one trial); ``exclude`` rules drop grid points; ``include`` entries are added. A trial that two
-studies (or two grid points) produce is kept once, under the first study.
+strategies is one trial); ``exclude`` rules drop grid points; ``include`` entries are added. With ``seeds: N``
+each trial becomes N student seeds sharing one data order (`seed_variants`). A trial that two studies (or two
+grid points) produce is kept once, under the first study.
 
 Every problem of every kind is collected and raised together as one `ConfigError`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import tempfile
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kdgrid.core.options import DATA_SEED
 from kdgrid.core.trial_rules import value_problems
 from kdgrid.errors import ConfigError
 from kdgrid.grid.checks import combination_problems
-from kdgrid.grid.spec import Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
+from kdgrid.grid.spec import SEEDS_KEY, Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
 from kdgrid.grid.values import InvalidValue, drop_unused_fields, normalize, rule_candidates
 from kdgrid.trial import REQUIRED_FIELDS, Trial
 
@@ -43,8 +46,10 @@ class Sweep:
     """A validated sweep: its unique trials, in a stable order (study, then grid order).
 
     Attributes:
-        grid_points: trials the file describes before de-duplication (what a paper's table counts as cells).
+        grid_points: trials the file describes before de-duplication (what a paper's table counts as cells,
+            times ``seeds``).
         repeated: grid points that were the same trial as an earlier one and were merged.
+        seeds: the sweep's ``seeds: N`` (student seeds per cell, sharing one data order), None when not set.
     """
 
     name: str
@@ -54,6 +59,7 @@ class Sweep:
     studies: list[str]
     grid_points: int
     repeated: int
+    seeds: int | None = None
 
     def trials_of(self, study: str) -> list[Trial]:
         return [p.trial for p in self.trials if p.study == study]
@@ -253,6 +259,16 @@ def _describe(trial: Trial) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
+def seed_variants(trial: Trial, seeds: int | None) -> list[Trial]:
+    """The trials ``seeds: N`` makes of ``trial``: student seeds ``trial.seed``, ..., ``trial.seed + N - 1``, each
+    with ``data_seed`` = ``trial.seed``, so all N draw the same data order and share one job (a paired design:
+    docs/seeds.md). Without ``seeds``, ``[trial]``: its id and data order are as they always were."""
+    if seeds is None:
+        return [trial]
+    options = {**dict(trial.options), DATA_SEED: trial.seed}
+    return [dataclasses.replace(trial, seed=trial.seed + i, options=options) for i in range(seeds)]
+
+
 def _combination_key(trial: Trial) -> tuple[Any, ...]:
     return (
         trial.task,
@@ -304,27 +320,36 @@ def expand(spec: SweepSpec, problems: Problems) -> Sweep:
     reported: set[tuple[Any, ...]] = set()
     for study in spec.studies:
         expander = _StudyExpander(study, normalizer, problems, source)
-        for trial, where, _ in expander.grid():
-            if trial is None:
+        for point, where, _ in expander.grid():
+            if point is None:
                 continue
-            grid_points += 1
-            key = _combination_key(trial)
-            if key not in checked:
-                checked[key] = combination_problems(trial)
-            messages = value_problems(trial) + checked[key]  # values per trial: they are not in the key
-            if messages:
-                if (key, *messages) not in reported:
-                    reported.add((key, *messages))
-                    for message in messages:
-                        if "strategy" in expander.bad and "needs a `strategy`" in message:
-                            continue  # a consequence of the invalid strategy reported above
-                        problems.add(source, f"{where}: trial {_describe(trial)}", message)
+            if spec.seeds is not None and point.option(DATA_SEED) is not None:
+                problems.add(
+                    source,
+                    SEEDS_KEY,
+                    f"sets each trial's options.{DATA_SEED} (to its first seed); remove {DATA_SEED} from the "
+                    f"options of {where}, or drop `seeds` and list the seeds yourself",
+                )
                 continue
-            trial_id = trial.trial_id
-            if trial_id in seen:
-                continue
-            seen[trial_id] = study.name
-            trials.append(PlannedTrial(trial, study.name))
+            for trial in seed_variants(point, spec.seeds):
+                grid_points += 1
+                key = _combination_key(trial)
+                if key not in checked:
+                    checked[key] = combination_problems(trial)
+                messages = value_problems(trial) + checked[key]  # values per trial: they are not in the key
+                if messages:
+                    if (key, *messages) not in reported:
+                        reported.add((key, *messages))
+                        for message in messages:
+                            if "strategy" in expander.bad and "needs a `strategy`" in message:
+                                continue  # a consequence of the invalid strategy reported above
+                            problems.add(source, f"{where}: trial {_describe(trial)}", message)
+                    continue
+                trial_id = trial.trial_id
+                if trial_id in seen:
+                    continue
+                seen[trial_id] = study.name
+                trials.append(PlannedTrial(trial, study.name))
     return Sweep(
         name=spec.name,
         path=spec.path,
@@ -333,6 +358,7 @@ def expand(spec: SweepSpec, problems: Problems) -> Sweep:
         studies=[s.name for s in spec.studies],
         grid_points=grid_points,
         repeated=grid_points - len(trials),
+        seeds=spec.seeds,
     )
 
 

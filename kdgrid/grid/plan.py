@@ -1,7 +1,7 @@
 """Planning: trials into jobs that share one teacher pass, split to a size and memory budget.
 
-Trials with the same `kdgrid.trial.group_key` (task, teacher, seed, batch size, sequence length, epochs, train
-subset) see the same batches in the same order, so one teacher forward per batch can feed all of them
+Trials with the same `kdgrid.trial.group_key` (task, teacher, data-order seed, batch size, sequence length,
+epochs, train subset) see the same batches in the same order, so one teacher forward per batch can feed all of them
 (docs/design.md, "The shared teacher pass"). A group larger than ``max_group_size`` trials, or whose students
 would need more than ``memory_budget_gb`` at its peak (`kdgrid.grid.memory_estimate`: every student's weights
 and optimizer state, one student's activations, the teacher and its features of one batch), is split into several jobs. The split

@@ -12,6 +12,9 @@ A sweep file (see README "Sweep files") has these top-level keys:
 ``exclude``      list of ``{field: value-or-list}``: grid points matching every field are dropped
 ``studies``      name -> a sub-grid with its own ``description/fixed/axes/overrides/include/exclude``; the
                  top-level ``fixed``, ``axes``, ``overrides`` and ``exclude`` apply to every study
+``seeds``        N >= 1: every trial becomes N student seeds (seed, seed + 1, ..., seed + N - 1) sharing the data
+                 order of the first (``data_seed``), so they train in one job on identical batches
+                 (`kdgrid.grid.expand.seed_variants`, docs/seeds.md); not with a ``seed`` axis
 
 YAML's silent "last duplicate key wins" is refused: a key written twice is an error. So is a document that
 would expand, through aliases, to more than `MAX_YAML_NODES` nodes (an "alias bomb" of a few lines would
@@ -30,7 +33,19 @@ import yaml
 
 from kdgrid.trial import Trial
 
-TOP_KEYS = ("name", "description", "extends", "fixed", "axes", "overrides", "include", "exclude", "studies")
+SEEDS_KEY = "seeds"
+TOP_KEYS = (
+    "name",
+    "description",
+    "extends",
+    "fixed",
+    "axes",
+    "overrides",
+    "include",
+    "exclude",
+    "studies",
+    SEEDS_KEY,
+)
 STUDY_KEYS = ("description", "fixed", "axes", "overrides", "include", "exclude")
 OVERRIDE_KEYS = ("when", "set")
 FRAGMENT_KEYS = ("description", "fixed", "overrides")  # what an `extends` file may hold
@@ -208,10 +223,44 @@ class StudySpec:
 
 @dataclass
 class SweepSpec:
+    """A parsed sweep. ``seeds``: the student seeds per trial (the ``seeds`` key; None when not written)."""
+
     name: str
     path: Path
     description: str
     studies: list[StudySpec]
+    seeds: int | None = None
+
+
+def _seeds(data: Mapping[str, Any], source: str, problems: Problems) -> int | None:
+    """The ``seeds`` key's count: an integer >= 1 (a bool or a float is refused), None when absent or invalid."""
+    if SEEDS_KEY not in data:
+        return None
+    value = data[SEEDS_KEY]
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    problems.add(
+        source,
+        SEEDS_KEY,
+        f"must be an integer >= 1 (how many student seeds each trial gets: seed, seed + 1, ...), got {value!r}",
+    )
+    return None
+
+
+def _check_seed_axis(seeds: int | None, studies: list[StudySpec], source: str, problems: Problems) -> None:
+    """``seeds`` derives the seeds from each trial's ``seed``: a ``seed`` axis would give two lists of seeds."""
+    if seeds is None:
+        return
+    for study in studies:
+        if "seed" in study.axes:
+            problems.add(
+                source,
+                SEEDS_KEY,
+                f"cannot be combined with a list of seeds ({study.axes['seed'].where}); either list the seeds "
+                "on the axis (each seed then draws its own data order, one job each), or write the first seed "
+                "in fixed.seed and keep `seeds: N`",
+            )
+            return
 
 
 def _check_keys(
@@ -431,4 +480,8 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
                 include_where=[f"{where}.include[{i}]" for i in range(len(include))],
             )
         )
-    return SweepSpec(name=name, path=path, description=str(data.get("description", "")), studies=studies)
+    seeds = _seeds(data, source, problems)
+    _check_seed_axis(seeds, studies, source, problems)
+    return SweepSpec(
+        name=name, path=path, description=str(data.get("description", "")), studies=studies, seeds=seeds
+    )

@@ -45,6 +45,15 @@ def test_grid_throughput_smoke(tmp_path: Path) -> None:
         for mode in ("per_trial", "grouped", "lower_bound"):
             assert positive(figures[mode]["grid_step_s"]) and figures[mode]["peak_rss_mb"] > 100
     assert report["config"]["trials"] == 2
+    # the seeds case: N seeds x M students as one job (seeds: N) against one job per seed
+    config = report["config"]
+    assert config["cases"] == ["grid", "seeds"] and (config["seeds"], config["seed_students"]) == (2, 2)
+    for teacher in ("minilm", "bert-base"):
+        seeds = report["seeds"][teacher]
+        assert positive(seeds["per_seed_jobs_over_one_job"])
+        assert seeds["seeds_one_job"]["jobs"] == 1 and seeds["seeds_per_seed_jobs"]["jobs"] == 2
+        for mode in ("seeds_one_job", "seeds_per_seed_jobs"):
+            assert positive(seeds[mode]["grid_step_s"]) and seeds[mode]["peak_rss_mb"] > 100
 
 
 def test_vs_textbrewer_smoke(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import dataclasses
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -323,3 +324,77 @@ def test_max_dev_samples_cuts_the_dev_sets_the_students_are_scored_on(teacher: s
     cut = load_job(make_trial(teacher, options={"max_dev_samples": 5}), make_runtime("cpu"))
     assert len(cut.tokenized["validation"]) == 5 < len(whole.tokenized["validation"])
     assert len(cut.tokenized["train"]) == len(whole.tokenized["train"])
+
+
+def record_batches(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, list[torch.Tensor]], dict[str, Any]]:
+    """Patch the job loop's `train_step` to record, per trial id, the input ids of every batch its student
+    trained on (in order) and its first parameter before its first step; the job's tokenized train split too."""
+    import kdgrid.core.train as train
+
+    seen: dict[str, list[torch.Tensor]] = {}
+    facts: dict[str, Any] = {}
+    original = train.train_step
+
+    def recording(run, job, batch, *args, **kwargs):  # type: ignore[no-untyped-def]
+        trial_id = run.trial.trial_id
+        if trial_id not in seen:
+            facts[trial_id] = next(run.model.parameters()).detach().clone()
+        facts["train"] = job.tokenized["train"]
+        seen.setdefault(trial_id, []).append(batch["input_ids"].clone())
+        return original(run, job, batch, *args, **kwargs)
+
+    monkeypatch.setattr(train, "train_step", recording)
+    return seen, facts
+
+
+def expected_batches(split: Any, batch_size: int, seed: int, epochs: int) -> list[torch.Tensor]:
+    from kdgrid.core.data.batching import train_batches
+
+    return [b["input_ids"] for e in range(epochs) for b in train_batches(split, batch_size, seed, e)]
+
+
+def assert_same_batches(a: list[torch.Tensor], b: list[torch.Tensor]) -> None:
+    assert len(a) == len(b)
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_seeds_sharing_a_data_seed_train_in_one_job_on_identical_batches(
+    teacher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kdgrid.grid.plan import plan_jobs
+
+    one, two = (make_trial(teacher, seed=s, options={"data_seed": 7}) for s in (1, 2))
+    assert plan_jobs([one, two]) == [sorted([one, two], key=lambda t: t.trial_id)]  # one job
+    seen, facts = record_batches(monkeypatch)
+    results, weights = run([one, two])
+    assert all(r.status == "done" for r in results)
+    # the same batches in the same order: those data_seed 7 draws, not those of either student seed
+    assert_same_batches(seen[one.trial_id], seen[two.trial_id])
+    assert_same_batches(seen[one.trial_id], expected_batches(facts["train"], 16, 7, 2))
+    assert not all(
+        torch.equal(x, y)
+        for x, y in zip(seen[one.trial_id], expected_batches(facts["train"], 16, 1, 2), strict=True)
+    )
+    # ... but each student starts from its own seed
+    assert not torch.equal(facts[one.trial_id], facts[two.trial_id])
+    assert results[0].loss_terms != results[1].loss_terms
+    assert not torch.equal(*(next(iter(weights[t.trial_id].values())) for t in (one, two)))
+    # and trains exactly as it would alone (a paired design changes nothing for the student itself)
+    (alone,), alone_weights = run([two])
+    assert alone.curve == results[1].curve
+    assert_same_weights(alone_weights[two.trial_id], weights[two.trial_id])
+
+
+def test_without_data_seed_the_data_order_is_the_seed_s_as_before(
+    teacher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kdgrid.grid.plan import plan_jobs
+
+    one, two = (make_trial(teacher, seed=s, epochs=1) for s in (1, 2))
+    assert len(plan_jobs([one, two])) == 2  # different seeds, different data orders: two jobs
+    with pytest.raises(ConfigError, match=r"must agree on .*data-order seed"):
+        run([one, two])
+    seen, facts = record_batches(monkeypatch)
+    for trial, seed in ((one, 1), (two, 2)):
+        run([trial])
+        assert_same_batches(seen[trial.trial_id], expected_batches(facts["train"], 16, seed, 1))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import textwrap
 from pathlib import Path
 
@@ -281,3 +283,106 @@ def test_a_yaml_syntax_error_names_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, "s.yaml", "fixed: {task: [mrpc\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_sweep(path)
+
+
+def kdgrid_cli(*args: object) -> tuple[int | str | None, str, str]:
+    """Run ``kdgrid ARGS`` in this process: (exit status, stdout, stderr)."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from kdgrid.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code: int | str | None = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exit_:
+            code = exit_.code
+    return code, out.getvalue(), err.getvalue()
+
+
+SEEDS_SWEEP = """
+    fixed: {task: rte, teacher: bert-base, student: bert-tiny, seed: %s}
+    axes:
+      knowledge: [cos, pkd]
+      strategy: [First, Last]
+    """
+
+
+def test_seeds_n_makes_n_student_seeds_per_trial_sharing_the_first_seed_s_data_order(tmp_path: Path) -> None:
+    from kdgrid.grid.plan import plan_jobs
+    from kdgrid.trial import data_order_seed
+
+    plain = load_sweep(write(tmp_path, "plain.yaml", SEEDS_SWEEP % 10))
+    seeded = load_sweep(write(tmp_path, "seeded.yaml", "seeds: 3\n" + textwrap.dedent(SEEDS_SWEEP % 10)))
+    assert plain.seeds is None and seeded.seeds == 3
+    assert len(plain.trials) == 4 and len(seeded.trials) == 12 and seeded.grid_points == 12
+    trials = [p.trial for p in seeded.trials]
+    for cell in plain.trials:
+        same_cell = [
+            t for t in trials if (t.knowledge, t.strategy) == (cell.trial.knowledge, cell.trial.strategy)
+        ]
+        assert sorted(t.seed for t in same_cell) == [10, 11, 12]
+        assert {data_order_seed(t) for t in same_cell} == {10}
+        assert all(t.option("data_seed") == 10 for t in same_cell)
+        # the seeds of a cell differ only in seed (their data_seed is written out, the same for all)
+        assert len({dataclasses.replace(t, seed=0) for t in same_cell}) == 1
+    # one teacher pass for all 12 (as for the 4 trials without seeds)
+    assert len(plan_jobs(trials)) == len(plan_jobs([p.trial for p in plain.trials])) == 1
+    # without `seeds` nothing changes: the seed is the data order's too, no data_seed is written
+    assert all(p.trial.option("data_seed") is None and p.trial.seed == 10 for p in plain.trials)
+
+
+def test_seeds_defaults_to_the_trial_seed_default_as_base(tmp_path: Path) -> None:
+    text = "seeds: 2\nfixed: {task: rte, teacher: bert-base, student: bert-tiny}\n"
+    trials = [p.trial for p in load_sweep(write(tmp_path, "s.yaml", text)).trials]
+    assert [(t.seed, t.option("data_seed")) for t in trials] == [(0, 0), (1, 0)]
+
+
+def test_plan_shows_the_seeds_of_a_cell_as_one_job(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    plain_text = textwrap.dedent(SEEDS_SWEEP % 0).replace("axes:", "axes:\n  seed: [0, 1, 2, 3, 4]")
+    plain = write(tmp_path, "plain.yaml", plain_text.replace(", seed: 0", ""))
+    seeded = write(tmp_path, "seeded.yaml", "seeds: 5\n" + textwrap.dedent(SEEDS_SWEEP % 0))
+    summaries = {}
+    for path in (plain, seeded):
+        code, out, err = kdgrid_cli("plan", path, "--store", store, "--json")
+        assert code == 0, err
+        summaries[path.stem] = json.loads(out)
+    assert summaries["plain"]["trials"] == summaries["seeded"]["trials"] == 20
+    assert summaries["plain"]["jobs"] == 5 and summaries["seeded"]["jobs"] == 1
+    assert summaries["seeded"]["seeds"] == 5 and summaries["plain"]["seeds"] is None
+    code, out, err = kdgrid_cli("plan", seeded, "--store", store)
+    assert code == 0, err
+    assert "student seeds per cell" in out
+
+
+@pytest.mark.parametrize(
+    ("head", "facts"),
+    [
+        ("seeds: 0\n", ["seeds: must be an integer >= 1", "got 0"]),
+        ("seeds: -2\n", ["seeds: must be an integer >= 1", "got -2"]),
+        ("seeds: 2.5\n", ["seeds: must be an integer >= 1", "got 2.5"]),
+        ("seeds: three\n", ["seeds: must be an integer >= 1", "got 'three'"]),
+        ("seeds: true\n", ["seeds: must be an integer >= 1", "got True"]),
+        ("seeds: 3\naxes: {seed: [0, 1]}\n", ["seeds: cannot be combined with a list of seeds (axes.seed)"]),
+        (
+            "seeds: 3\nstudies: {a: {axes: {seed: [0, 1]}}}\n",
+            ["seeds: cannot be combined", "studies.a.axes.seed"],
+        ),
+        ("seeds: 3\naxes: {options: [{data_seed: 4}]}\n", ["seeds: sets each trial's options.data_seed"]),
+    ],
+)
+def test_bad_seeds_are_refused_by_plan_with_exit_status_2(
+    tmp_path: Path, head: str, facts: list[str]
+) -> None:
+    path = write(tmp_path, "s.yaml", head + "fixed: {task: rte, teacher: bert-base, student: bert-tiny}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_sweep(path)
+    assert all(fact in str(caught.value) for fact in facts), str(caught.value)
+    store = tmp_path / "store"
+    code, _, err = kdgrid_cli("plan", path, "--store", store)
+    assert code == 2 and "Traceback" not in err
+    assert all(fact in err for fact in facts), err
+    assert not store.exists()

@@ -143,3 +143,25 @@ def test_demo_is_one_teacher_group_of_52() -> None:
     assert {(t.task, t.teacher, t.student, t.init) for t in trials} == {
         ("polarity", "minilm-l6", "bert-tiny", "random")
     }
+
+
+SEEDS_LINE = "# seeds: 5"  # the commented line every sweep file carries; uncommented, it runs the sweep with 5 seeds
+SEEDS_CHECKED_UP_TO = 300  # trials: larger sweeps expand for seconds; the same line is checked on the others
+
+
+@pytest.mark.parametrize("name", sorted(COUNTS))
+def test_every_sweep_shows_how_to_run_it_with_several_seeds(name: str, tmp_path: Path) -> None:
+    text = (SWEEPS / name).read_text()
+    assert text.count(SEEDS_LINE + "\n") == 1 and "docs/seeds.md" in text
+    trials, _ = COUNTS[name]
+    if trials > SEEDS_CHECKED_UP_TO:
+        return
+    for extended in SWEEPS.glob("_*.yaml"):
+        (tmp_path / extended.name).write_text(extended.read_text())
+    uncommented = tmp_path / name
+    uncommented.write_text(text.replace(SEEDS_LINE, SEEDS_LINE.removeprefix("# ")))
+    plain = load_sweep(SWEEPS / name)
+    seeded = load_sweep(uncommented)
+    assert len(seeded.trials) == 5 * len(plain.trials)
+    # five seeds per trial, and still one job per teacher pass
+    assert len(plan_jobs([p.trial for p in seeded.trials])) == len(plan_jobs([p.trial for p in plain.trials]))
