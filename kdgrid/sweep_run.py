@@ -48,7 +48,7 @@ from kdgrid.prefetch import missing_items, missing_message, sweep_needs
 from kdgrid.store import compact
 from kdgrid.store.layout import rows_dir, visible_files
 from kdgrid.store.membership import record_membership
-from kdgrid.trial import Trial, group_key
+from kdgrid.trial import Trial, data_order_seed, group_key
 
 AUTO_MEMORY_BUDGET = "auto"
 # Compact the store after a run once its loose per-trial files reach this many (reading them gets slow).
@@ -462,7 +462,7 @@ class SmokeGroup:
 
     task: str
     teacher: str
-    seed: int
+    data_seed: int  # the group's data-order seed (`kdgrid.trial.data_order_seed`)
     trials: int
     failed: int
     errors: tuple[str, ...]
@@ -472,7 +472,7 @@ class SmokeGroup:
         return not self.failed
 
     def line(self) -> str:
-        head = f"{self.task} / {self.teacher} / seed {self.seed} ({self.trials} trial(s))"
+        head = f"{self.task} / {self.teacher} / data seed {self.data_seed} ({self.trials} trial(s))"
         if self.ok:
             return f"ok      {head}"
         return f"FAILED  {head}: {self.failed} failed: " + " | ".join(self.errors)
@@ -551,7 +551,7 @@ def smoke_sweep(
         errors = [state.errors.get(i) or "no row (the job did not report)" for i in ids if i in failed_ids]
         first = trials[0]
         groups.append(
-            SmokeGroup(first.task, first.teacher, first.seed, len(ids), len(errors), tuple(dict.fromkeys(errors)))
+            SmokeGroup(first.task, first.teacher, data_order_seed(first), len(ids), len(errors), tuple(dict.fromkeys(errors)))
         )
     outcome = SmokeRun(spec.name, tuple(groups), store if keep else None)
     for group in groups:

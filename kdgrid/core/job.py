@@ -1,8 +1,9 @@
 """What a job's students share: the task, its tokenized splits, the teacher (loaded once) and its forward pass.
 
-A job is a list of trials sharing `kdgrid.trial.group_key` (task, teacher, seed, batch size, max length, epochs,
-max_train_samples, teacher options): they see the same batches in the same order, so the teacher runs once per
-batch, under ``torch.no_grad``, capturing the union of what the students' knowledge needs (`teacher_forward`).
+A job is a list of trials sharing `kdgrid.trial.group_key` (task, teacher, data-order seed, batch size, max
+length, epochs, max_train_samples, teacher options): they see the same batches in the same order, so the teacher
+runs once per batch, under ``torch.no_grad``, capturing the union of what the students' knowledge needs
+(`teacher_forward`).
 
 Before any student exists, `load_job` resolves which task label each teacher output means
 (`kdgrid.core.label_order`) and gates the teacher (`kdgrid.core.teacher_gate`: a teacher kdgrid did not
@@ -35,7 +36,7 @@ from kdgrid.core.teacher_gate import check_teacher
 from kdgrid.core.teacher_options import declared_label_order, gate_enabled, teacher_option_problems
 from kdgrid.errors import ConfigError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
-from kdgrid.trial import Trial
+from kdgrid.trial import Trial, data_order_seed
 
 
 @dataclass
@@ -114,7 +115,7 @@ def load_job(trial: Trial, runtime: Runtime) -> Job:
     dev_cap = trial.option(MAX_DEV_SAMPLES)
     if dev_cap is not None:  # after the gate, which judges the teacher on the whole dev set
         tokenized = tokenized.with_dev_sets_cut(dev_cap)
-    steps = len(train_batches(tokenized["train"], trial.batch_size, trial.seed, 0))
+    steps = len(train_batches(tokenized["train"], trial.batch_size, data_order_seed(trial), 0))
     fingerprints = {name: dev_fingerprint(tokenized[name]) for name in task.dev_sets}
     return Job(task, teacher, teacher_model, tokenized, runtime, steps, label_order, gate, fingerprints)
 
