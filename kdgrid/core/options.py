@@ -22,6 +22,7 @@ from typing import Any
 
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
+from kdgrid.pretrain.recipe_names import INIT_RECIPE, init_recipe_problem
 
 # What a value of each kind of option must be, and how a message names it.
 OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "labels"]
@@ -136,6 +137,14 @@ register_option(
     "int_list",
     None,
     "init preload: the teacher layers (1-based) copied, one per student layer",
+)
+register_option(
+    INIT_RECIPE,
+    "text",
+    None,
+    "init general_distillation / pretrain: start from the checkpoint of this pre-training recipe (a bundled "
+    "name or a recipe file; kdgrid.pretrain.needed), completed by the trial's student and teacher",
+    check=init_recipe_problem,
 )
 register_option(
     MAX_DEV_SAMPLES,
