@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from kdgrid.commands import analysis, assets, core, prefetch, store, sweep
+from kdgrid.commands import analysis, assets, core, prefetch, pretrain, store, sweep
 from kdgrid.errors import KdgridError
 
 app = typer.Typer(
@@ -30,7 +30,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-for area in (sweep, prefetch, core, analysis, store, assets):
+for area in (sweep, prefetch, core, analysis, store, assets, pretrain):
     area.register(app)
 
 

@@ -30,6 +30,7 @@ COMMANDS = [
     "assets",
     "store",
     "demo",
+    "pretrain",
 ]
 
 

@@ -177,6 +177,16 @@ class Objective(nn.Module):
                     "hard_label", s_logits, {}, labels=labels, options={"regression": self.regression}
                 ),
             }
+        return {**values, **self.knowledge_values(student, teacher, labels)}
+
+    def knowledge_values(
+        self, student: Features, teacher: Features, labels: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Each knowledge term's unweighted value (0-dim float32 tensors), without the soft and hard terms: what
+        task distillation adds to them, and what general distillation adds to the masked-LM loss
+        (`kdgrid.pretrain.loss`). Computed in float32 with autocast off (see `term_values`)."""
+        with torch.autocast(device_type=student.mask.device.type, enabled=False):
+            values: dict[str, torch.Tensor] = {}
             for term in self.terms:
                 spec = self.specs[term.knowledge]
                 s_layer, t_layer = term.pair if term.pair is not None else (None, None)
@@ -198,7 +208,7 @@ class Objective(nn.Module):
                     labels=labels,
                     options=self.options[term.knowledge],
                 )
-            return values
+        return values
 
     def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher)."""

@@ -62,7 +62,18 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     path = folder / MANIFEST
     if not path.is_file():
         return None
-    return json.loads(path.read_text())
+    return read_manifest_file(path)
+
+
+def read_manifest_file(path: Path) -> dict[str, Any]:
+    """A manifest file's content; `ConfigError` naming the file when it is not a JSON object."""
+    try:
+        data = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{path} is not a pretrain manifest ({error})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} is not a pretrain manifest (not a JSON object)")
+    return data
 
 
 def package_versions() -> dict[str, str | None]:

@@ -1,0 +1,181 @@
+"""The pre-training objective: the masked-LM loss, plus for general distillation the teacher's knowledge through
+task distillation's own machinery (`kdgrid.core.objective.Objective.knowledge_values`: the knowledge functions,
+the matching strategy's layer pairs, the projections, the weights beta).
+
+    L = mlm_weight x L_mlm + sum over knowledge k and layer pair l of beta x L_k(l)
+
+``L_mlm`` is the cross-entropy of the MLM head at the masked positions, averaged over every masked token of the
+global batch (not per micro-batch, so any split of the batch over processes and micro-batches gives the same
+gradient). Each knowledge term is a mean over its micro-batch's tokens; all blocks are full (no padding) and
+micro-batches are equal, so their mean over micro-batches is the global batch's value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import BertForMaskedLM
+
+from kdgrid.assets import teacher_dir
+from kdgrid.core.capture import FeatureCapture, Features
+from kdgrid.core.knowledge import get_knowledge
+from kdgrid.core.models import (
+    StudentShape,
+    cached_config,
+    fetch_config,
+    is_local_source,
+    load_pretrained_bert,
+    local_config,
+    student_shape,
+)
+from kdgrid.core.objective import Objective, Term, captured_layers, knowledge_terms, teacher_needs
+from kdgrid.core.teacher_cache import MINILM_ALIAS, base_source
+from kdgrid.core.trial_rules import matched_pairs, relation_heads_problems
+from kdgrid.errors import ConfigError
+from kdgrid.pretrain.data import IGNORE_INDEX
+from kdgrid.pretrain.recipe import PretrainRecipe
+from kdgrid.trial import Trial
+
+PRETRAIN_TASK = "pretrain"  # the task name of the trial that carries a recipe's distillation settings
+
+
+def teacher_source(recipe: PretrainRecipe) -> str:
+    """Where the teacher's weights are: the offline MiniLM's base folder for ``minilm-l6``, else as written."""
+    assert recipe.teacher is not None
+    return str(teacher_dir()) if recipe.teacher == MINILM_ALIAS else base_source(recipe.teacher)
+
+
+def teacher_shape(recipe: PretrainRecipe) -> StudentShape:
+    """The teacher's shape from its config.json (no weights read; a Hub teacher from the cache or the Hub)."""
+    source = teacher_source(recipe)
+    if is_local_source(source):
+        return local_config(Path(source).expanduser()).shape
+    found = cached_config(source)
+    return (found or fetch_config(source, what="teacher")).shape
+
+
+def distillation_trial(recipe: PretrainRecipe) -> Trial:
+    """The recipe's distillation settings as the `Trial` that task distillation's rules and `Objective` read
+    (no soft or hard term: pre-training has no task head)."""
+    return Trial(
+        task=PRETRAIN_TASK,
+        teacher=recipe.teacher or "",
+        student=recipe.student,
+        init="random",
+        knowledge=recipe.knowledge,
+        strategy=recipe.strategy,
+        beta=recipe.beta,
+        soft_weight=0.0,
+        alpha=0.0,
+        projection=recipe.projection,
+        relation_heads=recipe.relation_heads,
+        seed=recipe.seed,
+        options=recipe.options,
+    )
+
+
+def match_terms(recipe: PretrainRecipe, student: StudentShape, teacher: StudentShape) -> list[Term]:
+    """The knowledge terms of a general distillation, with the refusals of task distillation: a strategy that
+    cannot pair these depths, a knowledge that needs a projection the recipe forbids, relation heads that do
+    not divide both widths. One `ConfigError` naming the student and the teacher."""
+    trial = distillation_trial(recipe)
+    where = f"general distillation of {student.name} from {recipe.teacher} ({teacher.name})"
+    try:
+        pairs = matched_pairs(trial, student.layers, teacher.layers)
+        problems = relation_heads_problems(trial, student, teacher)
+        relation = any(get_knowledge(name).call_style == "relation" for name in recipe.knowledge)
+        heads = recipe.relation_heads or student.heads
+        if relation and not problems and teacher.width % heads:
+            common = [
+                h for h in range(1, student.width + 1) if student.width % h == 0 and teacher.width % h == 0
+            ]
+            problems.append(
+                f"the relation knowledge splits both sides into the student's {heads} heads, which do not divide "
+                f"the teacher's width {teacher.width}; set relation_heads to one that divides both widths "
+                f"(e.g. {max(common)})"
+            )
+        if problems:
+            raise ConfigError("; ".join(problems))
+        return knowledge_terms(trial, pairs, student, teacher)
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def build_student(recipe: PretrainRecipe, vocab_size: int) -> BertForMaskedLM:
+    """A randomly initialised `BertForMaskedLM` of the recipe's shape (the global RNG decides its weights)."""
+    config = student_shape(recipe.student).bert_config(num_labels=2, vocab_size=vocab_size)
+    config.hidden_dropout_prob = recipe.dropout
+    config.attention_probs_dropout_prob = recipe.dropout
+    return BertForMaskedLM(config)
+
+
+def load_teacher(recipe: PretrainRecipe) -> nn.Module:
+    """The teacher's encoder in eval mode, gradients off, float32 (its task head, if any, is not read)."""
+    model = load_pretrained_bert(teacher_source(recipe), num_labels=2, what="teacher")
+    model.eval()
+    model.requires_grad_(False)
+    return model
+
+
+class _Encoder(nn.Module):
+    """The student's encoder for `FeatureCapture`: its ``logits`` slot carries the last hidden state
+    ``[B, L, d]``, so the MLM head runs on the masked positions only (not on every token x 30,522 words)."""
+
+    def __init__(self, mlm: BertForMaskedLM) -> None:
+        super().__init__()
+        self.bert = mlm.bert
+        self.config = mlm.config
+
+    def forward(self, **inputs: Any) -> SimpleNamespace:
+        out = self.bert(**inputs)
+        return SimpleNamespace(logits=out.last_hidden_state, hidden_states=out.hidden_states)
+
+
+@dataclass
+class StepValues:
+    """One micro-batch's loss terms: ``mlm_sum`` (summed over its masked tokens) and each knowledge term (mean)."""
+
+    mlm_sum: torch.Tensor
+    knowledge: dict[str, torch.Tensor]
+
+
+class PretrainModel(nn.Module):
+    """The student (a `BertForMaskedLM`) and, for general distillation, the `Objective` that owns the
+    projections: the one module data parallelism wraps, so projections train and synchronise with the student.
+
+    ``forward(input_ids, labels, teacher_features)``: ``[b, L]`` masked inputs and labels (`IGNORE_INDEX` where
+    nothing is predicted), the teacher's `Features` of the same inputs or ``None``; returns `StepValues`.
+    """
+
+    def __init__(self, student: BertForMaskedLM, objective: Objective | None, terms: list[Term]) -> None:
+        super().__init__()
+        self.student = student
+        self.objective = objective
+        last = student.config.num_hidden_layers
+        needs = teacher_needs(terms, objective.specs) - {"logits"} if objective is not None else frozenset()
+        self.capture = FeatureCapture(_Encoder(student), needs=needs, layers=captured_layers(terms, 0, last))
+
+    def forward(
+        self, input_ids: torch.Tensor, labels: torch.Tensor, teacher_features: Features | None = None
+    ) -> StepValues:
+        mask = torch.ones_like(input_ids)
+        features = self.capture({"input_ids": input_ids, "attention_mask": mask})
+        chosen = labels != IGNORE_INDEX
+        prediction = self.student.cls(features.logits[chosen])
+        mlm_sum = F.cross_entropy(prediction.float(), labels[chosen], reduction="sum")
+        knowledge: dict[str, torch.Tensor] = {}
+        if self.objective is not None and teacher_features is not None:
+            knowledge = self.objective.knowledge_values(features, teacher_features)
+        return StepValues(mlm_sum, knowledge)
+
+
+def teacher_capture(teacher: nn.Module, terms: list[Term], specs: dict[str, Any]) -> FeatureCapture:
+    """The teacher's hooks: the features the terms read, on the teacher layers they are matched to."""
+    last = teacher.config.num_hidden_layers
+    return FeatureCapture(teacher, needs=teacher_needs(terms, specs), layers=captured_layers(terms, 1, last))

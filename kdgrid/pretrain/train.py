@@ -1,0 +1,384 @@
+"""`run_pretrain`: one pre-training or general-distillation run, data-parallel on torch.distributed.
+
+Launched as one process (no process group) or by ``torchrun`` (the environment's ``WORLD_SIZE``, ``RANK``,
+``LOCAL_RANK``; gloo on CPU, nccl on GPU, one GPU per process). The student (and the projections) are wrapped
+in `DistributedDataParallel`; each process reads its slice of every global batch (`kdgrid.pretrain.data`) in
+micro-batches, accumulating gradients (synchronised on the last one) until the recipe's global batch is reached;
+then the gradients are clipped to norm ``max_grad_norm`` and AdamW steps. On a GPU the forward passes run under
+bf16 autocast (where the GPU has bf16; else float32), the losses in float32.
+
+Every ``checkpoint_every`` steps (and when ``stop_after`` steps of this run are done) process 0 writes a step
+checkpoint (`kdgrid.pretrain.step_checkpoint`); a new run of the same recipe resumes from the newest one. Once
+all steps are done, process 0 publishes the student's ``save_pretrained`` checkpoint and the tokenizer as the
+recipe's artifact (`kdgrid.pretrain.artifacts.publish`) and removes the work folder. Every refusal (a global
+batch the processes do not divide, a work folder of another recipe, a student the teacher cannot be matched to,
+an empty corpus) happens before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from torch.nn.parallel import DistributedDataParallel
+
+from kdgrid.core.models import VOCAB_SIZE, StudentShape, student_shape
+from kdgrid.core.objective import Objective, Term
+from kdgrid.core.optim import build_optimizer
+from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.pretrain import artifacts, step_checkpoint
+from kdgrid.pretrain.corpus import PackedCorpus, load_tokenizer, packed_corpus
+from kdgrid.pretrain.data import BlockOrder, Masker, split_global_batch
+from kdgrid.pretrain.loss import (
+    PretrainModel,
+    build_student,
+    distillation_trial,
+    load_teacher,
+    match_terms,
+    teacher_capture,
+    teacher_shape,
+)
+from kdgrid.pretrain.recipe import PretrainRecipe
+
+T = TypeVar("T")
+MAX_GRAD_NORM = 1.0  # BERT's gradient clipping
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a run executes (none of it is part of the recipe's key).
+
+    Attributes:
+        micro_batch: sequences per forward pass on one process.
+        checkpoint_every: write a step checkpoint every this many optimizer steps.
+        stop_after: stop after this many steps of this run, with a checkpoint (a time-limited job); ``None``: go
+            on to the recipe's last step.
+        work_dir: where step checkpoints go; ``None``: the recipe's (`kdgrid.pretrain.artifacts.work_dir`).
+        device: ``auto`` (this process's GPU where there is one, else the CPU), ``cpu`` or ``cuda``.
+        progress: show a progress bar (process 0).
+    """
+
+    micro_batch: int = 32
+    checkpoint_every: int = 1000
+    stop_after: int | None = None
+    work_dir: Path | None = None
+    device: str = "auto"
+    progress: bool = True
+
+
+@dataclass
+class RunOutcome:
+    """What a run did: the artifact (``None`` until finished), the steps done, and each step of this run's mean
+    loss terms (``mlm`` and every knowledge term, unweighted)."""
+
+    path: Path | None
+    steps_done: int
+    finished: bool
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Processes:
+    world_size: int
+    rank: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.distributed:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+    def rank0_first(self, make: Callable[[], T]) -> T:
+        """``make()`` on process 0, then on the others (a cache built once); process 0's `KdgridError` is
+        raised on every process, so none waits forever for one that gave up."""
+        failure: list[str | None] = [None]
+        result: Any = None
+        if self.rank == 0:
+            try:
+                result = make()
+            except KdgridError as error:
+                failure = [str(error)]
+        if self.distributed:
+            dist.broadcast_object_list(failure, src=0)
+        if failure[0] is not None:
+            raise ConfigError(failure[0])
+        return result if self.rank == 0 else make()
+
+
+def _processes(device: str) -> _Processes:
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    if device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device {device!r}: use auto, cpu or cuda")
+    if use_cuda and not torch.cuda.is_available():
+        raise ConfigError("device 'cuda': this machine has no usable GPU")
+    place = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(place)
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    return _Processes(world_size, rank, local_rank, place)
+
+
+def _step_seed(recipe: PretrainRecipe, step: int, rank: int) -> int:
+    state = np.random.SeedSequence([recipe.seed, step, rank]).generate_state(2, dtype=np.uint32)
+    return int(state[0]) << 32 | int(state[1])
+
+
+def _autocast(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16)
+
+
+def _progress_bar(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[tokens_per_s]:,.0f} tokens/s"),
+        TextColumn("mlm {task.fields[mlm]:.3f}"),
+        TimeRemainingColumn(),
+        disable=not enabled,
+    )
+
+
+def run_pretrain(recipe: PretrainRecipe, settings: RunSettings | None = None) -> RunOutcome:
+    """Run (or resume) ``recipe`` to its last step, or for ``settings.stop_after`` steps; see the module
+    docstring. Returns the outcome (the artifact's folder once finished; at once if it already exists)."""
+    settings = settings or RunSettings()
+    if artifacts.exists(recipe):
+        return RunOutcome(artifacts.artifact_dir(recipe), recipe.steps, True)
+    processes = _processes(settings.device)
+    try:
+        return _run(recipe, settings, processes)
+    finally:
+        if processes.distributed and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What a run was checked against before anything loads: micro-batches per step on each process, the step
+    checkpoints' folder, the two shapes and the knowledge terms (empty for plain pre-training)."""
+
+    accumulation: int
+    work: Path
+    student: StudentShape
+    teacher: StudentShape | None
+    terms: list[Term]
+
+
+def preflight(recipe: PretrainRecipe, settings: RunSettings, world_size: int) -> Preflight:
+    """Every refusal that needs no weights and no corpus: a global batch that ``world_size x micro_batch`` does
+    not divide, a work folder of another recipe, a student the teacher cannot be matched to (the teacher's
+    config.json only). `ConfigError`; nothing is written."""
+    if settings.checkpoint_every < 1:
+        raise ConfigError(f"checkpoint_every must be at least 1, got {settings.checkpoint_every}")
+    if settings.stop_after is not None and settings.stop_after < 1:
+        raise ConfigError(f"stop_after must be at least 1, got {settings.stop_after}")
+    accumulation = split_global_batch(recipe.global_batch, world_size, settings.micro_batch)
+    work = settings.work_dir or artifacts.work_dir(recipe)
+    step_checkpoint.check_work_folder(work, recipe)
+    student = student_shape(recipe.student)
+    if recipe.teacher is None:
+        return Preflight(accumulation, work, student, None, [])
+    teacher = teacher_shape(recipe)
+    return Preflight(accumulation, work, student, teacher, match_terms(recipe, student, teacher))
+
+
+def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -> RunOutcome:
+    checked = preflight(recipe, settings, processes.world_size)
+    accumulation, work, terms = checked.accumulation, checked.work, checked.terms
+    student_dims, teacher_dims = checked.student, checked.teacher
+    tokenizer = load_tokenizer(recipe.tokenizer or "")
+    corpus: PackedCorpus = processes.rank0_first(
+        lambda: packed_corpus(recipe.corpus, tokenizer, recipe.block_length, recipe.max_documents)
+    )
+
+    torch.manual_seed(recipe.seed)
+    if len(tokenizer) > VOCAB_SIZE:
+        raise ConfigError(
+            f"the tokenizer {recipe.tokenizer!r} has {len(tokenizer)} tokens; students here share BERT's "
+            f"{VOCAB_SIZE}-token vocabulary"
+        )
+    student = build_student(recipe, vocab_size=VOCAB_SIZE)
+    objective, teacher, capture = _distillation(recipe, terms, student_dims, teacher_dims)
+    model = PretrainModel(student, objective, terms).to(processes.device)
+    optimizer, scheduler = build_optimizer(
+        [model], recipe.lr, recipe.weight_decay, recipe.steps, recipe.warmup_ratio
+    )
+    start = 0
+    resumed = step_checkpoint.latest(work, recipe)
+    if resumed is not None:
+        start, state = resumed
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+    if teacher is not None:
+        teacher.to(processes.device)
+    wrapped = DistributedDataParallel(model) if processes.distributed else model
+    order = BlockOrder(len(corpus), recipe.global_batch, recipe.seed)
+    masker = Masker(tokenizer, recipe.mlm_probability, recipe.seed)
+    end = recipe.steps if settings.stop_after is None else min(recipe.steps, start + settings.stop_after)
+    history: list[dict[str, float]] = []
+    began = time.monotonic()
+    with _progress_bar(settings.progress and processes.rank == 0) as bar:
+        task = bar.add_task(
+            f"{recipe.objective} {recipe.student}",
+            total=recipe.steps,
+            completed=start,
+            tokens_per_s=0.0,
+            mlm=math.nan,
+        )
+        for step in range(start, end):
+            torch.manual_seed(_step_seed(recipe, step, processes.rank))
+            values = _train_step(
+                recipe,
+                step,
+                wrapped,
+                model,
+                capture,
+                corpus,
+                order,
+                masker,
+                accumulation,
+                processes,
+                settings.micro_batch,
+            )
+            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            history.append(values)
+            done = step + 1
+            if (
+                processes.rank == 0
+                and (done % settings.checkpoint_every == 0 or done == end)
+                and done < recipe.steps
+            ):
+                step_checkpoint.save(
+                    work, recipe, done, _state(model, optimizer, scheduler, done), processes.world_size
+                )
+            elapsed = max(time.monotonic() - began, 1e-9)
+            rate = (done - start) * recipe.global_batch * recipe.block_length / elapsed
+            bar.update(task, completed=done, tokens_per_s=rate, mlm=values["mlm"])
+        processes.barrier()
+    finished = end == recipe.steps
+    path = None
+    if finished:
+        if processes.rank == 0:
+            path = artifacts.publish(
+                recipe, lambda folder: _save(student, tokenizer, folder), end, world_size=processes.world_size
+            )
+            shutil.rmtree(work, ignore_errors=True)
+        processes.barrier()
+        path = artifacts.artifact_dir(recipe)
+    return RunOutcome(path, end, finished, history)
+
+
+def _distillation(
+    recipe: PretrainRecipe, terms: list[Term], student: StudentShape, teacher: StudentShape | None
+) -> tuple[Objective | None, torch.nn.Module | None, Any]:
+    if recipe.teacher is None or teacher is None:
+        return None, None, None
+    objective = Objective(distillation_trial(recipe), terms, student, teacher, regression=False)
+    model = load_teacher(recipe)
+    return objective, model, teacher_capture(model, terms, objective.specs)
+
+
+def _micro_batches(total: int, size: int) -> Iterator[slice]:
+    for start in range(0, total, size):
+        yield slice(start, start + size)
+
+
+def _train_step(
+    recipe: PretrainRecipe,
+    step: int,
+    wrapped: torch.nn.Module,
+    model: PretrainModel,
+    capture: Any,
+    corpus: PackedCorpus,
+    order: BlockOrder,
+    masker: Masker,
+    accumulation: int,
+    processes: _Processes,
+    micro_batch: int,
+) -> dict[str, float]:
+    """Forward and backward passes of one optimizer step on this process; returns the step's mean loss terms
+    over the global batch (the same on every process)."""
+    samples = order.samples(step, processes.rank, processes.world_size)
+    input_ids, labels = masker(np.asarray(corpus.blocks[order.blocks(samples)]), samples)
+    input_ids, labels = input_ids.to(processes.device), labels.to(processes.device)
+    masked = processes.all_sum((labels != -100).sum().to(torch.float64))
+    sums = {"mlm": torch.zeros((), dtype=torch.float64, device=processes.device)}
+    weights = model.objective.weights() if model.objective is not None else {}
+    for index, part in enumerate(_micro_batches(len(samples), micro_batch)):
+        last = index == accumulation - 1
+        sync = contextlib.nullcontext() if last or not processes.distributed else wrapped.no_sync()
+        with sync:
+            teacher_features = None
+            if capture is not None:
+                with torch.no_grad(), _autocast(processes.device):
+                    teacher_features = capture(
+                        {"input_ids": input_ids[part], "attention_mask": torch.ones_like(input_ids[part])}
+                    )
+            with _autocast(processes.device):
+                values = wrapped(input_ids[part], labels[part], teacher_features)
+            loss = recipe.mlm_weight * values.mlm_sum * (processes.world_size / masked.float())
+            for name, value in values.knowledge.items():
+                loss = loss + weights[name] * value / accumulation
+            _check_finite(loss, step, values)
+            loss.backward()
+        sums["mlm"] += values.mlm_sum.detach().to(torch.float64)
+        for name, value in values.knowledge.items():
+            sums.setdefault(name, torch.zeros((), dtype=torch.float64, device=processes.device))
+            sums[name] += value.detach().to(torch.float64) / (accumulation * processes.world_size)
+    names = list(sums)
+    reduced = processes.all_sum(torch.stack([sums[name] for name in names]))
+    means = dict(zip(names, reduced.tolist(), strict=True))
+    means["mlm"] /= float(masked)
+    return means
+
+
+def _check_finite(loss: torch.Tensor, step: int, values: Any) -> None:
+    if torch.isfinite(loss):
+        return
+    terms = {"mlm_sum": values.mlm_sum, **values.knowledge}
+    bad = [name for name, value in terms.items() if not torch.isfinite(value)]
+    raise FloatingPointError(f"diverged at step {step}: loss term(s) {bad or ['total']} are not finite")
+
+
+def _state(model: PretrainModel, optimizer: Any, scheduler: Any, step: int) -> dict[str, Any]:
+    return {
+        "step": step,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+    }
+
+
+def _save(student: torch.nn.Module, tokenizer: Any, folder: Path) -> None:
+    student.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)

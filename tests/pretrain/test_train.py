@@ -1,0 +1,225 @@
+"""Training: a 2-process gloo run equals a single-process run of the same global batch; a resumed run equals an
+uninterrupted one; the refusals (global batch, another recipe's work folder, an unmatched student, an empty
+corpus) come before anything is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from safetensors.torch import load_file
+
+from kdgrid.cli import main
+from kdgrid.errors import ConfigError
+from kdgrid.pretrain import artifacts, step_checkpoint
+from kdgrid.pretrain.recipe import PretrainRecipe
+from kdgrid.pretrain.train import RunSettings, run_pretrain
+
+SENTENCES = [
+    "the cat sat on the mat and looked at the door.",
+    "a small dog ran across the field after the ball.",
+    "rain fell on the old town all through the night.",
+    "she read the letter twice before she put it away.",
+]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> str:
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n\n".join(SENTENCES[i % 4] + " " + SENTENCES[(i + 1) % 4] for i in range(60)))
+    return str(path)
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Path]:
+    """Point KDGRID_CACHE at a fresh folder per name (two runs of one recipe need two caches)."""
+
+    def use(name: str) -> Path:
+        folder = tmp_path / name
+        monkeypatch.setenv("KDGRID_CACHE", str(folder))
+        return folder
+
+    use("cache")
+    return use
+
+
+def _recipe(corpus: str, **changes: object) -> PretrainRecipe:
+    fields: dict[str, object] = {
+        "student": "w16-l2-h2-f32",
+        "corpus": corpus,
+        "steps": 3,
+        "global_batch": 8,
+        "block_length": 16,
+        "lr": 1e-3,
+        "warmup_ratio": 0.0,
+        "dropout": 0.0,
+        **changes,
+    }
+    return PretrainRecipe.from_dict(fields)
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return load_file(path / "model.safetensors")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _ddp_worker(rank: int, world_size: int, port: int, recipe: PretrainRecipe, micro_batch: int) -> None:
+    os.environ.update(
+        {
+            "WORLD_SIZE": str(world_size),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+    )
+    torch.set_num_threads(1)
+    run_pretrain(recipe, RunSettings(micro_batch=micro_batch, device="cpu", progress=False))
+
+
+def _run_two_processes(recipe: PretrainRecipe, micro_batch: int) -> None:
+    # fork: the children inherit the imported torch and transformers, so the test pays no second start-up
+    mp.start_processes(
+        _ddp_worker, args=(2, _free_port(), recipe, micro_batch), nprocs=2, start_method="fork"
+    )
+
+
+@pytest.mark.parametrize("distil", [False, True], ids=["pretrain", "general_distillation"])
+def test_two_processes_equal_one(
+    corpus: str, cache: Callable[[str], Path], tiny_teacher: str, distil: bool
+) -> None:
+    changes = {"teacher": tiny_teacher, "knowledge": ("hidden_mse", "value_relation"), "strategy": "Last-1"}
+    recipe = _recipe(corpus, **(changes if distil else {}))
+    cache("single")
+    single = run_pretrain(recipe, RunSettings(micro_batch=2, device="cpu", progress=False))
+    assert single.finished and single.steps_done == 3
+    if distil:
+        assert {"hidden_mse@2-2", "value_relation@2-2", "mlm"} == set(single.history[0])
+    cache("ddp")
+    _run_two_processes(recipe, micro_batch=4)
+    assert artifacts.exists(recipe)
+    info = artifacts.read_manifest(artifacts.artifact_dir(recipe))
+    assert info is not None and info["world_size"] == 2
+    one, two = _weights(single.path), _weights(artifacts.artifact_dir(recipe))
+    assert one.keys() == two.keys()
+    for name in one:
+        torch.testing.assert_close(two[name], one[name], rtol=1e-5, atol=1e-5, msg=name)
+
+
+def test_resume_equals_an_uninterrupted_run(corpus: str, cache: Callable[[str], Path]) -> None:
+    recipe = _recipe(corpus, steps=4, dropout=0.1)  # dropout: the random state must resume too
+    cache("whole")
+    whole = run_pretrain(recipe, RunSettings(micro_batch=4, progress=False))
+    cache("resumed")
+    first = run_pretrain(
+        recipe, RunSettings(micro_batch=4, progress=False, stop_after=2, checkpoint_every=100)
+    )
+    assert not first.finished and first.path is None and first.steps_done == 2
+    assert [step for step, _ in step_checkpoint.checkpoints(artifacts.work_dir(recipe))] == [2]
+    assert not artifacts.exists(recipe)
+    second = run_pretrain(recipe, RunSettings(micro_batch=4, progress=False))
+    assert second.finished and second.steps_done == 4
+    assert [h["mlm"] for h in first.history + second.history] == pytest.approx(
+        [h["mlm"] for h in whole.history]
+    )
+    one, two = _weights(whole.path), _weights(second.path)
+    for name in one:
+        torch.testing.assert_close(two[name], one[name], rtol=1e-5, atol=1e-6, msg=name)
+    assert not artifacts.work_dir(recipe).exists()  # step checkpoints removed once published
+    again = run_pretrain(recipe, RunSettings(progress=False))  # the artifact exists: nothing trains
+    assert again.finished and again.history == []
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+def test_a_work_folder_of_another_recipe_is_refused(corpus: str, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    mine = _recipe(corpus, steps=4)
+    run_pretrain(mine, RunSettings(micro_batch=4, progress=False, stop_after=1, work_dir=work))
+    before = _files(work)
+    with pytest.raises(ConfigError, match=r"belongs to pretrain recipe .* Nothing was overwritten"):
+        run_pretrain(_recipe(corpus, steps=5), RunSettings(micro_batch=4, progress=False, work_dir=work))
+    assert _files(work) == before
+
+
+def test_a_global_batch_the_processes_do_not_divide_is_refused(
+    corpus: str, cache: Callable[[str], Path]
+) -> None:
+    with pytest.raises(
+        ConfigError, match="global batch 8 is not a multiple of 1 process\\(es\\) x micro-batch 3"
+    ):
+        run_pretrain(_recipe(corpus), RunSettings(micro_batch=3, progress=False))
+    assert not (cache("cache") / "pretrained").exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"student": "w16-l3-h2-f32", "strategy": "Dilatation"}, "strategy 'Dilatation'"),
+        (
+            {"student": "w30-l2-h3-f60", "knowledge": ("value_relation",)},
+            "relation_heads to one that divides .*2",
+        ),
+        ({"knowledge": ("hidden_mse",), "projection": "none"}, "needs a projection"),
+    ],
+)
+def test_a_student_the_teacher_cannot_be_matched_to_is_refused(
+    corpus: str, tiny_teacher: str, changes: dict[str, object], message: str
+) -> None:
+    recipe = _recipe(corpus, teacher=tiny_teacher, **changes)
+    with pytest.raises(ConfigError, match=f"general distillation of w.* from {tiny_teacher}.*{message}"):
+        run_pretrain(recipe, RunSettings(micro_batch=4, progress=False))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), [("\n  \n\n", "is empty"), ("two words", "fewer than one block")]
+)
+def test_an_empty_or_tiny_corpus_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "small.txt"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        run_pretrain(_recipe(str(path)), RunSettings(micro_batch=4, progress=False))
+
+
+def test_cli_refusals_exit_2(corpus: str, capsys: pytest.CaptureFixture[str]) -> None:
+    base = [
+        "pretrain",
+        "--student",
+        "w16-l2-h2-f32",
+        "--corpus",
+        corpus,
+        "--global-batch",
+        "8",
+        "--no-progress",
+    ]
+    for extra, message in (
+        (["--micro-batch", "3"], "not a multiple"),
+        (["--corpus", "/no/such/corpus"], "is not a file or folder"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main([*base, *extra])
+        assert stop.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_cli_dry_run_prints_the_key(corpus: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["pretrain", "--student", "bert-tiny", "--corpus", corpus, "--steps", "5", "--dry-run"])
+    assert stop.value.code == 0
+    shown = json.loads(capsys.readouterr().out)
+    recipe = PretrainRecipe(student="bert-tiny", corpus=corpus, steps=5)
+    assert shown["key"] == recipe.key and shown["exists"] is False
+    assert shown["path"] == str(artifacts.artifact_dir(recipe))
