@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from transformers import BertForMaskedLM, BertForSequenceClassification
 
 from kdgrid.cli import main
@@ -60,7 +59,7 @@ def fake_artifact(recipe: PretrainRecipe) -> Path:
     return artifacts.publish(recipe, model.save_pretrained, steps_done=recipe.steps)
 
 
-def plan(argv: list[str]) -> None:
+def succeeds(argv: list[str]) -> None:
     """``kdgrid ARGV`` in this process, which must succeed."""
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -88,15 +87,19 @@ def test_bundled_recipes_and_how_a_trial_completes_one() -> None:
     assert recipe_for_trial(Trial("mrpc", "bert-base", "bert-tiny", init="pretrain")) is None
 
 
-def test_the_command_plan_prints_names_the_same_recipe() -> None:
-    use = recipe_for_trial(gd_trial("bert-mini"))
-    assert use is not None
-    words = shlex.split(make_command(use))
-    assert words[:2] == ["kdgrid", "pretrain"]
-    given = dict(zip(words[2::2], words[3::2], strict=True))
-    fields = yaml.safe_load(Path(given["--recipe"]).read_text())
-    fields.update(student=given["--student"], teacher=given["--teacher"])
-    assert PretrainRecipe.from_dict(fields).key == use.recipe.key
+def test_the_command_plan_prints_makes_the_same_recipe(capsys: pytest.CaptureFixture[str]) -> None:
+    for student in ("bert-mini", "w170-l5"):  # w170-l5 has 5 heads: the recipe sets 2 relation heads
+        use = recipe_for_trial(gd_trial(student))
+        assert use is not None
+        words = shlex.split(make_command(use))
+        assert words[:2] == ["kdgrid", "pretrain"]
+        succeeds([*words[1:], "--dry-run"])  # the real command, reading the same file: the same key and folder
+        said = json.loads(capsys.readouterr().out)
+        assert (said["key"], said["path"], said["exists"]) == (
+            use.recipe.key,
+            str(artifacts.artifact_dir(use.recipe)),
+            False,
+        )
 
 
 @pytest.mark.parametrize(
@@ -159,7 +162,7 @@ def test_plan_lists_present_and_missing_checkpoints_with_the_command(
     tiny, mini = (recipe_for_trial(p.trial) for p in load_sweep(sweep).trials)
     assert tiny is not None and mini is not None
     made = fake_artifact(tiny.recipe)
-    plan(["plan", str(sweep), "--store", str(tmp_path / "store")])
+    succeeds(["plan", str(sweep), "--store", str(tmp_path / "store")])
     out = capsys.readouterr().out
     assert "pre-training checkpoints (init_recipe): 1 present, 1 to make" in out
     assert (
@@ -171,7 +174,7 @@ def test_plan_lists_present_and_missing_checkpoints_with_the_command(
         in out
     )
     assert make_command(mini) in out
-    plan(["plan", str(sweep), "--store", str(tmp_path / "store"), "--json"])
+    succeeds(["plan", str(sweep), "--store", str(tmp_path / "store"), "--json"])
     listed = json.loads(capsys.readouterr().out)["pretrain_checkpoints"]
     assert [(c["student"], c["present"], c["path"]) for c in listed] == [
         ("w128-l2-h2-f512", True, str(made)),
