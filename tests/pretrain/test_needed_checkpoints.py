@@ -93,7 +93,8 @@ def test_the_command_plan_prints_makes_the_same_recipe(capsys: pytest.CaptureFix
         assert use is not None
         words = shlex.split(make_command(use))
         assert words[:2] == ["kdgrid", "pretrain"]
-        succeeds([*words[1:], "--dry-run"])  # the real command, reading the same file: the same key and folder
+        # the real command, reading the same file: the same key and folder
+        succeeds([*words[1:], "--dry-run"])
         said = json.loads(capsys.readouterr().out)
         assert (said["key"], said["path"], said["exists"]) == (
             use.recipe.key,
