@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 
 from kdgrid.errors import ConfigError
 from kdgrid.grid.expand import raise_problems
 from kdgrid.grid.spec import Problems, load_yaml
 from kdgrid.pretrain import artifacts
+from kdgrid.pretrain.processes import process_place
 from kdgrid.pretrain.recipe import PretrainRecipe
 
 RECIPE_HELP = "Recipe"
@@ -35,6 +37,21 @@ def read_recipe_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a recipe file holds one mapping of recipe fields")
     return data
+
+
+def parse_set_fields(items: list[str]) -> dict[str, Any]:
+    """``FIELD=VALUE`` items as recipe fields, each value read as YAML (``0.1`` a number, ``null`` None,
+    ``{pkd.scale: mean}`` a mapping); an item without ``=`` is refused."""
+    fields: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--set {item!r}: write FIELD=VALUE (e.g. --set dropout=0.0)")
+        try:
+            fields[name.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML ({error})") from None
+    return fields
 
 
 def _relaunch_with_torchrun(processes: int, recipe: PretrainRecipe, run_options: list[str]) -> None:
@@ -128,6 +145,15 @@ def pretrain(
         int | None,
         typer.Option(help="Initialisation, data order and masking (default 0).", rich_help_panel=RECIPE_HELP),
     ] = None,
+    set_fields: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Any other recipe field as FIELD=VALUE (repeat): beta, projection, mlm_weight, mlm_probability, "
+            "warmup_ratio, weight_decay, dropout, tokenizer, options (docs/pretrain.md).",
+            rich_help_panel=RECIPE_HELP,
+        ),
+    ] = None,
     micro_batch: Annotated[
         int, typer.Option(help="Sequences per forward pass on one process.", rich_help_panel=RUN_HELP)
     ] = 32,
@@ -188,13 +214,14 @@ def pretrain(
         "max_documents": max_documents,
         "seed": seed,
     }
+    fields.update(parse_set_fields(set_fields or []))
     fields.update({key: value for key, value in given.items() if value is not None})
     if "student" not in fields:
         raise ConfigError(
             "name the student: --student bert-tiny (or a shape w{width}-l{layers}), or --recipe FILE"
         )
     recipe = PretrainRecipe.from_dict(fields)
-    if nproc_per_node is not None and "WORLD_SIZE" not in os.environ and not dry_run:
+    if nproc_per_node is not None and process_place(os.environ).world_size == 1 and not dry_run:
         if nproc_per_node < 1:
             raise ConfigError(f"--nproc-per-node must be at least 1, got {nproc_per_node}")
         from kdgrid.pretrain.train import RunSettings, preflight  # torch: see the module docstring
@@ -235,7 +262,7 @@ def pretrain(
         progress=progress,
     )
     outcome = run_pretrain(recipe, settings)
-    if int(os.environ.get("RANK", "0")) == 0:
+    if process_place(os.environ).rank == 0:
         typer.echo(
             json.dumps(
                 {

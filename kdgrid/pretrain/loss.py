@@ -24,7 +24,6 @@ from transformers import BertForMaskedLM
 
 from kdgrid.assets import teacher_dir
 from kdgrid.core.capture import FeatureCapture, Features
-from kdgrid.core.knowledge import get_knowledge
 from kdgrid.core.models import (
     StudentShape,
     cached_config,
@@ -60,9 +59,19 @@ def teacher_shape(recipe: PretrainRecipe) -> StudentShape:
     return (found or fetch_config(source, what="teacher")).shape
 
 
-def distillation_trial(recipe: PretrainRecipe) -> Trial:
+def relation_heads(recipe: PretrainRecipe, student: StudentShape, teacher: StudentShape) -> int:
+    """The relation heads of the q/k/v relations: the recipe's, or by default the largest count up to the
+    student's attention heads that divides both widths (the student's heads wherever they divide the teacher's
+    width, as in task distillation; MiniLMv2 chooses relation heads apart from attention heads). A function of
+    the two shapes, both fixed by the recipe's key."""
+    if recipe.relation_heads is not None:
+        return recipe.relation_heads
+    return max(h for h in range(1, student.heads + 1) if student.width % h == 0 and teacher.width % h == 0)
+
+
+def distillation_trial(recipe: PretrainRecipe, heads: int | None = None) -> Trial:
     """The recipe's distillation settings as the `Trial` that task distillation's rules and `Objective` read
-    (no soft or hard term: pre-training has no task head)."""
+    (no soft or hard term: pre-training has no task head); ``heads``: the resolved relation heads."""
     return Trial(
         task=PRETRAIN_TASK,
         teacher=recipe.teacher or "",
@@ -74,37 +83,38 @@ def distillation_trial(recipe: PretrainRecipe) -> Trial:
         soft_weight=0.0,
         alpha=0.0,
         projection=recipe.projection,
-        relation_heads=recipe.relation_heads,
+        relation_heads=heads if heads is not None else recipe.relation_heads,
         seed=recipe.seed,
         options=recipe.options,
     )
 
 
-def match_terms(recipe: PretrainRecipe, student: StudentShape, teacher: StudentShape) -> list[Term]:
+@dataclass(frozen=True)
+class DistillationPlan:
+    """A general distillation checked against its two shapes: the trial the `Objective` reads (relation heads
+    resolved) and its knowledge terms."""
+
+    trial: Trial
+    terms: list[Term]
+
+
+def plan_distillation(
+    recipe: PretrainRecipe, student: StudentShape, teacher: StudentShape
+) -> DistillationPlan:
     """The knowledge terms of a general distillation, with the refusals of task distillation: a strategy that
     cannot pair these depths, a knowledge that needs a projection the recipe forbids, relation heads that do
     not divide both widths. One `ConfigError` naming the student and the teacher."""
-    trial = distillation_trial(recipe)
-    where = f"general distillation of {student.name} from {recipe.teacher} ({teacher.name})"
+    trial = distillation_trial(recipe, relation_heads(recipe, student, teacher))
     try:
         pairs = matched_pairs(trial, student.layers, teacher.layers)
         problems = relation_heads_problems(trial, student, teacher)
-        relation = any(get_knowledge(name).call_style == "relation" for name in recipe.knowledge)
-        heads = recipe.relation_heads or student.heads
-        if relation and not problems and teacher.width % heads:
-            common = [
-                h for h in range(1, student.width + 1) if student.width % h == 0 and teacher.width % h == 0
-            ]
-            problems.append(
-                f"the relation knowledge splits both sides into the student's {heads} heads, which do not divide "
-                f"the teacher's width {teacher.width}; set relation_heads to one that divides both widths "
-                f"(e.g. {max(common)})"
-            )
         if problems:
             raise ConfigError("; ".join(problems))
-        return knowledge_terms(trial, pairs, student, teacher)
+        return DistillationPlan(trial, knowledge_terms(trial, pairs, student, teacher))
     except ConfigError as error:
-        raise ConfigError(f"{where}: {error}") from None
+        raise ConfigError(
+            f"general distillation of {student.name} from {recipe.teacher} ({teacher.name}): {error}"
+        ) from None
 
 
 def build_student(recipe: PretrainRecipe, vocab_size: int) -> BertForMaskedLM:

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import json
 import math
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,20 @@ OBJECTIVES = ("pretrain", "general_distillation")
 DEFAULT_KNOWLEDGE: tuple[str, ...] = ("key_relation", "query_relation", "value_relation")
 DEFAULT_STRATEGY = "MiniLM"
 DEFAULT_CORPUS = "wikibooks"
+# The fields `kdgrid pretrain` has an option of their own for; the others are given as --set FIELD=VALUE.
+COMMAND_OPTIONS = (
+    "student",
+    "teacher",
+    "corpus",
+    "steps",
+    "global_batch",
+    "block_length",
+    "lr",
+    "strategy",
+    "relation_heads",
+    "max_documents",
+    "seed",
+)
 # Knowledge that reads the task head's logits has nothing to read in pre-training.
 NO_TASK_HEAD = frozenset({"logits"})
 
@@ -59,6 +74,8 @@ class PretrainRecipe:
             offline MiniLM's (bert-base-uncased's vocabulary, which every teacher and student here shares).
         knowledge, strategy, beta, projection, relation_heads, options: the distillation terms, as a trial's
             (`kdgrid.trial.Trial`); ignored (and emptied) for plain pre-training. ``beta`` is a number.
+            ``relation_heads`` ``None``: the student's heads where they divide the teacher's width, else the
+            largest count below them that divides both widths (`kdgrid.pretrain.loss.relation_heads`).
         mlm_weight: the weight of the masked-LM loss; mlm_probability: the share of tokens masked (BERT's 15%,
             of which 80% become [MASK], 10% a random token, 10% stay).
         steps: optimizer steps; global_batch: sequences per optimizer step (over all processes);
@@ -177,6 +194,25 @@ class PretrainRecipe:
     def canonical_json(self) -> str:
         """Sorted keys, no whitespace, defaults filled in (the human-readable half of the key)."""
         return json.dumps({"v": RECIPE_VERSION, **self.to_dict()}, sort_keys=True, separators=(",", ":"))
+
+    def command(self) -> str:
+        """The `kdgrid pretrain` command that makes this recipe's checkpoint (fields at their default left out;
+        the derived ``objective`` and ``tokenizer`` too, where they follow from the teacher)."""
+        defaults = PretrainRecipe(student=self.student, teacher=self.teacher, corpus=self.corpus)
+        words = ["kdgrid", "pretrain"]
+        for name, value in self.to_dict().items():
+            if value == defaults.to_dict()[name] and name not in ("student", "teacher", "corpus"):
+                continue
+            if value is None or name == "objective":
+                continue
+            option = name.replace("_", "-")
+            if name == "knowledge":
+                words += [part for item in value for part in ("--knowledge", item)]
+            elif name in COMMAND_OPTIONS:
+                words += [f"--{option}", str(value)]
+            else:
+                words += ["--set", f"{name}={json.dumps(value, separators=(',', ':'))}"]
+        return shlex.join(words)
 
     @functools.cached_property
     def key(self) -> str:

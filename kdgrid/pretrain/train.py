@@ -1,7 +1,7 @@
 """`run_pretrain`: one pre-training or general-distillation run, data-parallel on torch.distributed.
 
-Launched as one process (no process group) or by ``torchrun`` (the environment's ``WORLD_SIZE``, ``RANK``,
-``LOCAL_RANK``; gloo on CPU, nccl on GPU, one GPU per process). The student (and the projections) are wrapped
+Launched as one process (no process group), by ``torchrun``, or as SLURM tasks (`kdgrid.pretrain.processes`);
+gloo on CPU, nccl on GPU, one GPU per process. The student (and the projections) are wrapped
 in `DistributedDataParallel`; each process reads its slice of every global batch (`kdgrid.pretrain.data`) in
 micro-batches, accumulating gradients (synchronised on the last one) until the recipe's global batch is reached;
 then the gradients are clipped to norm ``max_grad_norm`` and AdamW steps. On a GPU the forward passes run under
@@ -22,6 +22,7 @@ import math
 import os
 import shutil
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,26 +34,28 @@ import torch.distributed as dist
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.nn.parallel import DistributedDataParallel
 
-from kdgrid.core.models import VOCAB_SIZE, StudentShape, student_shape
-from kdgrid.core.objective import Objective, Term
+from kdgrid.core.models import ATTENTION_BY_DEVICE, VOCAB_SIZE, StudentShape, student_shape
+from kdgrid.core.objective import Objective
 from kdgrid.core.optim import build_optimizer
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.pretrain import artifacts, step_checkpoint
 from kdgrid.pretrain.corpus import PackedCorpus, load_tokenizer, packed_corpus
-from kdgrid.pretrain.data import BlockOrder, Masker, split_global_batch
+from kdgrid.pretrain.data import IGNORE_INDEX, BlockOrder, Masker, split_global_batch
 from kdgrid.pretrain.loss import (
+    DistillationPlan,
     PretrainModel,
     build_student,
-    distillation_trial,
     load_teacher,
-    match_terms,
+    plan_distillation,
     teacher_capture,
     teacher_shape,
 )
+from kdgrid.pretrain.processes import process_place
 from kdgrid.pretrain.recipe import PretrainRecipe
 
 T = TypeVar("T")
 MAX_GRAD_NORM = 1.0  # BERT's gradient clipping
+HISTORY_KEPT = 10_000  # the outcome keeps the loss terms of this run's last steps only (a run may take 1M)
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,8 @@ class RunSettings:
 
 @dataclass
 class RunOutcome:
-    """What a run did: the artifact (``None`` until finished), the steps done, and each step of this run's mean
-    loss terms (``mlm`` and every knowledge term, unweighted)."""
+    """What a run did: the artifact (``None`` until finished), the steps done, and the mean loss terms (``mlm``
+    and every knowledge term, unweighted) of each of this run's last `HISTORY_KEPT` steps."""
 
     path: Path | None
     steps_done: int
@@ -126,20 +129,20 @@ class _Processes:
 
 
 def _processes(device: str) -> _Processes:
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    place = process_place(os.environ)
+    os.environ.update(place.environment)  # a SLURM task's place, as torch.distributed's env:// reads it
+    world_size, rank, local_rank = place.world_size, place.rank, place.local_rank
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"device {device!r}: use auto, cpu or cuda")
     if use_cuda and not torch.cuda.is_available():
         raise ConfigError("device 'cuda': this machine has no usable GPU")
-    place = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    where = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if use_cuda:
-        torch.cuda.set_device(place)
+        torch.cuda.set_device(where)
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-    return _Processes(world_size, rank, local_rank, place)
+    return _Processes(world_size, rank, local_rank, where)
 
 
 def _step_seed(recipe: PretrainRecipe, step: int, rank: int) -> int:
@@ -181,13 +184,13 @@ def run_pretrain(recipe: PretrainRecipe, settings: RunSettings | None = None) ->
 @dataclass(frozen=True)
 class Preflight:
     """What a run was checked against before anything loads: micro-batches per step on each process, the step
-    checkpoints' folder, the two shapes and the knowledge terms (empty for plain pre-training)."""
+    checkpoints' folder, the two shapes and the distillation's plan (``None`` for plain pre-training)."""
 
     accumulation: int
     work: Path
     student: StudentShape
     teacher: StudentShape | None
-    terms: list[Term]
+    distillation: DistillationPlan | None
 
 
 def preflight(recipe: PretrainRecipe, settings: RunSettings, world_size: int) -> Preflight:
@@ -203,28 +206,31 @@ def preflight(recipe: PretrainRecipe, settings: RunSettings, world_size: int) ->
     step_checkpoint.check_work_folder(work, recipe)
     student = student_shape(recipe.student)
     if recipe.teacher is None:
-        return Preflight(accumulation, work, student, None, [])
+        return Preflight(accumulation, work, student, None, None)
     teacher = teacher_shape(recipe)
-    return Preflight(accumulation, work, student, teacher, match_terms(recipe, student, teacher))
+    return Preflight(accumulation, work, student, teacher, plan_distillation(recipe, student, teacher))
 
 
 def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -> RunOutcome:
     checked = preflight(recipe, settings, processes.world_size)
-    accumulation, work, terms = checked.accumulation, checked.work, checked.terms
-    student_dims, teacher_dims = checked.student, checked.teacher
+    accumulation, work = checked.accumulation, checked.work
+    terms = checked.distillation.terms if checked.distillation is not None else []
     tokenizer = load_tokenizer(recipe.tokenizer or "")
     corpus: PackedCorpus = processes.rank0_first(
         lambda: packed_corpus(recipe.corpus, tokenizer, recipe.block_length, recipe.max_documents)
     )
 
-    torch.manual_seed(recipe.seed)
     if len(tokenizer) > VOCAB_SIZE:
         raise ConfigError(
             f"the tokenizer {recipe.tokenizer!r} has {len(tokenizer)} tokens; students here share BERT's "
             f"{VOCAB_SIZE}-token vocabulary"
         )
+    torch.manual_seed(recipe.seed)
     student = build_student(recipe, vocab_size=VOCAB_SIZE)
-    objective, teacher, capture = _distillation(recipe, terms, student_dims, teacher_dims)
+    objective, teacher, capture = _distillation(recipe, checked)
+    for network in (student, teacher):  # the attention kernel fastest on this device, as the core's runtime
+        if network is not None:
+            network.config._attn_implementation = ATTENTION_BY_DEVICE[processes.device.type]
     model = PretrainModel(student, objective, terms).to(processes.device)
     optimizer, scheduler = build_optimizer(
         [model], recipe.lr, recipe.weight_decay, recipe.steps, recipe.warmup_ratio
@@ -239,10 +245,20 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
     if teacher is not None:
         teacher.to(processes.device)
     wrapped = DistributedDataParallel(model) if processes.distributed else model
-    order = BlockOrder(len(corpus), recipe.global_batch, recipe.seed)
-    masker = Masker(tokenizer, recipe.mlm_probability, recipe.seed)
+    steps = _Steps(
+        recipe,
+        wrapped,
+        model,
+        capture,
+        corpus,
+        BlockOrder(len(corpus), recipe.global_batch, recipe.seed),
+        Masker(tokenizer, recipe.mlm_probability, recipe.seed),
+        accumulation,
+        processes,
+        settings.micro_batch,
+    )
     end = recipe.steps if settings.stop_after is None else min(recipe.steps, start + settings.stop_after)
-    history: list[dict[str, float]] = []
+    history: deque[dict[str, float]] = deque(maxlen=HISTORY_KEPT)
     began = time.monotonic()
     with _progress_bar(settings.progress and processes.rank == 0) as bar:
         task = bar.add_task(
@@ -254,19 +270,7 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
         )
         for step in range(start, end):
             torch.manual_seed(_step_seed(recipe, step, processes.rank))
-            values = _train_step(
-                recipe,
-                step,
-                wrapped,
-                model,
-                capture,
-                corpus,
-                order,
-                masker,
-                accumulation,
-                processes,
-                settings.micro_batch,
-            )
+            values = steps.run(step)
             torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
             optimizer.step()
             scheduler.step()
@@ -295,17 +299,20 @@ def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -
             shutil.rmtree(work, ignore_errors=True)
         processes.barrier()
         path = artifacts.artifact_dir(recipe)
-    return RunOutcome(path, end, finished, history)
+    return RunOutcome(path, end, finished, list(history))
 
 
 def _distillation(
-    recipe: PretrainRecipe, terms: list[Term], student: StudentShape, teacher: StudentShape | None
+    recipe: PretrainRecipe, checked: Preflight
 ) -> tuple[Objective | None, torch.nn.Module | None, Any]:
-    if recipe.teacher is None or teacher is None:
+    """The objective (with its projections), the teacher and the teacher's hooks; ``None``s to pre-train."""
+    plan, teacher_dims = checked.distillation, checked.teacher
+    if plan is None or teacher_dims is None:
         return None, None, None
-    objective = Objective(distillation_trial(recipe), terms, student, teacher, regression=False)
-    model = load_teacher(recipe)
-    return objective, model, teacher_capture(model, terms, objective.specs)
+    objective = Objective(plan.trial, plan.terms, checked.student, teacher_dims, regression=False)
+    with _quiet_transformers():
+        model = load_teacher(recipe)
+    return objective, model, teacher_capture(model, plan.terms, objective.specs)
 
 
 def _micro_batches(total: int, size: int) -> Iterator[slice]:
@@ -313,53 +320,61 @@ def _micro_batches(total: int, size: int) -> Iterator[slice]:
         yield slice(start, start + size)
 
 
-def _train_step(
-    recipe: PretrainRecipe,
-    step: int,
-    wrapped: torch.nn.Module,
-    model: PretrainModel,
-    capture: Any,
-    corpus: PackedCorpus,
-    order: BlockOrder,
-    masker: Masker,
-    accumulation: int,
-    processes: _Processes,
-    micro_batch: int,
-) -> dict[str, float]:
-    """Forward and backward passes of one optimizer step on this process; returns the step's mean loss terms
-    over the global batch (the same on every process)."""
-    samples = order.samples(step, processes.rank, processes.world_size)
-    input_ids, labels = masker(np.asarray(corpus.blocks[order.blocks(samples)]), samples)
-    input_ids, labels = input_ids.to(processes.device), labels.to(processes.device)
-    masked = processes.all_sum((labels != -100).sum().to(torch.float64))
-    sums = {"mlm": torch.zeros((), dtype=torch.float64, device=processes.device)}
-    weights = model.objective.weights() if model.objective is not None else {}
-    for index, part in enumerate(_micro_batches(len(samples), micro_batch)):
-        last = index == accumulation - 1
-        sync = contextlib.nullcontext() if last or not processes.distributed else wrapped.no_sync()
-        with sync:
-            teacher_features = None
-            if capture is not None:
-                with torch.no_grad(), _autocast(processes.device):
-                    teacher_features = capture(
-                        {"input_ids": input_ids[part], "attention_mask": torch.ones_like(input_ids[part])}
-                    )
-            with _autocast(processes.device):
-                values = wrapped(input_ids[part], labels[part], teacher_features)
-            loss = recipe.mlm_weight * values.mlm_sum * (processes.world_size / masked.float())
+@dataclass
+class _Steps:
+    """Everything one optimizer step reads; `run` does its forward and backward passes on this process."""
+
+    recipe: PretrainRecipe
+    wrapped: torch.nn.Module  # the model, or its DistributedDataParallel wrapper
+    model: PretrainModel
+    capture: Any  # the teacher's FeatureCapture, or None
+    corpus: PackedCorpus
+    order: BlockOrder
+    masker: Masker
+    accumulation: int
+    processes: _Processes
+    micro_batch: int
+
+    def run(self, step: int) -> dict[str, float]:
+        """Accumulate the gradients of ``step``'s slice of the global batch; returns the step's mean loss terms
+        over the global batch (the same on every process)."""
+        recipe, processes = self.recipe, self.processes
+        samples = self.order.samples(step, processes.rank, processes.world_size)
+        input_ids, labels = self.masker(np.asarray(self.corpus.blocks[self.order.blocks(samples)]), samples)
+        input_ids, labels = input_ids.to(processes.device), labels.to(processes.device)
+        masked = processes.all_sum((labels != IGNORE_INDEX).sum().to(torch.float64))
+        sums = {"mlm": torch.zeros((), dtype=torch.float64, device=processes.device)}
+        weights = self.model.objective.weights() if self.model.objective is not None else {}
+        for index, part in enumerate(_micro_batches(len(samples), self.micro_batch)):
+            last = index == self.accumulation - 1
+            sync = contextlib.nullcontext() if last or not processes.distributed else self.wrapped.no_sync()
+            with sync:
+                teacher_features = None
+                if self.capture is not None:
+                    with torch.no_grad(), _autocast(processes.device):
+                        batch = {
+                            "input_ids": input_ids[part],
+                            "attention_mask": torch.ones_like(input_ids[part]),
+                        }
+                        teacher_features = self.capture(batch)
+                with _autocast(processes.device):
+                    values = self.wrapped(input_ids[part], labels[part], teacher_features)
+                # DDP averages gradients over processes: x world_size makes the MLM term a sum over the global
+                # batch's masked tokens divided by their number.
+                loss = recipe.mlm_weight * values.mlm_sum * (processes.world_size / masked.float())
+                for name, value in values.knowledge.items():
+                    loss = loss + weights[name] * value / self.accumulation
+                _check_finite(loss, step, values)
+                loss.backward()
+            sums["mlm"] += values.mlm_sum.detach().to(torch.float64)
             for name, value in values.knowledge.items():
-                loss = loss + weights[name] * value / accumulation
-            _check_finite(loss, step, values)
-            loss.backward()
-        sums["mlm"] += values.mlm_sum.detach().to(torch.float64)
-        for name, value in values.knowledge.items():
-            sums.setdefault(name, torch.zeros((), dtype=torch.float64, device=processes.device))
-            sums[name] += value.detach().to(torch.float64) / (accumulation * processes.world_size)
-    names = list(sums)
-    reduced = processes.all_sum(torch.stack([sums[name] for name in names]))
-    means = dict(zip(names, reduced.tolist(), strict=True))
-    means["mlm"] /= float(masked)
-    return means
+                share = value.detach().to(torch.float64) / (self.accumulation * processes.world_size)
+                sums[name] = sums.get(name, torch.zeros_like(sums["mlm"])) + share
+        names = list(sums)
+        reduced = processes.all_sum(torch.stack([sums[name] for name in names]))
+        means = dict(zip(names, reduced.tolist(), strict=True))
+        means["mlm"] /= float(masked)
+        return means
 
 
 def _check_finite(loss: torch.Tensor, step: int, values: Any) -> None:
@@ -379,6 +394,19 @@ def _state(model: PretrainModel, optimizer: Any, scheduler: Any, step: int) -> d
     }
 
 
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No transformers progress bars (loading and writing weights) between the run's own progress lines."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.enable_progress_bar()
+
+
 def _save(student: torch.nn.Module, tokenizer: Any, folder: Path) -> None:
-    student.save_pretrained(folder)
+    with _quiet_transformers():
+        student.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -31,7 +31,7 @@ def test_every_option_the_package_reads_is_declared() -> None:
         ({"auto_batches": 2.5}, "auto_batches=2.5"),
         ({"max_grad_norm": float("nan")}, "max_grad_norm=nan"),
         ({"preload_layers": (1, "two")}, "preload_layers=(1, 'two')"),
-        ({"colour": "red"}, "unknown option 'colour'; allowed: auto_batches, max_dev_samples, max_grad_norm, preload_layers"),
+        ({"colour": "red"}, "unknown option 'colour'; allowed: auto_batches, init_recipe, max_dev_samples, max_grad_norm, preload_layers"),
         ({"pkd.colour": "red"}, "knowledge 'pkd' has no option 'colour'; allowed: ['eps', 'scale']"),
         ({"pkd.eps": 0}, "pkd.eps=0 is invalid; allowed: a positive number"),
         ({"PKD.scale": "mean"}, "write it as pkd.scale"),

@@ -143,3 +143,16 @@ def test_a_checkpoint_of_another_recipe_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"belongs to pretrain recipe .*Nothing was overwritten"):
         artifacts.check_same_recipe(artifacts.manifest(other, 1, finished=False), mine, tmp_path)
     artifacts.check_same_recipe(artifacts.manifest(mine, 1, finished=False), mine, tmp_path)
+
+
+def test_recipes_and_artifacts_import_neither_torch_nor_datasets() -> None:
+    """`kdgrid plan` asks whether checkpoints exist: that must not cost torch's start-up."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kdgrid.pretrain.artifacts, kdgrid.pretrain.recipe, kdgrid.commands.pretrain; "
+        "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -16,10 +17,14 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 from kdgrid.cli import main
+from kdgrid.core.init import build_student
+from kdgrid.core.models import VOCAB_SIZE, ResolvedTeacher, StudentShape, student_shape
 from kdgrid.errors import ConfigError
 from kdgrid.pretrain import artifacts, step_checkpoint
+from kdgrid.pretrain.loss import plan_distillation, relation_heads
 from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.pretrain.train import RunSettings, run_pretrain
+from kdgrid.trial import Trial
 
 SENTENCES = [
     "the cat sat on the mat and looked at the door.",
@@ -115,6 +120,28 @@ def test_two_processes_equal_one(
     assert one.keys() == two.keys()
     for name in one:
         torch.testing.assert_close(two[name], one[name], rtol=1e-5, atol=1e-5, msg=name)
+    if distil:
+        _loads_as_general_distillation_init(single.path, recipe, tiny_teacher)
+
+
+def _loads_as_general_distillation_init(path: Path, recipe: PretrainRecipe, teacher: str) -> None:
+    """The artifact is what `init: general_distillation` loads: the encoder's weights, and the run's manifest
+    copied into the trial's facts."""
+    shape = student_shape(recipe.student)
+    trial = Trial(
+        task="polarity",
+        teacher=teacher,
+        student=recipe.student,
+        init="general_distillation",
+        init_from=str(path),
+    )
+    resolved = ResolvedTeacher(teacher, StudentShape(2, 32, 2, 64), True)
+    model, info = build_student(trial, shape, 2, resolved, vocab_size=VOCAB_SIZE)
+    saved = _weights(path)
+    for name, value in model.bert.encoder.state_dict().items():
+        assert torch.equal(value, saved[f"bert.encoder.{name}"]), name
+    facts = info["general_distillation"]
+    assert isinstance(facts, dict) and facts["key"] == recipe.key and facts["steps"] == recipe.steps
 
 
 def test_resume_equals_an_uninterrupted_run(corpus: str, cache: Callable[[str], Path]) -> None:
@@ -139,6 +166,22 @@ def test_resume_equals_an_uninterrupted_run(corpus: str, cache: Callable[[str], 
     assert not artifacts.work_dir(recipe).exists()  # step checkpoints removed once published
     again = run_pretrain(recipe, RunSettings(progress=False))  # the artifact exists: nothing trains
     assert again.finished and again.history == []
+
+
+def test_default_relation_heads_divide_both_widths() -> None:
+    recipe = PretrainRecipe(student="w30-l2-h3-f60", teacher="minilm-l6", corpus="generated")
+    teacher = StudentShape(layers=2, width=32, heads=2, ffn=64)
+    assert relation_heads(recipe, student_shape("w30-l2-h3-f60"), teacher) == 2
+    assert (
+        relation_heads(recipe, student_shape("bert-tiny"), StudentShape(6, 384, 12, 1536)) == 2
+    )  # its heads
+    assert relation_heads(recipe, student_shape("w160-l4"), StudentShape(12, 768, 12, 3072)) == 4  # 5 heads
+    plan = plan_distillation(recipe, student_shape("w30-l2-h3-f60"), teacher)
+    assert plan.trial.relation_heads == 2
+    explicit = PretrainRecipe(
+        student="w30-l2-h3-f60", teacher="minilm-l6", corpus="generated", relation_heads=1
+    )
+    assert relation_heads(explicit, student_shape("w30-l2-h3-f60"), teacher) == 1
 
 
 def _files(folder: Path) -> dict[str, tuple[int, int]]:
@@ -169,10 +212,7 @@ def test_a_global_batch_the_processes_do_not_divide_is_refused(
     ("changes", "message"),
     [
         ({"student": "w16-l3-h2-f32", "strategy": "Dilatation"}, "strategy 'Dilatation'"),
-        (
-            {"student": "w30-l2-h3-f60", "knowledge": ("value_relation",)},
-            "relation_heads to one that divides .*2",
-        ),
+        ({"student": "w30-l2-h3-f60", "relation_heads": 3}, "relation_heads=3 must divide .* 32"),
         ({"knowledge": ("hidden_mse",), "projection": "none"}, "needs a projection"),
     ],
 )
@@ -223,3 +263,104 @@ def test_cli_dry_run_prints_the_key(corpus: str, capsys: pytest.CaptureFixture[s
     recipe = PretrainRecipe(student="bert-tiny", corpus=corpus, steps=5)
     assert shown["key"] == recipe.key and shown["exists"] is False
     assert shown["path"] == str(artifacts.artifact_dir(recipe))
+
+
+@pytest.mark.slow
+def test_cli_under_torchrun_equals_one_process(corpus: str, tiny_teacher: str, tmp_path: Path) -> None:
+    """`kdgrid pretrain --nproc-per-node 2` (torchrun, 2 gloo processes) makes the checkpoint one process makes."""
+    import subprocess
+    import sys
+
+    args = [
+        "--student",
+        "w16-l2-h2-f32",
+        "--teacher",
+        tiny_teacher,
+        "--corpus",
+        corpus,
+        "--steps",
+        "3",
+        "--global-batch",
+        "8",
+        "--block-length",
+        "16",
+        "--lr",
+        "1e-3",
+        "--micro-batch",
+        "2",
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
+    recipe_file = tmp_path / "recipe.yaml"
+    recipe_file.write_text("dropout: 0.0\nwarmup_ratio: 0.0\n")
+    outputs = {}
+    for name, extra in (("one", []), ("two", ["--nproc-per-node", "2"])):
+        env = {**os.environ, "KDGRID_CACHE": str(tmp_path / name)}
+        done = subprocess.run(
+            [sys.executable, "-m", "kdgrid.cli", "pretrain", "--recipe", str(recipe_file), *args, *extra],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outputs["one"]["key"] == outputs["two"]["key"] and outputs["two"]["finished"]
+    one, two = _weights(Path(outputs["one"]["path"])), _weights(Path(outputs["two"]["path"]))
+    for name in one:
+        torch.testing.assert_close(two[name], one[name], rtol=1e-5, atol=1e-5, msg=name)
+    # A refusal comes before torchrun starts: one message, exit status 2.
+    env = {**os.environ, "KDGRID_CACHE": str(tmp_path / "refused")}
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdgrid.cli",
+            "pretrain",
+            *args,
+            "--micro-batch",
+            "3",
+            "--nproc-per-node",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert refused.returncode == 2 and "not a multiple of 2 process(es) x micro-batch 3" in refused.stderr
+
+
+def test_a_recipes_command_makes_that_recipe(corpus: str, capsys: pytest.CaptureFixture[str]) -> None:
+    recipes = [
+        PretrainRecipe(student="bert-tiny", corpus=corpus),
+        PretrainRecipe(
+            student="w144-l8",
+            teacher="minilm-l6",
+            corpus=corpus,
+            knowledge=("hidden_mse", "value_relation"),
+            strategy="Last-1",
+            relation_heads=2,
+            options={"hidden_mse.unused": 1},
+            steps=2000,
+            global_batch=32,
+            dropout=0.0,
+            mlm_probability=0.2,
+            seed=3,
+        ),
+    ]
+    for recipe in recipes:
+        words = shlex.split(recipe.command())
+        assert words[:2] == ["kdgrid", "pretrain"]
+        with pytest.raises(SystemExit):
+            main([*words[1:], "--dry-run"])
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["key"] == recipe.key and PretrainRecipe.from_dict(shown["recipe"]) == recipe
+
+
+def test_set_fields_are_checked(corpus: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for item, message in (("dropout", "write FIELD=VALUE"), ("epochs=3", "unknown pretrain recipe key")):
+        with pytest.raises(SystemExit) as stop:
+            main(["pretrain", "--student", "bert-tiny", "--corpus", corpus, "--set", item, "--dry-run"])
+        assert stop.value.code == 2 and message in capsys.readouterr().err
