@@ -48,7 +48,7 @@ from kdgrid.core.trial_rules import (
 )
 from kdgrid.errors import ConfigError
 from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.needed import make_command, recipe_for_trial
+from kdgrid.pretrain.needed import recipe_for_trial
 from kdgrid.trial import Trial
 
 GENERAL_DISTILLATION_INFO = "general_distillation.json"
@@ -122,7 +122,7 @@ def check_init(trial: Trial, shape: StudentShape, teacher: ResolvedTeacher) -> N
     if use is not None and not artifacts.exists(use.recipe):
         raise ConfigError(
             f"init {trial.init!r}: the checkpoint of recipe {use.name!r} for {use.recipe.student} (key "
-            f"{use.recipe.key}) is not made yet; make it with: {make_command(use)}"
+            f"{use.recipe.key}) is not made yet; make it with: {use.recipe.command()}"
         )
     if trial.init == "preload":
         source_shape = teacher.shape if source == teacher.source else None

@@ -10,13 +10,12 @@ How a trial completes a recipe file (`recipe_for_trial`):
   none (the same file without a teacher is plain masked-LM pre-training).
 
 `kdgrid plan` lists these checkpoints, present or missing, with the command that makes each
-(`make_command`); `kdgrid run` refuses while any is missing (`kdgrid.grid.checks.check_init_checkpoints`).
+(`kdgrid.pretrain.recipe.PretrainRecipe.command`); `kdgrid run` refuses while any is missing (`kdgrid.grid.checks.check_init_checkpoints`).
 Nothing here imports torch.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,16 +110,6 @@ def recipe_for_trial(trial: Trial) -> RecipeUse | None:
     return RecipeUse(str(name), path, PretrainRecipe.from_dict({**fields, "student": trial.student}))
 
 
-def make_command(use: RecipeUse) -> str:
-    """The `kdgrid pretrain` command line that makes ``use``'s checkpoint (the recipe file, then what the
-    trial completes)."""
-    words = ["kdgrid", "pretrain", "--recipe", str(use.path), "--student", use.recipe.student]
-    fields = read_recipe_fields(use.name)[1]
-    if use.recipe.teacher is not None and fields.get("teacher") is None:
-        words += ["--teacher", use.recipe.teacher]
-    return shlex.join(words)
-
-
 @dataclass(frozen=True)
 class NeededCheckpoint:
     """One checkpoint a sweep needs: its recipe, where it is (or will be), whether it is there, how to make it,
@@ -172,7 +161,7 @@ def needed_checkpoints(trials: Iterable[Trial]) -> list[NeededCheckpoint]:
             use,
             artifacts.artifact_dir(use.recipe),
             artifacts.exists(use.recipe),
-            make_command(use),
+            use.recipe.command(),
             counts[key],
         )
         for key, use in uses.items()

@@ -21,7 +21,6 @@ from kdgrid.grid import check_init_checkpoints, load_sweep
 from kdgrid.pretrain import artifacts
 from kdgrid.pretrain.needed import (
     general_distillation_teacher,
-    make_command,
     recipe_for_trial,
 )
 from kdgrid.pretrain.recipe import PretrainRecipe
@@ -91,7 +90,7 @@ def test_the_command_plan_prints_makes_the_same_recipe(capsys: pytest.CaptureFix
     for student in ("bert-mini", "w170-l5"):  # w170-l5 has 5 heads: the recipe sets 2 relation heads
         use = recipe_for_trial(gd_trial(student))
         assert use is not None
-        words = shlex.split(make_command(use))
+        words = shlex.split(use.recipe.command())
         assert words[:2] == ["kdgrid", "pretrain"]
         # the real command, reading the same file: the same key and folder
         succeeds([*words[1:], "--dry-run"])
@@ -140,7 +139,11 @@ def test_a_recipe_file_may_not_name_the_student(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"names teacher 'minilm-l6': a general-distillation recipe"):
         recipe_for_trial(pre)
     use = recipe_for_trial(gd_trial(init_recipe=str(path)))  # a file's own teacher wins over the trial's
-    assert use is not None and use.recipe.teacher == "minilm-l6" and "--teacher" not in make_command(use)
+    assert (
+        use is not None
+        and use.recipe.teacher == "minilm-l6"
+        and "--teacher minilm-l6" in use.recipe.command()
+    )
 
 
 def test_an_unknown_recipe_is_refused_by_plan_with_the_names_allowed(
@@ -174,14 +177,14 @@ def test_plan_lists_present_and_missing_checkpoints_with_the_command(
         f"missing  general_distillation of w256-l4-h4-f1024 from bert-base-uncased (recipe offline, key {mini.recipe.key}), for 1 trial(s)"
         in out
     )
-    assert make_command(mini) in out
+    assert mini.recipe.command() in out
     succeeds(["plan", str(sweep), "--store", str(tmp_path / "store"), "--json"])
     listed = json.loads(capsys.readouterr().out)["pretrain_checkpoints"]
     assert [(c["student"], c["present"], c["path"]) for c in listed] == [
         ("w128-l2-h2-f512", True, str(made)),
         ("w256-l4-h4-f1024", False, str(artifacts.artifact_dir(mini.recipe))),
     ]
-    assert listed[1]["command"] == make_command(mini)
+    assert listed[1]["command"] == mini.recipe.command()
 
 
 def test_run_refuses_while_a_checkpoint_is_missing_and_writes_nothing(
@@ -203,7 +206,7 @@ def test_run_refuses_while_a_checkpoint_is_missing_and_writes_nothing(
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and "1 pre-training checkpoint(s) of init_recipe missing" in err
     assert "w256-l4-h4-f1024" in err and "w128-l2-h2-f512" not in err
-    assert make_command(mini).replace(" ", "") in err.replace(" ", "").replace("\n", "")  # type: ignore[arg-type]
+    assert mini.recipe.command().replace(" ", "") in err.replace(" ", "").replace("\n", "")  # type: ignore[arg-type]
     assert not store.exists()
     trials = [p.trial for p in load_sweep(sweep).trials]
     fake_artifact(mini.recipe)  # type: ignore[union-attr]
