@@ -33,6 +33,7 @@ from kdgrid.core.models import TEACHERS, student_shape
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.launch.environment import OFFLINE_ENVIRONMENT
+from kdgrid.pretrain.recipe_names import INIT_RECIPE
 from kdgrid.trial import Trial
 
 # What `transformers` reads of a BERT repo. Weights: safetensors where the repo has them (transformers prefers
@@ -112,10 +113,10 @@ def teacher_hub_id(teacher: str, task: str) -> str | None:
 
 
 def init_hub_id(trial: Trial) -> str | None:
-    """The Hub repo a student starts from, or None (``random``; ``general_distillation``, always a local
-    directory; ``preload`` from its teacher, already needed as the teacher). The defaults are those of
+    """The Hub repo a student starts from, or None (``random``; ``init_recipe``, a local artifact;
+    ``general_distillation``, always a local directory; ``preload`` from its teacher, already needed as the teacher). The defaults are those of
     `kdgrid.core.init.init_source`: ``pretrain`` without ``init_from`` is Turc et al.'s compact BERT."""
-    if trial.init == "pretrain":
+    if trial.init == "pretrain" and trial.option(INIT_RECIPE) is None:  # a recipe's checkpoint is local
         if trial.init_from:
             return _hub_id(trial.init_from)
         from kdgrid.core.init import turc_hub_name  # torch and transformers: only for pretrain trials

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kdgrid.grid import Sweep
     from kdgrid.grid.state import SweepState
     from kdgrid.launch.memory import MemoryBudget
+    from kdgrid.pretrain.needed import NeededCheckpoint
 
 SweepArg = Annotated[
     Path,
@@ -244,11 +245,14 @@ def _show(
     each failed trial with its error. ``title`` is formatted with ``sweep`` (its name) and ``store``."""
     from kdgrid.grid import check_init_checkpoints
     from kdgrid.grid.state import running_trials, sweep_state
+    from kdgrid.pretrain.needed import listing, needed_checkpoints
     from kdgrid.sweep_run import executor_and_budget, load_named_sweep
 
     spec = load_named_sweep(sweep_path)
-    if check_checkpoints:
-        check_init_checkpoints(planned.trial for planned in spec.trials)
+    pretrained: list[NeededCheckpoint] = []
+    if check_checkpoints:  # hand-made init_from folders must exist; recipe checkpoints are listed instead
+        check_init_checkpoints((planned.trial for planned in spec.trials), recipes=False)
+        pretrained = needed_checkpoints(planned.trial for planned in spec.trials)
     _, budget = executor_and_budget(
         executor, _executor_settings(settings, profile, executor), memory_budget_gb
     )
@@ -258,14 +262,18 @@ def _show(
     running = running_trials(state, spec.study_of()) if with_failures else []
     degenerate = _degenerate(state, store, spec.study_of()) if with_failures else []
     if as_json:
-        extra = (
+        extra: dict[str, Any] = (
             {"failed_trials": failed, "running_trials": running, "degenerate_trials": degenerate}
             if with_failures
             else {}
         )
+        if check_checkpoints:
+            extra["pretrain_checkpoints"] = [needed.as_dict() for needed in pretrained]
         _print_json({**summary, **extra})
         return
     _print_summary(summary, title.format(sweep=spec.name, store=store))
+    for line in listing(pretrained):
+        typer.echo(line)
     if with_failures:
         _print_degenerate(degenerate, len(state.done))
     for item in running:

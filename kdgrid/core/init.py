@@ -10,6 +10,10 @@
   ``BertForMaskedLM``, ``BertForPreTraining`` or ``BertForSequenceClassification``; only the encoder
   (``bert.*``) weights are used, the classifier starts fresh). An optional ``general_distillation.json`` beside it
   describes the run (teacher, corpus, steps); it is copied into the trial's result (``extra``).
+- ``general_distillation`` or ``pretrain`` with the trial option ``init_recipe`` (a recipe name or file): the
+  content-addressed checkpoint of that pre-training recipe completed by the trial's student and teacher
+  (`kdgrid.pretrain.needed.recipe_for_trial`, `kdgrid.pretrain.artifacts.artifact_dir`), made by
+  ``kdgrid pretrain``; its key is recorded in the result (``extra["init_recipe"]``).
 - ``preload``: the embeddings, the pooler and chosen teacher layers copied into a student of the teacher's width,
   head count and FFN size (DistilBERT's scheme). The layers are the trial option ``preload_layers`` (1-based
   teacher layers, one per student layer) or by default evenly spaced ``round(i * L_T / L_S)``, i = 1..L_S. The
@@ -43,6 +47,8 @@ from kdgrid.core.trial_rules import (
     unknown_choice,
 )
 from kdgrid.errors import ConfigError
+from kdgrid.pretrain import artifacts
+from kdgrid.pretrain.needed import recipe_for_trial
 from kdgrid.trial import Trial
 
 GENERAL_DISTILLATION_INFO = "general_distillation.json"
@@ -85,6 +91,9 @@ def init_source(trial: Trial, shape: StudentShape, teacher: ResolvedTeacher) -> 
     """Where the scheme takes weights from (``None`` for random)."""
     if trial.init == "random":
         return None
+    use = recipe_for_trial(trial)
+    if use is not None:
+        return str(artifacts.artifact_dir(use.recipe))
     if trial.init == "pretrain":
         return trial.init_from or turc_hub_name(shape)
     if trial.init == "general_distillation":
@@ -109,6 +118,12 @@ def check_init(trial: Trial, shape: StudentShape, teacher: ResolvedTeacher) -> N
     source = init_source(trial, shape, teacher)
     if source is None:
         return
+    use = recipe_for_trial(trial)
+    if use is not None and not artifacts.exists(use.recipe):
+        raise ConfigError(
+            f"init {trial.init!r}: the checkpoint of recipe {use.name!r} for {use.recipe.student} (key "
+            f"{use.recipe.key}) is not made yet; make it with: {use.recipe.command()}"
+        )
     if trial.init == "preload":
         source_shape = teacher.shape if source == teacher.source else None
         if source_shape is None:
@@ -167,6 +182,9 @@ def build_student(
         vocab_size = teacher_model.config.vocab_size
     source = init_source(trial, shape, teacher)
     info: dict[str, object] = {"init_source": source}
+    use = recipe_for_trial(trial)
+    if use is not None:
+        info["init_recipe"] = {"name": use.name, "key": use.recipe.key}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(trial.seed)
         if trial.init == "random":

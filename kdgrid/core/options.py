@@ -22,6 +22,7 @@ from typing import Any
 
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
+from kdgrid.pretrain.recipe_names import INIT_RECIPE, init_recipe_problem
 
 # What a value of each kind of option must be, and how a message names it.
 OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "labels"]
@@ -147,6 +148,14 @@ register_option(
     "the seed of the data order (shuffling, batches); unset: the trial's seed. Trials that differ only in seed "
     "and share a data_seed train in one job on identical batches (docs/seeds.md)",
     minimum=0,
+)
+register_option(
+    INIT_RECIPE,
+    "text",
+    None,
+    "init general_distillation / pretrain: start from the checkpoint of this pre-training recipe (a bundled "
+    "name or a recipe file; kdgrid.pretrain.needed), completed by the trial's student and teacher",
+    check=init_recipe_problem,
 )
 register_option(
     MAX_DEV_SAMPLES,

@@ -39,6 +39,7 @@ from kdgrid.core.options import option_problems as options_problems
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
+from kdgrid.pretrain.recipe_names import INIT_RECIPE
 from kdgrid.trial import Trial
 
 INIT_SCHEMES = ("random", "pretrain", "general_distillation", "preload")  # see `kdgrid.core.init`
@@ -49,7 +50,8 @@ NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to lear
 # for logits / T above that: the loss turns infinite or NaN instead of teaching anything.
 MIN_TEMPERATURE = 0.01
 GENERAL_DISTILLATION_NEEDS_INIT_FROM = (
-    "init 'general_distillation' needs init_from: the directory of a general-distillation checkpoint"
+    "init 'general_distillation' needs init_from (the directory of a general-distillation checkpoint) or "
+    "init_recipe (a pre-training recipe whose checkpoint kdgrid makes)"
 )
 
 
@@ -242,7 +244,7 @@ def combination_problems(trial: Trial, student: StudentShape, teacher: StudentSh
     given the student's shape and the teacher's (``None`` where only the network could tell: the checks that
     need it are skipped). It reads neither the numbers (`number_problems`) nor anything on disk."""
     problems = strategy_problems(trial)
-    if trial.init == "general_distillation" and not trial.init_from:
+    if trial.init == "general_distillation" and not trial.init_from and trial.option(INIT_RECIPE) is None:
         problems.append(GENERAL_DISTILLATION_NEEDS_INIT_FROM)
     if teacher is None:
         return problems

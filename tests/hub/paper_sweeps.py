@@ -9,9 +9,11 @@ beside a copy of ``_paper_defaults.yaml`` under the sweep's own name, so `kdgrid
 Three things differ from the paper's files, because of the fixture:
 - Table 1's pre-load students copy whole teacher layers, so their width is the teacher's: 768 in the sweep, the
   fixture's BERT-base width here (`PRELOAD_STUDENTS`).
-- Tables 1 and 2 start ``general_distillation`` trials from ``checkpoints/general_distillation/<student>``,
-  relative to the working directory: `write_general_distillation_checkpoints` saves a random BERT of each such
-  student's shape there (a stand-in for a general-distillation run, which kdgrid does not do).
+- Tables 1 and 2 start ``general_distillation`` trials from the checkpoint of the ``paper`` pre-training recipe
+  (``init_recipe``) of each student: `write_general_distillation_checkpoints` publishes a random BERT of each such
+  student's shape as that recipe's artifact in kdgrid's (temporary) cache, a stand-in for the real-scale
+  ``kdgrid pretrain`` run (a hand-made ``init_from`` folder gets the same stand-in, relative to the working
+  directory).
 - MNLI with the BERT-base teacher declares the legacy class order (`MNLI_BASE_ORDER`), as the teacher gate's
   message tells a user to.
 """
@@ -32,6 +34,8 @@ from kdgrid.core.init import GENERAL_DISTILLATION_INFO
 from kdgrid.core.models import student_shape
 from kdgrid.grid import Sweep
 from kdgrid.grid.spec import Problems, load_yaml
+from kdgrid.pretrain import artifacts
+from kdgrid.pretrain.needed import recipe_for_trial
 from tests.hub.hub_cache import BASE_TEACHER_SHAPE
 
 SWEEPS_DIR = Path(__file__).resolve().parents[2] / "sweeps"
@@ -212,20 +216,25 @@ def write_sliced_sweep(piece: Slice, folder: Path) -> Path:
 
 
 def write_general_distillation_checkpoints(sweep: Sweep, working_dir: Path) -> list[Path]:
-    """For every ``general_distillation`` trial of ``sweep``, a random BERT of its student's shape saved where its
-    ``init_from`` points, relative to ``working_dir`` (``save_pretrained`` of `BertForPreTraining`, as a
-    general-distillation run leaves it, with a `GENERAL_DISTILLATION_INFO` note); returns the folders."""
+    """For every ``general_distillation`` trial of ``sweep``, a random BERT of its student's shape
+    (``save_pretrained`` of `BertForPreTraining`, as a general-distillation run leaves it): published as the
+    artifact of its ``init_recipe`` in ``$KDGRID_CACHE``, or saved where its ``init_from`` points, relative to
+    ``working_dir``, with a `GENERAL_DISTILLATION_INFO` note; returns the folders."""
     folders = []
     for planned in sweep.trials:
         trial = planned.trial
-        if trial.init != "general_distillation" or trial.init_from is None:
+        use = recipe_for_trial(trial)
+        if trial.init != "general_distillation" or (trial.init_from is None and use is None):
             continue
-        folder = working_dir / trial.init_from
+        folder = artifacts.artifact_dir(use.recipe) if use is not None else working_dir / trial.init_from
         if folder.is_dir():
             continue
         torch.manual_seed(len(folders))
         model = BertForPreTraining(student_shape(trial.student).bert_config(num_labels=2))
-        model.save_pretrained(folder)
-        (folder / GENERAL_DISTILLATION_INFO).write_text(json.dumps({"made_by": "tests.hub.paper_sweeps"}))
+        if use is not None:
+            artifacts.publish(use.recipe, model.save_pretrained, steps_done=0, made_by="tests.hub.paper_sweeps")
+        else:
+            model.save_pretrained(folder)
+            (folder / GENERAL_DISTILLATION_INFO).write_text(json.dumps({"made_by": "tests.hub.paper_sweeps"}))
         folders.append(folder)
     return folders

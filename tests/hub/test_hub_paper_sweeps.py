@@ -2,8 +2,8 @@
 code against the fixture, offline, with the local executor and with Ray: every trial ends done, and the paper's
 table fills from the rows (`analysis.tables_report`, and `kdgrid tables` through the CLI).
 
-The sweeps keep their relative ``init_from`` (``checkpoints/general_distillation/<student>``): the test runs in a
-working directory holding those checkpoints, as a user would.
+Tables 1 and 2 name their general-distillation checkpoints by recipe (``init_recipe: paper``): stand-ins are
+published as those recipes' artifacts in the test's kdgrid cache, and the test runs in a fresh working directory.
 """
 
 from __future__ import annotations
