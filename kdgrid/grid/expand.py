@@ -1,9 +1,9 @@
 """From a parsed sweep to validated, canonical, de-duplicated trials.
 
 Per study: the cross product of the axes over ``fixed``; then each ``override`` whose ``when`` matches sets its
-values (in file order; ``extends`` files first); ``{field}`` in a string value is replaced by that field's value
-(e.g. ``init_from: gd/{student}``); a trial without knowledge has no strategy (so a baseline crossed with the
-strategies is one trial); ``exclude`` rules drop grid points; ``include`` entries are added. With ``seeds: N``
+values (in file order; ``extends`` files first; ``options`` are merged option by option, not replaced);
+``{field}`` in a string value is replaced by that field's value (e.g. ``init_from: gd/{student}``); a trial
+without knowledge has no strategy (so a baseline crossed with the strategies is one trial); ``exclude`` rules drop grid points; ``include`` entries are added. With ``seeds: N``
 each trial becomes N student seeds sharing one data order (`seed_variants`). A trial that two studies (or two
 grid points) produce is kept once, under the first study.
 
@@ -164,7 +164,7 @@ class _StudyExpander:
     def _finish(self, config: dict[str, Any], where: str) -> Trial | None:
         for when, settings in self.overrides:
             if _matches(when, config):
-                config.update(settings)
+                set_fields(config, settings)
         _fill_templates(config)
         drop_unused_fields(config)
         missing = _missing_fields(config, self.bad)
@@ -198,8 +198,19 @@ class _StudyExpander:
             settings, bad = self.normalizer.settings(entry)
             if bad:
                 continue
-            config = {**self.fixed, **settings}
+            config = dict(self.fixed)
+            set_fields(config, settings)
             yield self._finish(config, entry_where), entry_where, True
+
+
+def set_fields(config: dict[str, Any], settings: dict[str, Any]) -> None:
+    """Apply canonical ``settings`` over ``config`` in place: each field is replaced, except ``options``, which
+    is merged option by option (an override setting ``teacher_label_order`` keeps an ``init_recipe`` set before
+    it; a later value of the same option wins). Options are canonical sorted ``(name, value)`` pairs."""
+    for field, value in settings.items():
+        if field == "options" and config.get("options"):
+            value = tuple(sorted({**dict(config["options"]), **dict(value)}.items()))
+        config[field] = value
 
 
 def _missing_fields(config: dict[str, Any], bad: set[str]) -> list[str]:

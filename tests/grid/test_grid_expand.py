@@ -84,6 +84,33 @@ def test_overrides_exclude_include_and_templates(tmp_path: Path) -> None:
     assert len(baseline) == 1 and baseline[0].soft_weight == 0.0 and baseline[0].strategy is None
 
 
+def test_overrides_and_includes_merge_options_option_by_option(tmp_path: Path) -> None:
+    """Two overrides that set different options both hold (the second does not silently drop the first's);
+    a later value of the same option wins; an include keeps `fixed`'s options beside its own."""
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """
+        fixed: {teacher: bert-base, student: bert-mini, knowledge: [], options: {max_grad_norm: 2.0}}
+        axes:
+          task: [mrpc, rte]
+        overrides:
+          - when: {task: rte}
+            set: {options: {data_seed: 7, max_grad_norm: 3.0}}
+          - when: {task: rte}
+            set: {options: {auto_batches: 4}}
+        include:
+          - {task: sst2, options: {data_seed: 1}}
+        """,
+    )
+    options = {p.trial.task: dict(p.trial.options) for p in load_sweep(path).trials}
+    assert options == {
+        "mrpc": {"max_grad_norm": 2.0},
+        "rte": {"data_seed": 7, "max_grad_norm": 3.0, "auto_batches": 4},
+        "sst2": {"max_grad_norm": 2.0, "data_seed": 1},
+    }
+
+
 def test_studies_inherit_and_override_the_top_level(tmp_path: Path) -> None:
     path = write(
         tmp_path,
