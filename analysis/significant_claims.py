@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from analysis import stats
-from analysis.cell_stats import ALPHA, compare_cells
+from analysis.cell_stats import ALPHA, compare_cells, register_cells
 from analysis.claims import ONE_LAYER_STRATEGIES
+from analysis.replicate_bank import ReplicateBank
 from analysis.tables import Cell, TableView
 from kdgrid.predictions import TrialPredictions
 
@@ -116,8 +117,13 @@ def significant_claim_notes(
     if name not in ("5", "6", "8") or not predictions:
         return []
 
+    bank = ReplicateBank(resamples, seed)  # every comparison's replicates drawn once per dev set
+    register_cells(bank, _cells(view), predictions)
+    if table5 is not None:
+        register_cells(bank, _cells(table5), predictions)
+
     def compare(a: Cell, b: Cell) -> stats.PairedTest | None:
-        return compare_cells(a, b, predictions, resamples=resamples, seed=seed)
+        return compare_cells(a, b, predictions, bank=bank)
 
     beyond = f"beyond noise (paired bootstrap, Holm over the comparisons, alpha {ALPHA})"
     notes = []
