@@ -22,6 +22,7 @@ from analysis.cell_stats import ALPHA, compare_cells, register_cells
 from analysis.claims import ONE_LAYER_STRATEGIES
 from analysis.replicate_bank import ReplicateBank
 from analysis.tables import Cell, TableView
+from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.predictions import TrialPredictions
 
 Compare = Callable[[Cell, Cell], "stats.PairedTest | None"]
@@ -48,7 +49,7 @@ def _cells(view: TableView) -> list[Cell]:
         if not column.fact
         and not cell.missing
         and cell.config.get("knowledge")
-        and cell.config.get("strategy")
+        and cell.config.get("strategy") in PAPER_STRATEGIES  # never a control (docs/uncertainty.md)
     ]
 
 
