@@ -119,6 +119,7 @@ def attach_uncertainty(
     resamples: int = stats.DEFAULT_RESAMPLES,
     test_resamples: int = stats.DEFAULT_TEST_RESAMPLES,
     seed: int = 0,
+    test_bank: ReplicateBank | None = None,
 ) -> UncertaintySummary:
     """Fill the uncertainty fields of ``view``'s cells in place (see the module docstring).
 
@@ -127,6 +128,8 @@ def attach_uncertainty(
         reference: the reference cell of each condition (default: soft labels only).
         resamples: resamples of each interval; test_resamples: of each paired test (>= 1 each).
         seed: the bootstrap's seed (every cell uses it: the same inputs give the same numbers).
+        test_bank: where the tests' replicates are drawn and kept, to share with later comparisons on the same
+            cells (`analysis.significant_claims`); it must have ``test_resamples`` and ``seed``.
 
     Raises:
         ConfigError: an explicit reference that matches no cell of the table, or several in one condition; a
@@ -140,7 +143,13 @@ def attach_uncertainty(
         cell for block in view.blocks for (_, column), cell in block.cells.items() if _scored(cell, column)
     ]
     sides: dict[int, _Side] = {}
-    interval_bank, test_bank = ReplicateBank(resamples, seed), ReplicateBank(test_resamples, seed)
+    interval_bank = ReplicateBank(resamples, seed)
+    test_bank = test_bank or ReplicateBank(test_resamples, seed)
+    if (test_bank.resamples, test_bank.seed) != (test_resamples, seed):
+        raise ValueError(
+            f"the test bank draws {test_bank.resamples} resamples with seed {test_bank.seed}, the tests want "
+            f"{test_resamples} with seed {seed}"
+        )
     for cell in cells:
         side = _side(cell, predictions)
         if side is None:

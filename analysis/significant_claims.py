@@ -112,13 +112,19 @@ def significant_claim_notes(
     table5: TableView | None = None,
     resamples: int = stats.DEFAULT_TEST_RESAMPLES,
     seed: int = 0,
+    bank: ReplicateBank | None = None,
 ) -> list[str]:
     """The notes of table ``name`` ("5", "6", "8") counting only significant differences; none where no
-    comparison has predictions on both sides."""
+    comparison has predictions on both sides. ``bank``: the replicates already drawn for ``view``'s tests
+    (`attach_uncertainty`'s ``test_bank``, with ``resamples`` and ``seed``), reused here."""
     if name not in ("5", "6", "8") or not predictions:
         return []
 
-    bank = ReplicateBank(resamples, seed)  # every comparison's replicates drawn once per dev set
+    bank = bank or ReplicateBank(resamples, seed)  # every comparison's replicates drawn once per dev set
+    if (bank.resamples, bank.seed) != (resamples, seed):
+        raise ValueError(
+            f"the bank draws {bank.resamples} resamples with seed {bank.seed}, not {resamples}, {seed}"
+        )
     register_cells(bank, _cells(view), predictions)
     if table5 is not None:
         register_cells(bank, _cells(table5), predictions)

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kdgrid.core.metrics import ROW_METRICS, RowMetric, accuracy_rows
+from kdgrid.core.metrics import (
+    ROW_METRICS,
+    RowMetric,
+    accuracy_rows,
+    centre_rows,
+    pearson_of_centred,
+    pearson_rows,
+)
 
 DEFAULT_RESAMPLES = 1000
 """Resamples of an interval: the percentile bounds' Monte-Carlo error is then about a tenth of their width."""
@@ -322,19 +329,28 @@ def _replicate_scores(
 
     Accuracy takes a shortcut with the same numbers: a replicate's accuracy is (resample counts [N]) @ (correct
     [N]) / N, an exact integer count over N as the mean of 0/1 is, so a block of samples is one matrix product for
-    all runs instead of a gather per run."""
+    all runs instead of a gather per run. Pearson centres the resampled labels once per block for all runs (the
+    same operations on the same values as `pearson_rows`)."""
     n = len(gold)
     out = np.empty((resamples, len(runs)))
     by_counts = score is accuracy_rows
     if by_counts:
         dtype = np.float32 if n < _EXACT_COUNT_LIMIT else np.float64
         correct = (runs == gold[None]).T.astype(dtype)  # [N, K]
+    by_centring = score is pearson_rows
+    if by_centring:  # float64 once, not per block (the same values: float32 -> float64 is exact)
+        runs, gold = runs.astype(np.float64), gold.astype(np.float64)
     for start, indices in _index_blocks(rng, n, resamples):
         rows = len(indices)
         if by_counts:
             flat = (indices + (np.arange(rows) * n)[:, None]).ravel()
             counts = np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(dtype)
             out[start : start + rows] = (counts @ correct).astype(np.float64) / n
+            continue
+        if by_centring:  # the labels' side of Pearson once per block, not once per run
+            labels = centre_rows(gold[indices])
+            for k, run in enumerate(runs):
+                out[start : start + rows, k] = pearson_of_centred(centre_rows(run[indices]), labels)
             continue
         resampled_gold = gold[indices]
         for k, run in enumerate(runs):
