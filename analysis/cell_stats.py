@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from analysis import stats
+from analysis.replicate_bank import ReplicateBank
 from analysis.tables import Cell, TableView
 from analysis.tidy import CONFIG_COLUMNS, LABEL_COLUMNS
 from kdgrid.errors import ConfigError
@@ -90,12 +91,14 @@ def parse_reference(text: str | None) -> Reference:
 
 @dataclass
 class _Side:
-    """One cell's runs on one dev set: gold ``[N]``, student predictions ``[K, N]``, seeds, fingerprint."""
+    """One cell's runs on one dev set: gold ``[N]``, student predictions ``[K, N]``, seeds, fingerprint, and the
+    runs' keys in a `ReplicateBank` (row id, dev set)."""
 
     gold: np.ndarray
     runs: np.ndarray
     seeds: tuple[float, ...]
     fingerprint: str
+    keys: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -116,6 +119,7 @@ def attach_uncertainty(
     resamples: int = stats.DEFAULT_RESAMPLES,
     test_resamples: int = stats.DEFAULT_TEST_RESAMPLES,
     seed: int = 0,
+    test_bank: ReplicateBank | None = None,
 ) -> UncertaintySummary:
     """Fill the uncertainty fields of ``view``'s cells in place (see the module docstring).
 
@@ -124,6 +128,8 @@ def attach_uncertainty(
         reference: the reference cell of each condition (default: soft labels only).
         resamples: resamples of each interval; test_resamples: of each paired test (>= 1 each).
         seed: the bootstrap's seed (every cell uses it: the same inputs give the same numbers).
+        test_bank: where the tests' replicates are drawn and kept, to share with later comparisons on the same
+            cells (`analysis.significant_claims`); it must have ``test_resamples`` and ``seed``.
 
     Raises:
         ConfigError: an explicit reference that matches no cell of the table, or several in one condition; a
@@ -137,15 +143,27 @@ def attach_uncertainty(
         cell for block in view.blocks for (_, column), cell in block.cells.items() if _scored(cell, column)
     ]
     sides: dict[int, _Side] = {}
+    interval_bank = ReplicateBank(resamples, seed)
+    test_bank = test_bank or ReplicateBank(test_resamples, seed)
+    if (test_bank.resamples, test_bank.seed) != (test_resamples, seed):
+        raise ValueError(
+            f"the test bank draws {test_bank.resamples} resamples with seed {test_bank.seed}, the tests want "
+            f"{test_resamples} with seed {seed}"
+        )
     for cell in cells:
         side = _side(cell, predictions)
         if side is None:
             summary.without_predictions += 1
             continue
         sides[id(cell)] = side
-        interval = _interval(cell, side, resamples, seed)
-        cell.ci_low, cell.ci_high = interval.low, interval.high
-        summary.with_interval += 1
+        register_cell(interval_bank, cell.config["metric"], side)
+        register_cell(test_bank, cell.config["metric"], side)
+    for cell in cells:
+        side = sides.get(id(cell))
+        if side is not None:
+            interval = _interval(cell, side, interval_bank)
+            cell.ci_low, cell.ci_high = interval.low, interval.high
+            summary.with_interval += 1
     references = _references(cells, reference, view.name)
     tested: list[tuple[Cell, float]] = []
     for cell in cells:
@@ -155,7 +173,7 @@ def attach_uncertainty(
         if ref is cell:
             cell.is_reference = True
             continue
-        test = compare_cells(cell, ref, predictions, resamples=test_resamples, seed=seed)
+        test = compare_cells(cell, ref, predictions, bank=test_bank)
         if test is None:  # one of the two has no predictions
             continue
         cell.direction = int(np.sign(round(test.difference, 12)))
@@ -188,9 +206,15 @@ def compare_cells(
     *,
     resamples: int = stats.DEFAULT_TEST_RESAMPLES,
     seed: int = 0,
+    bank: ReplicateBank | None = None,
 ) -> stats.PairedTest | None:
     """The paired bootstrap test of cell ``a`` against cell ``b`` on their dev examples (seeds paired when both
     ran the same seeds); None when either has no predictions.
+
+    ``bank``: where the replicates are drawn and kept (its resamples and seed then replace ``resamples`` and
+    ``seed``): pass one bank to many comparisons on the same dev sets, after registering their cells
+    (`register_cells`), so that each dev set's samples are drawn and each run scored once. The numbers are the
+    same with or without it.
 
     Raises:
         ConfigError: the two scored different examples.
@@ -203,15 +227,36 @@ def compare_cells(
             f"{_where(a)} and {_where(b)} scored different dev examples (fingerprints {side_a.fingerprint[:12]} "
             f"and {side_b.fingerprint[:12]}); a paired test needs the same ones"
         )
-    return stats.paired_bootstrap_test(
-        a.config["metric"],
-        side_a.gold,
-        side_a.runs,
-        side_b.runs,
-        resamples=resamples,
-        seed=seed,
+    bank = bank or ReplicateBank(resamples, seed)
+    metric = a.config["metric"]
+    register_cell(bank, metric, side_a)
+    register_cell(bank, metric, side_b)
+    replicates_a, full_a, _ = bank.replicates(metric, side_a.fingerprint, side_a.keys)
+    replicates_b, full_b, generator = bank.replicates(metric, side_b.fingerprint, side_b.keys)
+    return stats.paired_test_from_replicates(
+        replicates_a,
+        replicates_b,
+        full_a,
+        full_b,
+        generator,
         pair_seeds=sorted(side_a.seeds) == sorted(side_b.seeds),
     )
+
+
+def register_cells(
+    bank: ReplicateBank, cells: Iterable[Cell], predictions: Mapping[str, TrialPredictions]
+) -> None:
+    """Register the runs of every cell with predictions in ``bank`` (cells without any are skipped)."""
+    for cell in cells:
+        side = _side(cell, predictions)
+        if side is not None:
+            register_cell(bank, cell.config["metric"], side)
+
+
+def register_cell(bank: ReplicateBank, metric: str, side: _Side) -> None:
+    """Register one cell's runs, scored with ``metric``."""
+    for key, run in zip(side.keys, side.runs, strict=True):
+        bank.register(metric, side.fingerprint, side.gold, key, run)
 
 
 def _scored(cell: Cell, column: Any) -> bool:
@@ -235,14 +280,18 @@ def _side(cell: Cell, predictions: Mapping[str, TrialPredictions]) -> _Side | No
                 f"and {other.fingerprint[:12]}); they cannot be one cell"
             )
     runs = np.stack([np.asarray(o.student) for o in outcomes])
-    return _Side(np.asarray(first.gold), runs, cell.seeds or tuple(range(len(outcomes))), first.fingerprint)
+    keys = tuple((row_id, dev_set) for row_id in cell.row_ids)
+    return _Side(
+        np.asarray(first.gold), runs, cell.seeds or tuple(range(len(outcomes))), first.fingerprint, keys
+    )
 
 
-def _interval(cell: Cell, side: _Side, resamples: int, seed: int) -> stats.Interval | stats.SeedInterval:
-    metric = cell.config["metric"]
+def _interval(cell: Cell, side: _Side, bank: ReplicateBank) -> stats.Interval | stats.SeedInterval:
+    """`stats.bootstrap_interval` (one seed) or `stats.seed_bootstrap_interval` (several), from ``bank``."""
+    replicates, full, generator = bank.replicates(cell.config["metric"], side.fingerprint, side.keys)
     if len(side.runs) == 1:
-        return stats.bootstrap_interval(metric, side.gold, side.runs[0], resamples=resamples, seed=seed)
-    return stats.seed_bootstrap_interval(metric, side.gold, side.runs, resamples=resamples, seed=seed)
+        return stats.interval_from_replicates(replicates[:, 0], float(full[0]), stats.DEFAULT_CONFIDENCE)
+    return stats.seed_interval_from_replicates(replicates, full, generator, stats.DEFAULT_CONFIDENCE)
 
 
 def _references(cells: Iterable[Cell], reference: Reference, table: str) -> dict[int, Cell]:

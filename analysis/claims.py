@@ -20,7 +20,8 @@ Definitions (what "best configuration" means here; see ``analysis/paper/NOTES.md
   Pearson for STS-B). Values are compared as given (the paper's printed 4 decimals), so ties happen.
 * Ties: ``ties="any"`` counts a condition if any tied-best cell uses a wanted strategy, ``"all"`` only if every
   tied-best cell does, ``"split"`` counts the fraction of tied-best cells that do.
-* Rows repeated for one configuration (seeds of a store) are averaged first.
+* Rows repeated for one configuration (seeds of a store) are averaged first; only the paper's five strategies
+  (`kdgrid.paper.PAPER_STRATEGIES`) count: negative controls (Reverse, Random) and other strategies never do.
 
 Inputs need the columns ``student, task, dev_set, knowledge, strategy, value``; a ``metric`` column, when present,
 is restricted to the reported metric; a ``role`` column to ``student`` rows.
@@ -35,7 +36,7 @@ from typing import Literal
 import pandas as pd
 
 from kdgrid.errors import ConfigError
-from kdgrid.paper import reported_metric
+from kdgrid.paper import PAPER_STRATEGIES, reported_metric
 
 CONDITION: tuple[str, ...] = ("student", "task", "dev_set")
 CONFIGURATION: tuple[str, ...] = ("knowledge", "strategy")
@@ -61,6 +62,8 @@ def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
         wanted = rows["task"].map(reported_metric)
         rows = rows[rows["metric"] == wanted]
     rows = rows[(rows["strategy"].fillna("") != "") & (rows["knowledge"].fillna("") != "")]
+    # The paper's claims are about its five strategies: negative controls and other strategies never count.
+    rows = rows[rows["strategy"].isin(PAPER_STRATEGIES)]
     keys = [*CONDITION, *CONFIGURATION]
     return rows.groupby(keys, as_index=False, sort=True)["value"].mean()
 

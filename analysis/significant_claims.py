@@ -18,9 +18,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from analysis import stats
-from analysis.cell_stats import ALPHA, compare_cells
+from analysis.cell_stats import ALPHA, compare_cells, register_cells
 from analysis.claims import ONE_LAYER_STRATEGIES
+from analysis.replicate_bank import ReplicateBank
 from analysis.tables import Cell, TableView
+from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.predictions import TrialPredictions
 
 Compare = Callable[[Cell, Cell], "stats.PairedTest | None"]
@@ -47,7 +49,7 @@ def _cells(view: TableView) -> list[Cell]:
         if not column.fact
         and not cell.missing
         and cell.config.get("knowledge")
-        and cell.config.get("strategy")
+        and cell.config.get("strategy") in PAPER_STRATEGIES  # never a control (docs/uncertainty.md)
     ]
 
 
@@ -110,14 +112,25 @@ def significant_claim_notes(
     table5: TableView | None = None,
     resamples: int = stats.DEFAULT_TEST_RESAMPLES,
     seed: int = 0,
+    bank: ReplicateBank | None = None,
 ) -> list[str]:
     """The notes of table ``name`` ("5", "6", "8") counting only significant differences; none where no
-    comparison has predictions on both sides."""
+    comparison has predictions on both sides. ``bank``: the replicates already drawn for ``view``'s tests
+    (`attach_uncertainty`'s ``test_bank``, with ``resamples`` and ``seed``), reused here."""
     if name not in ("5", "6", "8") or not predictions:
         return []
 
+    bank = bank or ReplicateBank(resamples, seed)  # every comparison's replicates drawn once per dev set
+    if (bank.resamples, bank.seed) != (resamples, seed):
+        raise ValueError(
+            f"the bank draws {bank.resamples} resamples with seed {bank.seed}, not {resamples}, {seed}"
+        )
+    register_cells(bank, _cells(view), predictions)
+    if table5 is not None:
+        register_cells(bank, _cells(table5), predictions)
+
     def compare(a: Cell, b: Cell) -> stats.PairedTest | None:
-        return compare_cells(a, b, predictions, resamples=resamples, seed=seed)
+        return compare_cells(a, b, predictions, bank=bank)
 
     beyond = f"beyond noise (paired bootstrap, Holm over the comparisons, alpha {ALPHA})"
     notes = []

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kdgrid.core.metrics import ROW_METRICS, RowMetric
+from kdgrid.core.metrics import (
+    ROW_METRICS,
+    RowMetric,
+    accuracy_rows,
+    centre_rows,
+    pearson_of_centred,
+    pearson_rows,
+)
 
 DEFAULT_RESAMPLES = 1000
 """Resamples of an interval: the percentile bounds' Monte-Carlo error is then about a tenth of their width."""
@@ -99,10 +106,14 @@ def bootstrap_interval(
     score = _row_metric(metric)
     labels = _gold(gold)
     runs = _runs(predictions, labels, "predictions", allow_seeds=False)
-    replicates = _replicate_scores(score, labels, runs, np.random.default_rng(seed), resamples)[:, 0]
+    replicates = _replicate_scores(score, labels, runs, np.random.default_rng(seed), resamples)
+    return interval_from_replicates(replicates[:, 0], float(score(runs, labels[None])[0]), confidence)
+
+
+def interval_from_replicates(replicates: np.ndarray, value: float, confidence: float) -> Interval:
+    """`bootstrap_interval` from one run's replicate scores ``[R]`` (`replicate_scores`) and its full-data value."""
     low, high = _percentile_bounds(replicates, confidence)
-    value = float(score(runs, labels[None])[0])
-    return Interval(value=value, low=low, high=high, resamples=resamples, confidence=confidence)
+    return Interval(value=value, low=low, high=high, resamples=len(replicates), confidence=confidence)
 
 
 def seed_bootstrap_interval(
@@ -126,16 +137,25 @@ def seed_bootstrap_interval(
     runs = _runs(predictions_by_seed, labels, "predictions_by_seed", allow_seeds=True)
     rng = np.random.default_rng(seed)
     replicates = _replicate_scores(score, labels, runs, rng, resamples)  # examples first: see the docstring
-    means = _mean_over_drawn_seeds(replicates, _draw_seeds(rng, resamples, len(runs)))
-    low, high = _percentile_bounds(means, confidence)
     per_seed = score(runs, np.broadcast_to(labels, runs.shape))
-    std = float(np.std(per_seed, ddof=1)) if len(runs) > 1 else None
+    return seed_interval_from_replicates(replicates, per_seed, rng, confidence)
+
+
+def seed_interval_from_replicates(
+    replicates: np.ndarray, per_seed: np.ndarray, rng: np.random.Generator, confidence: float
+) -> SeedInterval:
+    """`seed_bootstrap_interval` from the K seeds' replicate scores ``[R, K]`` (`replicate_scores`), their
+    full-data values ``[K]``, and the generator as `replicate_scores` left it (the seeds are drawn from it next)."""
+    resamples, n_seeds = replicates.shape
+    means = _mean_over_drawn_seeds(replicates, _draw_seeds(rng, resamples, n_seeds))
+    low, high = _percentile_bounds(means, confidence)
+    std = float(np.std(per_seed, ddof=1)) if n_seeds > 1 else None
     return SeedInterval(
         mean=float(per_seed.mean()),
         std=std,
         low=low,
         high=high,
-        n_seeds=len(runs),
+        n_seeds=n_seeds,
         resamples=resamples,
         confidence=confidence,
     )
@@ -174,16 +194,41 @@ def paired_bootstrap_test(
     runs_b = _runs(predictions_b, labels, "predictions_b", allow_seeds=True)
     rng = np.random.default_rng(seed)
     replicates = _replicate_scores(score, labels, np.concatenate([runs_a, runs_b]), rng, resamples)
-    replicates_a, replicates_b = replicates[:, : len(runs_a)], replicates[:, len(runs_a) :]
-    seeds_paired = pair_seeds and len(runs_a) == len(runs_b) > 1
-    draws_a = _draw_seeds(rng, resamples, len(runs_a))
-    draws_b = draws_a if seeds_paired else _draw_seeds(rng, resamples, len(runs_b))
+    full = np.broadcast_to(labels, runs_a.shape), np.broadcast_to(labels, runs_b.shape)
+    return paired_test_from_replicates(
+        replicates[:, : len(runs_a)],
+        replicates[:, len(runs_a) :],
+        score(runs_a, full[0]),
+        score(runs_b, full[1]),
+        rng,
+        pair_seeds=pair_seeds,
+    )
+
+
+def paired_test_from_replicates(
+    replicates_a: np.ndarray,
+    replicates_b: np.ndarray,
+    per_seed_a: np.ndarray,
+    per_seed_b: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    pair_seeds: bool = True,
+) -> PairedTest:
+    """`paired_bootstrap_test` from each side's replicate scores ``[R, K_a]`` and ``[R, K_b]`` (`replicate_scores`
+    on the same example samples), their full-data values ``[K_a]``, ``[K_b]``, and the generator as
+    `replicate_scores` left it (the seeds are drawn from it next)."""
+    resamples = len(replicates_a)
+    if replicates_b.shape[0] != resamples:
+        raise ValueError(f"the two sides have {resamples} and {replicates_b.shape[0]} replicates")
+    k_a, k_b = replicates_a.shape[1], replicates_b.shape[1]
+    seeds_paired = pair_seeds and k_a == k_b > 1
+    draws_a = _draw_seeds(rng, resamples, k_a)
+    draws_b = draws_a if seeds_paired else _draw_seeds(rng, resamples, k_b)
     mean_a = _mean_over_drawn_seeds(replicates_a, draws_a)
     differences = mean_a - _mean_over_drawn_seeds(replicates_b, draws_b)
     far_side = min(int((differences <= 0).sum()), int((differences >= 0).sum()))
     p_value = min(1.0, 2.0 * (1 + far_side) / (resamples + 1))
-    full = np.broadcast_to(labels, runs_a.shape), np.broadcast_to(labels, runs_b.shape)
-    difference = float(score(runs_a, full[0]).mean() - score(runs_b, full[1]).mean())
+    difference = float(per_seed_a.mean() - per_seed_b.mean())
     return PairedTest(difference=difference, p_value=p_value, resamples=resamples, seeds_paired=seeds_paired)
 
 
@@ -250,15 +295,66 @@ def _index_blocks(rng: np.random.Generator, n: int, resamples: int) -> Iterator[
         yield start, rng.integers(0, n, size=(min(rows, resamples - start), n))
 
 
+def replicate_scores(
+    metric: str | RowMetric, gold: ArrayLike, runs: ArrayLike, rng: np.random.Generator, resamples: int
+) -> np.ndarray:
+    """``[R, K]``: the metric of every run (``runs [K, N]``) on each of R example samples, one sample shared by
+    all K runs, drawn from ``rng`` (which is left where the seed draws of an interval or test continue).
+
+    The example samples depend only on the generator's state, N and R, never on the runs: scoring runs in one
+    call or in several calls from equal states gives the same columns (`analysis.cell_stats` relies on it to
+    score every cell on a dev set at once)."""
+    _check_settings(resamples)
+    labels = _gold(gold)
+    return _replicate_scores(
+        _row_metric(metric), labels, _runs(runs, labels, "runs", allow_seeds=True), rng, resamples
+    )
+
+
+def full_scores(metric: str | RowMetric, gold: ArrayLike, runs: ArrayLike) -> np.ndarray:
+    """``[K]``: the metric of every run (``runs [K, N]``) on all N examples."""
+    labels = _gold(gold)
+    checked = _runs(runs, labels, "runs", allow_seeds=True)
+    return _row_metric(metric)(checked, np.broadcast_to(labels, checked.shape))
+
+
+_EXACT_COUNT_LIMIT = 1 << 24
+"""Below this many examples, float32 sums of 0/1 weighted by resample counts are exact integers."""
+
+
 def _replicate_scores(
     score: RowMetric, gold: np.ndarray, runs: np.ndarray, rng: np.random.Generator, resamples: int
 ) -> np.ndarray:
-    """``[R, K]``: the metric of every run on each of R example samples (one sample shared by all K runs)."""
+    """``[R, K]``: the metric of every run on each of R example samples (one sample shared by all K runs).
+
+    Accuracy takes a shortcut with the same numbers: a replicate's accuracy is (resample counts [N]) @ (correct
+    [N]) / N, an exact integer count over N as the mean of 0/1 is, so a block of samples is one matrix product for
+    all runs instead of a gather per run. Pearson centres the resampled labels once per block for all runs (the
+    same operations on the same values as `pearson_rows`)."""
+    n = len(gold)
     out = np.empty((resamples, len(runs)))
-    for start, indices in _index_blocks(rng, len(gold), resamples):
+    by_counts = score is accuracy_rows
+    if by_counts:
+        dtype = np.float32 if n < _EXACT_COUNT_LIMIT else np.float64
+        correct = (runs == gold[None]).T.astype(dtype)  # [N, K]
+    by_centring = score is pearson_rows
+    if by_centring:  # float64 once, not per block (the same values: float32 -> float64 is exact)
+        runs, gold = runs.astype(np.float64), gold.astype(np.float64)
+    for start, indices in _index_blocks(rng, n, resamples):
+        rows = len(indices)
+        if by_counts:
+            flat = (indices + (np.arange(rows) * n)[:, None]).ravel()
+            counts = np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(dtype)
+            out[start : start + rows] = (counts @ correct).astype(np.float64) / n
+            continue
+        if by_centring:  # the labels' side of Pearson once per block, not once per run
+            labels = centre_rows(gold[indices])
+            for k, run in enumerate(runs):
+                out[start : start + rows, k] = pearson_of_centred(centre_rows(run[indices]), labels)
+            continue
         resampled_gold = gold[indices]
         for k, run in enumerate(runs):
-            out[start : start + len(indices), k] = score(run[indices], resampled_gold)
+            out[start : start + rows, k] = score(run[indices], resampled_gold)
     return out
 
 

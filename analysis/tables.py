@@ -29,10 +29,12 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from analysis.tidy import CONFIG_COLUMNS, normalise, table_name
+from analysis.tidy import CONFIG_COLUMNS, knowledge_label, normalise, table_name
+from kdgrid.core.matching import STRATEGIES, get_strategy
 from kdgrid.errors import ConfigError
 from kdgrid.paper import (
     APPENDIX_DEV_SETS,
+    DOUBLE_MATCH_PAIRS,
     PAPER_INITS,
     PAPER_KNOWLEDGE,
     PAPER_STRATEGIES,
@@ -324,11 +326,28 @@ def _place_table4(row: Any) -> Place | None:
     )
 
 
+EXTRA_STRATEGIES = "strategies beyond the paper"
+"""Title suffix of a match table's extra block: under each (task, student) block of Tables 5, 6 and 8, the cells
+whose strategy is not one of the paper's five (`kdgrid.paper.PAPER_STRATEGIES`): the negative controls
+(``Reverse``, ``Random``; their columns say "(control)") and the other registered strategies (PKD-skip, MiniLM,
+...). The paper's blocks hold only the paper's columns, so a control never reads as one of its strategies."""
+
+CONTROL_SUFFIX = " (control)"
+
+
+def strategy_column(strategy: str) -> Column:
+    """The column of a strategy in a match table: its name, plus " (control)" for a negative control."""
+    known = strategy in STRATEGIES and get_strategy(strategy).control
+    return Column(strategy + CONTROL_SUFFIX if known else strategy)
+
+
 def _place_match(row: Any) -> Place | None:
     if row.role != "student" or not _reported(row) or not row.knowledge:
         return None
     block = f"{task_label(row.task, row.dev_set)} · {row.student}"
-    return Place(block, knowledge_row(row.knowledge), Column(row.strategy))
+    if row.strategy in PAPER_STRATEGIES:
+        return Place(block, knowledge_row(row.knowledge), Column(row.strategy))
+    return Place(f"{block} · {EXTRA_STRATEGIES}", knowledge_row(row.knowledge), strategy_column(row.strategy))
 
 
 def _system_label(row: Any) -> str:
@@ -369,6 +388,8 @@ def _match_blocks(students: tuple[str, ...]) -> tuple[str, ...]:
 
 
 _STRATEGY_COLUMNS = tuple(Column(s) for s in PAPER_STRATEGIES)
+TABLE6_ROW_ORDER = tuple(knowledge_row(knowledge_label(pair)) for pair in DOUBLE_MATCH_PAIRS)
+"""Table 6's rows in the paper's order (`kdgrid.paper.DOUBLE_MATCH_PAIRS`), labelled as the tidy rows are."""
 
 SPECS: dict[str, TableSpec] = {
     spec.name: spec
@@ -429,6 +450,7 @@ SPECS: dict[str, TableSpec] = {
             "table6_*.yaml",
             _place_match,
             block_order=_match_blocks(PAPER_STUDENTS),
+            row_order=TABLE6_ROW_ORDER,
             column_order=_STRATEGY_COLUMNS,
         ),
         TableSpec(
@@ -556,7 +578,7 @@ def _assemble(spec: TableSpec, cells: dict[tuple[str, str, Column], Cell]) -> Ta
         found_columns = [c for _, c in members]
         columns = ordered(found_columns, spec.column_order, key=_column_key)
         # Keep the paper's full column set, so every block of a table lines up (missing cells show "-").
-        if spec.column_order and not title.endswith(DEMO_BASELINES):
+        if spec.column_order and not title.endswith((DEMO_BASELINES, EXTRA_STRATEGIES)):
             columns = ordered([*spec.column_order, *found_columns], spec.column_order, key=_column_key)
         blocks.append(Block(title, row_labels, columns, members))
     return TableView(spec.name, spec.title, blocks, side_by_side=spec.side_by_side)

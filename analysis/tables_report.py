@@ -20,6 +20,7 @@ from analysis import stats
 from analysis.cell_stats import attach_uncertainty, parse_reference
 from analysis.compare import compare_with_paper
 from analysis.render import check_format, render, to_rich
+from analysis.replicate_bank import ReplicateBank
 from analysis.significant_claims import significant_claim_notes
 from analysis.store_predictions import load_predictions
 from analysis.tables import (
@@ -209,6 +210,7 @@ def _attach_statistics(
         table5 = build_view(get_spec("5"), tidy) if view.name == "8" and "5" in tables_in(tidy) else None
         predictions = load(store_dir, _cell_row_ids([view, *([table5] if table5 else [])]))
         found = found or bool(predictions)
+        bank = ReplicateBank(uncertainty.test_resamples, uncertainty.seed)  # the tests' and the claims'
         summary = attach_uncertainty(
             view,
             predictions,
@@ -216,6 +218,7 @@ def _attach_statistics(
             resamples=uncertainty.resamples,
             test_resamples=uncertainty.test_resamples,
             seed=uncertainty.seed,
+            test_bank=bank,
         )
         view.notes.extend(summary.notes)
         view.notes.extend(
@@ -226,6 +229,7 @@ def _attach_statistics(
                 table5=table5,
                 resamples=uncertainty.test_resamples,
                 seed=uncertainty.seed,
+                bank=bank,
             )
         )
     if uncertainty.intervals == "on" and not found:

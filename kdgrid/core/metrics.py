@@ -16,6 +16,7 @@ classifier, so best-epoch selection and table means never see NaN.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -94,13 +95,28 @@ def matthews_corrcoef_rows(predictions: np.ndarray, labels: np.ndarray) -> np.nd
 
 def pearson_rows(predictions: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Pearson's r between predicted and gold scores, per row; 0.0 where either side is constant or not finite."""
-    x = np.asarray(predictions, dtype=np.float64)
-    y = np.asarray(labels, dtype=np.float64)
-    x_centred = x - x.mean(axis=-1, keepdims=True)
-    y_centred = y - y.mean(axis=-1, keepdims=True)
-    defined = (np.ptp(x, axis=-1) > 0) & (np.ptp(y, axis=-1) > 0)  # NaN compares False: undefined too
-    spread = np.sqrt((x_centred**2).sum(axis=-1) * (y_centred**2).sum(axis=-1))
-    r = _safe_ratio((x_centred * y_centred).sum(axis=-1), np.where(defined, spread, 0.0))
+    return pearson_of_centred(centre_rows(predictions), centre_rows(labels))
+
+
+@dataclass(frozen=True)
+class CentredRows:
+    """One side of `pearson_rows`, computed once where many runs share it (a bootstrap's resampled labels)."""
+
+    centred: np.ndarray  # [R, N] values minus their row mean, float64
+    varies: np.ndarray  # [R] the row is not constant (False for NaN too: undefined)
+    square_sum: np.ndarray  # [R] sum of the centred values squared
+
+
+def centre_rows(values: np.ndarray) -> CentredRows:
+    x = np.asarray(values, dtype=np.float64)
+    centred = x - x.mean(axis=-1, keepdims=True)
+    return CentredRows(centred, np.ptp(x, axis=-1) > 0, (centred**2).sum(axis=-1))
+
+
+def pearson_of_centred(x: CentredRows, y: CentredRows) -> np.ndarray:
+    """`pearson_rows` from both sides' `centre_rows` (the same numbers, bit for bit)."""
+    spread = np.sqrt(x.square_sum * y.square_sum)
+    r = _safe_ratio((x.centred * y.centred).sum(axis=-1), np.where(x.varies & y.varies, spread, 0.0))
     return np.clip(np.nan_to_num(r, nan=0.0), -1.0, 1.0)
 
 

@@ -7,16 +7,20 @@ import math
 import pytest
 
 from analysis.tables import (
+    EXTRA_STRATEGIES,
     HARD_ONLY,
     SOFT_ONLY,
+    TABLE6_ROW_ORDER,
     Column,
     build_view,
     get_spec,
     shape_label,
+    strategy_column,
     task_label,
     teacher_label,
 )
 from kdgrid.errors import ConfigError
+from kdgrid.paper import DOUBLE_MATCH_PAIRS, PAPER_STRATEGIES
 from tests.analysis.tables_testing import tidy_rows
 
 
@@ -247,3 +251,47 @@ def test_unknown_table_names_the_choices():
     with pytest.raises(ConfigError, match="unknown table '9'; allowed: 1, 2, 3, 4, 5, 6, 7, 8, demo, all"):
         get_spec("9")
     assert get_spec("table5").name == "5" and build_view(get_spec("5"), tidy_rows([])).blocks == []
+
+
+def match_row(table: str, knowledge: str, strategy: str, value: float) -> dict:
+    return {
+        "table": table,
+        "task": "rte",
+        "student": "bert-mini",
+        "knowledge": knowledge,
+        "strategy": strategy,
+        "value": value,
+    }
+
+
+@pytest.mark.parametrize("table", ["5", "6", "8"])
+def test_match_tables_keep_controls_and_other_strategies_out_of_the_papers_columns(table):
+    rows = [
+        match_row(table, "mmd", "Last-1", 0.60),
+        match_row(table, "mmd", "Reverse", 0.58),
+        match_row(table, "mmd", "Random", 0.57),
+        match_row(table, "mmd", "PKD-skip", 0.59),
+    ]
+    view = build_view(get_spec(table), tidy_rows(rows))
+    assert view.titles() == ["RTE · bert-mini", f"RTE · bert-mini · {EXTRA_STRATEGIES}"]
+    paper, extra = view.blocks
+    assert [c.label for c in paper.columns] == list(PAPER_STRATEGIES)
+    assert not any(c.config["strategy"] not in PAPER_STRATEGIES for c in paper.cells.values())
+    # The extra block shows only what was run; the controls say so in their column.
+    assert [c.label for c in extra.columns] == ["PKD-skip", "Random (control)", "Reverse (control)"]
+    assert extra.cell("mmd", Column("Reverse (control)")).value == 0.58
+    assert strategy_column("Random") == Column("Random (control)")
+    assert strategy_column("Last") == Column("Last")
+    # A control is never bold against the paper's strategies: bold is per block.
+    assert paper.cell("mmd", Column("Last-1")).bold
+
+
+def test_table6_rows_follow_the_papers_order_not_the_alphabet():
+    pairs = [("pkd", "key_relation"), ("attention_ce_mean", "cos"), ("mmd", "value_relation")]
+    rows = [match_row("6", f"{a}+{b}", "Last", 0.6) for a, b in pairs]
+    view = build_view(get_spec("6"), tidy_rows(rows))
+    shown = view.blocks[0].rows
+    assert shown == [label for label in TABLE6_ROW_ORDER if label in shown]
+    # The paper lists mmd x value_relation before pkd x key_relation; sorting the labels would not.
+    assert shown == ["attention_ce_mean,cos", "mmd,value_relation", "key_relation,pkd"]
+    assert len(TABLE6_ROW_ORDER) == len(DOUBLE_MATCH_PAIRS) == len(set(TABLE6_ROW_ORDER))

@@ -184,3 +184,17 @@ def test_degenerate_reasons_go_to_the_cell_of_their_dev_set():
     dev_sets = ("validation_matched", "validation_mismatched")
     assert reasons_of_dev_set(reasons, "validation_matched", dev_sets) == reasons
     assert reasons_of_dev_set(reasons, "validation_mismatched", dev_sets) == ("collapsed",)
+
+
+def test_aggregating_the_per_seed_rows_gives_the_aggregated_frame(tmp_path):
+    # store_to_tidy aggregates a frame it has normalised itself; aggregate_seeds normalises what it is given.
+    for seed, value in enumerate((0.70, 0.72, 0.75)):
+        write(
+            tmp_path,
+            "table5",
+            result(value, student="bert-mini", knowledge=("mmd",), strategy="Last", seed=seed),
+        )
+    write(tmp_path, "table5", result(0.6, student="bert-tiny", knowledge=("cos", "mmd"), strategy="First"))
+    aggregated = tidy_of(tmp_path)
+    pd.testing.assert_frame_equal(aggregated, aggregate_seeds(tidy_of(tmp_path, per_seed=True)))
+    assert sorted(aggregated["n_seeds"]) == [1, 3]
