@@ -102,3 +102,19 @@ def test_memory_estimate_smoke(tmp_path: Path) -> None:
         assert positive(run["estimate_over_measured"]) and run["measured_mb"] > 0 and run["estimate_mb"] > 0
     # one more student costs more, in the estimate and in the measurement
     assert report["runs"][1]["estimate_mb"] > report["runs"][0]["estimate_mb"]
+
+
+def test_table_stats_smoke(tmp_path: Path) -> None:
+    report = run_script("table_stats", tmp_path)
+    figures = report["figures"]
+    assert figures["cells"] > 0 and figures["tested"] > 0
+    for key in ("after_s", "before_s_extrapolated", "speedup_cpu", "speedup_wall", "store_to_tidy_s"):
+        assert positive(figures[key]), key
+    assert figures["tidy_out_rows"] > 0
+
+
+def test_report_size_smoke(tmp_path: Path) -> None:
+    report = run_script("report_size", tmp_path)
+    # every row of the synthetic store gets its page, and every arrival its own on the update
+    assert report["trial_pages"] == report["rows"] and report["arrival_pages"] == report["arrivals"]
+    assert positive(report["full_s"]) and positive(report["report_mb"])
