@@ -16,6 +16,7 @@ from rich.text import Text
 
 from kdgrid.commands import analysis, assets, core, export, prefetch, pretrain, report, store, sweep
 from kdgrid.errors import KdgridError
+from kdgrid.plugins import load_plugins
 
 app = typer.Typer(
     name="kdgrid",
@@ -55,6 +56,7 @@ def print_error(error: BaseException) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     try:
+        load_plugins()  # entry points and KDGRID_PLUGINS: their names are known to every command
         app(args=argv, prog_name="kdgrid")
     except (KdgridError, OSError) as error:
         print_error(error)
