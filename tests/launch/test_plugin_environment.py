@@ -13,13 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer
 
+from kdgrid.commands import pretrain as pretrain_command
 from kdgrid.errors import LaunchError
 from kdgrid.launch import slurm
 from kdgrid.launch.local import _run_in_child
 from kdgrid.launch.ray import RayExecutor, run_one_job
-from kdgrid.launch.slurm import ArrayTask, SlurmExecutor
+from kdgrid.launch.slurm import ArrayTask, SlurmExecutor, SlurmSettings
 from kdgrid.plugins import PLUGINS_VARIABLE, load_plugins, loaded_plugins
+from kdgrid.pretrain import slurm as pretrain_slurm
+from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.store import read_table
 from tests.launch import fakes
 from tests.launch.fakes import make_trial
@@ -128,3 +132,31 @@ def test_a_local_worker_process_loads_the_plugins_it_is_handed(
     _run_in_child(*args, None, {PLUGINS_VARIABLE: PLUGIN})
     assert os.environ[PLUGINS_VARIABLE] == PLUGIN  # handed on to the worker's own children
     assert recorded_plugin_versions(tmp_path) == [PLUGIN_VERSION]
+
+
+def test_a_pretraining_job_and_its_torchrun_processes_get_the_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugin_here: None
+) -> None:
+    """``kdgrid pretrain --slurm``'s job script exports them; ``--processes N`` starts torchrun with them."""
+    load_plugins([PLUGIN], source=f"the environment variable {PLUGINS_VARIABLE}")
+    os.environ.pop(PLUGINS_VARIABLE, None)  # what this process loaded counts, not what its variable says now
+    shape = pretrain_slurm.job_shape(SlurmSettings(), nodes=1, tasks_per_node=2)
+    setup = pretrain_slurm.job_parameters(SlurmSettings(), shape)["setup"]
+    assert f"export {PLUGINS_VARIABLE}={PLUGIN}" in setup
+
+    started: list[dict[str, str]] = []
+
+    class Torchrun:  # stands for the torchrun process: records its environment, ends at once
+        def __init__(self, command: list[str], env: dict[str, str]) -> None:
+            started.append(env)
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(pretrain_command.subprocess, "Popen", Torchrun)
+    (tmp_path / "corpus.txt").write_text("a sentence\n")
+    recipe = PretrainRecipe.from_dict({"student": "w16-l2-h2-f32", "corpus": str(tmp_path), "steps": 1})
+    with pytest.raises(typer.Exit):
+        pretrain_command._relaunch_with_torchrun(2, recipe, [])
+    (env,) = started
+    assert env[PLUGINS_VARIABLE] == PLUGIN
