@@ -1,14 +1,16 @@
 """What the processes of each executor get of the plugins (`kdgrid.plugins`): ``KDGRID_PLUGINS`` naming the plugins
 the driver loaded from a sweep file or the variable, and each job's process loading them before its job.
 
-Fast: the SLURM script is built but not submitted; the Ray trainable and the SLURM task run in this process, as an
-actor or a task would run them; the local executor's worker process is covered end to end in tests/test_plugins.py.
+Fast, except one test on the local SLURM cluster: the SLURM script is built but not submitted; the Ray trainable and
+the SLURM task run in this process, as an actor or a task would run them; the local executor's worker process is
+covered end to end in tests/test_plugins.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from kdgrid.plugins import PLUGINS_VARIABLE, load_plugins, loaded_plugins
 from kdgrid.pretrain import slurm as pretrain_slurm
 from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.store import read_table
+from slurm.local_cluster import LocalCluster
 from tests.launch import fakes
 from tests.launch.fakes import make_trial
 from tests.plugin_files import PLUGIN_VERSION, isolated_plugins, write_broken_plugin, write_plugin
@@ -160,3 +163,18 @@ def test_a_pretraining_job_and_its_torchrun_processes_get_the_plugins(
         pretrain_command._relaunch_with_torchrun(2, recipe, [])
     (env,) = started
     assert env[PLUGINS_VARIABLE] == PLUGIN
+
+
+@pytest.mark.slow
+def test_the_array_tasks_of_a_real_slurm_cluster_load_the_plugins_of_the_sweep_file(
+    slurm_cluster: LocalCluster, tmp_path: Path, plugin_here: None
+) -> None:
+    """Under ``--export=NONE`` (a task inherits nothing from the submitting shell): the task's script exports
+    ``KDGRID_PLUGINS`` and the task loads the plugin before its job; its row records it."""
+    load_plugins([PLUGIN], source="the sweep file s.yaml")
+    path = os.pathsep.join([str(tmp_path / "plugins"), os.environ["PYTHONPATH"]])
+    run = SlurmExecutor("local", job_fn=fakes.job_to_store, poll_interval_s=1.0,
+                        slurm_additional_parameters={"export": "NONE"},
+                        slurm_setup=[f"export PYTHONPATH={shlex.quote(path)}"])  # fmt: skip
+    run.run([[make_trial(0)]], tmp_path / "store", sweep="plugged")
+    assert recorded_plugin_versions(tmp_path / "store") == [PLUGIN_VERSION]
