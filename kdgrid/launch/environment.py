@@ -51,10 +51,10 @@ def hub_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {name: env[name] for name in HUB_VARIABLES if name in env}
 
 
-def job_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`hub_variables` plus ``KDGRID_PLUGINS`` naming the plugins this process loaded (`plugin_environment`):
-    every variable a job elsewhere is handed."""
-    return {**hub_variables(environ), **plugin_environment()}
+def job_variables() -> dict[str, str]:
+    """`hub_variables` of ``os.environ`` plus ``KDGRID_PLUGINS`` naming the plugins this process loaded
+    (`kdgrid.plugins.plugin_environment`): every variable a job elsewhere is handed."""
+    return {**hub_variables(), **plugin_environment()}
 
 
 # The module constants the libraries decide offline mode by: (module, attribute).

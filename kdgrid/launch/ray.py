@@ -190,8 +190,8 @@ class RayExecutor:
         s = self.settings
         if s.address:
             # A joined cluster's workers do not inherit this process's environment: they start with the Hub's
-            # variables (set by `kdgrid.sweep_run` once everything is cached) from the runtime env, before any
-            # import; `run_one_job` applies them again for a cluster this process had joined already.
+            # variables (set by `kdgrid.sweep_run` once everything is cached) and KDGRID_PLUGINS from the runtime
+            # env, before any import; `run_one_job` applies them again for a cluster this process had joined already.
             variables = job_variables()
             runtime_env = {"env_vars": variables} if variables else None
             ray.init(address=s.address, log_to_driver=False, runtime_env=runtime_env)

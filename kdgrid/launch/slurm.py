@@ -27,9 +27,10 @@ How a sweep maps onto SLURM:
   unfinished tasks) for ``slurm_sacct_give_up_s`` (default 30 min), it stops waiting with a `LaunchError` naming
   the tasks, which may still be running; it writes no failed row then (nothing is known to have failed).
 - The Hugging Face variables of the submitting process (offline switches set by `kdgrid run` once everything is
-  prefetched, cache locations) and ``KDGRID_PLUGINS`` (`kdgrid.launch.environment.job_variables`) are exported by the first setup lines
-  of every task's script, so they hold under a profile with ``--export=NONE`` too; such a profile's scripts also
-  set ``SLURM_EXPORT_ENV=ALL``, so the ``srun`` step submitit runs the task in gets the script's environment.
+  prefetched, cache locations) and ``KDGRID_PLUGINS`` (`kdgrid.launch.environment.job_variables`) are exported
+  by the first setup lines of every task's script, so they hold under a profile with ``--export=NONE`` too; such
+  a profile's scripts also set ``SLURM_EXPORT_ENV=ALL``, so the ``srun`` step submitit runs the task in gets the
+  script's environment.
 - The default memory budget of a job (``--memory-budget-gb auto``, `SlurmExecutor.memory_budget`) is 0.9 x
   ``slurm_mem_gb``, the task's RAM; a GPU's memory is not known before submission, so GPU jobs are sized to
   ``slurm_gpu_mem_gb`` if given, else to the RAM. Without ``slurm_mem_gb`` there is no budget.
@@ -199,8 +200,8 @@ def submitit_parameters(
     settings: SlurmSettings, environment: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords. ``environment`` (the Hub's
-    variables and ``KDGRID_PLUGINS`` of the submitting process, `kdgrid.launch.environment.job_variables`) is exported by the first
-    setup lines of every task's script: a profile may set ``--export=NONE``, and the variables must be there
+    variables and ``KDGRID_PLUGINS`` of the submitting process, `kdgrid.launch.environment.job_variables`) is
+    exported by the first setup lines of every task's script: a profile may set ``--export=NONE``, and the variables must be there
     before Python imports the Hugging Face libraries. Under such a profile the script's environment is handed on to
     the task's ``srun`` step (``SLURM_EXPORT_ENV=ALL``): it starts from nothing otherwise."""
     direct = ("partition", "account", "qos", "time", "cpus_per_task", "array_parallelism", "signal_delay_s",
