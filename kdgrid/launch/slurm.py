@@ -201,9 +201,10 @@ def submitit_parameters(
 ) -> dict[str, Any]:
     """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords. ``environment`` (the Hub's
     variables and ``KDGRID_PLUGINS`` of the submitting process, `kdgrid.launch.environment.job_variables`) is
-    exported by the first setup lines of every task's script: a profile may set ``--export=NONE``, and the variables must be there
-    before Python imports the Hugging Face libraries. Under such a profile the script's environment is handed on to
-    the task's ``srun`` step (``SLURM_EXPORT_ENV=ALL``): it starts from nothing otherwise."""
+    exported by the first setup lines of every task's script: a profile may set ``--export=NONE``, and the
+    variables must be there before Python imports the Hugging Face libraries. Under such a profile the script's
+    environment is handed on to the task's ``srun`` step (``SLURM_EXPORT_ENV=ALL``): it starts from nothing
+    otherwise."""
     direct = ("partition", "account", "qos", "time", "cpus_per_task", "array_parallelism", "signal_delay_s",
               "constraint", "exclude", "job_name", "setup", "additional_parameters")  # fmt: skip
     params = {name: getattr(settings, name) for name in direct if getattr(settings, name) is not None}
