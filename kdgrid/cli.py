@@ -4,6 +4,10 @@ Errors a user can act on are printed as one message, without a traceback, with e
 and an `OSError` from the filesystem (a path that is a file where a directory is needed, a full disk, no
 permission), named by its file. The message is printed as plain text, never read as Rich markup, so text such
 as ``[bold]`` or ``[/`` in a file name or a YAML value is shown as it is.
+
+Before any command runs, the plugins of the installed entry points and of ``KDGRID_PLUGINS`` are loaded
+(`kdgrid.plugins`), so the knowledge functions, strategies and options they register are known to every command; a
+plugin that cannot be imported is such an error.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from rich.text import Text
 
 from kdgrid.commands import analysis, assets, core, export, prefetch, pretrain, report, store, sweep
 from kdgrid.errors import KdgridError
+from kdgrid.plugins import load_plugins
 
 app = typer.Typer(
     name="kdgrid",
@@ -55,6 +60,7 @@ def print_error(error: BaseException) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     try:
+        load_plugins()  # entry points and KDGRID_PLUGINS: their names are known to every command
         app(args=argv, prog_name="kdgrid")
     except (KdgridError, OSError) as error:
         print_error(error)

@@ -25,6 +25,7 @@ import yaml
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid.expand import raise_problems
 from kdgrid.grid.spec import Problems, load_yaml
+from kdgrid.plugins import plugin_environment
 from kdgrid.pretrain import artifacts
 from kdgrid.pretrain.preemption import STOP_SIGNALS, signal_name, stopped_exit_status
 from kdgrid.pretrain.processes import process_place
@@ -80,7 +81,10 @@ def _relaunch_with_torchrun(processes: int, recipe: PretrainRecipe, run_options:
             f"--nproc_per_node={processes}",
         ]
         command += ["-m", "kdgrid.pretrain", "--recipe", str(recipe_path), *run_options]
-        child = subprocess.Popen(command, env={**os.environ, REFUSAL_FILE_ENV: str(refusal)})
+        # Each process starts as `kdgrid` does and loads the plugins (`kdgrid.plugins`) this one has loaded.
+        child = subprocess.Popen(
+            command, env={**os.environ, **plugin_environment(), REFUSAL_FILE_ENV: str(refusal)}
+        )
         previous = {
             signum: signal.signal(signum, lambda signum, _: child.send_signal(signum))
             for signum in STOP_SIGNALS

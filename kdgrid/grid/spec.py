@@ -15,6 +15,9 @@ A sweep file (see README "Sweep files") has these top-level keys:
 ``seeds``        N >= 1: every trial becomes N student seeds (seed, seed + 1, ..., seed + N - 1) sharing the data
                  order of the first (``data_seed``), so they train in one job on identical batches
                  (`kdgrid.grid.expand.seed_variants`, docs/seeds.md); not with a ``seed`` axis
+``plugins``      list of module names imported (`kdgrid.plugins.load_plugins`) as the file is read, before any
+                 name is checked: the modules that register the sweep's own knowledge functions, strategies or
+                 options; the executors hand them to every job's process. Not part of any trial (nor its id)
 
 YAML's silent "last duplicate key wins" is refused: a key written twice is an error. So is a document that
 would expand, through aliases, to more than `MAX_YAML_NODES` nodes (an "alias bomb" of a few lines would
@@ -31,9 +34,11 @@ from typing import Any
 
 import yaml
 
+from kdgrid.plugins import load_plugins
 from kdgrid.trial import Trial
 
 SEEDS_KEY = "seeds"
+PLUGINS_KEY = "plugins"
 TOP_KEYS = (
     "name",
     "description",
@@ -45,6 +50,7 @@ TOP_KEYS = (
     "exclude",
     "studies",
     SEEDS_KEY,
+    PLUGINS_KEY,
 )
 STUDY_KEYS = ("description", "fixed", "axes", "overrides", "include", "exclude")
 OVERRIDE_KEYS = ("when", "set")
@@ -230,6 +236,7 @@ class SweepSpec:
     description: str
     studies: list[StudySpec]
     seeds: int | None = None
+    plugins: tuple[str, ...] = ()
 
 
 def _seeds(data: Mapping[str, Any], source: str, problems: Problems) -> int | None:
@@ -245,6 +252,24 @@ def _seeds(data: Mapping[str, Any], source: str, problems: Problems) -> int | No
         f"must be an integer >= 1 (how many student seeds each trial gets: seed, seed + 1, ...), got {value!r}",
     )
     return None
+
+
+def _plugins(value: Any, source: str, problems: Problems) -> tuple[str, ...]:
+    """The ``plugins`` list, each module imported now (so the names it registers are known to the checks that
+    follow).
+
+    Raises:
+        PluginError: a module that cannot be imported (one message: the rest of the file would only add unknown
+            names).
+    """
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(name, str) and name.strip() for name in value):
+        problems.add(source, PLUGINS_KEY, f"must be a list of module names, got {value!r}")
+        return ()
+    modules = tuple(name.strip() for name in value)
+    load_plugins(modules, source=f"the sweep file {source}")
+    return modules
 
 
 def _check_seed_axis(seeds: int | None, studies: list[StudySpec], source: str, problems: Problems) -> None:
@@ -426,6 +451,7 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
         problems.add(source, "", "a sweep file must be a mapping with keys like fixed, axes, studies")
         return None
     _check_keys(data, TOP_KEYS, source, "", problems, "top-level")
+    plugins = _plugins(data.get(PLUGINS_KEY), source, problems)
     name = data.get("name", path.stem)
     if not isinstance(name, str) or not name:
         problems.add(source, "name", f"must be a non-empty string, got {name!r}")
@@ -483,5 +509,10 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
     seeds = _seeds(data, source, problems)
     _check_seed_axis(seeds, studies, source, problems)
     return SweepSpec(
-        name=name, path=path, description=str(data.get("description", "")), studies=studies, seeds=seeds
+        name=name,
+        path=path,
+        description=str(data.get("description", "")),
+        studies=studies,
+        seeds=seeds,
+        plugins=plugins,
     )

@@ -15,6 +15,10 @@ then gets it its own way:
   joined with ``ray.init(address=...)``, by kdgrid or by the caller before `kdgrid` ran, get them too;
 - SLURM: each array task's script exports them in its setup lines (`export_lines`), so profiles that set
   ``--export=NONE`` get them as well, before Python starts.
+
+The plugins this process loaded from ``KDGRID_PLUGINS`` or a sweep file's ``plugins:`` (`kdgrid.plugins`) travel
+the same ways: `job_variables` is the Hub's variables plus ``KDGRID_PLUGINS`` naming them all, and each job's
+process loads them when it starts.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import shlex
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+
+from kdgrid.plugins import plugin_environment
 
 # Set for the workers of a run once every item is cached: the libraries then never contact the Hub.
 OFFLINE_ENVIRONMENT: dict[str, str] = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -43,6 +49,12 @@ def hub_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The `HUB_VARIABLES` set in ``environ`` (default ``os.environ``): what a job elsewhere is handed."""
     env = os.environ if environ is None else environ
     return {name: env[name] for name in HUB_VARIABLES if name in env}
+
+
+def job_variables() -> dict[str, str]:
+    """`hub_variables` of ``os.environ`` plus ``KDGRID_PLUGINS`` naming the plugins this process loaded
+    (`kdgrid.plugins.plugin_environment`): every variable a job elsewhere is handed."""
+    return {**hub_variables(), **plugin_environment()}
 
 
 # The module constants the libraries decide offline mode by: (module, attribute).

@@ -17,6 +17,7 @@ from pathlib import Path
 from kdgrid.errors import ConfigError
 from kdgrid.launch.jobs import job_checkpoint_dir, not_done, row_studies
 from kdgrid.launch.worker import run_job_to_store
+from kdgrid.plugins import load_plugins
 from kdgrid.trial import Trial
 
 JobFn = Callable[..., None]
@@ -65,6 +66,7 @@ def run_pending(
     `kdgrid.store.done_trial_ids`), with the job's checkpoint folder (created) and the studies of those trials
     only. Shared by the Ray trainable and the SLURM array task (a retried or requeued job skips the trials it
     finished before). Returns the trials it ran (none: ``job_fn`` was not called)."""
+    load_plugins()  # this job's process (a Ray actor, a SLURM task) knows the plugins before the job function runs
     todo = not_done(trials, done)
     if todo:
         folder = job_checkpoint_dir(store_dir, trials)

@@ -46,6 +46,7 @@ from kdgrid.launch.jobs import job_checkpoint_dir, row_studies
 from kdgrid.launch.lost_trials import RunRows
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.plugins import load_plugins_or_exit, plugin_environment
 from kdgrid.store.write import StoreWriteError, rows_folder_for_writing
 from kdgrid.trial import Trial
 
@@ -131,11 +132,15 @@ def _run_in_child(
     checkpoint_dir: str,
     threads: int | None,
     gpu: str | None = None,
+    plugins: dict[str, str] | None = None,
 ) -> None:
     """A worker process's whole life: its GPU (``CUDA_VISIBLE_DEVICES``, set again here for start methods that
     do not inherit the parent's environment at start, such as forkserver; CUDA reads it when first used, which
     is later), limit torch's threads (cores are shared), run one job (``studies``: trial id -> study, for this
-    job's trials only)."""
+    job's trials only), after loading the plugins (``plugins``: the parent's ``KDGRID_PLUGINS``,
+    `kdgrid.plugins.plugin_environment`, passed on to this process's own children too)."""
+    os.environ.update(plugins or {})
+    load_plugins_or_exit()
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     if threads:
@@ -329,6 +334,7 @@ class LocalExecutor:
                         str(job_checkpoint_dir(store, job)),
                         threads,
                         slot_gpus[slot],
+                        plugin_environment(),
                     )
                     process = context.Process(target=_run_in_child, args=args, daemon=False)
                     with _visible_devices(slot_gpus[slot]):

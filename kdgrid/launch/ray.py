@@ -9,8 +9,8 @@
   transformers) are paid once per actor, not once per job.
 - Works with a local runtime (``ray.init(num_cpus=..., include_dashboard=False)``, started and stopped here) or
   an existing cluster (``ray_address="auto"`` or ``"ray://host:10001"``; see slurm/README.md for Ray on SLURM).
-  Jobs get the driver's Hugging Face variables (offline switches, cache locations:
-  `kdgrid.launch.environment.hub_variables`) through the runtime env of a cluster joined here and, in any case,
+  Jobs get the driver's Hugging Face variables (offline switches, cache locations) and ``KDGRID_PLUGINS``
+  (`kdgrid.launch.environment.job_variables`) through the runtime env of a cluster joined here and, in any case,
   from the trainable itself (a runtime the caller started before kdgrid ran included).
 - ``Tuner.fit()`` does not raise when a trial fails: the executor checks ``num_errors`` and raises `LaunchError`
   naming the failed jobs after all jobs have ended. A trial that fails inside a job gets a failed row from the job
@@ -37,12 +37,13 @@ from typing import Any
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
-from kdgrid.launch.environment import apply_environment, hub_variables
+from kdgrid.launch.environment import apply_environment, job_variables
 from kdgrid.launch.job_fn import JobFn, resolve_job_fn, run_pending
 from kdgrid.launch.jobs import row_studies
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.plugins import load_plugins
 from kdgrid.store.claims import ray_job_holder
 from kdgrid.store.read import done_trial_ids
 from kdgrid.trial import Trial
@@ -95,8 +96,8 @@ def run_one_job(
     environment: Mapping[str, str] | None = None,
 ) -> None:
     """The Tune trainable: run job ``config["job"]`` in the driver's working directory ``workdir``, with the
-    driver's Hugging Face variables ``environment`` (`kdgrid.launch.environment.hub_variables`: offline switches,
-    cache locations), and report how many trials it held.
+    driver's variables ``environment`` (`kdgrid.launch.environment.job_variables`: offline switches, cache
+    locations, ``KDGRID_PLUGINS``) and the plugins they name loaded, and report how many trials it held.
 
     Tune moves each trial into its own folder; relative paths of a sweep (``init_from``, a teacher or task
     directory) mean the directory `kdgrid` was run in, so the job goes back there (on another node, the same
@@ -113,6 +114,7 @@ def run_one_job(
         # The actor may belong to a cluster joined by a ray.init() without them (the caller's own, before kdgrid
         # ran); huggingface_hub may be imported already in a reused actor: `apply_environment` syncs it.
         apply_environment(environment)
+    load_plugins()
     if workdir is not None:
         try:
             os.chdir(workdir)
@@ -188,10 +190,10 @@ class RayExecutor:
         s = self.settings
         if s.address:
             # A joined cluster's workers do not inherit this process's environment: they start with the Hub's
-            # variables (set by `kdgrid.sweep_run` once everything is cached) from the runtime env, before any
-            # import; `run_one_job` applies them again for a cluster this process had joined already.
-            hub = hub_variables()
-            runtime_env = {"env_vars": hub} if hub else None
+            # variables (set by `kdgrid.sweep_run` once everything is cached) and KDGRID_PLUGINS from the runtime
+            # env, before any import; `run_one_job` applies them again for a cluster this process had joined already.
+            variables = job_variables()
+            runtime_env = {"env_vars": variables} if variables else None
             ray.init(address=s.address, log_to_driver=False, runtime_env=runtime_env)
         else:
             # address="local": always a new runtime, even where `ray start` left a cluster address file behind.
@@ -247,7 +249,7 @@ class RayExecutor:
                 studies=study_of,
                 job_fn=self.job_fn,
                 workdir=str(Path.cwd()),
-                environment=hub_variables(),
+                environment=job_variables(),
             )
             resources = {"cpu": self.settings.cpus_per_job, "gpu": self.settings.gpus_per_job}
             if not self.settings.verbose:

@@ -27,9 +27,10 @@ How a sweep maps onto SLURM:
   unfinished tasks) for ``slurm_sacct_give_up_s`` (default 30 min), it stops waiting with a `LaunchError` naming
   the tasks, which may still be running; it writes no failed row then (nothing is known to have failed).
 - The Hugging Face variables of the submitting process (offline switches set by `kdgrid run` once everything is
-  prefetched, cache locations: `kdgrid.launch.environment.hub_variables`) are exported by the first setup lines
-  of every task's script, so they hold under a profile with ``--export=NONE`` too; such a profile's scripts also
-  set ``SLURM_EXPORT_ENV=ALL``, so the ``srun`` step submitit runs the task in gets the script's environment.
+  prefetched, cache locations) and ``KDGRID_PLUGINS`` (`kdgrid.launch.environment.job_variables`) are exported
+  by the first setup lines of every task's script, so they hold under a profile with ``--export=NONE`` too; such
+  a profile's scripts also set ``SLURM_EXPORT_ENV=ALL``, so the ``srun`` step submitit runs the task in gets the
+  script's environment.
 - The default memory budget of a job (``--memory-budget-gb auto``, `SlurmExecutor.memory_budget`) is 0.9 x
   ``slurm_mem_gb``, the task's RAM; a GPU's memory is not known before submission, so GPU jobs are sized to
   ``slurm_gpu_mem_gb`` if given, else to the RAM. Without ``slurm_mem_gb`` there is no budget.
@@ -59,12 +60,13 @@ from submitit.slurm.slurm import SlurmInfoWatcher
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
-from kdgrid.launch.environment import export_lines, hub_variables
+from kdgrid.launch.environment import export_lines, job_variables
 from kdgrid.launch.job_fn import DEFAULT_JOB_FN, JobFn, resolve_job_fn, run_pending
 from kdgrid.launch.jobs import job_checkpoint_dir, job_key, row_studies
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.plugins import load_plugins_or_exit
 from kdgrid.store.claims import slurm_job_holder
 from kdgrid.store.read import done_trial_ids
 from kdgrid.trial import Trial
@@ -198,10 +200,11 @@ def submitit_parameters(
     settings: SlurmSettings, environment: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords. ``environment`` (the Hub's
-    variables of the submitting process, `kdgrid.launch.environment.hub_variables`) is exported by the first
-    setup lines of every task's script: a profile may set ``--export=NONE``, and the variables must be there
-    before Python imports the Hugging Face libraries. Under such a profile the script's environment is handed on to
-    the task's ``srun`` step (``SLURM_EXPORT_ENV=ALL``): it starts from nothing otherwise."""
+    variables and ``KDGRID_PLUGINS`` of the submitting process, `kdgrid.launch.environment.job_variables`) is
+    exported by the first setup lines of every task's script: a profile may set ``--export=NONE``, and the
+    variables must be there before Python imports the Hugging Face libraries. Under such a profile the script's
+    environment is handed on to the task's ``srun`` step (``SLURM_EXPORT_ENV=ALL``): it starts from nothing
+    otherwise."""
     direct = ("partition", "account", "qos", "time", "cpus_per_task", "array_parallelism", "signal_delay_s",
               "constraint", "exclude", "job_name", "setup", "additional_parameters")  # fmt: skip
     params = {name: getattr(settings, name) for name in direct if getattr(settings, name) is not None}
@@ -314,6 +317,7 @@ class ArrayTask(Checkpointable):  # type: ignore[misc]
     def __call__(self) -> int:
         """Run every job of the task not yet finished, minus trials already done in the store; returns how many
         jobs ran in this attempt."""
+        load_plugins_or_exit()  # KDGRID_PLUGINS from the script's setup lines, and the entry points
         store = Path(self.store_dir)
         # Trials done before this attempt (a requeue that struck after some rows were written) never run again.
         done = done_trial_ids(store)
@@ -452,7 +456,7 @@ class SlurmExecutor:
         marker = touch_run_marker(store_dir, f"slurm-{run_id}")
 
         executor = submitit.SlurmExecutor(folder=log_folder, max_num_timeout=self.settings.max_num_timeout)
-        executor.update_parameters(**submitit_parameters(self.settings, hub_variables()))
+        executor.update_parameters(**submitit_parameters(self.settings, job_variables()))
         submitted: list[Any] = []
         for array in split_arrays(tasks, max_array):
             # The submitted callable must be the Checkpointable itself (submitit only checkpoints those), so

@@ -23,6 +23,7 @@ from typing import Any
 
 from kdgrid.launch.failure_rows import write_failure_rows
 from kdgrid.launch.jobs import row_studies
+from kdgrid.plugins import load_plugins
 from kdgrid.result import TrialResult
 from kdgrid.store.claims import Claim, HeldClaims, claim_trials
 from kdgrid.store.read import done_trial_ids
@@ -63,6 +64,7 @@ def run_job_to_store(
     ``on_step(done, total)`` receives the job's batch progress (see `kdgrid.core.train.run_job`); ``run_job``
     is the core (default: `kdgrid.core.train.run_job`).
     """
+    load_plugins()  # a job's process knows the plugins before it trains (a no-op where they are loaded already)
     store = Path(store_dir)
     held, taken = claim_trials(store, [trial.trial_id for trial in trials])
     with held:

@@ -34,8 +34,9 @@ import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from kdgrid.errors import ConfigError, LaunchError
-from kdgrid.launch.environment import hub_variables
+from kdgrid.launch.environment import job_variables
 from kdgrid.launch.slurm import SlurmSettings, check_partition, resolve_settings, submitit_parameters
+from kdgrid.plugins import load_plugins_or_exit
 from kdgrid.pretrain import artifacts
 from kdgrid.pretrain.processes import slurm_rendezvous
 from kdgrid.pretrain.recipe import PretrainRecipe
@@ -75,7 +76,7 @@ def job_shape(settings: SlurmSettings, nodes: int, tasks_per_node: int | None) -
 def job_parameters(settings: SlurmSettings, shape: JobShape) -> dict[str, Any]:
     """`submitit.SlurmExecutor.update_parameters` keywords for one job of ``shape`` (trials' translation of the
     profile, `kdgrid.launch.slurm.submitit_parameters`, with the job's nodes and tasks)."""
-    params = submitit_parameters(settings, hub_variables())
+    params = submitit_parameters(settings, job_variables())
     params.pop("array_parallelism", None)  # one job, not an array
     params["nodes"] = shape.nodes
     params["ntasks_per_node"] = shape.tasks_per_node
@@ -97,6 +98,7 @@ class PretrainTask(Checkpointable):  # type: ignore[misc]
     def __call__(self) -> dict[str, Any]:
         """Run the recipe as this task's process; returns process 0's summary (the artifact's path, the steps).
         Stopped by a signal, process 0 hands it to submitit, which requeues the job and exits."""
+        load_plugins_or_exit()  # plugins' knowledge functions (KDGRID_PLUGINS exported by the script, entry points)
         environment = submitit.JobEnvironment()
         for name, value in slurm_rendezvous(environment.hostnames, environment.raw_job_id).items():
             os.environ.setdefault(name, value)

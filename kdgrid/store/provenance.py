@@ -1,5 +1,6 @@
-"""Facts about the machine and code a row was written by: host, git commit, package versions. Computed once per
-process; none of them imports a heavy library (versions come from package metadata)."""
+"""Facts about the machine and code a row was written by: host, git commit, package versions (with the plugins this
+process loaded, `kdgrid.plugins`). Computed once per process (the plugins' entries at each call: a worker loads
+its plugins when it starts); none of them imports a heavy library (versions come from package metadata)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,19 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from kdgrid.plugins import plugin_versions
+
 PACKAGES = ("kdgrid", "torch", "transformers", "datasets", "pyarrow", "pandas", "ray", "submitit")
 
 
-@functools.cache
 def package_versions() -> dict[str, str]:
-    """Installed versions of the packages that shape a result, plus Python's."""
+    """Installed versions of the packages that shape a result, plus Python's, plus ``plugin:<module>`` -> version
+    for each plugin loaded (`kdgrid.plugins.plugin_versions`)."""
+    return {**_installed_versions(), **plugin_versions()}
+
+
+@functools.cache
+def _installed_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in PACKAGES:
         try:

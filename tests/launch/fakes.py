@@ -39,6 +39,7 @@ from pathlib import Path
 
 from kdgrid.core.options import register_option
 from kdgrid.launch.worker import run_job_to_store
+from kdgrid.plugins import PLUGINS_VARIABLE
 from kdgrid.result import TrialResult
 from kdgrid.store import read_table
 from kdgrid.trial import Trial
@@ -56,9 +57,10 @@ for _name in (
 register_option("test_seconds", "number", None, "test hook of tests/launch/fakes.py: work time", minimum=0)
 register_option("test_epochs", "int", None, "test hook of tests/launch/fakes.py: epochs", minimum=1)
 
-# `kdgrid` in a fresh process that knows the options above, as a plugin's job function makes its options known
-# by being imported: the command line of a test that runs the CLI as a subprocess with these hooks.
-KDGRID_WITH_FAKES = [sys.executable, "-c", "import sys, tests.launch.fakes, kdgrid.cli; sys.exit(kdgrid.cli.main())"]
+# `kdgrid` in a fresh process with this module as a plugin (`kdgrid.plugins`: ``KDGRID_PLUGINS``), so it knows
+# the options above and hands them on to the processes that run its jobs: the command line of a test that runs
+# the CLI as a subprocess with these hooks (the repository root on its PYTHONPATH: `tests/launch/conftest.py`).
+KDGRID_WITH_FAKES = ["env", f"{PLUGINS_VARIABLE}={__name__}", sys.executable, "-m", "kdgrid.cli"]
 
 
 def _now() -> str:
