@@ -130,6 +130,10 @@ def _requeue_through_submitit() -> None:
     handler = signal.getsignal(signal.SIGUSR2)
     if not callable(handler):
         raise LaunchError("stopped by a signal, but submitit's requeue handler is not installed")
+    # `scontrol requeue` makes SLURM send SIGTERM to every process of the job, the `scontrol` child included: when
+    # that lands before scontrol exits, submitit sees it die and fails the job instead of requeueing it. An ignored
+    # signal stays ignored across exec, so the child (and this process, which is about to exit) ignores it.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     handler(signal.SIGUSR2, None)
 
 
