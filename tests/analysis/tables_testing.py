@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.tidy import CONFIG_COLUMNS
+from kdgrid.cli import main
 from kdgrid.result import TrialResult
 from kdgrid.store import write_result
 from kdgrid.trial import Trial
@@ -58,3 +59,14 @@ def tidy_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
         base.update(row)
         filled.append(base)
     return pd.DataFrame(filled)
+
+
+def run_kdgrid(capsys: Any, *args: str) -> tuple[int, str, str]:
+    """``kdgrid ARGS`` in this process: (exit status, stdout, stderr); 0 when it returned normally."""
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -10,10 +10,9 @@ import pytest
 
 import kdgrid.bundled_sweeps as bundled_sweeps
 from analysis.tidy import aggregate_seeds, trial_setting
-from kdgrid.cli import main
 from kdgrid.errors import ConfigError
 from kdgrid.store import read_store
-from tests.analysis.tables_testing import result, tidy_rows, write
+from tests.analysis.tables_testing import result, run_kdgrid, tidy_rows, write
 
 
 @pytest.fixture(autouse=True)
@@ -36,22 +35,12 @@ def demo_store(tmp_path, *extra):
     return store
 
 
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_trials_differing_in_lr_are_refused_naming_the_field_and_the_filter(tmp_path, capsys):
     store = demo_store(tmp_path, result(0.70, task="polarity", knowledge=("cos",), strategy="First", lr=3e-3))
-    code, _, err = run(capsys, "tables", "demo", "--store", str(store))
+    code, _, err = run_kdgrid(capsys, "tables", "demo", "--store", str(store))
     assert code == 2 and "Traceback" not in err
     assert "differ in lr" in err and "not only in their seed" in err and "--where lr=" in err
-    code, out, err = run(
+    code, out, err = run_kdgrid(
         capsys, "tables", "demo", "--store", str(store), "--where", "lr=0.003", "--format", "csv"
     )
     assert code == 0, err
@@ -60,7 +49,7 @@ def test_trials_differing_in_lr_are_refused_naming_the_field_and_the_filter(tmp_
 
 def test_seeds_of_one_setting_are_aggregated_and_keep_their_rows(tmp_path, capsys):
     store = demo_store(tmp_path, result(0.84, task="polarity", knowledge=("cos",), strategy="First", seed=1))
-    code, out, err = run(capsys, "tables", "demo", "--store", str(store), "--format", "csv")
+    code, out, err = run_kdgrid(capsys, "tables", "demo", "--store", str(store), "--format", "csv")
     assert code == 0, err
     cos = next(line for line in out.splitlines() if ",cos,,First," in line)
     assert ",0.83," in cos and ",2," in cos  # mean of 0.82 and 0.84, two seeds
@@ -100,7 +89,7 @@ def test_the_data_order_seed_is_a_seed_too():
 )
 def test_bad_input_gets_one_message_and_exit_2(tmp_path, capsys, args, message):
     store = demo_store(tmp_path)
-    code, _, err = run(capsys, "tables", "demo", "--store", str(store), *args)
+    code, _, err = run_kdgrid(capsys, "tables", "demo", "--store", str(store), *args)
     assert code == 2 and message in err and "Traceback" not in err, err
 
 
@@ -114,7 +103,7 @@ def test_statistics_never_change_a_stored_row(tmp_path, capsys):
         ["--values", "agreement"],
         ["--resamples", "0"],
     ):
-        run(capsys, "tables", "all", "--store", str(store), *args)
+        run_kdgrid(capsys, "tables", "all", "--store", str(store), *args)
     after = read_store(store)
     pd.testing.assert_frame_equal(before, after)
     assert (
@@ -124,7 +113,7 @@ def test_statistics_never_change_a_stored_row(tmp_path, capsys):
 
 def test_the_agreement_view_shows_the_recorded_agreement(tmp_path, capsys):
     store = demo_store(tmp_path)
-    code, out, err = run(
+    code, out, err = run_kdgrid(
         capsys, "tables", "demo", "--store", str(store), "--values", "agreement", "--format", "markdown"
     )
     assert code == 0, err
@@ -133,7 +122,7 @@ def test_the_agreement_view_shows_the_recorded_agreement(tmp_path, capsys):
 
 def test_demo_csv_carries_the_uncertainty_columns(tmp_path, capsys):
     store = demo_store(tmp_path)
-    code, out, err = run(capsys, "tables", "demo", "--store", str(store), "--format", "csv")
+    code, out, err = run_kdgrid(capsys, "tables", "demo", "--store", str(store), "--format", "csv")
     assert code == 0, err
     header = out.splitlines()[0].split(",")
     for column in ("value", "ci_low", "ci_high", "n_seeds", "p_vs_reference", "significant"):

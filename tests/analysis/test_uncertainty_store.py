@@ -16,10 +16,9 @@ from rich.console import Console
 
 import kdgrid.bundled_sweeps as bundled_sweeps
 from analysis.tables_report import demo_table
-from kdgrid.cli import main
 from kdgrid.predictions import DevSetPredictions
 from kdgrid.store import layout
-from tests.analysis.tables_testing import result, write
+from tests.analysis.tables_testing import result, run_kdgrid, write
 
 N = 300
 GOLD = np.arange(N) % 2
@@ -60,18 +59,8 @@ def store(tmp_path):
     return path
 
 
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_demo_csv_from_a_store_with_predictions_carries_intervals_and_tests(store, capsys):
-    code, out, err = run(
+    code, out, err = run_kdgrid(
         capsys, "tables", "demo", "--store", str(store), "--format", "csv", "--intervals", "on"
     )
     assert code == 0, err
@@ -85,7 +74,7 @@ def test_demo_csv_from_a_store_with_predictions_carries_intervals_and_tests(stor
 
 
 def test_the_terminal_table_marks_worse_and_degenerate_cells(store, capsys):
-    code, out, err = run(capsys, "tables", "demo", "--store", str(store))
+    code, out, err = run_kdgrid(capsys, "tables", "demo", "--store", str(store))
     assert code == 0, err
     # the flipped student (0.2) is below the majority class too: degenerate as well as worse
     assert "0.2000 ▼†" in out and "0.5000 ▼†" in out and "0.8000 ref" in out and "0.8000 †" not in out
@@ -100,7 +89,7 @@ def test_the_demo_table_prints_intervals(store):
 
 
 def test_a_reference_of_the_table_can_be_chosen(store, capsys):
-    code, out, err = run(
+    code, out, err = run_kdgrid(
         capsys,
         "tables",
         "demo",
@@ -118,7 +107,7 @@ def test_a_reference_of_the_table_can_be_chosen(store, capsys):
 
 
 def test_the_agreement_view_reads_the_rows_agreement(store, capsys):
-    code, out, err = run(
+    code, out, err = run_kdgrid(
         capsys, "tables", "demo", "--store", str(store), "--values", "agreement", "--format", "csv"
     )
     assert code == 0, err
@@ -131,9 +120,9 @@ def test_the_agreement_view_reads_the_rows_agreement(store, capsys):
 def test_a_store_whose_rows_have_no_predictions_refuses_intervals_on(tmp_path, capsys):
     path = tmp_path / "plain"
     write(path, "demo", result(0.8, task="sst2", soft_weight=1.0))
-    code, _, err = run(capsys, "tables", "demo", "--store", str(path), "--intervals", "on")
+    code, _, err = run_kdgrid(capsys, "tables", "demo", "--store", str(path), "--intervals", "on")
     assert code == 2 and "no per-example predictions" in err and "Traceback" not in err
-    code, out, err = run(capsys, "tables", "demo", "--store", str(path), "--format", "csv")
+    code, out, err = run_kdgrid(capsys, "tables", "demo", "--store", str(path), "--format", "csv")
     assert code == 0 and ",0.8," in out  # auto: the plain number, no interval
 
 
@@ -151,9 +140,9 @@ def test_a_store_of_version_1_rows_refuses_intervals_and_still_prints_its_number
     store = tmp_path / "v1"
     layout.rows_dir(store).mkdir(parents=True)
     pq.write_table(table, layout.rows_dir(store) / v1_row.name)
-    code, _, err = run(capsys, "tables", "demo", "--store", str(store), "--intervals", "on")
+    code, _, err = run_kdgrid(capsys, "tables", "demo", "--store", str(store), "--intervals", "on")
     assert code == 2 and "row schema version 1" in err and "Traceback" not in err
-    code, out, err = run(capsys, "tables", "demo", "--store", str(store), "--format", "csv")
+    code, out, err = run_kdgrid(capsys, "tables", "demo", "--store", str(store), "--format", "csv")
     assert code == 0, err
     (line,) = [r for r in csv.DictReader(io.StringIO(out)) if r["value"]]
     assert line["value"] == "0.6913" and line["ci_low"] == "" and line["p_vs_reference"] == ""
