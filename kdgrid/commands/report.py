@@ -39,8 +39,11 @@ def report(
 ) -> None:
     """Write a self-contained HTML report of the store: open <out>/index.html in a browser (no server needed)."""
     from kdgrid.report.build import ReportWriter, default_out
+    from kdgrid.report.rows import require_store
     from kdgrid.report.watch import FIGURES_EVERY_S, PAGE_REFRESH_S, describe, watch_until_interrupted
 
+    if not watch:  # a one-shot report of no store is refused before its output folder is created
+        require_store(store)
     out = out if out is not None else default_out(store)
     writer = ReportWriter(
         store,

@@ -54,8 +54,7 @@ class StoreRows:
             KdgridError: the store is a file; `StoreSchemaError` (a `KdgridError`) for rows of a newer schema
                 than this kdgrid reads.
         """
-        if not self.store.is_dir():
-            raise NoRowsError(f"no results store at {self.store} (pass the store's folder with --store DIR)")
+        require_store(self.store)
         for _ in range(_ATTEMPTS - 1):
             try:
                 return self._refresh()
@@ -92,3 +91,9 @@ class StoreRows:
         table = pa.concat_tables(tables).combine_chunks()
         self.frame = drop_repeated_rows(table).to_pandas(types_mapper=_nullable)
         return True
+
+
+def require_store(store: Path) -> None:
+    """Raise `NoRowsError` when there is no store (yet) at ``store``."""
+    if not Path(store).is_dir():
+        raise NoRowsError(f"no results store at {store} (pass the store's folder with --store DIR)")

@@ -214,6 +214,8 @@ def test_bad_input_is_one_message_and_exit_status_2(tmp_path: Path, case: str, c
     assert (store_files(store) if store.exists() else {}) == before
     if case == "not-report":
         assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    if case == "missing":
+        assert not out.exists()  # refused before the output folder was made
 
 
 def test_intervals_and_significance_are_rendered_when_cells_have_them() -> None:
