@@ -6,9 +6,19 @@ Helpers that are not fixtures live in modules of the `tests` package (`tests.tea
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _sigterm_handler_restored() -> Iterator[None]:
+    """Put back this process's SIGTERM handler after each test: a requeue test calls code that ignores SIGTERM
+    (`kdgrid.launch.slurm.shield_requeue_from_sigterm`), and every later child process would inherit that."""
+    handler = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, handler)
 
 
 @pytest.fixture(scope="module")

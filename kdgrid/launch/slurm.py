@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -286,6 +287,20 @@ def split_arrays(tasks: Sequence[Any], max_array_size: int) -> list[list[Any]]:
 
 
 # -- what runs on the node ------------------------------------------------------------------------------------------
+def shield_requeue_from_sigterm() -> None:
+    """Ignore ``SIGTERM`` in this process and the children it starts from now on: call it just before submitit
+    runs ``scontrol requeue`` (from a ``checkpoint`` method, which submitit calls first, or before handing a signal
+    to submitit's handler).
+
+    ``scontrol requeue`` makes SLURM send ``SIGTERM`` to every process of the job, the ``scontrol`` child
+    included. When that lands before ``scontrol`` has exited, submitit sees its child die, fails the job instead of
+    requeueing it, and the job's work is lost (seen under load). An ignored signal stays ignored across ``exec``,
+    so ``scontrol`` finishes; this process exits right after the requeue anyway. Main thread only (where submitit's
+    signal handler runs).
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 @dataclass
 class ArrayTask(Checkpointable):  # type: ignore[misc]
     """One array task: runs its jobs in order through ``job_fn`` (default: ``run_job_to_store``).
@@ -343,6 +358,7 @@ class ArrayTask(Checkpointable):  # type: ignore[misc]
             f"kdgrid: requeueing a task of {len(self.jobs)} job(s) at its time limit or preemption",
             flush=True,
         )
+        shield_requeue_from_sigterm()  # submitit runs `scontrol requeue` right after this returns
         return DelayedSubmission(self, *args, **kwargs)
 
 

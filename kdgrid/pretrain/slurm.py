@@ -35,7 +35,13 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch.environment import job_variables
-from kdgrid.launch.slurm import SlurmSettings, check_partition, resolve_settings, submitit_parameters
+from kdgrid.launch.slurm import (
+    SlurmSettings,
+    check_partition,
+    resolve_settings,
+    shield_requeue_from_sigterm,
+    submitit_parameters,
+)
 from kdgrid.plugins import load_plugins_or_exit
 from kdgrid.pretrain import artifacts
 from kdgrid.pretrain.processes import slurm_rendezvous
@@ -130,10 +136,7 @@ def _requeue_through_submitit() -> None:
     handler = signal.getsignal(signal.SIGUSR2)
     if not callable(handler):
         raise LaunchError("stopped by a signal, but submitit's requeue handler is not installed")
-    # `scontrol requeue` makes SLURM send SIGTERM to every process of the job, the `scontrol` child included: when
-    # that lands before scontrol exits, submitit sees it die and fails the job instead of requeueing it. An ignored
-    # signal stays ignored across exec, so the child (and this process, which is about to exit) ignores it.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    shield_requeue_from_sigterm()
     handler(signal.SIGUSR2, None)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -118,12 +120,16 @@ def test_the_sbatch_script_of_the_example_profile_matches_the_golden_file() -> N
 def test_the_hub_variables_are_exported_first_in_every_task_script_even_with_export_none() -> None:
     settings = resolve_settings("example", {"slurm_additional_parameters": {"export": "NONE"}})
     params = submitit_parameters(settings, {"HF_HUB_OFFLINE": "1", "HF_HOME": "/shared/hf cache"})
-    text = _make_sbatch_string(command="python -u -m submitit.core._submit /f", folder="/f", map_count=1, **params)
+    text = _make_sbatch_string(
+        command="python -u -m submitit.core._submit /f", folder="/f", map_count=1, **params
+    )
     assert "#SBATCH --export=NONE" in text
     exports = [text.index("export HF_HUB_OFFLINE=1"), text.index("export HF_HOME='/shared/hf cache'")]
     # srun hands the script's environment on to the task (it would start from nothing under --export=NONE)
     handed_on = text.index("export SLURM_EXPORT_ENV=ALL")
-    assert max(exports) < handed_on < text.index("module load cuda/12.1") < text.index("python -u -m submitit")
+    assert (
+        max(exports) < handed_on < text.index("module load cuda/12.1") < text.index("python -u -m submitit")
+    )
     assert submitit_parameters(settings)["setup"] == ["export SLURM_EXPORT_ENV=ALL", *(settings.setup or [])]
     exporting = resolve_settings("example", {})  # sbatch's default export: the profile's own lines only
     assert submitit_parameters(exporting)["setup"] == exporting.setup
@@ -252,3 +258,16 @@ def test_every_setting_has_one_help_line_and_its_prefix() -> None:
     help_lines = slurm.SlurmSettings.help()
     assert list(help_lines) == [f"slurm_{name}" for name in slurm.SlurmSettings.names()]
     assert all(line.strip() for line in help_lines.values())
+
+
+def test_a_requeueing_task_shields_the_scontrol_child_from_slurms_sigterm(tmp_path: Path) -> None:
+    """`scontrol requeue` makes SLURM send SIGTERM to every process of the job: submitit's `scontrol` child must
+    survive it, else submitit fails the job instead of requeueing it (its rows so far kept, the rest never run)."""
+    task = ArrayTask([[make_trial(0)]], str(tmp_path / "store"), "sweep", {}, "run1", fakes.job_to_store)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    task.checkpoint()  # what submitit calls first; then it runs `scontrol requeue` as a child process
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    child = subprocess.run(
+        ["sh", "-c", "kill -TERM $$; echo survived"], capture_output=True, text=True, check=False
+    )
+    assert (child.returncode, child.stdout.strip()) == (0, "survived")

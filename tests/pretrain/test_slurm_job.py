@@ -100,9 +100,11 @@ def test_a_signalled_task_checkpoints_requeues_and_the_requeued_task_finishes_th
         monkeypatch.delenv(name)
     task = slurm.PretrainTask(recipe.to_dict(), settings)
     resubmitted: list[DelayedSubmission] = []
+    sigterm_at_requeue: list[object] = []
 
     def submitit_handler(signum: int, frame: FrameType | None) -> None:
         resubmitted.append(task.checkpoint())  # what submitit's handler does before `scontrol requeue`
+        sigterm_at_requeue.append(signal.getsignal(signal.SIGTERM))
         raise _Requeued
 
     previous = signal.signal(signal.SIGUSR2, submitit_handler)
@@ -113,6 +115,8 @@ def test_a_signalled_task_checkpoints_requeues_and_the_requeued_task_finishes_th
                 task()
     finally:
         signal.signal(signal.SIGUSR2, previous)
+    # SLURM's SIGTERM to every process of the requeued job must not kill submitit's `scontrol requeue` child.
+    assert sigterm_at_requeue == [signal.SIG_IGN]
     assert [step for step, _ in step_checkpoint.checkpoints(artifacts.work_dir(recipe))] == [2]
     assert not artifacts.exists(recipe)
     (again,) = resubmitted
