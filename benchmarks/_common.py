@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _machine import machine as torch_free_machine
 
 # The benchmark teachers have random classifier heads (they time steps, not accuracy): their trials say so, and
 # the teacher gate (`kdgrid.core.teacher_gate`) is skipped for them.
@@ -166,14 +167,9 @@ def write_json(path: str | None, payload: dict[str, Any]) -> None:
 
 
 def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
+    """What the figures were measured on (`_machine.machine`), with torch's version and the GPU."""
     return {
-        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-        "commit": commit or None,
-        "cpus": os.cpu_count(),
+        **torch_free_machine(),
         "torch": torch.__version__,
         "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
     }

@@ -27,13 +27,13 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from _machine import machine
 from threadpoolctl import threadpool_limits
 
 from analysis import stats
@@ -228,18 +228,6 @@ def best_of(repeats: int, work: Any) -> tuple[float, float, Any]:
             min(best_cpu, time.process_time() - cpu_started),
         )
     return best, best_cpu, result
-
-
-def machine() -> dict[str, Any]:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
-    return {
-        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-        "commit": commit or None,
-        "cpus": os.cpu_count(),
-        "load_1min": round(os.getloadavg()[0], 2),
-    }
 
 
 def main() -> None:

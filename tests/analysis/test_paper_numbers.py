@@ -17,7 +17,9 @@ from kdgrid.paper import PAPER_KNOWLEDGE
 
 SOURCE = transcribe.default_source()
 SOURCE_FOUND = SOURCE is not None and SOURCE.is_file()
-needs_source = pytest.mark.skipif(not SOURCE_FOUND, reason=f"paper text not found (KDGRID_PAPER_TEXT={SOURCE})")
+needs_source = pytest.mark.skipif(
+    not SOURCE_FOUND, reason=f"paper text not found (KDGRID_PAPER_TEXT={SOURCE})"
+)
 
 KEY = list(transcribe.KEY_COLUMNS)
 PAPER_TEN = set(PAPER_KNOWLEDGE)
