@@ -10,7 +10,8 @@ Layout, under ``kdgrid.assets.cache_dir()/pretrained/``:
   It appears whole, once training has finished: it is filled under a temporary name and renamed (`publish`).
 - ``<key>.work/``: the run's step checkpoints (`kdgrid.pretrain.step_checkpoint`), removed once published.
 - ``<key>.lock``: the lock of the run making it (`kdgrid.pretrain.claim`: one maker per key), kept.
-- ``<key>.<executor>.log``: the output of its jobs made by `kdgrid run --make-checkpoints` (local, ray), kept;
+- ``<key>.recipe.json``: the recipe, as the jobs of `kdgrid run --make-checkpoints` read it, kept;
+  ``<key>.<executor>.log``: the output of its jobs made by `kdgrid run --make-checkpoints` (local, ray), kept;
   ``<key>.slurm/<job id>/``: submitit's folder of its SLURM jobs.
 
 Nothing here imports torch: `exists` and `artifact_dir` answer at once (for `kdgrid plan`).
@@ -58,6 +59,11 @@ def work_dir(recipe: PretrainRecipe) -> Path:
 def lock_path(recipe: PretrainRecipe) -> Path:
     """The file whose lock the run making ``recipe``'s checkpoint holds (`kdgrid.pretrain.claim`)."""
     return pretrained_root() / f"{recipe.key}{LOCK_SUFFIX}"
+
+
+def recipe_path(recipe: PretrainRecipe) -> Path:
+    """Where the recipe is written for the jobs that make its checkpoint (`kdgrid.pretrain.checkpoint_grid`)."""
+    return pretrained_root() / f"{recipe.key}.recipe.json"
 
 
 def log_path(recipe: PretrainRecipe, executor: str) -> Path:
