@@ -5,17 +5,19 @@ The trials themselves run through the fake job function of the launch tests (the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from kdgrid.cli import main
+from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.errors import ConfigError
 from kdgrid.grid import load_sweep
 from kdgrid.pretrain import artifacts
 from kdgrid.pretrain.checkpoint_grid import CheckpointJobSettings, auto_micro_batch
 from kdgrid.pretrain.needed import recipe_for_trial
-from kdgrid.store import read_table
+from kdgrid.store import latest_state, read_store
 from kdgrid.sweep_run import run_sweep
 from tests.launch.fakes import job_to_store
 
@@ -123,7 +125,7 @@ def test_a_checkpoint_that_cannot_be_made_stops_the_run_before_any_trial(
     assert "fewer than one block of 128" in out
     assert "resumes from its newest step checkpoint" in out
     assert out.count("checkpoint FAILED after ") == 2
-    assert not store.exists() or read_table(store).empty  # no trial ran
+    assert not store.exists()  # no trial ran: the store was not even created
 
 
 def test_make_checkpoints_with_smoke_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -131,3 +133,50 @@ def test_make_checkpoints_with_smoke_is_refused(tmp_path: Path, capsys: pytest.C
         main(["run", "demo", "--smoke", "--make-checkpoints"])
     assert exit_info.value.code == 2
     assert "--make-checkpoints goes with a real run, not --smoke" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_end_to_end_the_local_executor_makes_the_checkpoint_then_runs_the_trials(
+    tmp_path: Path, teacher: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kdgrid run --make-checkpoints` of a tiny sweep: a general distillation from the offline MiniLM on generated
+    text (10 steps) in a child process, then the trials through the real core, starting from it; run again, it
+    does nothing."""
+    recipe = tmp_path / "gd_recipe.yaml"
+    recipe.write_text(
+        "teacher: minilm-l6\ncorpus: generated\nmax_documents: 200\nsteps: 10\nglobal_batch: 8\n"
+        "block_length: 32\nlr: 1.0e-3\n"
+    )
+    sweep = tmp_path / "gd.yaml"
+    spec = {
+        "name": "gd",
+        "fixed": {"task": "synthetic-single-binary-n96-d32", "teacher": teacher, "student": "w32-l2-h2-f64",
+                  "init": "general_distillation", "batch_size": 16, "max_length": 24, "epochs": 1, "lr": 2e-3,
+                  "options": {**NOT_MEANT_TO_BE_ACCURATE, "init_recipe": str(recipe)}},
+        "axes": {"knowledge": [[], ["value_relation"]], "strategy": ["Last-1"]},
+    }  # fmt: skip
+    sweep.write_text(json.dumps(spec))
+    (trial, _) = (planned.trial for planned in load_sweep(sweep).trials)
+    use = recipe_for_trial(trial)
+    assert use is not None and use.recipe.teacher == "minilm-l6" and use.recipe.steps == 10
+    store = tmp_path / "store"
+    argv = ["run", str(sweep), "--store", str(store), "--make-checkpoints", "--set", "local_progress=false"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0, out
+    assert (
+        "checkpoint made in " in out and f"key {use.recipe.key}): {artifacts.artifact_dir(use.recipe)}" in out
+    )
+    assert artifacts.exists(use.recipe)
+    frame = read_store(store)
+    assert len(frame) == 2 and set(latest_state(frame)["state"]) == {"done"}
+    for extra in frame["extra_json"]:
+        recorded = json.loads(extra)
+        assert recorded["init_recipe"] == {"name": str(recipe), "key": use.recipe.key}
+        assert recorded["init_source"] == str(artifacts.artifact_dir(use.recipe))
+    with pytest.raises(SystemExit) as again:
+        main(argv)
+    out = capsys.readouterr().out
+    assert again.value.code == 0 and "running 0" in out and "checkpoint" not in out
+    assert len(read_store(store)) == 2
