@@ -97,6 +97,12 @@ def test_make_checkpoints_with_nothing_to_make_changes_nothing(tmp_path: Path) -
     assert outcome.ok and outcome.done_now == 1 and outcome.checkpoints == ()
     assert not any("checkpoint" in line for line in lines), lines
     assert not artifacts.pretrained_root().exists()
+    # `kdgrid resume` takes the option too: nothing to make, nothing left to run.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["resume", str(sweep), "--store", str(tmp_path / "store"), "--no-preflight", "--make-checkpoints",
+              "--set", "job_fn=tests.launch.fakes:job_to_store", "--set", "local_progress=false"])  # fmt: skip
+    assert exit_info.value.code == 0
+    assert not artifacts.pretrained_root().exists()
 
 
 def test_a_checkpoint_that_cannot_be_made_stops_the_run_before_any_trial(
