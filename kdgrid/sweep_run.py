@@ -16,6 +16,10 @@ once they are all in this machine's caches (`kdgrid prefetch SWEEP` puts them th
 ``HF_HUB_OFFLINE=1`` and ``HF_DATASETS_OFFLINE=1`` (`hub_environment`), so thousands of jobs never ask the Hub.
 ``online=True`` (``--online``) lets every job fetch what it needs itself instead.
 
+Pre-training checkpoints: trials that start from a recipe's checkpoint (option ``init_recipe``) run only once it
+is made. With ``make_checkpoints`` (``--make-checkpoints``) the missing ones for the trials to run are made first,
+one job each through the run's executor (`kdgrid.pretrain.checkpoint_grid`); if any cannot be made, no trial runs.
+
 `smoke_sweep` (``kdgrid run --smoke``) runs a few trials of every group for a few steps into a throwaway store
 and reports per group what failed, before a cluster spends hours on the real grid.
 """
@@ -45,6 +49,13 @@ from kdgrid.launch.environment import CACHE_LOCATION_VARIABLES, OFFLINE_ENVIRONM
 from kdgrid.launch.job_fn import DEFAULT_JOB_FN
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.prefetch import missing_items, missing_message, sweep_needs
+from kdgrid.pretrain.checkpoint_grid import (
+    CheckpointJobSettings,
+    MadeCheckpoint,
+    failure_message,
+    make_missing,
+)
+from kdgrid.pretrain.needed import needed_checkpoints
 from kdgrid.store import compact
 from kdgrid.store.layout import rows_dir, visible_files
 from kdgrid.store.membership import record_membership
@@ -236,6 +247,8 @@ class SweepRun:
         memory_budget: the budget per job the plan used.
         done_now: how many trials of ``ran`` are done after the run.
         failed_now: the trials of ``ran`` whose latest row is a failure, with their errors.
+        checkpoints: with ``make_checkpoints``, how each pre-training checkpoint the trials to run need ended
+            (made, already there, failed); if any failed, no trial ran.
     """
 
     sweep: str
@@ -247,11 +260,12 @@ class SweepRun:
     memory_budget: MemoryBudget
     done_now: int
     failed_now: tuple[FailedTrial, ...]
+    checkpoints: tuple[MadeCheckpoint, ...] = ()
 
     @property
     def ok(self) -> bool:
-        """True when no trial of this run failed."""
-        return not self.failed_now
+        """True when no trial of this run failed and every checkpoint it had to make was made."""
+        return not self.failed_now and not any(made.failed for made in self.checkpoints)
 
 
 def _to_run(state: SweepState, max_attempts: int | None) -> tuple[list[Trial], str]:
@@ -285,6 +299,8 @@ def run_sweep(
     preflight: bool = True,
     online: bool = False,
     compact_after: bool = True,
+    make_checkpoints: bool = False,
+    checkpoint_settings: CheckpointJobSettings | None = None,
     log: Log = _quiet,
 ) -> SweepRun:
     """Run what a sweep still needs against ``store``, one line of progress at a time through ``log``.
@@ -302,10 +318,16 @@ def run_sweep(
             they need from the Hub is cached (`hub_environment`: the workers then run offline).
         online: with ``preflight``, let the workers fetch from the Hub instead of requiring a prefetch.
         compact_after: merge the store's small files when the run ends, once there are many.
+        make_checkpoints: first make the pre-training checkpoints (``init_recipe``) the trials to run need and
+            that are missing, one job each through the executor (`kdgrid.pretrain.checkpoint_grid`); without it
+            a missing one is refused (with ``preflight``).
+        checkpoint_settings: how those jobs run (micro-batch, checkpoint interval, SLURM nodes); default
+            `CheckpointJobSettings()`.
         log: called with each progress line (the lines ``kdgrid run`` prints).
 
     Returns:
-        What ran and how it ended; a failed trial is reported there (``failed_now``), never raised.
+        What ran and how it ended; a failed trial is reported there (``failed_now``), never raised, and so is a
+        checkpoint that could not be made (``checkpoints``; no trial ran then).
 
     Raises:
         ConfigError: an invalid sweep, executor setting or memory budget, a store that cannot be written,
@@ -327,6 +349,8 @@ def run_sweep(
         preflight=preflight,
         online=online,
         compact_after=compact_after,
+        make_checkpoints=make_checkpoints,
+        checkpoint_settings=checkpoint_settings,
         log=log,
     )
 
@@ -345,6 +369,8 @@ def _run_loaded(
     online: bool,
     compact_after: bool,
     log: Log,
+    make_checkpoints: bool = False,
+    checkpoint_settings: CheckpointJobSettings | None = None,
 ) -> SweepRun:
     """The body of `run_sweep` for a loaded sweep (``named``: how the user named it, for messages)."""
     runner, budget = executor_and_budget(executor, executor_settings, memory_budget_gb)
@@ -359,8 +385,19 @@ def _run_loaded(
     )
     worker_environment: dict[str, str] = {}
     if to_run and preflight:
-        check_init_checkpoints(to_run)  # local files first: every missing checkpoint named before the Hub check
+        # Local files first: every missing checkpoint named before the Hub check (only the hand-made ones when
+        # the missing recipe checkpoints are to be made).
+        check_init_checkpoints(to_run, recipes=not make_checkpoints)
         worker_environment = hub_environment(to_run, named, online=online)
+    checkpoints: tuple[MadeCheckpoint, ...] = ()
+    if to_run and make_checkpoints:
+        checkpoints = tuple(make_missing(
+            needed_checkpoints(to_run), executor, runner, checkpoint_settings or CheckpointJobSettings(), log
+        ))  # fmt: skip
+        if any(checkpoint.failed for checkpoint in checkpoints):
+            log(failure_message(list(checkpoints)))
+            return SweepRun(spec.name, len(spec.trials), before, before, (), 0, budget, 0, (), checkpoints)
+    if to_run and preflight:
         # The gate runs here where the jobs would run it, on this machine: the local executor's core jobs.
         gate_here = executor == "local" and getattr(runner, "job_fn", None) is DEFAULT_JOB_FN
         with environment(worker_environment):  # the gate reads the caches as the jobs will
@@ -405,7 +442,9 @@ def _run_loaded(
     )
     for failed in failed_now:
         log(f"failed {failed.trial_id} [{failed.study}]: {failed.error}")
-    return SweepRun(spec.name, len(spec.trials), before, after, ran, len(jobs), budget, done_now, failed_now)
+    return SweepRun(
+        spec.name, len(spec.trials), before, after, ran, len(jobs), budget, done_now, failed_now, checkpoints
+    )
 
 
 # ----------------------------------------------------------------------------------------------------- smoke

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
@@ -27,9 +25,13 @@ from kdgrid.grid.expand import raise_problems
 from kdgrid.grid.spec import Problems, load_yaml
 from kdgrid.plugins import plugin_environment
 from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.preemption import STOP_SIGNALS, signal_name, stopped_exit_status
+from kdgrid.pretrain.child import run_child, run_options, write_recipe
+from kdgrid.pretrain.preemption import signal_name, stopped_exit_status
 from kdgrid.pretrain.processes import process_place
 from kdgrid.pretrain.recipe import PretrainRecipe
+
+if TYPE_CHECKING:
+    from kdgrid.pretrain.train import RunSettings
 
 RECIPE_HELP = "Recipe"
 RUN_HELP = "How it runs (not part of the recipe's key)"
@@ -64,14 +66,13 @@ def parse_set_fields(items: list[str]) -> dict[str, Any]:
     return fields
 
 
-def _relaunch_with_torchrun(processes: int, recipe: PretrainRecipe, run_options: list[str]) -> None:
+def _relaunch_with_torchrun(processes: int, recipe: PretrainRecipe, settings: RunSettings) -> None:
     """Run this recipe under torchrun with ``processes`` processes on this node (the recipe handed over as a
     JSON file, so every process reads exactly the recipe checked here). A refusal met in the processes is raised
     here (`ConfigError`, exit status 2); otherwise exits with torchrun's status. A stop signal (`STOP_SIGNALS`)
-    sent to this process is passed on to torchrun, which passes it on to the processes."""
+    sent to this process is passed on to torchrun, which passes it on to the processes (`run_child`)."""
     with tempfile.TemporaryDirectory(prefix="kdgrid-pretrain-") as folder:
-        recipe_path = Path(folder) / "recipe.json"
-        recipe_path.write_text(json.dumps(recipe.to_dict()))
+        recipe_path = write_recipe(recipe, Path(folder) / "recipe.json")
         refusal = Path(folder) / "refusal.txt"
         command = [
             sys.executable,
@@ -80,24 +81,13 @@ def _relaunch_with_torchrun(processes: int, recipe: PretrainRecipe, run_options:
             "--standalone",
             f"--nproc_per_node={processes}",
         ]
-        command += ["-m", "kdgrid.pretrain", "--recipe", str(recipe_path), *run_options]
+        command += ["-m", "kdgrid.pretrain", "--recipe", str(recipe_path), *run_options(settings)]
         # Each process starts as `kdgrid` does and loads the plugins (`kdgrid.plugins`) this one has loaded.
-        child = subprocess.Popen(
-            command, env={**os.environ, **plugin_environment(), REFUSAL_FILE_ENV: str(refusal)}
-        )
-        previous = {
-            signum: signal.signal(signum, lambda signum, _: child.send_signal(signum))
-            for signum in STOP_SIGNALS
-        }
-        try:
-            status = child.wait()
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+        outcome = run_child(command, {**os.environ, **plugin_environment(), REFUSAL_FILE_ENV: str(refusal)})
         message = refusal.read_text() if refusal.is_file() else ""
     if message:
         raise ConfigError(message)
-    raise typer.Exit(status)
+    raise typer.Exit(outcome.status)
 
 
 def _record_refusal(path: Path, message: str) -> None:
@@ -309,15 +299,7 @@ def pretrain(
 
         settings = RunSettings(micro_batch, checkpoint_every, stop_after, work_dir, device, progress)
         preflight(recipe, settings, world_size=nproc_per_node)  # refuse here, not in N processes at once
-        run_options = [
-            f"--micro-batch={micro_batch}",
-            f"--checkpoint-every={checkpoint_every}",
-            f"--device={device}",
-        ]
-        run_options += [f"--stop-after={stop_after}"] if stop_after is not None else []
-        run_options += [f"--work-dir={work_dir}"] if work_dir is not None else []
-        run_options += [] if progress else ["--no-progress"]
-        _relaunch_with_torchrun(nproc_per_node, recipe, run_options)
+        _relaunch_with_torchrun(nproc_per_node, recipe, settings)
     if dry_run:
         typer.echo(
             json.dumps(

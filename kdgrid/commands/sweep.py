@@ -89,6 +89,44 @@ OnlineOpt = Annotated[
 CompactOpt = Annotated[
     bool, typer.Option("--compact/--no-compact", help="Merge the store's small files when the run ends.")
 ]
+PRETRAIN_PANEL = "Pre-training checkpoints (--make-checkpoints)"
+MakeCheckpointsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--make-checkpoints",
+        help="First make the pre-training checkpoints (init_recipe) that the trials to run need and that are "
+        "missing, one job each through the executor (local: one after another over its GPUs; ray: one task "
+        "each; slurm: one job each), then run the trials. If one cannot be made, no trial runs (exit status 1); "
+        "running again resumes it. Without it, a missing checkpoint is refused.",
+        rich_help_panel=PRETRAIN_PANEL,
+    ),
+]
+PretrainMicroBatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--pretrain-micro-batch",
+        help="Sequences per forward pass of each pre-training process (default: the largest up to 32 that "
+        "divides its share of the recipe's global batch).",
+        rich_help_panel=PRETRAIN_PANEL,
+    ),
+]
+PretrainCheckpointEveryOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--pretrain-checkpoint-every",
+        help="A step checkpoint of each pre-training job every this many steps (what a killed job loses at most; "
+        "default: kdgrid pretrain's, 1000).",
+        rich_help_panel=PRETRAIN_PANEL,
+    ),
+]
+PretrainNodesOpt = Annotated[
+    int,
+    typer.Option(
+        "--pretrain-nodes",
+        help="slurm: nodes of each pre-training job (one task per GPU of the profile on each).",
+        rich_help_panel=PRETRAIN_PANEL,
+    ),
+]
 
 DEFAULT_STORE = Path("results")
 DEFAULT_MAX_GROUP_SIZE = 0  # no limit: the memory budget splits big groups
@@ -353,10 +391,17 @@ def _run(
     *,
     max_attempts: int | None,
     report: Path | None = None,
+    make_checkpoints: bool = False,
+    pretrain: dict[str, Any] | None = None,
 ) -> None:
     """The body of ``run`` (``max_attempts`` None) and ``resume``: `run_sweep`, printing its progress; exits 1
-    when a trial of this run failed. ``report``: keep an HTML report of the store there while it runs."""
+    when a trial of this run failed, or a checkpoint it had to make (``make_checkpoints``) could not be made.
+    ``report``: keep an HTML report of the store there while it runs. ``pretrain``: the fields of
+    `kdgrid.pretrain.checkpoint_grid.CheckpointJobSettings`."""
+    from kdgrid.pretrain.checkpoint_grid import CheckpointJobSettings
     from kdgrid.sweep_run import run_sweep
+
+    checkpoint_settings = CheckpointJobSettings(**(pretrain or {}))  # bad values: refused before anything runs
 
     keep_report: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if report is not None:
@@ -380,10 +425,19 @@ def _run(
             preflight=preflight,
             online=online,
             compact_after=compact_after,
+            make_checkpoints=make_checkpoints,
+            checkpoint_settings=checkpoint_settings,
             log=typer.echo,
         )
     if not outcome.ok:
         raise typer.Exit(1)
+
+
+def _pretrain_settings(micro_batch: int | None, checkpoint_every: int | None, nodes: int) -> dict[str, Any]:
+    """The ``--pretrain-*`` options as the fields of `kdgrid.pretrain.checkpoint_grid.CheckpointJobSettings`
+    (an option not given: the field's default)."""
+    given = {"micro_batch": micro_batch, "checkpoint_every": checkpoint_every, "nodes": nodes}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _smoke(
@@ -446,11 +500,20 @@ def run(
             "--watch`); open <folder>/index.html.",
         ),
     ] = None,
+    make_checkpoints: MakeCheckpointsOpt = False,
+    pretrain_micro_batch: PretrainMicroBatchOpt = None,
+    pretrain_checkpoint_every: PretrainCheckpointEveryOpt = None,
+    pretrain_nodes: PretrainNodesOpt = 1,
 ) -> None:
     """Run every trial of a sweep that has no row in the store yet (never a done trial; failed trials are left
-    to `kdgrid resume`). Exits 1 if a trial of this run failed."""
+    to `kdgrid resume`). Exits 1 if a trial of this run failed, or a checkpoint --make-checkpoints had to make."""
     if keep and not smoke:
         raise ConfigError("--keep goes with --smoke (it keeps the smoke run's throwaway store)")
+    if smoke and make_checkpoints:
+        raise ConfigError(
+            "--make-checkpoints goes with a real run, not --smoke (a smoke run tries trials for a few steps; "
+            "making checkpoints may take hours): run `kdgrid run SWEEP --make-checkpoints` first"
+        )
     if smoke:
         _smoke(sweep, executor, settings, profile, max_group_size, memory_budget_gb, preflight, online, keep)
         return
@@ -467,6 +530,8 @@ def run(
         compact_after,
         max_attempts=None,
         report=report,
+        make_checkpoints=make_checkpoints,
+        pretrain=_pretrain_settings(pretrain_micro_batch, pretrain_checkpoint_every, pretrain_nodes),
     )
 
 
@@ -484,6 +549,10 @@ def resume(
     preflight: PreflightOpt = True,
     online: OnlineOpt = False,
     compact_after: CompactOpt = True,
+    make_checkpoints: MakeCheckpointsOpt = False,
+    pretrain_micro_batch: PretrainMicroBatchOpt = None,
+    pretrain_checkpoint_every: PretrainCheckpointEveryOpt = None,
+    pretrain_nodes: PretrainNodesOpt = 1,
 ) -> None:
     """Run what is missing plus what failed (up to --max-attempts failed rows per trial), nothing else.
     A preempted trial continues from its last epoch checkpoint (under <store>/_checkpoints)."""
@@ -499,6 +568,8 @@ def resume(
         online,
         compact_after,
         max_attempts=max_attempts,
+        make_checkpoints=make_checkpoints,
+        pretrain=_pretrain_settings(pretrain_micro_batch, pretrain_checkpoint_every, pretrain_nodes),
     )
 
 

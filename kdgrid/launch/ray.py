@@ -25,11 +25,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -180,6 +181,20 @@ class RayExecutor:
         if fraction > 0:  # logical GPUs (tests) or a remote cluster's: their memory is not known here
             return MemoryBudget(budget.gb, budget.basis + "; no GPU visible here, so RAM sizes the jobs")
         return budget
+
+    @contextlib.contextmanager
+    def runtime(self) -> Iterator[None]:
+        """Ray as this executor runs its jobs: the cluster joined or a local runtime started (and shut down after,
+        if started here), its resources checked against one job's (`_check_resources`)."""
+        import ray
+
+        started = self._init_ray()
+        try:
+            self._check_resources()
+            yield
+        finally:
+            if started:
+                ray.shutdown()
 
     def _init_ray(self) -> bool:
         """Connect to the cluster or start a local runtime; True if this call started it."""

@@ -9,6 +9,10 @@ Layout, under ``kdgrid.assets.cache_dir()/pretrained/``:
   same text as ``general_distillation.json`` (what ``init: general_distillation`` copies into a trial's result).
   It appears whole, once training has finished: it is filled under a temporary name and renamed (`publish`).
 - ``<key>.work/``: the run's step checkpoints (`kdgrid.pretrain.step_checkpoint`), removed once published.
+- ``<key>.lock``: the lock of the run making it (`kdgrid.pretrain.claim`: one maker per key), kept.
+- ``<key>.recipe.json``: the recipe, as the jobs of `kdgrid run --make-checkpoints` read it, kept;
+  ``<key>.<executor>.log``: the output of its jobs made by `kdgrid run --make-checkpoints` (local, ray), kept;
+  ``<key>.slurm/<job id>/``: submitit's folder of its SLURM jobs.
 
 Nothing here imports torch: `exists` and `artifact_dir` answer at once (for `kdgrid plan`).
 """
@@ -33,6 +37,7 @@ from kdgrid.store.layout import fsync_dir, write_file_atomically
 MANIFEST = "pretrain.json"
 MANIFEST_FORMAT = 1
 WORK_SUFFIX = ".work"
+LOCK_SUFFIX = ".lock"
 VERSIONED_PACKAGES = ("kdgrid", "torch", "transformers", "datasets")
 
 
@@ -49,6 +54,21 @@ def artifact_dir(recipe: PretrainRecipe) -> Path:
 def work_dir(recipe: PretrainRecipe) -> Path:
     """Where the step checkpoints of ``recipe``'s run are kept until it finishes."""
     return pretrained_root() / f"{recipe.key}{WORK_SUFFIX}"
+
+
+def lock_path(recipe: PretrainRecipe) -> Path:
+    """The file whose lock the run making ``recipe``'s checkpoint holds (`kdgrid.pretrain.claim`)."""
+    return pretrained_root() / f"{recipe.key}{LOCK_SUFFIX}"
+
+
+def recipe_path(recipe: PretrainRecipe) -> Path:
+    """Where the recipe is written for the jobs that make its checkpoint (`kdgrid.pretrain.checkpoint_grid`)."""
+    return pretrained_root() / f"{recipe.key}.recipe.json"
+
+
+def log_path(recipe: PretrainRecipe, executor: str) -> Path:
+    """Where the output of ``recipe``'s jobs run through ``executor`` is appended (`kdgrid.pretrain.checkpoint_grid`)."""
+    return pretrained_root() / f"{recipe.key}.{executor}.log"
 
 
 def exists(recipe: PretrainRecipe) -> bool:

@@ -10,7 +10,8 @@ How a trial completes a recipe file (`recipe_for_trial`):
   none (the same file without a teacher is plain masked-LM pre-training).
 
 `kdgrid plan` lists these checkpoints, present or missing, with the command that makes each
-(`kdgrid.pretrain.recipe.PretrainRecipe.command`); `kdgrid run` refuses while any is missing (`kdgrid.grid.checks.check_init_checkpoints`).
+(`kdgrid.pretrain.recipe.PretrainRecipe.command`); `kdgrid run` refuses while any is missing (`kdgrid.grid.checks.check_init_checkpoints`), or with
+``--make-checkpoints`` makes them first (`kdgrid.pretrain.checkpoint_grid`).
 Nothing here imports torch.
 """
 
@@ -35,6 +36,11 @@ from kdgrid.trial import Trial
 RECIPE_OBJECTIVES = {"general_distillation": "general_distillation", "pretrain": "pretrain"}
 # The trial completes these; a recipe file for sweeps must leave them out.
 TRIAL_FIELDS = ("student", "objective")
+# `kdgrid run`'s option that makes the missing checkpoints first, and what it does (for the messages here).
+MAKE_CHECKPOINTS_OPTION = "--make-checkpoints"
+MAKE_CHECKPOINTS_WHAT = (
+    "makes the missing ones first, one job each through the run's executor, then runs the trials"
+)
 # The pre-trained (not task-fine-tuned) weights of each paper teacher family: what general distillation reads.
 PRETRAINED_BASES = {"bert-base": "bert-base-uncased", "bert-large": "bert-large-uncased"}
 
@@ -176,6 +182,7 @@ def missing_message(missing: list[NeededCheckpoint]) -> str:
     ]
     for needed in missing:
         lines.append(f"  {needed.describe()}, for {needed.trials} trial(s):\n    {needed.command}")
+    lines.append(f"or run again with {MAKE_CHECKPOINTS_OPTION}: {MAKE_CHECKPOINTS_WHAT}")
     return "\n".join(lines)
 
 
@@ -193,4 +200,6 @@ def listing(needed: list[NeededCheckpoint]) -> list[str]:
             lines.append(
                 f"  missing  {n.describe()}, for {n.trials} trial(s); make it with:\n    {n.command}"
             )
+    if missing:
+        lines.append(f"  or: kdgrid run {MAKE_CHECKPOINTS_OPTION} {MAKE_CHECKPOINTS_WHAT}")
     return lines

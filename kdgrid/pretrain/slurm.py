@@ -143,15 +143,16 @@ def _requeue_through_submitit() -> None:
 def submit(
     recipe: PretrainRecipe,
     run_settings: RunSettings,
-    profile: str | Path,
+    profile: str | Path | SlurmSettings,
     *,
     nodes: int = 1,
     tasks_per_node: int | None = None,
     folder: Path | None = None,
 ) -> Any:
     """Check everything that can be checked here (the profile, the partition, the recipe against the job's
-    world size), then submit the job; returns the submitit job."""
-    settings = resolve_settings(profile, {})
+    world size), then submit the job; returns the submitit job. ``profile``: a profile (name or path), or the
+    settings a `kdgrid.launch.slurm.SlurmExecutor` resolved (its profile and ``slurm_*`` flags)."""
+    settings = profile if isinstance(profile, SlurmSettings) else resolve_settings(profile, {})
     shape = job_shape(settings, nodes, tasks_per_node)
     preflight(recipe, run_settings, world_size=shape.world_size)
     check_partition(settings.partition)

@@ -15,6 +15,10 @@ all steps are done, process 0 publishes the student's ``save_pretrained`` checkp
 recipe's artifact (`kdgrid.pretrain.artifacts.publish`) and removes the work folder. Every refusal (a global
 batch the processes do not divide, a work folder of another recipe, a student the teacher cannot be matched to,
 an empty corpus) happens before anything is written.
+
+One run per recipe key at a time: process 0 holds the key's lock (`kdgrid.pretrain.claim`) while the run goes
+on; a run that finds it held waits, then returns the artifact the other run made, or resumes from its step
+checkpoint if it stopped early.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import contextlib
 import math
 import os
 import shutil
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -40,7 +45,7 @@ from kdgrid.core.models import ATTENTION_BY_DEVICE, VOCAB_SIZE, StudentShape, st
 from kdgrid.core.objective import Objective
 from kdgrid.core.optim import build_optimizer
 from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.pretrain import artifacts, step_checkpoint
+from kdgrid.pretrain import artifacts, claim, step_checkpoint
 from kdgrid.pretrain.corpus import PackedCorpus, load_tokenizer, packed_corpus
 from kdgrid.pretrain.data import IGNORE_INDEX, BlockOrder, Masker, split_global_batch
 from kdgrid.pretrain.loss import (
@@ -188,7 +193,11 @@ def run_pretrain(recipe: PretrainRecipe, settings: RunSettings | None = None) ->
         return RunOutcome(artifacts.artifact_dir(recipe), recipe.steps, True)
     processes = _processes(settings.device)
     try:
-        return _run(recipe, settings, processes)
+        checked = preflight(recipe, settings, processes.world_size)
+        with _claimed(recipe, processes):
+            if artifacts.exists(recipe):  # made by the run this one waited for
+                return RunOutcome(artifacts.artifact_dir(recipe), recipe.steps, True)
+            return _run(recipe, settings, processes, checked)
     finally:
         if processes.distributed and dist.is_initialized():
             dist.destroy_process_group()
@@ -224,8 +233,33 @@ def preflight(recipe: PretrainRecipe, settings: RunSettings, world_size: int) ->
     return Preflight(accumulation, work, student, teacher, plan_distillation(recipe, student, teacher))
 
 
-def _run(recipe: PretrainRecipe, settings: RunSettings, processes: _Processes) -> RunOutcome:
-    checked = preflight(recipe, settings, processes.world_size)
+@contextlib.contextmanager
+def _claimed(recipe: PretrainRecipe, processes: _Processes) -> Iterator[None]:
+    """Process 0 holds the recipe key's lock (`kdgrid.pretrain.claim`) while the run goes on. While another run
+    holds it, every process waits, trying again every `claim.POLL_S` seconds: each try is one short collective,
+    so no collective waits for longer than that (a long barrier would time out)."""
+    lock = claim.KeyLock(artifacts.lock_path(recipe)) if processes.rank == 0 else None
+    told = False
+    while not processes.largest(int(lock is not None and lock.try_acquire())):
+        if lock is not None and not told:
+            print(
+                f"kdgrid: {recipe.objective} of {recipe.student} ({recipe.key}) is being made by another run "
+                f"({lock.holder()}); waiting for it",
+                file=sys.stderr,
+                flush=True,
+            )
+            told = True
+        time.sleep(claim.POLL_S)
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run(
+    recipe: PretrainRecipe, settings: RunSettings, processes: _Processes, checked: Preflight
+) -> RunOutcome:
     accumulation, work = checked.accumulation, checked.work
     terms = checked.distillation.terms if checked.distillation is not None else []
     tokenizer = load_tokenizer(recipe.tokenizer or "")

@@ -24,8 +24,10 @@ from kdgrid.launch.local import _run_in_child
 from kdgrid.launch.ray import RayExecutor, run_one_job
 from kdgrid.launch.slurm import ArrayTask, SlurmExecutor, SlurmSettings
 from kdgrid.plugins import PLUGINS_VARIABLE, load_plugins, loaded_plugins
+from kdgrid.pretrain import child as pretrain_child
 from kdgrid.pretrain import slurm as pretrain_slurm
 from kdgrid.pretrain.recipe import PretrainRecipe
+from kdgrid.pretrain.train import RunSettings
 from kdgrid.store import read_table
 from slurm.local_cluster import LocalCluster
 from tests.launch import fakes
@@ -150,17 +152,17 @@ def test_a_pretraining_job_and_its_torchrun_processes_get_the_plugins(
     started: list[dict[str, str]] = []
 
     class Torchrun:  # stands for the torchrun process: records its environment, ends at once
-        def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        def __init__(self, command: list[str], env: dict[str, str], **popen_options: object) -> None:
             started.append(env)
 
         def wait(self) -> int:
             return 0
 
-    monkeypatch.setattr(pretrain_command.subprocess, "Popen", Torchrun)
+    monkeypatch.setattr(pretrain_child.subprocess, "Popen", Torchrun)
     (tmp_path / "corpus.txt").write_text("a sentence\n")
     recipe = PretrainRecipe.from_dict({"student": "w16-l2-h2-f32", "corpus": str(tmp_path), "steps": 1})
     with pytest.raises(typer.Exit):
-        pretrain_command._relaunch_with_torchrun(2, recipe, [])
+        pretrain_command._relaunch_with_torchrun(2, recipe, RunSettings())
     (env,) = started
     assert env[PLUGINS_VARIABLE] == PLUGIN
 

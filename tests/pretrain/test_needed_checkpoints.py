@@ -178,6 +178,7 @@ def test_plan_lists_present_and_missing_checkpoints_with_the_command(
         in out
     )
     assert mini.recipe.command() in out
+    assert "  or: kdgrid run --make-checkpoints makes the missing ones first, one job each" in out
     succeeds(["plan", str(sweep), "--store", str(tmp_path / "store"), "--json"])
     listed = json.loads(capsys.readouterr().out)["pretrain_checkpoints"]
     assert [(c["student"], c["present"], c["path"]) for c in listed] == [
@@ -207,6 +208,7 @@ def test_run_refuses_while_a_checkpoint_is_missing_and_writes_nothing(
     assert err.count("error:") == 1 and "1 pre-training checkpoint(s) of init_recipe missing" in err
     assert "w256-l4-h4-f1024" in err and "w128-l2-h2-f512" not in err
     assert mini.recipe.command().replace(" ", "") in err.replace(" ", "").replace("\n", "")  # type: ignore[arg-type]
+    assert "or run again with --make-checkpoints: makes the missing ones first" in " ".join(err.split())
     assert not store.exists()
     trials = [p.trial for p in load_sweep(sweep).trials]
     fake_artifact(mini.recipe)  # type: ignore[union-attr]

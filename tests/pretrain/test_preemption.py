@@ -194,7 +194,7 @@ def test_a_started_process_hands_its_refusal_back_silently(
 class _RefusingTorchrun:
     """Stands for the torchrun child: its processes refused (they wrote the file) and it exited 1."""
 
-    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+    def __init__(self, command: list[str], env: dict[str, str], **popen_options: object) -> None:
         Path(env[pretrain_command.REFUSAL_FILE_ENV]).write_text("corpus 'x' is empty: it has no document")
 
     def wait(self) -> int:
