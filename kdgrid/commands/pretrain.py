@@ -119,7 +119,8 @@ def pretrain(
         str | None,
         typer.Option(
             help="wikibooks (English Wikipedia + BookCorpus from the Hub), hub:NAME[:CONFIG], polarity, "
-            "generated, or a local text file / folder of *.txt. Default: wikibooks.",
+            "generated, vocabulary, a local text file / folder of *.txt, or several joined with + "
+            "(polarity+vocabulary). Default: wikibooks.",
             rich_help_panel=RECIPE_HELP,
         ),
     ] = None,

@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import json
 import os
+import random
 import re
 import shutil
 import uuid
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from kdgrid.assets import cache_dir, polarity_files, teacher_dir
-from kdgrid.core.data.synthetic import generate_examples
+from kdgrid.core.data.synthetic import MAX_WORDS, MIN_WORDS, generate_examples, vocabulary_words
 from kdgrid.core.data.tokenization import tokenizer_fingerprint
 from kdgrid.core.models import PREFETCH_HINT, hub_offline, is_local_source
 from kdgrid.core.teacher_cache import MINILM_ALIAS, base_source
@@ -42,8 +43,12 @@ from kdgrid.store.layout import fsync_dir
 BLOCKS_FILE = "blocks.bin"
 BLOCKS_INFO = "blocks.json"
 TOKENIZE_BATCH = 1000  # documents per tokenizer call
-GENERATED_SENTENCES = 20_000  # the generated corpus: this many sentences ...
-GENERATED_PER_DOCUMENT = 8  # ... in documents of this many
+SENTENCES_PER_DOCUMENT = 8  # the generated and vocabulary corpora: documents of this many sentences
+GENERATED_SENTENCES = 20_000  # the generated corpus: this many sentences
+# The vocabulary corpus: this many documents of sentences of MIN_WORDS..MAX_WORDS whole words drawn uniformly
+# (with replacement) from the vocabulary's ~21,000 words: ~320,000 draws, each word read ~15 times.
+VOCABULARY_DOCUMENTS = 4_000
+VOCABULARY_SEED = 0
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 
 
@@ -77,13 +82,18 @@ def load_tokenizer(name: str) -> Any:
 
 def documents(spec: CorpusSpec) -> Iterator[str]:
     """The corpus's documents as text, in a fixed order (empty documents skipped)."""
-    if spec.kind == "polarity":
+    if spec.kind == "joined":
+        for part in spec.parts:
+            yield from documents(part)
+    elif spec.kind == "polarity":
         with open(polarity_files().train, encoding="utf-8", newline="") as handle:
             yield from (row["text"] for row in csv.DictReader(handle) if row["text"].strip())
     elif spec.kind == "generated":
         sentences = [e["sentence"] for e in generate_examples("single", "3class", GENERATED_SENTENCES)]
-        for start in range(0, len(sentences), GENERATED_PER_DOCUMENT):
-            yield " ".join(f"{s}." for s in sentences[start : start + GENERATED_PER_DOCUMENT])
+        for start in range(0, len(sentences), SENTENCES_PER_DOCUMENT):
+            yield " ".join(f"{s}." for s in sentences[start : start + SENTENCES_PER_DOCUMENT])
+    elif spec.kind == "vocabulary":
+        yield from vocabulary_documents()
     elif spec.kind == "local":
         for file in spec.files():
             for paragraph in _PARAGRAPH_BREAK.split(file.read_text(encoding="utf-8")):
@@ -92,6 +102,21 @@ def documents(spec: CorpusSpec) -> Iterator[str]:
     else:
         for dataset, config, column in spec.sources:
             yield from (text for text in _hub_texts(dataset, config, column) if text and text.strip())
+
+
+def vocabulary_documents() -> Iterator[str]:
+    """The ``vocabulary`` corpus: `VOCABULARY_DOCUMENTS` documents of `SENTENCES_PER_DOCUMENT` sentences, each
+    of MIN_WORDS..MAX_WORDS whole words of the offline MiniLM's vocabulary (bert-base-uncased's:
+    `kdgrid.core.data.synthetic.vocabulary_words`) drawn uniformly, ending in `` .``. Word salad, not language:
+    what it brings a general distillation is the teacher's representation of every word, including those the
+    offline task's few thousand sentences never use (where Wikipedia would bring them)."""
+    words = vocabulary_words()
+    rng = random.Random(VOCABULARY_SEED)
+    for _ in range(VOCABULARY_DOCUMENTS):
+        yield " ".join(
+            " ".join(rng.choice(words) for _ in range(rng.randint(MIN_WORDS, MAX_WORDS))) + " ."
+            for _ in range(SENTENCES_PER_DOCUMENT)
+        )
 
 
 def _hub_texts(dataset: str, config: str | None, column: str) -> Iterator[str]:

@@ -8,6 +8,9 @@ The spellings (`parse_corpus`):
 ``hub:NAME[:CONFIG]``  one Hub dataset's ``train`` split, its ``text`` column (``hub:wikimedia/wikipedia:20231101.en``)
 ``polarity``        offline: the sentences of the polarity corpus's training split (`kdgrid.assets`)
 ``generated``       offline: generated sentences of real vocabulary words (deterministic, no download)
+``vocabulary``      offline: sentences of whole words drawn uniformly from the tokenizer vocabulary's words, so
+                    that every word of the vocabulary is read (deterministic, no download)
+``A+B[+...]``       the documents of A, then of B, ...: any of these spellings joined (``polarity+vocabulary``)
 anything else       a local UTF-8 text file, or a folder of ``*.txt`` files (read recursively, sorted);
                     one document per blank-line-separated paragraph
 ==================  =================================================================================
@@ -36,7 +39,8 @@ HUB_PRESETS: dict[str, tuple[tuple[str, str | None, str], ...]] = {
         ("bookcorpus/bookcorpus", None, "text"),
     ),
 }
-OFFLINE_CORPORA = ("polarity", "generated")
+OFFLINE_CORPORA = ("polarity", "generated", "vocabulary")
+JOIN = "+"  # joins corpus spellings: the documents of each, in order
 HUB_PREFIX = "hub:"
 TEXT_SUFFIX = ".txt"
 
@@ -44,12 +48,14 @@ TEXT_SUFFIX = ".txt"
 @dataclass(frozen=True)
 class CorpusSpec:
     """A parsed corpus: ``kind`` is ``hub`` (``sources`` lists (dataset, config, column)), ``polarity``,
-    ``generated`` or ``local`` (``path``: a file or a folder). ``name`` is the spelling it was given."""
+    ``generated``, ``vocabulary``, ``local`` (``path``: a file or a folder) or ``joined`` (``parts``: the
+    corpora joined, in order). ``name`` is the spelling it was given."""
 
     name: str
     kind: str
     sources: tuple[tuple[str, str | None, str], ...] = ()
     path: Path | None = None
+    parts: tuple[CorpusSpec, ...] = ()
 
     def files(self) -> list[Path]:
         """A local corpus's text files, sorted (empty for the other kinds)."""
@@ -64,6 +70,8 @@ class CorpusSpec:
         corpus's name, or the SHA-256 of a local corpus's files (names relative to its folder, and bytes)."""
         if self.kind == "hub":
             return "hub:" + ";".join(f"{d}:{c or ''}:{col}" for d, c, col in self.sources)
+        if self.kind == "joined":
+            return "joined:" + "|".join(part.identity() for part in self.parts)
         if self.kind != "local":
             return self.kind
         digest = hashlib.sha256()
@@ -80,7 +88,8 @@ def parse_corpus(name: str) -> CorpusSpec:
     text = name.strip()
     if not text:
         raise ConfigError(
-            "the corpus is empty; name one: wikibooks, hub:NAME[:CONFIG], polarity, generated or a path"
+            f"the corpus is empty; name one: wikibooks, hub:NAME[:CONFIG], {', '.join(OFFLINE_CORPORA)}, a path, "
+            f"or several joined with {JOIN!r}"
         )
     if text in HUB_PRESETS:
         return CorpusSpec(text, "hub", sources=HUB_PRESETS[text])
@@ -92,10 +101,15 @@ def parse_corpus(name: str) -> CorpusSpec:
             raise ConfigError(f"corpus {name!r}: write a Hub dataset as hub:NAME or hub:NAME:CONFIG")
         return CorpusSpec(text, "hub", sources=((parts[0], parts[1] if len(parts) == 2 else None, "text"),))
     path = Path(text).expanduser()
+    if JOIN in text and not path.exists():
+        parts = text.split(JOIN)
+        if not all(part.strip() for part in parts):
+            raise ConfigError(f"corpus {name!r}: an empty corpus between {JOIN!r} (write A{JOIN}B)")
+        return CorpusSpec(text, "joined", parts=tuple(parse_corpus(part) for part in parts))
     if not path.exists():
         raise ConfigError(
             f"corpus {name!r} is not a file or folder ({path.absolute()}) nor one of: "
-            f"{', '.join([*HUB_PRESETS, *OFFLINE_CORPORA])}, hub:NAME[:CONFIG]"
+            f"{', '.join([*HUB_PRESETS, *OFFLINE_CORPORA])}, hub:NAME[:CONFIG], or several joined with {JOIN!r}"
         )
     spec = CorpusSpec(text, "local", path=path.resolve())
     if not spec.files():

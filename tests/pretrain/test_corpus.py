@@ -121,3 +121,46 @@ def test_hub_corpus_without_a_text_column_or_network_is_one_message(monkeypatch:
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(KdgridError, match=r"could not be streamed .*needs the network"):
         list(documents(parse_corpus("hub:someone/corpus:en")))
+
+
+def test_vocabulary_corpus_reads_every_word_of_the_vocabulary_the_same_way_each_time() -> None:
+    from kdgrid.core.data.synthetic import vocabulary_words
+
+    texts = list(documents(parse_corpus("vocabulary")))
+    assert len(texts) == corpus_module.VOCABULARY_DOCUMENTS
+    assert all(text.count(" .") == corpus_module.SENTENCES_PER_DOCUMENT for text in texts)
+    used = {word for text in texts for word in text.split() if word != "."}
+    vocabulary = set(vocabulary_words())
+    assert used <= vocabulary
+    # ~15 draws per word: a word left out has odds of about e^-15; the seed fixes which words are drawn.
+    assert len(vocabulary - used) <= 2, sorted(vocabulary - used)
+    assert list(documents(parse_corpus("vocabulary"))) == texts
+
+
+def test_joined_corpus_reads_its_parts_in_order_and_has_an_identity_of_its_own(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    first.write_text("one.\n\ntwo.")
+    second.write_text("three.")
+    joined = parse_corpus(f"{first}+{second}")
+    assert joined.kind == "joined"
+    assert list(documents(joined)) == ["one.", "two.", "three."]
+    identities = {
+        joined.identity(),
+        parse_corpus(f"{second}+{first}").identity(),
+        parse_corpus(str(first)).identity(),
+        parse_corpus(str(second)).identity(),
+    }
+    assert len(identities) == 4  # the order of the parts is part of the checkpoint's key
+    before = joined.identity()
+    second.write_text("three, edited.")
+    assert parse_corpus(f"{first}+{second}").identity() != before
+
+
+def test_joined_corpus_refuses_an_empty_or_unknown_part(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"an empty corpus between '\+'"):
+        parse_corpus("generated+")
+    with pytest.raises(ConfigError, match=r"corpus 'nosuch' is not a file or folder"):
+        parse_corpus("generated+nosuch")
+    plus = tmp_path / "a+b.txt"  # a file whose name holds the join character is that file
+    plus.write_text("text.")
+    assert parse_corpus(str(plus)).kind == "local"
