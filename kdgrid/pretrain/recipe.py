@@ -76,8 +76,11 @@ class PretrainRecipe:
             (`kdgrid.trial.Trial`); ignored (and emptied) for plain pre-training. ``beta`` is a number.
             ``relation_heads`` ``None``: the student's heads where they divide the teacher's width, else the
             largest count below them that divides both widths (`kdgrid.pretrain.loss.relation_heads`).
-        mlm_weight: the weight of the masked-LM loss; mlm_probability: the share of tokens masked (BERT's 15%,
-            of which 80% become [MASK], 10% a random token, 10% stay).
+        mlm_weight: the weight of the masked-LM loss against the knowledge terms (0: none, as in TinyBERT's
+            general distillation); plain pre-training has no other term, so there it is always 1 whatever a
+            recipe file says (one file serves both objectives: the bundled ``offline`` recipe has 0).
+        mlm_probability: the share of tokens masked (BERT's 15%, of which 80% become [MASK], 10% a random
+            token, 10% stay).
         steps: optimizer steps; global_batch: sequences per optimizer step (over all processes);
             block_length: tokens per sequence (packed, [CLS] ... [SEP]).
         lr, warmup_ratio, weight_decay: AdamW with linear warm-up then linear decay (`kdgrid.core.optim`).
@@ -128,6 +131,7 @@ class PretrainRecipe:
         options = self.options.items() if isinstance(self.options, dict) else self.options
         set_("options", tuple(sorted((str(k), v) for k, v in options)))
         if self.objective == "pretrain":
+            set_("mlm_weight", 1.0)
             set_("knowledge", ())
             set_("strategy", None)
             set_("relation_heads", None)

@@ -70,7 +70,7 @@ def test_bundled_recipes_and_how_a_trial_completes_one() -> None:
     use = recipe_for_trial(gd_trial())
     assert use is not None and use.path == RECIPES_DIR / "offline.yaml"
     assert use.recipe.student == "w128-l2-h2-f512" and use.recipe.teacher == "bert-base-uncased"
-    assert use.recipe.objective == "general_distillation" and use.recipe.corpus == "polarity"
+    assert use.recipe.objective == "general_distillation" and use.recipe.corpus == "polarity+vocabulary"
     # every task's fine-tuned paper teacher shares its family's pre-trained base: one checkpoint per shape
     assert general_distillation_teacher("textattack/bert-base-uncased-MRPC") == "bert-base-uncased"
     assert general_distillation_teacher("bert-large") == "bert-large-uncased"
@@ -82,6 +82,7 @@ def test_bundled_recipes_and_how_a_trial_completes_one() -> None:
     pre = Trial("mrpc", "bert-base", "bert-tiny", init="pretrain", options={"init_recipe": "offline"})
     plain = recipe_for_trial(pre)
     assert plain is not None and plain.recipe.teacher is None and plain.recipe.objective == "pretrain"
+    assert plain.recipe.mlm_weight == 1.0 and not plain.recipe.knowledge  # masked LM alone, whatever the file
     assert plain.recipe.key != use.recipe.key
     assert recipe_for_trial(Trial("mrpc", "bert-base", "bert-tiny", init="pretrain")) is None
 

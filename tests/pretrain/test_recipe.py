@@ -36,8 +36,11 @@ def test_equal_configurations_are_equal_recipes() -> None:
     gd = dict(teacher="minilm-l6")
     assert _recipe(**gd, knowledge=("vr", "query_relation", "key_relation")).key == _recipe(**gd).key
     assert _recipe(**gd, strategy="minilm").strategy == "MiniLM"
-    # Plain pre-training ignores the distillation settings.
+    # Plain pre-training ignores the distillation settings, and its masked-LM loss, its only term, has weight 1
+    # (a recipe file of TinyBERT's general distillation, mlm_weight 0, also serves `init: pretrain`).
     assert _recipe(knowledge=("hidden_mse",), strategy="Last").key == _recipe().key
+    assert _recipe(mlm_weight=0.0).key == _recipe().key and _recipe(mlm_weight=0.0).mlm_weight == 1.0
+    assert _recipe(**gd, mlm_weight=0.0, knowledge=("hidden_mse",)).mlm_weight == 0.0
 
 
 @pytest.mark.parametrize(
