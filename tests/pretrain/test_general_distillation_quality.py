@@ -3,7 +3,7 @@
 fine-tuned on polarity, against the same student from random init. The general-distilled student must be better,
 by a difference kdgrid's own paired bootstrap test calls real.
 
-Slow (about 4 minutes on 2 CPU cores: the general distillation ~2.5, the task stage ~1.5). The trials are what an
+Slow (161 s on 2 idle CPU cores: the general distillation ~1.5 minutes, the task stage ~1). The trials are what an
 offline sweep writes (teacher ``minilm-l6``, ``init_recipe: offline``); the fine-tuned teacher is the one `kdgrid
 demo` makes (made once, in the user's kdgrid cache, and linked into this test's cache), the general-distillation
 checkpoint is made here, in a temporary kdgrid cache.
