@@ -12,7 +12,7 @@ One function per executor (`MAKERS`), each making every missing checkpoint and r
   ``ray_gpus_per_job`` GPUs (one process per whole GPU) and ``ray_cpus_per_job`` CPUs; its standard error goes
   to ``<key>.ray.log``.
 - ``slurm``: one `kdgrid.pretrain.slurm` job per checkpoint (``nodes`` nodes, one task per GPU) through the
-  run's profile and ``slurm_*`` settings, all submitted first, then waited for together (through their requeues);
+  run's profile and ``slurm_*`` settings, all submitted first, then waited for together (through their requeues), each reported as it ends;
   submitit's logs in ``<key>.slurm/<job id>/``.
 
 A checkpoint that another run is making meanwhile is waited for where its job runs (`kdgrid.pretrain.claim`). A
@@ -250,7 +250,8 @@ def make_on_ray(
 def make_on_slurm(
     missing: list[NeededCheckpoint], runner: SlurmExecutor, settings: CheckpointJobSettings, log: Log
 ) -> list[MadeCheckpoint]:
-    """One SLURM job per checkpoint, all submitted before any is waited for (see the module docstring)."""
+    """One SLURM job per checkpoint, all submitted before any is waited for, each reported as it ends (see the
+    module docstring)."""
     from kdgrid.pretrain import slurm as pretrain_slurm  # submitit: only a run on SLURM needs it
 
     shape = pretrain_slurm.job_shape(runner.settings, settings.nodes, None)  # a bad shape: refused now
@@ -268,14 +269,21 @@ def make_on_slurm(
             log(ended[needed.key].line())
             continue
         submitted.append((needed, job, began))
-    for needed, job, began in submitted:
-        try:
-            pretrain_slurm.wait(job)
-            child = ChildOutcome(0, "", time.monotonic() - began)
-        except KdgridError as error:
-            child = ChildOutcome(1, str(error), time.monotonic() - began)
-        ended[needed.key] = _ended(needed, child, job.paths.folder)
-        log(ended[needed.key].line())
+    while submitted:  # each job reported as it ends (through its requeues), with its own time
+        finished = [entry for entry in submitted if entry[1].done()]
+        if not finished:
+            time.sleep(runner.poll_interval_s)
+            continue
+        for entry in finished:
+            submitted.remove(entry)
+            needed, job, began = entry
+            try:
+                pretrain_slurm.wait(job)
+                child = ChildOutcome(0, "", time.monotonic() - began)
+            except KdgridError as error:
+                child = ChildOutcome(1, str(error), time.monotonic() - began)
+            ended[needed.key] = _ended(needed, child, job.paths.folder)
+            log(ended[needed.key].line())
     return [ended[n.key] for n in missing]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,9 +15,10 @@ from kdgrid.cli import main
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.errors import ConfigError
 from kdgrid.grid import load_sweep
-from kdgrid.pretrain import artifacts
+from kdgrid.pretrain import artifacts, checkpoint_grid
+from kdgrid.pretrain import slurm as pretrain_slurm
 from kdgrid.pretrain.checkpoint_grid import CheckpointJobSettings, auto_micro_batch
-from kdgrid.pretrain.needed import recipe_for_trial
+from kdgrid.pretrain.needed import needed_checkpoints, recipe_for_trial
 from kdgrid.store import latest_state, read_store
 from kdgrid.sweep_run import run_sweep
 from tests.launch.fakes import job_to_store
@@ -186,3 +188,34 @@ def test_end_to_end_the_local_executor_makes_the_checkpoint_then_runs_the_trials
     out = capsys.readouterr().out
     assert again.value.code == 0 and "running 0" in out and "checkpoint" not in out
     assert len(read_store(store)) == 2
+
+
+def test_slurm_checkpoint_jobs_are_reported_as_each_ends_not_in_submission_order(
+    tmp_path: Path, corpus: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Submitted first, the slow job must not hold back the line (and the time) of a job that ended before it."""
+    sweep = sweep_file(tmp_path, recipe_file(tmp_path, corpus), students="w16-l2-h2-f32, w16-l1-h2-f32")
+    needed = needed_checkpoints(planned.trial for planned in load_sweep(sweep).trials)
+    assert len(needed) == 2
+    polls_left = {needed[0].key: 3, needed[1].key: 0}  # the first submitted ends three polls after the second
+
+    class FakeJob:
+        def __init__(self, key: str) -> None:
+            self.key, self.paths = key, SimpleNamespace(folder=tmp_path / key)
+
+        def done(self) -> bool:
+            polls_left[self.key] -= 1
+            return polls_left[self.key] < 0
+
+    runner = SimpleNamespace(settings=SimpleNamespace(), poll_interval_s=0.0)
+    monkeypatch.setattr(pretrain_slurm, "job_shape", lambda *args: SimpleNamespace(world_size=1))
+    monkeypatch.setattr(pretrain_slurm, "submit", lambda recipe, *args, **kwargs: FakeJob(recipe.key))
+    monkeypatch.setattr(pretrain_slurm, "wait", lambda job: {})
+    lines: list[str] = []
+    made = checkpoint_grid.make_on_slurm(needed, runner, CheckpointJobSettings(), lines.append)  # type: ignore[arg-type]
+    assert [m.needed.key for m in made] == [n.key for n in needed]  # returned in the order needed
+    ended = [line for line in lines if line.startswith("checkpoint ")]
+    assert [needed[1].key in ended[0], needed[0].key in ended[1]] == [True, True], ended
+    assert all(
+        m.outcome == "FAILED" and "without the checkpoint" in m.error for m in made
+    )  # nothing was trained
