@@ -12,8 +12,8 @@ One function per executor (`MAKERS`), each making every missing checkpoint and r
   ``ray_gpus_per_job`` GPUs (one process per whole GPU) and ``ray_cpus_per_job`` CPUs; its standard error goes
   to ``<key>.ray.log``.
 - ``slurm``: one `kdgrid.pretrain.slurm` job per checkpoint (``nodes`` nodes, one task per GPU) through the
-  run's profile and ``slurm_*`` settings, all submitted first, then waited for together (through their requeues), each reported as it ends;
-  submitit's logs in ``<key>.slurm/<job id>/``.
+  run's profile and ``slurm_*`` settings, all submitted first, then waited for together (through their requeues),
+  each reported as it ends; submitit's logs in ``<key>.slurm/<job id>/``.
 
 A checkpoint that another run is making meanwhile is waited for where its job runs (`kdgrid.pretrain.claim`). A
 checkpoint that fails keeps its step checkpoints: making it again resumes from the newest; those made stay.
