@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _machine import ROOT
 from _machine import machine as torch_free_machine
 
 # The benchmark teachers have random classifier heads (they time steps, not accuracy): their trials say so, and
 # the teacher gate (`kdgrid.core.teacher_gate`) is skipped for them.
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE  # noqa: F401 (re-exported to the benchmarks)
 
-ROOT = Path(__file__).resolve().parents[1]
 BERT_BASE = "bert-base"
 MINILM = "minilm"
 TEACHERS = (MINILM, BERT_BASE)

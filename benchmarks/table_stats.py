@@ -46,7 +46,6 @@ from kdgrid.core.metrics import ROW_METRICS
 from kdgrid.paper import APPENDIX_DEV_SETS, PAPER_KNOWLEDGE, PAPER_STRATEGIES, PAPER_STUDENTS, reported_metric
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 
-ROOT = Path(__file__).resolve().parents[1]
 DEV_SIZES = {  # GLUE's dev sets, by (task, dev set) of the appendix tables
     ("mrpc", "validation"): 408,
     ("sst2", "validation"): 872,

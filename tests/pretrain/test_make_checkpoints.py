@@ -217,5 +217,5 @@ def test_slurm_checkpoint_jobs_are_reported_as_each_ends_not_in_submission_order
     ended = [line for line in lines if line.startswith("checkpoint ")]
     assert [needed[1].key in ended[0], needed[0].key in ended[1]] == [True, True], ended
     assert all(
-        m.outcome == "FAILED" and "without the checkpoint" in m.error for m in made
+        m.outcome == checkpoint_grid.FAILED and "without the checkpoint" in m.error for m in made
     )  # nothing was trained
