@@ -30,10 +30,10 @@ from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
 from kdgrid.core.data import get_task
 from kdgrid.core.models import TEACHERS, student_shape
+from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.launch.environment import OFFLINE_ENVIRONMENT
-from kdgrid.pretrain.recipe_names import INIT_RECIPE
 from kdgrid.trial import Trial
 
 # What `transformers` reads of a BERT repo. Weights: safetensors where the repo has them (transformers prefers

@@ -12,7 +12,7 @@
   describes the run (teacher, corpus, steps); it is copied into the trial's result (``extra``).
 - ``general_distillation`` or ``pretrain`` with the trial option ``init_recipe`` (a recipe name or file): the
   content-addressed checkpoint of that pre-training recipe completed by the trial's student and teacher
-  (`kdgrid.pretrain.needed.recipe_for_trial`, `kdgrid.pretrain.artifacts.artifact_dir`), made by
+  (`kdgrid.core.pretrained.needed.recipe_for_trial`, `kdgrid.core.pretrained.artifacts.artifact_dir`), made by
   ``kdgrid pretrain``; its key is recorded in the result (``extra["init_recipe"]``).
 - ``preload``: the embeddings, the pooler and chosen teacher layers copied into a student of the teacher's width,
   head count and FFN size (DistilBERT's scheme). The layers are the trial option ``preload_layers`` (1-based
@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 from transformers import BertForSequenceClassification
 
+from kdgrid.core.choices import INIT_SCHEMES, unknown_choice
 from kdgrid.core.models import (
     ATTENTION_IMPLEMENTATION,
     VOCAB_SIZE,
@@ -40,18 +41,11 @@ from kdgrid.core.models import (
     local_config,
     shape_of_config,
 )
-from kdgrid.core.trial_rules import (
-    GENERAL_DISTILLATION_NEEDS_INIT_FROM,
-    INIT_SCHEMES,
-    preload_problems,
-    unknown_choice,
-)
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.needed import recipe_for_trial
+from kdgrid.core.trial_rules import GENERAL_DISTILLATION_NEEDS_INIT_FROM, preload_problems
 from kdgrid.errors import ConfigError
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.needed import recipe_for_trial
 from kdgrid.trial import Trial
-
-GENERAL_DISTILLATION_INFO = "general_distillation.json"
 
 # Turc et al. (2019) released compact BERTs for every L in TURC_LAYERS and H in TURC_WIDTHS, with H/64 heads.
 TURC_LAYERS = (2, 4, 6, 8, 10, 12)
@@ -198,7 +192,7 @@ def build_student(
             )
             _check_same_shape(shape, shape_of_config(model.config), trial.init, source)
             _fresh_classifier(model)
-            info_file = Path(source).expanduser() / GENERAL_DISTILLATION_INFO
+            info_file = Path(source).expanduser() / artifacts.GENERAL_DISTILLATION_INFO
             if trial.init == "general_distillation" and info_file.is_file():
                 info["general_distillation"] = json.loads(info_file.read_text())
         else:

@@ -34,11 +34,11 @@ from kdgrid.core.models import (
     student_shape,
 )
 from kdgrid.core.objective import Objective, Term, captured_layers, knowledge_terms, teacher_needs
+from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.core.teacher_cache import MINILM_ALIAS, base_source
 from kdgrid.core.trial_rules import matched_pairs, relation_heads_problems
 from kdgrid.errors import ConfigError
 from kdgrid.pretrain.data import IGNORE_INDEX
-from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.trial import Trial
 
 PRETRAIN_TASK = "pretrain"  # the task name of the trial that carries a recipe's distillation settings

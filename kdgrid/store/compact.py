@@ -40,6 +40,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kdgrid.atomic_files import TMP_PREFIX, fsync_dir
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.store import layout, read_cache
 from kdgrid.store.listing import StrayFile, list_store, report_strays
@@ -197,7 +198,7 @@ def delete_inputs(store: Path, inputs: Sequence[Path]) -> None:
             f"drop the repeated rows, and the next `kdgrid store compact --store {store}` removes them"
         ) from error
     for folder in sorted({path.parent for path in inputs}):
-        layout.fsync_dir(folder)
+        fsync_dir(folder)
     read_cache.clear(store)
 
 
@@ -209,7 +210,7 @@ def _remove_stale_tmp(folder: Path, now: float) -> int:
     removed = 0
     if not folder.is_dir():
         return 0
-    for path in folder.glob(f"{layout.TMP_PREFIX}*"):
+    for path in folder.glob(f"{TMP_PREFIX}*"):
         try:
             if now - path.stat().st_mtime > STALE_TMP_SECONDS:
                 path.unlink()

@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kdgrid.atomic_files import write_file_atomically
 from kdgrid.core.data import get_task
 from kdgrid.core.degenerate import degenerate_reasons
 from kdgrid.errors import KdgridError
@@ -192,7 +193,7 @@ def write_table_atomically(
     """Write ``table`` to ``final`` through a hidden temporary file, fsync, rename. Returns ``final``.
 
     ``compression`` and ``statistics`` go to `pyarrow.parquet.write_table` (``write_statistics``)."""
-    return layout.write_file_atomically(
+    return write_file_atomically(
         final,
         lambda handle: pq.write_table(table, handle, compression=compression, write_statistics=statistics),
     )

@@ -30,12 +30,12 @@ import torch
 import yaml
 from transformers import BertForPreTraining
 
-from kdgrid.core.init import GENERAL_DISTILLATION_INFO
 from kdgrid.core.models import student_shape
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.artifacts import GENERAL_DISTILLATION_INFO
+from kdgrid.core.pretrained.needed import recipe_for_trial
 from kdgrid.grid import Sweep
 from kdgrid.grid.spec import Problems, load_yaml
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.needed import recipe_for_trial
 from tests.hub.hub_cache import BASE_TEACHER_SHAPE
 
 SWEEPS_DIR = Path(__file__).resolve().parents[2] / "sweeps"

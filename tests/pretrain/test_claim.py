@@ -15,8 +15,9 @@ import torch
 from transformers import BertForMaskedLM
 
 from kdgrid.core.models import student_shape
-from kdgrid.pretrain import artifacts, claim
-from kdgrid.pretrain.recipe import PretrainRecipe
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.pretrain import claim
 from kdgrid.pretrain.train import RunOutcome, RunSettings, run_pretrain
 
 HOLD_AND_WAIT = """

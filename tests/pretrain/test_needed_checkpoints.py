@@ -16,15 +16,15 @@ from kdgrid.cli import main
 from kdgrid.core import models
 from kdgrid.core.init import build_student, check_init
 from kdgrid.core.models import ResolvedTeacher, StudentShape, student_shape
-from kdgrid.errors import ConfigError
-from kdgrid.grid import check_init_checkpoints, load_sweep
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.needed import (
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.needed import (
     general_distillation_teacher,
     recipe_for_trial,
 )
-from kdgrid.pretrain.recipe import PretrainRecipe
-from kdgrid.pretrain.recipe_names import RECIPES_DIR, bundled_recipe_names
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.core.pretrained.recipe_names import RECIPES_DIR, bundled_recipe_names
+from kdgrid.errors import ConfigError
+from kdgrid.grid import check_init_checkpoints, load_sweep
 from kdgrid.trial import Trial
 
 SWEEP = """name: gd

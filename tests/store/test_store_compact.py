@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from kdgrid.atomic_files import TMP_PREFIX
 from kdgrid.cli import main
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
@@ -96,10 +97,10 @@ def test_a_reader_whose_listing_went_stale_reads_again(
 
 def test_stale_temporary_files_are_removed(tmp_path: Path) -> None:
     fill(tmp_path, range(2))
-    old = layout.rows_dir(tmp_path) / f"{layout.TMP_PREFIX}dead-writer.parquet"
+    old = layout.rows_dir(tmp_path) / f"{TMP_PREFIX}dead-writer.parquet"
     old.write_bytes(b"half")
     os.utime(old, (time.time() - 7200, time.time() - 7200))
-    fresh = layout.rows_dir(tmp_path) / f"{layout.TMP_PREFIX}live-writer.parquet"
+    fresh = layout.rows_dir(tmp_path) / f"{TMP_PREFIX}live-writer.parquet"
     fresh.write_bytes(b"half")
     assert compact(tmp_path).stale_tmp_removed == 1
     assert not old.exists() and fresh.exists()
