@@ -39,7 +39,6 @@ for area in (sweep, prefetch, core, pretrain, analysis, report, store, assets, e
     area.register(app)
 
 
-
 def error_message(error: BaseException) -> str:
     """What the CLI prints after ``error:`` for an error the user can act on."""
     if isinstance(error, OSError) and not isinstance(error, KdgridError):
