@@ -31,41 +31,21 @@ import torch
 from transformers import BertForSequenceClassification
 
 from kdgrid.core.choices import INIT_SCHEMES, unknown_choice
-from kdgrid.core.models import (
-    ATTENTION_IMPLEMENTATION,
+from kdgrid.core.models import ATTENTION_IMPLEMENTATION, bert_config, load_pretrained_bert
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.needed import recipe_for_trial
+from kdgrid.core.shapes import (
     VOCAB_SIZE,
     ResolvedTeacher,
     StudentShape,
     cached_config,
-    load_pretrained_bert,
     local_config,
     shape_of_config,
+    turc_hub_name,
 )
-from kdgrid.core.pretrained import artifacts
-from kdgrid.core.pretrained.needed import recipe_for_trial
 from kdgrid.core.trial_rules import GENERAL_DISTILLATION_NEEDS_INIT_FROM, preload_problems
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
-
-# Turc et al. (2019) released compact BERTs for every L in TURC_LAYERS and H in TURC_WIDTHS, with H/64 heads.
-TURC_LAYERS = (2, 4, 6, 8, 10, 12)
-TURC_WIDTHS = (128, 256, 512, 768)
-
-
-def turc_hub_name(shape: StudentShape) -> str:
-    """The Hub name of Turc et al.'s compact BERT of a shape; `ConfigError` if they released none."""
-    if (
-        shape.layers not in TURC_LAYERS
-        or shape.width not in TURC_WIDTHS
-        or shape.heads != shape.width // 64
-        or shape.ffn != 4 * shape.width
-    ):
-        raise ConfigError(
-            f"init 'pretrain': Turc et al. released no compact BERT of shape {shape.name} (layers in "
-            f"{TURC_LAYERS}, width in {TURC_WIDTHS}, width/64 heads, ffn 4 x width); set init_from to a "
-            "pretrained checkpoint of this shape"
-        )
-    return f"google/bert_uncased_L-{shape.layers}_H-{shape.width}_A-{shape.heads}"
 
 
 def preload_layers(trial: Trial, student_layers: int, teacher_layers: int) -> list[int]:
@@ -183,7 +163,7 @@ def build_student(
         torch.manual_seed(trial.seed)
         if trial.init == "random":
             model = BertForSequenceClassification(
-                shape.bert_config(num_labels, vocab_size=vocab_size or VOCAB_SIZE)
+                bert_config(shape, num_labels, vocab_size=vocab_size or VOCAB_SIZE)
             )
         elif trial.init in ("pretrain", "general_distillation"):
             assert source is not None
@@ -246,7 +226,7 @@ def _preload(
     donor_shape = shape_of_config(donor.config)
     _refuse_preload(shape, donor_shape, source)
     layers = preload_layers(trial, shape.layers, donor_shape.layers)
-    model = BertForSequenceClassification(shape.bert_config(num_labels, vocab_size=donor.config.vocab_size))
+    model = BertForSequenceClassification(bert_config(shape, num_labels, vocab_size=donor.config.vocab_size))
     with torch.no_grad():
         model.bert.embeddings.load_state_dict(donor.bert.embeddings.state_dict())
         if donor.bert.pooler is not None and model.bert.pooler is not None:

@@ -27,7 +27,9 @@ from kdgrid.core.choices import PROJECTIONS
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.matching import canonical_strategy, layer_pairs
-from kdgrid.core.models import (
+from kdgrid.core.options import option_problems as options_problems
+from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
+from kdgrid.core.shapes import (
     MAX_POSITIONS,
     TEACHERS,
     ModelConfig,
@@ -36,8 +38,6 @@ from kdgrid.core.models import (
     is_local_source,
     teacher_head_problems,
 )
-from kdgrid.core.options import option_problems as options_problems
-from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES

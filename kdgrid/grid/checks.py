@@ -17,7 +17,8 @@ from pathlib import Path
 
 import huggingface_hub.constants
 
-from kdgrid.core.models import (
+from kdgrid.core.pretrained.needed import missing_message, needed_checkpoints
+from kdgrid.core.shapes import (
     TEACHERS,
     StudentShape,
     cached_config,
@@ -25,7 +26,6 @@ from kdgrid.core.models import (
     resolve_teacher,
     student_shape,
 )
-from kdgrid.core.pretrained.needed import missing_message, needed_checkpoints
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.core.trial_rules import combination_problems as combination_rules
 from kdgrid.errors import ConfigError, KdgridError

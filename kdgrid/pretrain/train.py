@@ -41,11 +41,12 @@ import torch.distributed as dist
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.nn.parallel import DistributedDataParallel
 
-from kdgrid.core.models import ATTENTION_BY_DEVICE, VOCAB_SIZE, StudentShape, student_shape
+from kdgrid.core.models import ATTENTION_BY_DEVICE
 from kdgrid.core.objective import Objective
 from kdgrid.core.optim import build_optimizer
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.core.shapes import VOCAB_SIZE, StudentShape, student_shape
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.pretrain import claim, step_checkpoint
 from kdgrid.pretrain.corpus import PackedCorpus, load_tokenizer, packed_corpus

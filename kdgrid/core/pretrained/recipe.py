@@ -27,8 +27,8 @@ from typing import Any
 
 from kdgrid.core.choices import PROJECTIONS, unknown_choice
 from kdgrid.core.matching import canonical_strategy
-from kdgrid.core.models import student_shape
 from kdgrid.core.pretrained.corpus_spec import CORPUS_FORMAT_VERSION, parse_corpus
+from kdgrid.core.shapes import student_shape
 from kdgrid.core.teacher_cache import MINILM_ALIAS, base_digest
 from kdgrid.errors import ConfigError
 
