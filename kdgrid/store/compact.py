@@ -256,12 +256,10 @@ def compact(
     store_dir: Path | str,
     *,
     target_rows: int = DEFAULT_TARGET_ROWS,
-    _crash_before_delete: bool = False,
 ) -> CompactionReport:
     """Merge every per-trial file, and every compacted part below ``target_rows`` rows, into parts of at most
     ``target_rows`` rows (>= 1, else `ConfigError`); then, once the parts read back whole, delete what was
     merged. Also removes temporary files older than an hour (left by writers that crashed).
-    ``_crash_before_delete`` stops after the verification, as a crash there would (for tests).
 
     Raises `StoreMaintenanceError` (nothing deleted) for a store that cannot be written, a failed write or
     verification, or rows without a row id."""
@@ -286,7 +284,5 @@ def compact(
         writes = [(new_part_path(store), chunk) for chunk in chunks(table, target_rows)]
         write_verified(store, writes, expected)
         report = CompactionReport(len(inputs), table.num_rows, len(writes), stale)
-        if _crash_before_delete:
-            return report
         delete_inputs(store, inputs)
         return report

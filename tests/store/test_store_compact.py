@@ -22,6 +22,7 @@ from kdgrid.store import read as read_module
 from kdgrid.store.compact import StoreMaintenanceError
 from kdgrid.store.schema import SCHEMA
 from kdgrid.trial import Trial
+from tests.store.compaction_crash import compact_crashing_before_delete
 
 # the module itself: `kdgrid.store.compact` is also the name of its function
 compact_module = importlib.import_module("kdgrid.store.compact")
@@ -66,7 +67,7 @@ def test_new_rows_after_compaction_are_merged_next_time(tmp_path: Path) -> None:
 
 def test_a_crash_before_deleting_the_originals_shows_no_row_twice(tmp_path: Path) -> None:
     ids = fill(tmp_path, range(10))
-    compact(tmp_path, _crash_before_delete=True)
+    compact_crashing_before_delete(tmp_path)
     # the rows are now in the originals and in the merged part: a reader sees each once
     assert len(layout.visible_files(layout.rows_dir(tmp_path))) == 10
     assert sorted(row_ids(tmp_path)) == sorted(ids)
