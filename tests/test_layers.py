@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import analysis
+import kdgrid
 import kdgrid.grid
 import kdgrid.report
 import kdgrid.store
@@ -72,3 +74,14 @@ def test_the_import_contracts_hold() -> None:
     done = subprocess.run([lint, "--no-cache"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "Contracts: 3 kept, 0 broken." in done.stdout
+
+
+def test_every_top_level_module_has_a_layer() -> None:
+    """A module the layers contract does not name is unconstrained: a new one must be given its layer."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    named = {name.strip() for layer in layers for name in re.split(r"[|:]", layer)}
+    top_level = {f"kdgrid.{m.name}" for m in pkgutil.iter_modules(kdgrid.__path__)} | {"analysis"}
+    assert top_level - named == set()
+    assert named - top_level == set()
