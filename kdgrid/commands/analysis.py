@@ -66,8 +66,8 @@ def tables(
     """Regenerate the paper's tables from the store (best value per block in bold; missing cells as '-';
     mean±std where several seeds ran; a 95% interval, ▲/▼ against the reference and † for degenerate runs
     where the rows carry predictions; docs/uncertainty.md)."""
-    from analysis.render import check_format, to_rich
-    from analysis.tables_report import (
+    from kdgrid.analysis.render import check_format, to_rich
+    from kdgrid.analysis.tables_report import (
         UncertaintyOptions,
         build_report,
         load_tidy,
@@ -78,7 +78,10 @@ def tables(
 
     check_format(fmt)
     table_names(table)  # an unknown table is refused before the store is read
-    counts = {"resamples": resamples, "test_resamples": test_resamples}  # unset: analysis.stats' defaults
+    counts = {
+        "resamples": resamples,
+        "test_resamples": test_resamples,
+    }  # unset: kdgrid.analysis.stats' defaults
     uncertainty = UncertaintyOptions(
         intervals, reference, **{name: count for name, count in counts.items() if count is not None}
     )
@@ -113,7 +116,7 @@ def figures(
     kind: KindOpt = "best",
 ) -> None:
     """Heat maps of knowledge x strategy, temperature x hard-label weight, score vs size, ours vs published."""
-    from analysis.figures import write_store_figures
+    from kdgrid.analysis.figures import write_store_figures
 
     written = write_store_figures(store, out, kind=kind)
     if not written:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.figures import write_figures
-from analysis.tables_report import build_report
-from analysis.tidy import membership_tables, store_to_tidy
+from kdgrid.analysis.figures import write_figures
+from kdgrid.analysis.tables_report import build_report
+from kdgrid.analysis.tidy import membership_tables, store_to_tidy
 from kdgrid.errors import KdgridError
 from kdgrid.report.assets import asset_paths
 from kdgrid.report.gather import ReportData, gather

@@ -8,7 +8,7 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analysis.tables import TableView
+from kdgrid.analysis.tables import TableView
 from kdgrid.report.gather import (
     FailureGroup,
     ReportData,

@@ -6,7 +6,7 @@
 
 A trial two sweeps share runs once (the second sweep finds it done), so its rows name only the sweep that ran
 it; the membership files let analysis count it in both sweeps' tables without reading any sweep file
-(`analysis.tidy.membership_tables`). `kdgrid run` and `kdgrid resume` (`kdgrid.sweep_run.run_sweep`) record a
+(`kdgrid.analysis.tidy.membership_tables`). `kdgrid run` and `kdgrid resume` (`kdgrid.sweep_run.run_sweep`) record a
 sweep's membership before they run anything, also when there is nothing left to run. A store written before
 memberships were recorded has none: analysis then goes by the ``sweep`` and ``study`` columns of the rows alone,
 and running each sweep again (`kdgrid resume`, which reruns nothing done) records its membership.

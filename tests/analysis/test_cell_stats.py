@@ -1,4 +1,4 @@
-"""Intervals, paired tests against a reference and Holm over a table, cell by cell (`analysis.cell_stats`), on
+"""Intervals, paired tests against a reference and Holm over a table, cell by cell (`kdgrid.analysis.cell_stats`), on
 hand-made cells whose predictions are built directly, and through `build_report` on a store's real rows."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import stats
-from analysis.cell_stats import Reference, attach_uncertainty, parse_reference
-from analysis.render import BETTER_MARK, REFERENCE_MARK, WORSE_MARK, render
-from analysis.significant_claims import significant_claim_notes
-from analysis.tables import HARD_ONLY, SOFT_ONLY, Column, TableView, build_view, get_spec
-from analysis.tables_report import UncertaintyOptions, build_report, load_tidy
-from analysis.tidy import aggregate_seeds
+from kdgrid.analysis import stats
+from kdgrid.analysis.cell_stats import Reference, attach_uncertainty, parse_reference
+from kdgrid.analysis.render import BETTER_MARK, REFERENCE_MARK, WORSE_MARK, render
+from kdgrid.analysis.significant_claims import significant_claim_notes
+from kdgrid.analysis.tables import HARD_ONLY, SOFT_ONLY, Column, TableView, build_view, get_spec
+from kdgrid.analysis.tables_report import UncertaintyOptions, build_report, load_tidy
+from kdgrid.analysis.tidy import aggregate_seeds
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 from kdgrid.store import read_store

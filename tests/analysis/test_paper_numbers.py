@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.paper import transcribe
-from analysis.paper_numbers import COLUMNS, paper_numbers
+from kdgrid.analysis.paper_numbers import COLUMNS, paper_numbers
 from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_KNOWLEDGE
+from tools import transcribe_paper as transcribe
 
 SOURCE = transcribe.default_source()
 SOURCE_FOUND = SOURCE is not None and SOURCE.is_file()

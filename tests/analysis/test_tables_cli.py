@@ -10,7 +10,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import kdgrid.bundled_sweeps as bundled_sweeps
-from analysis.tables_report import demo_table
+from kdgrid.analysis.tables_report import demo_table
 from kdgrid.cli import app, main
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.store.membership import record_membership
@@ -202,8 +202,8 @@ def test_demo_table_from_a_real_run_of_the_core(tmp_path):
     assert "synthetic-single-binary · bert-tiny" in text
     assert "soft labels only" in text and "hard labels only" in text
     # every trial's number is in its place, a real accuracy
-    from analysis.tables import HARD_ONLY, SOFT_ONLY, Column, build_view, get_spec
-    from analysis.tables_report import load_tidy
+    from kdgrid.analysis.tables import HARD_ONLY, SOFT_ONLY, Column, build_view, get_spec
+    from kdgrid.analysis.tables_report import load_tidy
 
     view = build_view(get_spec("demo"), load_tidy(store))
     main_block, baselines = view.blocks

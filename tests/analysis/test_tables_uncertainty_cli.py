@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import kdgrid.bundled_sweeps as bundled_sweeps
-from analysis.tidy import aggregate_seeds, trial_setting
+from kdgrid.analysis.tidy import aggregate_seeds, trial_setting
 from kdgrid.errors import ConfigError
 from kdgrid.store import read_store
 from tests.analysis.tables_testing import result, run_kdgrid, tidy_rows, write

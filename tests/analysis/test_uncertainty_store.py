@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 import kdgrid.bundled_sweeps as bundled_sweeps
-from analysis.tables_report import demo_table
+from kdgrid.analysis.tables_report import demo_table
 from kdgrid.predictions import DevSetPredictions
 from kdgrid.store import layout
 from tests.analysis.tables_testing import result, run_kdgrid, write

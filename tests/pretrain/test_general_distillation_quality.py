@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.stats import paired_bootstrap_test
 from kdgrid import assets
+from kdgrid.analysis.stats import paired_bootstrap_test
 from kdgrid.core.teacher import finetune_teacher
 from kdgrid.core.teacher_cache import TeacherRecipe
 from kdgrid.core.train import run_job

@@ -2,7 +2,7 @@
 Holm-Bonferroni over the table, from the per-example dev predictions the store keeps per row.
 
 `attach_uncertainty` fills the uncertainty fields of each `Cell` (`ci_low`, `ci_high`, `p_vs_reference`,
-`significant`, `direction`, `is_reference`); the statistics are `analysis.stats`. Conventions
+`significant`, `direction`, `is_reference`); the statistics are `kdgrid.analysis.stats`. Conventions
 (docs/uncertainty.md says them at length):
 
 - A cell's interval is over its dev examples (one seed: `stats.bootstrap_interval`) or over its seeds and
@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from analysis import stats
-from analysis.replicate_bank import ReplicateBank
-from analysis.tables import Cell, TableView
-from analysis.tidy import CONFIG_COLUMNS, LABEL_COLUMNS
+from kdgrid.analysis import stats
+from kdgrid.analysis.replicate_bank import ReplicateBank
+from kdgrid.analysis.tables import Cell, TableView
+from kdgrid.analysis.tidy import CONFIG_COLUMNS, LABEL_COLUMNS
 from kdgrid.errors import ConfigError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 
@@ -46,7 +46,7 @@ DEFAULT_REFERENCE_LABEL = "soft labels only"
 class Reference:
     """Which cell of a condition the others are compared with.
 
-    ``fields``: config columns (`analysis.tidy.CONFIG_COLUMNS`) and the values the reference has there; empty for
+    ``fields``: config columns (`kdgrid.analysis.tidy.CONFIG_COLUMNS`) and the values the reference has there; empty for
     the default, the soft-labels-only cell (no knowledge, a soft-label weight that is not 0). ``explicit``: named
     by the user (a reference that matches no cell, or several in one condition, is then refused)."""
 
@@ -129,7 +129,7 @@ def attach_uncertainty(
         resamples: resamples of each interval; test_resamples: of each paired test (>= 1 each).
         seed: the bootstrap's seed (every cell uses it: the same inputs give the same numbers).
         test_bank: where the tests' replicates are drawn and kept, to share with later comparisons on the same
-            cells (`analysis.significant_claims`); it must have ``test_resamples`` and ``seed``.
+            cells (`kdgrid.analysis.significant_claims`); it must have ``test_resamples`` and ``seed``.
 
     Raises:
         ConfigError: an explicit reference that matches no cell of the table, or several in one condition; a

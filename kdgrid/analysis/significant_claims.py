@@ -1,6 +1,6 @@
-"""The paper's derived claims (`analysis.claims`) counting only differences beyond noise: each comparison a claim
-rests on is a paired bootstrap test between two cells (`analysis.cell_stats.compare_cells`), Holm-corrected over
-the comparisons of the claim, significant at `analysis.cell_stats.ALPHA`.
+"""The paper's derived claims (`kdgrid.analysis.claims`) counting only differences beyond noise: each comparison a claim
+rests on is a paired bootstrap test between two cells (`kdgrid.analysis.cell_stats.compare_cells`), Holm-corrected over
+the comparisons of the claim, significant at `kdgrid.analysis.cell_stats.ALPHA`.
 
 - Best at First-1/Last-1: per condition (student, dev set), the best First-1/Last-1 cell against the best cell of
   any other strategy; counted as "First-1/Last-1 better", "another strategy better" or "within noise".
@@ -8,7 +8,7 @@ the comparisons of the claim, significant at `analysis.cell_stats.ALPHA`.
   "strategies differ beyond noise" or not.
 - Calibrated weights: each cell of Table 8 against the same cell of Table 5 (beta = 1); better, worse, within noise.
 
-Only cells whose rows carry per-example predictions take part; the plain counts (`analysis.tables_claims`) stay
+Only cells whose rows carry per-example predictions take part; the plain counts (`kdgrid.analysis.tables_claims`) stay
 beside these.
 """
 
@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from analysis import stats
-from analysis.cell_stats import ALPHA, compare_cells, register_cells
-from analysis.claims import ONE_LAYER_STRATEGIES
-from analysis.replicate_bank import ReplicateBank
-from analysis.tables import Cell, TableView
+from kdgrid.analysis import stats
+from kdgrid.analysis.cell_stats import ALPHA, compare_cells, register_cells
+from kdgrid.analysis.claims import ONE_LAYER_STRATEGIES
+from kdgrid.analysis.replicate_bank import ReplicateBank
+from kdgrid.analysis.tables import Cell, TableView
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.predictions import TrialPredictions
 

@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import stats
-from analysis.cell_stats import attach_uncertainty, parse_reference
-from analysis.compare import compare_with_paper
-from analysis.render import check_format, render, to_rich
-from analysis.replicate_bank import ReplicateBank
-from analysis.significant_claims import significant_claim_notes
-from analysis.store_predictions import load_predictions
-from analysis.tables import (
+from kdgrid.analysis import stats
+from kdgrid.analysis.cell_stats import attach_uncertainty, parse_reference
+from kdgrid.analysis.compare import compare_with_paper
+from kdgrid.analysis.render import check_format, render, to_rich
+from kdgrid.analysis.replicate_bank import ReplicateBank
+from kdgrid.analysis.significant_claims import significant_claim_notes
+from kdgrid.analysis.store_predictions import load_predictions
+from kdgrid.analysis.tables import (
     PAPER_TABLES,
     TABLE_CHOICES,
     Block,
@@ -34,8 +34,8 @@ from analysis.tables import (
     mark_best,
     tables_in,
 )
-from analysis.tables_claims import claim_notes
-from analysis.tidy import knowledge_label, membership_tables, store_to_tidy
+from kdgrid.analysis.tables_claims import claim_notes
+from kdgrid.analysis.tidy import knowledge_label, membership_tables, store_to_tidy
 from kdgrid.bundled_sweeps import bundled_sweep_files
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.predictions import TrialPredictions
@@ -98,9 +98,9 @@ def filter_rows(store_df: pd.DataFrame, where: Iterable[str]) -> pd.DataFrame:
 
 
 def load_tidy(store_dir: Path, kind: str = "best", where: Iterable[str] = ()) -> pd.DataFrame:
-    """The store at ``store_dir`` in the tidy format, seeds aggregated (`analysis.tidy.store_to_tidy`); a trial
+    """The store at ``store_dir`` in the tidy format, seeds aggregated (`kdgrid.analysis.tidy.store_to_tidy`); a trial
     counts in every table whose sweep lists it, as the sweeps' memberships recorded in the store say
-    (`analysis.tidy.membership_tables`; a store written before memberships were recorded falls back to each
+    (`kdgrid.analysis.tidy.membership_tables`; a store written before memberships were recorded falls back to each
     row's own study and sweep). No sweep file is read. ``where``: keep only rows with these trial field values
     (`filter_rows`)."""
     store_dir = Path(store_dir)
@@ -136,10 +136,10 @@ VALUE_KINDS: tuple[str, ...] = ("score", "agreement")
 
 @dataclass(frozen=True)
 class UncertaintyOptions:
-    """How cells get intervals and tests (`analysis.cell_stats`).
+    """How cells get intervals and tests (`kdgrid.analysis.cell_stats`).
 
     ``intervals``: ``auto`` where the rows carry predictions, ``on`` (a store with none is refused), ``off``.
-    ``reference``: `analysis.cell_stats.parse_reference`'s text (None: soft labels only). ``resamples`` and
+    ``reference``: `kdgrid.analysis.cell_stats.parse_reference`'s text (None: soft labels only). ``resamples`` and
     ``test_resamples``: bootstrap resamples of an interval and of a paired test; ``seed``: the bootstrap's."""
 
     intervals: str = "auto"

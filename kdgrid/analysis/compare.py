@@ -1,6 +1,6 @@
 """``--compare paper``: the published value and the difference beside each reproduced one, and how well each block
 agrees (mean absolute difference, Spearman's rank correlation over the cells where both numbers exist); where our
-cells have intervals (`analysis.cell_stats`), whether each published value lies inside ours and the share per
+cells have intervals (`kdgrid.analysis.cell_stats`), whether each published value lies inside ours and the share per
 block that does.
 
 Both sides are laid out by the same `TableSpec`, so cells meet by their place in the table (block, row, column),
@@ -15,8 +15,8 @@ import math
 
 import pandas as pd
 
-from analysis.paper_numbers import paper_numbers
-from analysis.tables import (
+from kdgrid.analysis.paper_numbers import paper_numbers
+from kdgrid.analysis.tables import (
     AVERAGE,
     PAPER_TABLES,
     Agreement,
@@ -116,7 +116,7 @@ def attach_paper(ours: TableView, paper: TableView) -> TableView:
 
 
 def paper_view(name: str, paper: pd.DataFrame | None = None) -> TableView:
-    """Table ``name`` laid out from the published numbers (`analysis.paper_numbers`, or ``paper`` if given)."""
+    """Table ``name`` laid out from the published numbers (`kdgrid.analysis.paper_numbers`, or ``paper`` if given)."""
     spec = get_spec(name)
     if paper is None:
         paper = paper_numbers(spec.name)

@@ -302,7 +302,7 @@ def replicate_scores(
     all K runs, drawn from ``rng`` (which is left where the seed draws of an interval or test continue).
 
     The example samples depend only on the generator's state, N and R, never on the runs: scoring runs in one
-    call or in several calls from equal states gives the same columns (`analysis.cell_stats` relies on it to
+    call or in several calls from equal states gives the same columns (`kdgrid.analysis.cell_stats` relies on it to
     score every cell on a dev set at once)."""
     _check_settings(resamples)
     labels = _gold(gold)

@@ -1,9 +1,9 @@
-"""The paper's tables laid out from tidy numbers (the store's, via `analysis.tidy`, or the paper's own).
+"""The paper's tables laid out from tidy numbers (the store's, via `kdgrid.analysis.tidy`, or the paper's own).
 
 A table is a `TableView`: blocks (one per task, per task and student, ...), each a grid of rows x columns of
 `Cell`s. One `TableSpec` per table says where a tidy row goes (block, row, column), the paper's order of
 blocks, rows and columns, and over what the best value is bolded. The same spec lays out our numbers and the
-published ones, so `analysis.compare` can put them side by side cell by cell.
+published ones, so `kdgrid.analysis.compare` can put them side by side cell by cell.
 
 Layouts (as in section 4 and Appendix A.3 of the paper):
     1: tasks x initialization scheme, columns grouped by student; best per task and student in bold.
@@ -14,7 +14,7 @@ Layouts (as in section 4 and Appendix A.3 of the paper):
     5, 6, 8: knowledge (6: knowledge pair) x matching strategy, one block per task and student; best per block.
     7: systems (teacher, previous SOTA, ours) x tasks, with #params and the average; best per task. The
        average is the paper's: the mean of SST-2, STS-B, QQP, MRPC, RTE and QNLI, MNLI left out (that mean
-       reproduces all three printed averages; the mean of all eight numbers does not; analysis/paper/NOTES.md).
+       reproduces all three printed averages; the mean of all eight numbers does not; kdgrid/analysis/paper/NOTES.md).
     demo: knowledge x strategy for each student and task of the demo study, with the soft-label-only and
        hard-label-only baselines as a block beside it.
 """
@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from analysis.tidy import CONFIG_COLUMNS, knowledge_label, normalise, table_name
+from kdgrid.analysis.tidy import CONFIG_COLUMNS, knowledge_label, normalise, table_name
 from kdgrid.core.matching import STRATEGIES, get_strategy
 from kdgrid.errors import ConfigError
 from kdgrid.paper import (
@@ -59,7 +59,7 @@ class Cell:
     """One number of a table: our value (mean over seeds), its std and seed count; the published value and the
     difference once compared. NaN means missing: shown as ``-``, never as zero.
 
-    Uncertainty (filled by `analysis.cell_stats.attach_uncertainty`; docs/uncertainty.md has the conventions):
+    Uncertainty (filled by `kdgrid.analysis.cell_stats.attach_uncertainty`; docs/uncertainty.md has the conventions):
     ``ci_low``/``ci_high`` the 95% bootstrap interval of the value (NaN when none), ``p_vs_reference`` the
     Holm-adjusted p of the paired test against the reference cell (NaN when none), ``significant`` whether that p
     is at most 0.05, ``direction`` the sign of (value - reference value) (+1 better, -1 worse, 0 equal or no
@@ -513,7 +513,7 @@ def _column_key(column: Column) -> tuple[str, str]:
 
 def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
     """Lay out the rows of ``tidy`` whose ``table`` is ``spec.name`` (aggregated over seeds, as
-    `analysis.tidy.store_to_tidy` returns them, or the paper's rows).
+    `kdgrid.analysis.tidy.store_to_tidy` returns them, or the paper's rows).
 
     Where several configurations land in one cell (e.g. a study run at two temperatures), the best mean is shown
     and a note says so: a table cell is one number, as in the paper."""

@@ -3,7 +3,7 @@
 One row per number: ``table, task, dev_set, student, teacher, role, knowledge, strategy, init, temperature,
 alpha, beta, soft_weight, block, metric, value`` plus the facts ``params_m, flops_g, latency_ms`` (+ ``seed``
 before seeds are aggregated; ``std`` and ``n_seeds`` after). The transcribed paper numbers
-(`analysis.paper_numbers`) use the same column names.
+(`kdgrid.analysis.paper_numbers`) use the same column names.
 
 Conventions:
     role: ``student`` (a distilled student's score), ``teacher`` (the teacher's own score; ``student`` is ``""``)
@@ -63,7 +63,7 @@ LABEL_COLUMNS: tuple[str, ...] = tuple(
 TIDY_COLUMNS: tuple[str, ...] = (*CONFIG_COLUMNS, "value")
 
 # Per-seed facts of a store's rows, carried beside the number (`store_to_tidy` with ``per_seed``):
-#   row_id: the store row the number comes from (its predictions are read by it; `analysis.cell_stats`);
+#   row_id: the store row the number comes from (its predictions are read by it; `kdgrid.analysis.cell_stats`);
 #   setting: the trial's configuration apart from its seeds (canonical JSON, `trial_setting`): rows of one cell
 #       must agree on it, or they are not seeds of one configuration (`aggregate_seeds` refuses);
 #   degenerate: the row's reasons to distrust the number (majority class, constant predictions, ...), a tuple;
@@ -104,7 +104,7 @@ def table_name(value: Any) -> str:
     return (match.group(1) or match.group(2)) if match else text
 
 
-# Tables the analysis lays out (`analysis.tables.TABLE_CHOICES`).
+# Tables the analysis lays out (`kdgrid.analysis.tables.TABLE_CHOICES`).
 KNOWN_TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8", "demo")
 
 

@@ -6,7 +6,7 @@ several seeds, facts (params in M, FLOPs in G, latency in ms) with 4 significant
 beside ours (``0.8137 / 0.8134 (+0.0003)``) and ends each block with its agreement (mean |difference|,
 Spearman's rank correlation). CSV is long: one line per cell, every number in its own column.
 
-Uncertainty (`analysis.cell_stats`): a cell with an interval shows it as ``[low, high]`` (under the number in
+Uncertainty (`kdgrid.analysis.cell_stats`): a cell with an interval shows it as ``[low, high]`` (under the number in
 the terminal); ``▲``/``▼`` mark cells significantly better/worse than their condition's reference (marked
 ``ref``), ``†`` a cell with a degenerate run; compared, ``∈``/``∉`` say whether the published value lies in
 our interval. A legend under the table explains the marks it uses.
@@ -24,7 +24,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from analysis.tables import Agreement, Block, Cell, Column, TableView
+from kdgrid.analysis.tables import Agreement, Block, Cell, Column, TableView
 from kdgrid.errors import ConfigError
 
 FORMATS: tuple[str, ...] = ("terminal", "markdown", "latex", "csv")
