@@ -65,7 +65,8 @@ class Cell:
     is at most 0.05, ``direction`` the sign of (value - reference value) (+1 better, -1 worse, 0 equal or no
     reference), ``is_reference`` whether this cell is the reference of its condition. ``degenerate``: the
     reasons to distrust a number (majority class, constant predictions, ...) of any of its seeds. ``row_ids`` and
-    ``seeds``: the store rows averaged here, in seed order. ``teacher_agreement``: mean student-teacher agreement.
+    ``seeds``: the store rows averaged here, in seed order; ``trial_ids`` their trials (in the same order, each
+    once). ``teacher_agreement``: mean student-teacher agreement.
     ``paper_inside``: whether the published value lies in our interval (None unless compared with an interval).
     """
 
@@ -83,6 +84,7 @@ class Cell:
     degenerate: tuple[str, ...] = ()
     row_ids: tuple[str, ...] = ()
     seeds: tuple[float, ...] = ()
+    trial_ids: tuple[str, ...] = ()
     teacher_agreement: float = math.nan
     paper_inside: bool | None = None
     config: dict[str, Any] = field(default_factory=dict, repr=False)  # the tidy row's config columns
@@ -148,7 +150,8 @@ class Block:
 
 @dataclass
 class TableView:
-    """A table ready to render: its name (``"5"``), title, blocks, notes for the reader."""
+    """A table ready to render: its name (``"5"``), title, blocks, notes for the reader. ``axes``: the config
+    fields a CSV export gives a column each (empty: `kdgrid.analysis.render.CSV_AXES`, the paper tables')."""
 
     name: str
     title: str
@@ -156,6 +159,7 @@ class TableView:
     notes: list[str] = field(default_factory=list)
     side_by_side: bool = False
     compared: bool = False
+    axes: tuple[str, ...] = ()
 
     def block(self, title: str) -> Block:
         for block in self.blocks:
@@ -541,6 +545,7 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
             degenerate=tuple(getattr(row, "degenerate", ()) or ()),
             row_ids=tuple(r for r in (getattr(row, "row_ids", ()) or ()) if r),
             seeds=tuple(getattr(row, "seeds", ()) or ()),
+            trial_ids=tuple(t for t in (getattr(row, "trial_ids", ()) or ()) if t),
             teacher_agreement=float(getattr(row, "teacher_agreement", math.nan)),
             config={column: getattr(row, column) for column in CONFIG_COLUMNS},
         )

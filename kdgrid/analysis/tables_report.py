@@ -28,6 +28,7 @@ from kdgrid.analysis.tables import (
     TABLE_CHOICES,
     Block,
     Cell,
+    Column,
     TableView,
     build_view,
     get_spec,
@@ -173,17 +174,31 @@ def _cell_row_ids(views: Iterable[TableView]) -> set[str]:
     }
 
 
+def _agreement_column(column: Column) -> Column:
+    """A column that says ``score`` (the demo's baselines) says ``agreement`` in the agreement view."""
+    return dataclasses.replace(column, label=AGREEMENT_COLUMN) if column.label == SCORE_COLUMN else column
+
+
+SCORE_COLUMN, AGREEMENT_COLUMN = "score", "agreement"
+
+
 def agreement_view(view: TableView) -> TableView:
     """The same layout with each cell's student-teacher agreement (top-1 agreement; correlation for regression)
     instead of its score; cells without a recorded agreement are missing."""
     blocks = []
     for block in view.blocks:
         cells = {
-            key: Cell(value=cell.teacher_agreement, n_seeds=cell.n_seeds, degenerate=cell.degenerate)
-            for key, cell in block.cells.items()
-            if not key[1].fact
+            (row, _agreement_column(column)): dataclasses.replace(
+                Cell(value=cell.teacher_agreement, n_seeds=cell.n_seeds, degenerate=cell.degenerate),
+                row_ids=cell.row_ids,
+                trial_ids=cell.trial_ids,
+                config=cell.config,
+            )
+            for (row, column), cell in block.cells.items()
+            if not column.fact
         }
-        blocks.append(Block(block.title, list(block.rows), [c for c in block.columns if not c.fact], cells))
+        columns = [_agreement_column(c) for c in block.columns if not c.fact]
+        blocks.append(Block(block.title, list(block.rows), columns, cells))
     out = TableView(
         view.name, view.title + " — student-teacher agreement on dev", blocks, side_by_side=view.side_by_side
     )
@@ -268,6 +283,11 @@ def build_report(
     uncertainty = uncertainty or UncertaintyOptions()
     uncertainty.check()
     names = table_names(which)
+    if compare == "paper" and len(names) == 1 and names[0] not in PAPER_TABLES:
+        raise ConfigError(
+            f"--compare paper: table {names[0]} is not one of the paper's, it has no published numbers "
+            f"(tables with them: {', '.join(PAPER_TABLES)})"
+        )
     present = set(tables_in(tidy))
     views, missing = [], []
     for name in names:

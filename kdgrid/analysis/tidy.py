@@ -64,11 +64,12 @@ TIDY_COLUMNS: tuple[str, ...] = (*CONFIG_COLUMNS, "value")
 
 # Per-seed facts of a store's rows, carried beside the number (`store_to_tidy` with ``per_seed``):
 #   row_id: the store row the number comes from (its predictions are read by it; `kdgrid.analysis.cell_stats`);
+#   trial_id: the trial that row is an attempt of;
 #   setting: the trial's configuration apart from its seeds (canonical JSON, `trial_setting`): rows of one cell
 #       must agree on it, or they are not seeds of one configuration (`aggregate_seeds` refuses);
 #   degenerate: the row's reasons to distrust the number (majority class, constant predictions, ...), a tuple;
 #   teacher_agreement: the student's top-1 agreement (correlation, regression) with its teacher on this dev set.
-ROW_FACT_COLUMNS: tuple[str, ...] = ("row_id", "setting", "degenerate", "teacher_agreement")
+ROW_FACT_COLUMNS: tuple[str, ...] = ("row_id", "trial_id", "setting", "degenerate", "teacher_agreement")
 # Fields that tell seeds of one configuration apart: the trial's seed and its data-order seed (a trial option;
 # trials sharing a data order are still seeds of one cell).
 SEED_FIELDS: tuple[str, ...] = ("seed", "data_seed")
@@ -432,7 +433,13 @@ def store_to_tidy(
 def _with_row_facts(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with the `ROW_FACT_COLUMNS` it lacks (no row, no setting, nothing degenerate, no agreement)."""
     out = frame.copy()
-    defaults: dict[str, Any] = {"row_id": "", "setting": "", "degenerate": (), "teacher_agreement": math.nan}
+    defaults: dict[str, Any] = {
+        "row_id": "",
+        "trial_id": "",
+        "setting": "",
+        "degenerate": (),
+        "teacher_agreement": math.nan,
+    }
     for column, default in defaults.items():
         if column not in out.columns:
             out[column] = [default] * len(out)
@@ -461,7 +468,7 @@ def reasons_tuple(value: Any) -> tuple[str, ...]:
 
 
 # Columns `aggregate_seeds` adds: the cell's store rows and seeds (in seed order), the union of their degenerate
-# reasons, and the mean teacher agreement over seeds.
+# reasons, the mean teacher agreement over seeds, and the cell's trials (in seed order, each once).
 AGGREGATE_COLUMNS: tuple[str, ...] = (
     "value",
     "std",
@@ -470,6 +477,7 @@ AGGREGATE_COLUMNS: tuple[str, ...] = (
     "seeds",
     "degenerate",
     "teacher_agreement",
+    "trial_ids",
 )
 
 
@@ -517,7 +525,8 @@ def aggregate_seeds(tidy: pd.DataFrame) -> pd.DataFrame:
     epochs, an option) are never averaged: `ConfigError` naming the fields and how to keep one value. Facts
     (params, FLOPs, latency) are averaged too (params and FLOPs are the same for every seed; latency is a
     measurement). Also kept per configuration: ``row_ids`` and ``seeds`` (tuples in seed order), ``degenerate``
-    (the sorted union of the rows' reasons) and ``teacher_agreement`` (mean over seeds)."""
+    (the sorted union of the rows' reasons), ``teacher_agreement`` (mean over seeds) and ``trial_ids`` (in seed
+    order, each once)."""
     if tidy.empty:
         return empty_tidy()
     return _aggregate_normalised(_with_row_facts(normalise(tidy)))
@@ -556,4 +565,6 @@ def _aggregate_normalised(tidy: pd.DataFrame) -> pd.DataFrame:
     out["seeds"] = [tuple(seed_values[a:b]) for a, b in spans]
     out["degenerate"] = [tuple(sorted({r for row in reasons[a:b] for r in row})) for a, b in spans]
     out["teacher_agreement"] = grouped["teacher_agreement"].mean().to_numpy()
+    trial_ids = [_text(v) for v in ordered["trial_id"]]
+    out["trial_ids"] = [tuple(dict.fromkeys(t for t in trial_ids[a:b] if t)) for a, b in spans]
     return out[[*CONFIG_COLUMNS, *FACT_COLUMNS, *AGGREGATE_COLUMNS]]

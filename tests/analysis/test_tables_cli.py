@@ -69,7 +69,11 @@ def test_terminal_and_out_file(store, tmp_path):
     target = tmp_path / "t" / "table4.tex"
     out = invoke("tables", "4", "--store", str(store), "--format", "latex", "--out", str(target))
     assert out.exit_code == 0, out.output
-    assert target.read_text().startswith("\\begin{table}") and "\\textbf{0.7181}" in target.read_text()
+    text = target.read_text()
+    # the packages it needs are said first (booktabs for the rules, amssymb for the marks), then the table
+    assert text.startswith("% needs \\usepackage{booktabs} (the rules: \\toprule")
+    assert text.splitlines()[1].startswith("% needs \\usepackage{amssymb} (the marks: \\blacktriangle")
+    assert text.splitlines()[2] == "\\begin{table}[t]" and "\\textbf{0.7181}" in text
 
 
 def test_all_renders_what_is_there_and_lists_what_is_not(store):
