@@ -48,10 +48,13 @@ class Reference:
 
     ``fields``: config columns (`kdgrid.analysis.tidy.CONFIG_COLUMNS`) and the values the reference has there; empty for
     the default, the soft-labels-only cell (no knowledge, a soft-label weight that is not 0). ``explicit``: named
-    by the user (a reference that matches no cell, or several in one condition, is then refused)."""
+    by the user (a reference that matches no cell, or several in one condition, is then refused).
+    ``condition_fields``: what a cell and its reference share (`CONDITION_FIELDS`; a sweep's table adds the
+    varying fields it lays out in separate blocks, `kdgrid.analysis.sweep_tables`)."""
 
     fields: tuple[tuple[str, str], ...] = ()
     explicit: bool = False
+    condition_fields: tuple[str, ...] = CONDITION_FIELDS
 
     @property
     def label(self) -> str:
@@ -65,7 +68,7 @@ class Reference:
 
     def condition(self, config: Mapping[str, Any]) -> tuple[Any, ...]:
         named = {name for name, _ in self.fields}
-        return tuple(_text(config.get(name)) for name in CONDITION_FIELDS if name not in named)
+        return tuple(_text(config.get(name)) for name in self.condition_fields if name not in named)
 
 
 def parse_reference(text: str | None) -> Reference:

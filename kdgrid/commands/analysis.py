@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from kdgrid.errors import KdgridError
+from kdgrid.errors import ConfigError, KdgridError
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="The results store.")]
 KindOpt = Annotated[
@@ -62,6 +62,27 @@ def tables(
     values: Annotated[
         str, typer.Option(help="`score`, or `agreement`: the student's agreement with its teacher on dev.")
     ] = "score",
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            help="Lay out this sweep's trials (any sweep, by its name) instead of a paper table; its axes are "
+            "the trial fields that vary between its trials (docs/tables.md)."
+        ),
+    ] = None,
+    rows: Annotated[
+        str | None,
+        typer.Option(help="With --sweep: the axis (or AXIS,AXIS) down the rows (default: the first)."),
+    ] = None,
+    cols: Annotated[
+        str | None, typer.Option(help="With --sweep: the axis across the columns (default: the second).")
+    ] = None,
+    pairs: Annotated[
+        bool,
+        typer.Option(
+            "--pairs",
+            help="With --sweep: compare every two values of each axis (paired tests, Holm-adjusted).",
+        ),
+    ] = False,
 ) -> None:
     """Regenerate the paper's tables from the store (best value per block in bold; missing cells as '-';
     mean±std where several seeds ran; a 95% interval, ▲/▼ against the reference and † for degenerate runs
@@ -77,14 +98,35 @@ def tables(
     )
 
     check_format(fmt)
-    table_names(table)  # an unknown table is refused before the store is read
     counts = {
         "resamples": resamples,
         "test_resamples": test_resamples,
     }  # unset: kdgrid.analysis.stats' defaults
-    uncertainty = UncertaintyOptions(
-        intervals, reference, **{name: count for name, count in counts.items() if count is not None}
-    )
+    counts = {name: count for name, count in counts.items() if count is not None}
+    if sweep is not None:
+        _sweep_tables(
+            table,
+            store,
+            fmt,
+            compare,
+            out,
+            kind,
+            intervals,
+            reference,
+            counts,
+            where,
+            values,
+            sweep,
+            rows,
+            cols,
+            pairs,
+        )
+        return
+    for option, given in (("--rows", rows), ("--cols", cols), ("--pairs", pairs or None)):
+        if given is not None:
+            raise ConfigError(f"{option} lays out a sweep's own table: give it with --sweep NAME")
+    table_names(table)  # an unknown table is refused before the store is read
+    uncertainty = UncertaintyOptions(intervals, reference, **counts)
     uncertainty.check()
     tidy = load_tidy(store, kind, where or ())
     report = build_report(tidy, table, store, compare=compare, uncertainty=uncertainty, values=values)
@@ -108,6 +150,64 @@ def tables(
         label = "the demo table" if name == "demo" else f"Table {name}"
         line = f"no trials of {label} in {store} (sweep: {sweep_files(name)[0]})"
         console.print(line, style="dim", markup=False, highlight=False)
+
+
+def _sweep_tables(
+    table: str,
+    store: Path,
+    fmt: str,
+    compare: str | None,
+    out: Path | None,
+    kind: str,
+    intervals: str,
+    reference: str | None,
+    counts: dict[str, int],
+    where: list[str] | None,
+    values: str,
+    sweep: str,
+    rows: str | None,
+    cols: str | None,
+    pairs: bool,
+) -> None:
+    """`kdgrid tables --sweep NAME`: the sweep's own table (`kdgrid.analysis.sweep_tables`)."""
+    from kdgrid.analysis.render import render, to_rich
+    from kdgrid.analysis.sweep_tables import sweep_table
+    from kdgrid.analysis.tables_report import UncertaintyOptions
+
+    if table.strip().lower() != "all":
+        raise ConfigError(f"give a paper table ({table}) or --sweep {sweep}, not both")
+    if compare is not None:
+        raise ConfigError(
+            f"--compare paper: sweep {sweep!r} is not one of the paper's tables, it has no published numbers"
+        )
+    if values != "score":
+        raise ConfigError(
+            f"--values {values}: a sweep's table shows scores only (allowed with --sweep: score)"
+        )
+    UncertaintyOptions(intervals, None, **counts).check()
+    built = sweep_table(
+        store,
+        sweep,
+        kind=kind,
+        where=where or (),
+        rows=rows,
+        cols=cols,
+        reference=reference,
+        intervals=intervals,
+        pairs=pairs,
+        **counts,
+    )
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render(built.view, fmt))
+        Console(stderr=True).print(
+            f"wrote the table of sweep {sweep} to {out}", markup=False, highlight=False
+        )
+    elif fmt != "terminal":
+        typer.echo(render(built.view, fmt), nl=False)
+    else:
+        console = Console() if sys.stdout.isatty() else Console(width=250)
+        console.print(to_rich(built.view))
 
 
 def figures(
