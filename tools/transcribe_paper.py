@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from kdgrid.analysis.paper_numbers import COLUMNS as PAPER_COLUMNS
+from kdgrid.analysis.schema import PAPER_KEY
 from kdgrid.paper import (
     APPENDIX_DEV_SETS,
     DEFAULT_INIT,
@@ -163,20 +164,7 @@ class Row:
 
 
 # What identifies a published number inside its table.
-KEY_COLUMNS: tuple[str, ...] = (
-    "table",
-    "task",
-    "dev_set",
-    "student",
-    "teacher",
-    "role",
-    "knowledge",
-    "strategy",
-    "init",
-    "temperature",
-    "alpha",
-    "block",
-)
+KEY_COLUMNS: tuple[str, ...] = PAPER_KEY
 
 
 class TranscriptionError(ValueError):

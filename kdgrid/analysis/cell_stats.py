@@ -28,8 +28,8 @@ import numpy as np
 
 from kdgrid.analysis import stats
 from kdgrid.analysis.replicate_bank import ReplicateBank
+from kdgrid.analysis.schema import CONFIG_COLUMNS, LABEL_COLUMNS
 from kdgrid.analysis.tables import Cell, TableView
-from kdgrid.analysis.tidy import CONFIG_COLUMNS, LABEL_COLUMNS
 from kdgrid.errors import ConfigError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kdgrid.analysis.schema import CONFIG_COLUMNS, FACT_COLUMNS
 from kdgrid.errors import ConfigError
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
@@ -57,23 +58,11 @@ TEXT_COLUMNS: tuple[str, ...] = (
 FLOAT_COLUMNS: tuple[str, ...] = ("temperature", "alpha", "params_m", "flops_g", "latency_ms", "value")
 BOOL_COLUMNS: tuple[str, ...] = ("bold", "doubtful")
 INT_COLUMNS: tuple[str, ...] = ("source_line",)
+# The CSV's columns, in order: the cell key (`kdgrid.analysis.schema`; soft_weight is never printed, the metric
+# comes after the facts), the facts, then the number and what was judged about it.
 COLUMNS: tuple[str, ...] = (
-    "table",
-    "task",
-    "dev_set",
-    "student",
-    "teacher",
-    "role",
-    "knowledge",
-    "strategy",
-    "init",
-    "temperature",
-    "alpha",
-    "beta",
-    "block",
-    "params_m",
-    "flops_g",
-    "latency_ms",
+    *(c for c in CONFIG_COLUMNS if c not in ("soft_weight", "metric")),
+    *FACT_COLUMNS,
     "metric",
     "value_text",
     "value",

@@ -157,7 +157,7 @@ def sweep_runs(
     """
     ids = sweep_trial_ids(store_df, memberships, sweep)
     rows = store_df[store_df["trial_id"].astype(str).isin(ids)]
-    done = latest_done_rows(rows) if "status" in rows.columns else rows
+    done = latest_done_rows(rows)
     if done.empty:
         raise KdgridError(f"sweep {sweep!r} has no done trial in the store yet")
     tidy = store_to_tidy(done, scores_long(done), kind, per_seed=True)

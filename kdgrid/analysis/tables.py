@@ -29,7 +29,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from kdgrid.analysis.tidy import CONFIG_COLUMNS, knowledge_label, normalise, table_name
+from kdgrid.analysis.schema import CONFIG_COLUMNS
+from kdgrid.analysis.tidy import knowledge_label, normalise, table_name
 from kdgrid.core.matching import STRATEGIES, get_strategy
 from kdgrid.errors import ConfigError
 from kdgrid.paper import (

@@ -33,34 +33,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kdgrid.analysis.schema import CONFIG_COLUMNS, FACT_COLUMNS, LABEL_COLUMNS
 from kdgrid.errors import ConfigError
 from kdgrid.store.membership import SweepMembership
-from kdgrid.store.read import latest_done_rows
-
-# Columns that identify a configuration (a number's place); ``seed`` is aggregated away.
-CONFIG_COLUMNS: tuple[str, ...] = (
-    "table",
-    "task",
-    "dev_set",
-    "student",
-    "teacher",
-    "role",
-    "knowledge",
-    "strategy",
-    "init",
-    "temperature",
-    "alpha",
-    "beta",
-    "soft_weight",
-    "block",
-    "metric",
-)
-# Optional per-trial facts carried beside the score (Table 2): parameters, FLOPs, latency.
-FACT_COLUMNS: tuple[str, ...] = ("params_m", "flops_g", "latency_ms")
-LABEL_COLUMNS: tuple[str, ...] = tuple(
-    c for c in CONFIG_COLUMNS if c not in ("temperature", "alpha", "soft_weight")
-)
-TIDY_COLUMNS: tuple[str, ...] = (*CONFIG_COLUMNS, "value")
+from kdgrid.store.read import done_rows, latest_done_rows
 
 # Per-seed facts of a store's rows, carried beside the number (`store_to_tidy` with ``per_seed``):
 #   row_id: the store row the number comes from (its predictions are read by it; `kdgrid.analysis.cell_stats`);
@@ -251,9 +227,7 @@ def _trial_rows(
     missing = required - set(store_df.columns)
     if missing:
         raise ConfigError(f"the store has no column(s) {sorted(missing)}: is it a kdgrid results store?")
-    rows = store_df
-    if "status" in rows.columns:
-        rows = rows[rows["status"] == "done"]
+    rows = done_rows(store_df)
     memberships: dict[str, set[str]] = {}
     blank = [""] * len(rows)
     study = _values(rows["study"]) if "study" in rows.columns else blank
@@ -272,7 +246,7 @@ def _trial_rows(
             if str(trial_id) in memberships:
                 memberships[str(trial_id)].add(table_name(table))
     # A trial run twice (a forced re-run) has two done rows: the latest counts (the store's one rule).
-    rows = latest_done_rows(rows if "status" in rows.columns else rows.assign(status="done"))
+    rows = latest_done_rows(rows)
     blank = [""] * len(rows)
     rows_study = _values(rows["study"]) if "study" in rows.columns else blank
     trials = pd.DataFrame({"trial_id": [str(v) for v in _values(rows["trial_id"])]})

@@ -33,7 +33,7 @@ from kdgrid.report.pages import failures_page, figures_page, overview_page, tabl
 from kdgrid.report.rows import StoreRows
 from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
-from kdgrid.store.read import scores_long
+from kdgrid.store.read import done_rows, scores_long
 
 MANIFEST = "_report.json"
 FIGURES_DIR = "figures"
@@ -230,7 +230,7 @@ class ReportWriter:
         """The figures, drawn again only when a done row arrived, and then at most every ``figures_every_s``."""
         if not self.draw_figures:
             return []
-        done = data.rows.loc[data.rows["status"] == "done", "row_id"]
+        done = done_rows(data.rows)["row_id"]
         key = ",".join(sorted(map(str, done)))
         if key == self._figures_key:
             self._figures_pending = False
