@@ -18,6 +18,14 @@ from types import MappingProxyType
 # A dev set as the core names it: (task, dev set), e.g. ("mnli", "validation_mismatched").
 DevSet = tuple[str, str]
 
+# --- tables ----------------------------------------------------------------------------------------------------
+
+# The paper's tables, and every table kdgrid lays out: those and the demo's (Table 5 in miniature). A sweep
+# file's ``table:`` key names one of `TABLES`.
+PAPER_TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8")
+DEMO_TABLE = "demo"
+TABLES: tuple[str, ...] = (*PAPER_TABLES, DEMO_TABLE)
+
 # --- knowledge and matching (Tables 5, 6, 8) ------------------------------------------------------------------
 
 # The paper's ten intermediate knowledge types, in the order of Table 5's (and Table 8's) rows.

@@ -18,7 +18,6 @@ import pandas as pd
 from kdgrid.analysis.paper_numbers import paper_numbers
 from kdgrid.analysis.tables import (
     AVERAGE,
-    PAPER_TABLES,
     Agreement,
     Block,
     Cell,
@@ -29,6 +28,7 @@ from kdgrid.analysis.tables import (
     ordered,
 )
 from kdgrid.errors import ConfigError
+from kdgrid.paper import PAPER_TABLES
 
 
 def agreement(pairs: list[tuple[float, float]]) -> Agreement:

@@ -35,9 +35,10 @@ import pandas as pd
 
 from kdgrid.analysis.schema import CONFIG_COLUMNS, FACT_COLUMNS
 from kdgrid.errors import ConfigError
+from kdgrid.paper import PAPER_TABLES
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
-TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8")
+TABLES: tuple[str, ...] = PAPER_TABLES
 
 TEXT_COLUMNS: tuple[str, ...] = (
     "table",

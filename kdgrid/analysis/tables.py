@@ -45,6 +45,7 @@ from kdgrid.paper import (
     TABLE2_DEV_SETS,
     TABLE7_AVERAGED,
     TABLE7_DEV_SETS,
+    TABLES,
     DevSet,
     reported_metric,
 )
@@ -489,8 +490,7 @@ SPECS: dict[str, TableSpec] = {
         ),
     )
 }
-PAPER_TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8")
-TABLE_CHOICES: tuple[str, ...] = (*PAPER_TABLES, "demo")
+TABLE_CHOICES: tuple[str, ...] = TABLES  # the paper's (`PAPER_TABLES`) and the demo's
 
 
 def get_spec(name: str) -> TableSpec:

@@ -24,7 +24,6 @@ from kdgrid.analysis.replicate_bank import ReplicateBank
 from kdgrid.analysis.significant_claims import significant_claim_notes
 from kdgrid.analysis.store_predictions import load_predictions
 from kdgrid.analysis.tables import (
-    PAPER_TABLES,
     TABLE_CHOICES,
     Block,
     Cell,
@@ -36,9 +35,10 @@ from kdgrid.analysis.tables import (
     tables_in,
 )
 from kdgrid.analysis.tables_claims import claim_notes
-from kdgrid.analysis.tidy import knowledge_label, membership_tables, store_to_tidy
+from kdgrid.analysis.tidy import declared_tables, knowledge_label, membership_tables, store_to_tidy
 from kdgrid.bundled_sweeps import bundled_sweep_files
 from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.paper import PAPER_TABLES
 from kdgrid.predictions import TrialPredictions
 from kdgrid.store import read_store, scores_long
 from kdgrid.store.membership import read_memberships
@@ -112,8 +112,14 @@ def load_tidy(store_dir: Path, kind: str = "best", where: Iterable[str] = ()) ->
         return store_to_tidy(
             store_df, pd.DataFrame(columns=["trial_id", "dev_set", "metric", "value", "kind"])
         )
-    tables = membership_tables(read_memberships(store_dir))
-    return store_to_tidy(store_df, scores_long(store_df), kind=kind, table_trials=tables)
+    memberships = read_memberships(store_dir)
+    return store_to_tidy(
+        store_df,
+        scores_long(store_df),
+        kind=kind,
+        table_trials=membership_tables(memberships),
+        declared=declared_tables(memberships),
+    )
 
 
 def table_names(which: str) -> list[str]:

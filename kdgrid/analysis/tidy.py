@@ -35,6 +35,7 @@ import pandas as pd
 
 from kdgrid.analysis.schema import CONFIG_COLUMNS, FACT_COLUMNS, LABEL_COLUMNS
 from kdgrid.errors import ConfigError
+from kdgrid.paper import TABLES as TABLE_CHOICES
 from kdgrid.store.membership import SweepMembership
 from kdgrid.store.read import done_rows, latest_done_rows
 
@@ -81,25 +82,36 @@ def table_name(value: Any) -> str:
     return (match.group(1) or match.group(2)) if match else text
 
 
-# Tables the analysis lays out (`kdgrid.analysis.tables.TABLE_CHOICES`).
-KNOWN_TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8", "demo")
-
-
-def table_of(study: Any, sweep: Any) -> str:
-    """The table a (study, sweep) pair belongs to, a store row's or a recorded membership's: its study if that
-    names a table (``table5``, ``demo``), else its sweep if that does (``table5_single_match``, or a file name
-    ``sweeps/table5_single_match.yaml``), else the study (or sweep) name as it is. The one rule from names to
-    tables: a sweep file's name says which table it produces."""
+def legacy_table_of(study: Any, sweep: Any) -> str:
+    """The table of a (study, sweep) pair by their names, for stores written before sweep files declared their
+    table (rows and memberships without one): its study if that names a table (``table5``, ``demo``), else its
+    sweep if that does (``table5_single_match``, or a file name ``sweeps/table5_single_match.yaml``), else the
+    study (or sweep) name as it is. The only place a name decides a table."""
     names = [table_name(study), table_name(Path(_text(sweep)).stem) if _text(sweep) else ""]
     for name in names:
-        if name in KNOWN_TABLES:
+        if name in TABLE_CHOICES:
             return name
     return names[0] or names[1]
 
 
+def declared_tables(memberships: Iterable[SweepMembership]) -> dict[str, str]:
+    """Sweep name -> the table its file declares (``table:``), from the memberships recorded with one."""
+    return {m.sweep: m.table for m in memberships if m.table is not None}
+
+
+def table_of(study: Any, sweep: Any, declared: Mapping[str, str] | None = None) -> str:
+    """The table a store row's (study, sweep) belongs to: the table its sweep declared (``declared``, from the
+    store's memberships: `declared_tables`), else, for a store written before sweeps declared tables, the name
+    rule `legacy_table_of`."""
+    name = _text(sweep)
+    table = (declared or {}).get(name) or (declared or {}).get(Path(name).stem if name else "")
+    return table or legacy_table_of(study, sweep)
+
+
 def membership_tables(memberships: Iterable[SweepMembership]) -> dict[str, set[str]]:
     """Table -> the trial ids that the recorded sweep memberships (`kdgrid.store.membership`) put in it, for the
-    tables the analysis lays out (`KNOWN_TABLES`); each (study, sweep) pair is mapped by `table_of`.
+    tables the analysis lays out (`TABLE_CHOICES`): the table the membership records (its sweep file's
+    ``table:``), else, for a membership written before, its (study, sweep) by `legacy_table_of`.
 
     A store written before memberships were recorded has none: its trials then count only in the tables of
     the rows' own ``study`` and ``sweep`` columns (`store_to_tidy`), so a trial two sweeps share counts in the
@@ -108,8 +120,8 @@ def membership_tables(memberships: Iterable[SweepMembership]) -> dict[str, set[s
     tables: dict[str, set[str]] = {}
     for membership in memberships:
         for trial_id, study in membership.trials.items():
-            table = table_of(study, membership.sweep)
-            if table in KNOWN_TABLES:
+            table = membership.table or legacy_table_of(study, membership.sweep)
+            if table in TABLE_CHOICES:
                 tables.setdefault(table, set()).add(trial_id)
     return tables
 
@@ -216,7 +228,9 @@ def _extra(value: Any) -> dict[str, Any]:
 
 
 def _trial_rows(
-    store_df: pd.DataFrame, table_trials: Mapping[str, Iterable[str]] | None = None
+    store_df: pd.DataFrame,
+    table_trials: Mapping[str, Iterable[str]] | None = None,
+    declared: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """The done rows of the store with the config columns of the tidy format: one row per (trial, table).
 
@@ -237,7 +251,7 @@ def _trial_rows(
         pair = (s, w) if type(s) is str and type(w) is str else None
         table = tables_of.get(pair) if pair else None
         if table is None:
-            table = table_of(s, w)
+            table = table_of(s, w, declared)
             if pair:
                 tables_of[pair] = table
         memberships.setdefault(str(trial_id), set()).add(table)
@@ -262,7 +276,7 @@ def _trial_rows(
     trials["role"] = "student"
     # A sub-study of a table's sweep (Table 2's fixed_params / fixed_flops) is the block it is printed in.
     trials["block"] = [
-        "" if table_name(s) in KNOWN_TABLES or _text(s) in ("", "main") else _text(s) for s in rows_study
+        "" if table_name(s) in TABLE_CHOICES or _text(s) in ("", "main") else _text(s) for s in rows_study
     ]
     trials["params_m"] = [v / 1e6 for v in _column_or_nan(rows, "student_params")]
     trials["flops_g"] = [v / 1e9 for v in _column_or_nan(rows, "student_flops")]
@@ -348,6 +362,7 @@ def store_to_tidy(
     *,
     per_seed: bool = False,
     table_trials: Mapping[str, Iterable[str]] | None = None,
+    declared: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """The store's done trials as tidy numbers.
 
@@ -361,6 +376,8 @@ def store_to_tidy(
         table_trials: table name -> trial ids of its sweep(s) (`membership_tables` of the store's recorded
             memberships): a trial listed there counts in that table even when the row in the store was written
             by another study's sweep. Without it a trial counts only in the table of its rows' study/sweep.
+        declared: sweep name -> the table its file declares (`declared_tables` of the memberships): a row of
+            such a sweep counts in that table; rows of other sweeps by their names (`legacy_table_of`).
 
     Returns:
         One row per (configuration, dev set, metric) with ``value`` the mean over seeds, ``std`` the sample
@@ -374,7 +391,7 @@ def store_to_tidy(
     columns = [*CONFIG_COLUMNS, "seed", *FACT_COLUMNS, "value"]
     if store_df.empty or scores_df.empty:
         return empty_tidy(per_seed)
-    trials = _trial_rows(store_df, table_trials)
+    trials = _trial_rows(store_df, table_trials, declared)
     scores = scores_df
     if "kind" in scores.columns:
         scores = scores[scores["kind"] == kind]

@@ -25,7 +25,7 @@ import pandas as pd
 
 from kdgrid.analysis.figures import write_figures
 from kdgrid.analysis.tables_report import build_report
-from kdgrid.analysis.tidy import membership_tables, store_to_tidy
+from kdgrid.analysis.tidy import declared_tables, membership_tables, store_to_tidy
 from kdgrid.errors import KdgridError
 from kdgrid.report.assets import asset_paths
 from kdgrid.report.gather import ReportData, gather
@@ -213,7 +213,8 @@ class ReportWriter:
     def _tidy(self, data: ReportData) -> pd.DataFrame:
         rows = data.rows
         tables = membership_tables(data.memberships)
-        return store_to_tidy(rows, scores_long(rows), kind="best", table_trials=tables)
+        declared = declared_tables(data.memberships)
+        return store_to_tidy(rows, scores_long(rows), kind="best", table_trials=tables, declared=declared)
 
     def _tables(self, tidy: pd.DataFrame, update: ReportUpdate):
         """(views, tables asked for with no trials, why none could be laid out)."""
