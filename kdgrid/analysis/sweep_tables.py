@@ -263,14 +263,31 @@ def _label(axes: Sequence[str], values: Sequence[str]) -> str:
 # --- the table --------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Difference:
+    """One cell's difference from its reference (the cell minus the reference, seed means), with the 95%
+    percentile interval of that difference over the same example resamples (paired), for the forest plot."""
+
+    block: str
+    label: str
+    difference: float
+    low: float
+    high: float
+    significant: bool
+    direction: int
+    degenerate: bool
+
+
 @dataclass
 class SweepTable:
-    """A sweep's table (the view to render) and what built it: its layout, reference, the axes' value orders."""
+    """A sweep's table (the view to render) and what built it: its layout, reference, the axes' value orders,
+    and each tested cell's difference from its reference (`Difference`)."""
 
     view: TableView
     layout: SweepLayout
     reference: Reference
     values: dict[str, list[str]]
+    differences: list[Difference] = dataclasses.field(default_factory=list)
 
 
 def parse_sweep_reference(
@@ -408,6 +425,7 @@ def build_sweep_table(
                 )
                 if pair_block.rows:
                     view.blocks.append(pair_block)
+    differences = _differences(main_blocks, parsed, predictions, interval_bank) if intervals else []
     adjusted = stats.holm_bonferroni([p for _, p in pair_tests])
     for (cell, _), p in zip(pair_tests, adjusted, strict=True):
         cell.p_vs_reference = p
@@ -426,7 +444,49 @@ def build_sweep_table(
             "difference: the first value's mean minus the second's; ▲/▼ a difference beyond noise by a paired "
             f"bootstrap test ({test_resamples} resamples), Holm-adjusted p <= {ALPHA} over the {len(pair_tests)} pairs"
         )
-    return SweepTable(view, layout, parsed, values)
+    return SweepTable(view, layout, parsed, values, differences)
+
+
+def _differences(
+    blocks: Sequence[Block],
+    reference: Reference,
+    predictions: Mapping[str, TrialPredictions],
+    bank: ReplicateBank,
+) -> list[Difference]:
+    """Each tested cell minus its condition's reference cell, with the paired percentile interval."""
+    references = {
+        reference.condition(cell.config): cell
+        for block in blocks
+        for cell in block.cells.values()
+        if cell.is_reference
+    }
+    out = []
+    for block in blocks:
+        for (row, column), cell in block.cells.items():
+            ref = references.get(reference.condition(cell.config))
+            if ref is None or cell is ref or cell.missing:
+                continue
+            mine, theirs = _cell_replicates(cell, predictions, bank), _cell_replicates(ref, predictions, bank)
+            if mine is None or theirs is None or mine[0] != theirs[0]:
+                continue
+            difference = cell.value - ref.value
+            interval = stats.interval_from_replicates(
+                mine[1] - theirs[1], difference, stats.DEFAULT_CONFIDENCE
+            )
+            label = " · ".join(x for x in (row, column.label if len(block.columns) > 1 else "") if x)
+            out.append(
+                Difference(
+                    block.title,
+                    label,
+                    difference,
+                    interval.low,
+                    interval.high,
+                    cell.significant,
+                    cell.direction,
+                    bool(cell.degenerate),
+                )
+            )
+    return out
 
 
 _RUN_COLUMNS = ("trial_id", "row_id", "value", "seed", "degenerate", "teacher_agreement")

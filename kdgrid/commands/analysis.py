@@ -212,10 +212,46 @@ def _sweep_tables(
 
 def figures(
     store: StoreOpt = Path("results"),
-    out: Annotated[Path, typer.Option(help="Folder for the PNG and PDF files.")] = Path("results/figures"),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for the PNG and PDF files (default: results/figures; with --sweep: NAME-figures)."
+        ),
+    ] = None,
     kind: KindOpt = "best",
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            help="A forest plot of this sweep's table: each cell's difference from the reference (docs/tables.md)."
+        ),
+    ] = None,
+    rows: Annotated[str | None, typer.Option(help="With --sweep: as `kdgrid tables --rows`.")] = None,
+    cols: Annotated[str | None, typer.Option(help="With --sweep: as `kdgrid tables --cols`.")] = None,
+    reference: Annotated[
+        str | None, typer.Option(help="With --sweep: as `kdgrid tables --reference`.")
+    ] = None,
 ) -> None:
-    """Heat maps of knowledge x strategy, temperature x hard-label weight, score vs size, ours vs published."""
+    """Heat maps of knowledge x strategy, temperature x hard-label weight, score vs size, ours vs published; with
+    --sweep, forest plots of any sweep's table."""
+    if sweep is not None:
+        from kdgrid.analysis.sweep_figures import forest_plots
+        from kdgrid.analysis.sweep_tables import sweep_table
+
+        folder = out or Path(f"{sweep}-figures")
+        built = sweep_table(
+            store, sweep, kind=kind, rows=rows, cols=cols, reference=reference, intervals="on"
+        )
+        written = forest_plots(built, folder)
+        if not written:
+            raise KdgridError(f"sweep {sweep!r} has no cell tested against a reference: nothing to plot")
+        for path in written:
+            typer.echo(str(path))
+        typer.echo(f"{len(written)} file(s) in {folder}")
+        return
+    for option, given in (("--rows", rows), ("--cols", cols), ("--reference", reference)):
+        if given is not None:
+            raise ConfigError(f"{option} lays out a sweep's own figures: give it with --sweep NAME")
+    out = out or Path("results/figures")
     from kdgrid.analysis.figures import write_store_figures
 
     written = write_store_figures(store, out, kind=kind)

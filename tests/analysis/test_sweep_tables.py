@@ -216,3 +216,22 @@ def test_intervals_off_leaves_cells_without_interval(store: Path) -> None:
     view = sweep_table(store, SWEEP, intervals="off").view
     cell = view.blocks[0].cells[next(iter(view.blocks[0].cells))]
     assert not cell.has_interval and math.isnan(cell.p_vs_reference)
+
+
+def test_differences_from_the_reference_and_the_forest_plot(store: Path, tmp_path: Path, capsys) -> None:
+    built = sweep_table(store, SWEEP, resamples=300, test_resamples=300)
+    by_label = {d.label: d for d in built.differences}
+    assert set(by_label) == {"hidden_mse · 0.01", "cos · 0.001", "cos · 0.01"}  # the reference is not plotted
+    worse = by_label["cos · 0.001"]
+    assert worse.difference == pytest.approx(0.6 - 0.8) and worse.low <= -0.2 <= worse.high < 0
+    assert worse.significant and worse.direction == -1 and not worse.degenerate
+    same = by_label["hidden_mse · 0.01"]  # the same predictions as the reference: no spread at all
+    assert (same.difference, same.low, same.high) == (0.0, 0.0, 0.0)
+    out = tmp_path / "figures"
+    code, printed, err = run_kdgrid(
+        capsys, "figures", "--sweep", SWEEP, "--store", str(store), "--out", str(out)
+    )
+    assert code == 0, err
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["my-study_forest_1_sst2.pdf", "my-study_forest_1_sst2.png"] and "2 file(s)" in printed
+    assert (out / files[1]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (store / "figures").exists()

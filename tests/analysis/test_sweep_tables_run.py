@@ -99,3 +99,16 @@ def test_its_terminal_table_shows_the_reference_and_a_wrong_axis_is_refused(stor
     assert code == 2 and "its axes (the fields that vary between its trials): temperature, lr" in " ".join(
         err.split()
     )
+
+
+def test_its_forest_plot_is_written_where_asked_not_into_the_store(
+    store: Path, tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "figures"
+    code, printed, err = run_kdgrid(
+        capsys, "figures", "--sweep", SWEEP, "--store", str(store), "--out", str(out)
+    )
+    assert code == 0, err
+    pngs = sorted(out.glob("*.png"))
+    assert len(pngs) == 1 and pngs[0].stat().st_size > 1000 and "2 file(s)" in printed
+    assert not any(path.suffix in (".png", ".pdf") for path in store.rglob("*"))
