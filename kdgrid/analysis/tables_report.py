@@ -119,6 +119,7 @@ def load_tidy(store_dir: Path, kind: str = "best", where: Iterable[str] = ()) ->
         kind=kind,
         table_trials=membership_tables(memberships),
         declared=declared_tables(memberships),
+        tables=TABLE_CHOICES,
     )
 
 

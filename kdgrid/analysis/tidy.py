@@ -363,6 +363,7 @@ def store_to_tidy(
     per_seed: bool = False,
     table_trials: Mapping[str, Iterable[str]] | None = None,
     declared: Mapping[str, str] | None = None,
+    tables: Iterable[str] | None = None,
 ) -> pd.DataFrame:
     """The store's done trials as tidy numbers.
 
@@ -378,6 +379,9 @@ def store_to_tidy(
             by another study's sweep. Without it a trial counts only in the table of its rows' study/sweep.
         declared: sweep name -> the table its file declares (`declared_tables` of the memberships): a row of
             such a sweep counts in that table; rows of other sweeps by their names (`legacy_table_of`).
+        tables: keep only the numbers of these tables (e.g. `TABLE_CHOICES`, what the tables and the report lay
+            out), before seeds are aggregated: another sweep's trials that differ in more than their seed (any
+            sweep's own table keeps them apart, `kdgrid.analysis.sweep_tables`) are then never averaged together.
 
     Returns:
         One row per (configuration, dev set, metric) with ``value`` the mean over seeds, ``std`` the sample
@@ -416,6 +420,8 @@ def store_to_tidy(
     if not teachers.empty:
         frames.append(normalise(_with_row_facts(teachers))[columns])
     tidy = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if tables is not None:
+        tidy = tidy[tidy["table"].isin(set(tables))]
     if per_seed:
         return tidy.reset_index(drop=True)
     return _aggregate_normalised(tidy)  # normalised above: `aggregate_seeds` would normalise it again

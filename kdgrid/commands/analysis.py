@@ -129,7 +129,10 @@ def tables(
     uncertainty = UncertaintyOptions(intervals, reference, **counts)
     uncertainty.check()
     tidy = load_tidy(store, kind, where or ())
-    report = build_report(tidy, table, store, compare=compare, uncertainty=uncertainty, values=values)
+    try:
+        report = build_report(tidy, table, store, compare=compare, uncertainty=uncertainty, values=values)
+    except KdgridError as error:
+        raise _with_sweep_hint(error, store) from error
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(render_report(report, fmt, store))
@@ -150,6 +153,23 @@ def tables(
         label = "the demo table" if name == "demo" else f"Table {name}"
         line = f"no trials of {label} in {store} (sweep: {sweep_files(name)[0]})"
         console.print(line, style="dim", markup=False, highlight=False)
+
+
+def _with_sweep_hint(error: KdgridError, store: Path) -> KdgridError:
+    """``error`` (a store without trials of a paper table) with the sweeps the store does have, each of which
+    `kdgrid tables --sweep NAME` lays out."""
+    from kdgrid.analysis.sweep_tables import store_sweeps
+    from kdgrid.store import read_store
+    from kdgrid.store.membership import read_memberships
+
+    if not store.exists():
+        return error
+    sweeps = store_sweeps(read_store(store), read_memberships(store))
+    if not sweeps:
+        return error
+    return KdgridError(
+        f"{error}. Any sweep gets its own table: kdgrid tables --sweep NAME (this store's sweeps: {', '.join(sweeps)})"
+    )
 
 
 def _sweep_tables(

@@ -27,6 +27,7 @@ from kdgrid.analysis.figures import write_figures
 from kdgrid.analysis.tables_report import build_report
 from kdgrid.analysis.tidy import declared_tables, membership_tables, store_to_tidy
 from kdgrid.errors import KdgridError
+from kdgrid.paper import TABLES
 from kdgrid.report.assets import asset_paths
 from kdgrid.report.gather import ReportData, gather
 from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
@@ -221,7 +222,9 @@ class ReportWriter:
         rows = data.rows
         tables = membership_tables(data.memberships)
         declared = declared_tables(data.memberships)
-        return store_to_tidy(rows, scores_long(rows), kind="best", table_trials=tables, declared=declared)
+        return store_to_tidy(
+            rows, scores_long(rows), kind="best", table_trials=tables, declared=declared, tables=TABLES
+        )
 
     def _tables(self, tidy: pd.DataFrame, update: ReportUpdate):
         """(views, tables asked for with no trials, why none could be laid out)."""

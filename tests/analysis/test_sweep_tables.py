@@ -235,3 +235,10 @@ def test_differences_from_the_reference_and_the_forest_plot(store: Path, tmp_pat
     files = sorted(p.name for p in out.iterdir())
     assert files == ["my-study_forest_1_sst2.pdf", "my-study_forest_1_sst2.png"] and "2 file(s)" in printed
     assert (out / files[1]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (store / "figures").exists()
+
+
+def test_a_store_without_paper_tables_points_at_its_sweeps(store: Path, capsys) -> None:
+    code, _, err = run_kdgrid(capsys, "tables", "--store", str(store))
+    text = " ".join(err.split())
+    assert code == 2 and "holds no trials of any table" in text
+    assert "Any sweep gets its own table: kdgrid tables --sweep NAME (this store's sweeps: my_study)" in text
