@@ -3,7 +3,7 @@
 Numbers use `analysis.render`'s conventions (4 decimals, ``mean±std`` over seeds, facts with 4 significant digits,
 ``-`` for missing, the best value of each block in bold, ``ours / published (difference)`` once compared). Where a
 cell carries an interval and a significance test, they are shown under its number: ``[low, high]``, a mark for a
-significant difference from the block's reference (▲ better, ▼ worse, its p-value in the tooltip) and ⚠ for a
+significant difference from the block's reference (▲ better, ▼ worse, its p-value in the tooltip) and † for a
 degenerate student (chance-level: its number is not evidence of anything).
 """
 
