@@ -3,6 +3,8 @@
 - README.md is at most `MAX_README_LINES` lines; everything else lives in docs/.
 - Every docs/ page or image the README (or a docs/ page) names exists.
 - The row schema version the docs state is `kdgrid.store.schema.SCHEMA_VERSION`.
+- docs/design.md's module list ("Where things live") has a line for every module of `kdgrid` and `analysis`, and
+  names no file that does not exist.
 - README command 1 (`make demo`) installs kdgrid without the test, benchmark and MLflow extras, and command 2
   (`make test`, what `.ci/run` runs) installs them (read from `make --dry-run`, nothing is executed).
 """
@@ -123,3 +125,62 @@ def test_make_test_installs_the_test_extras_and_ci_runs_it() -> None:
     assert re.search(r"^make test +# 2\.", readme, re.MULTILINE)
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert re.search(r"^make test$", ci, re.MULTILINE), ".ci/run must run README command 2 exactly"
+
+
+DESIGN = DOCS / "design.md"
+PACKAGE_HEADER = re.compile(r"^\| `([\w/]+/)` \|")  # a table of one package: | `grid/` | what it is |
+
+
+def _module_list() -> list[str]:
+    """The files docs/design.md's "Where things live" lists, as paths below the repository root: each row's first
+    cell, under its table's package (`| `grid/` | ... |` heads a table of `grid/`'s modules); a bare name after
+    a path in one cell (`analysis/claims.py`, `tables_claims.py`) is in that path's folder."""
+    text = DESIGN.read_text(encoding="utf-8")
+    section = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
+    listed: list[str] = []
+    base = "kdgrid/"
+    lines = section.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("### "):
+            base = "kdgrid/" if "`kdgrid/`" in line else ""
+        heads_a_table = index + 1 < len(lines) and lines[index + 1].startswith("| ---")
+        header = PACKAGE_HEADER.match(line) if heads_a_table else None
+        if header:
+            prefix = base + header.group(1)
+            continue
+        if heads_a_table:  # | file | ... | or | `export/`, `report/` | ... |: rows name their own folders
+            prefix = base
+            continue
+        if not line.startswith("| `"):
+            continue
+        folder = ""
+        for token in re.findall(r"`([^`]+)`", line.split(" | ")[0]):
+            if "/" in token.rstrip("/"):
+                folder = token[: token.rstrip("/").rfind("/") + 1]
+                listed.append(prefix + token)
+            else:
+                listed.append(prefix + folder + token)
+    return listed
+
+
+def _modules() -> list[str]:
+    found = []
+    for package in ("kdgrid", "analysis"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.name not in ("__init__.py", "__main__.py"):
+                found.append(path.relative_to(ROOT).as_posix())
+    return found
+
+
+def test_the_module_list_has_every_module() -> None:
+    listed = _module_list()
+    folders = tuple(entry for entry in listed if entry.endswith("/"))
+    missing = [m for m in _modules() if m not in listed and not m.startswith(folders)]
+    assert not missing, f"docs/design.md, 'Where things live', has no line for: {missing}"
+
+
+def test_the_module_list_names_only_files_that_exist() -> None:
+    listed = _module_list()
+    assert "kdgrid/grid/spec.py" in listed and "analysis/tidy.py" in listed  # the parser reads the tables
+    stale = [entry for entry in listed if "*" not in entry and not (ROOT / entry).exists()]
+    assert not stale, f"docs/design.md, 'Where things live', names files that do not exist: {stale}"
