@@ -86,6 +86,12 @@ class Cell:
     teacher_agreement: float = math.nan
     paper_inside: bool | None = None
     config: dict[str, Any] = field(default_factory=dict, repr=False)  # the tidy row's config columns
+    selected_over: tuple[str, ...] = ()  # config fields this cell picked its best configuration over
+    paper_low: float = (
+        math.nan
+    )  # where one more run of this cell would fall (>= 2 seeds), for --compare paper
+    paper_high: float = math.nan
+    test_method: str = ""  # which test gave p_vs_reference (`analysis.stats.TEST_METHODS`)
 
     @property
     def has_interval(self) -> bool:
@@ -546,7 +552,12 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
         )
         if key in cells:
             collisions += 1
-            if cells[key].value >= cell.value:
+            previous = cells[key]
+            over = {c for c in CONFIG_COLUMNS if _differs(previous.config.get(c), cell.config.get(c))}
+            over |= set(previous.selected_over)
+            winner = previous if previous.value >= cell.value else cell
+            winner.selected_over = tuple(sorted(over))
+            if winner is previous:
                 continue
         cells[key] = cell
         for column, attribute in spec.facts:
@@ -555,7 +566,10 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
                 facts.setdefault((place.block, place.row), {}).setdefault(column, float(value))
     if collisions:
         notes.append(
-            f"{collisions} cell(s) had more than one configuration in the store; each shows the best mean."
+            f"{collisions} cell(s) had more than one configuration in the store; each shows the best mean "
+            "(fields: "
+            + ", ".join(sorted({f for c in cells.values() for f in c.selected_over}))
+            + "; keep one with --where FIELD=VALUE)."
         )
     for (block, row_label), values in facts.items():
         for column, value in values.items():
@@ -567,6 +581,14 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
         view.notes.append(f"average: the mean of {', '.join(spec.average)} (as the paper's printed averages)")
     mark_best(view, spec.bold)
     return view
+
+
+def _differs(a: Any, b: Any) -> bool:
+    """Two config values differ (NaN equals NaN: a field neither configuration sets)."""
+    missing_a, missing_b = (v is None or (isinstance(v, float) and math.isnan(v)) for v in (a, b))
+    if missing_a or missing_b:
+        return missing_a != missing_b
+    return str(a) != str(b)
 
 
 def _assemble(spec: TableSpec, cells: dict[tuple[str, str, Column], Cell]) -> TableView:
