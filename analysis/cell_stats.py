@@ -344,15 +344,17 @@ def paired_test_of_cells(
         return None
     _same_examples(a, b, side_a, side_b)
     metric = a.config["metric"]
+    if len(side_a.runs) > 1 and len(side_b.runs) > 1:  # no resampling needed: the seeds' own scores
+        full_a = stats.full_scores(metric, side_a.gold, side_a.runs)
+        full_b = stats.full_scores(metric, side_b.gold, side_b.runs)
+        return stats.seed_t_test(full_a, full_b, paired=sorted(side_a.seeds) == sorted(side_b.seeds))
+    if metric == "accuracy" and len(side_a.runs) == len(side_b.runs) == 1:
+        return stats.mcnemar_test(side_a.gold, side_a.runs[0], side_b.runs[0])
     bank = bank or ReplicateBank(stats.DEFAULT_TEST_RESAMPLES, 0)
     register_cell(bank, metric, side_a)
     register_cell(bank, metric, side_b)
     replicates_a, full_a, _ = bank.replicates(metric, side_a.fingerprint, side_a.keys)
     replicates_b, full_b, _ = bank.replicates(metric, side_b.fingerprint, side_b.keys)
-    if len(full_a) > 1 and len(full_b) > 1:
-        return stats.seed_t_test(full_a, full_b, paired=sorted(side_a.seeds) == sorted(side_b.seeds))
-    if metric == "accuracy" and len(full_a) == len(full_b) == 1:
-        return stats.mcnemar_test(side_a.gold, side_a.runs[0], side_b.runs[0])
     difference = float(full_a.mean() - full_b.mean())
     return stats.normal_test(difference, replicates_a.mean(axis=1) - replicates_b.mean(axis=1))
 

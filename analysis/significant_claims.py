@@ -143,6 +143,9 @@ def one_layer_test(
     shuffled = []
     for block in blocks:
         k, n = block.shape
+        if metric == "accuracy" and np.all((block == 0) | (block == 1)):
+            shuffled.append(_shuffled_binary_accuracy(block, rng, resamples))
+            continue
         if metric == "accuracy":  # only examples where the strategies disagree move anything
             keep = np.ptp(block, axis=0) > 0
             constant = block[:, ~keep].sum(axis=1)
@@ -167,6 +170,27 @@ def one_layer_test(
     p_value = min(1.0, 2.0 * (min(above, below) + 1) / (resamples + 1))
     centre = float(np.mean(null))  # the direction is against the null's own centre, not 0
     return observed - centre, p_value, 2.0 / (resamples + 1)
+
+
+def _shuffled_binary_accuracy(correct: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """``[R, k]``: the k cells' accuracies after R per-example shuffles of 0/1 correctness ``[k, N]``, drawn
+    exactly without touching the examples: an example right for c of the k cells gives its c right answers to a
+    uniformly random c-subset of the cells, so the n_c such examples together put multinomial(n_c, uniform over
+    the C(k, c) subsets) counts on the subsets."""
+    k, n = correct.shape
+    per_example = correct.sum(axis=0).astype(int)
+    totals = np.zeros((resamples, k))
+    for c in range(1, k + 1):
+        n_c = int(np.sum(per_example == c))
+        if n_c == 0:
+            continue
+        subsets = list(itertools.combinations(range(k), c))
+        incidence = np.zeros((len(subsets), k))
+        for row, subset in enumerate(subsets):
+            incidence[row, list(subset)] = 1.0
+        counts = rng.multinomial(n_c, np.full(len(subsets), 1.0 / len(subsets)), size=resamples)
+        totals += counts @ incidence
+    return totals / n
 
 
 def one_layer_best(

@@ -434,10 +434,10 @@ def friedman_over_examples(scores: ArrayLike) -> OmnibusTest:
         return OmnibusTest(0.0, 1.0, "cochran")
     ranks = scipy_stats.rankdata(informative, axis=0)  # within each example, over candidates
     rank_sums = ranks.sum(axis=1)
-    ties = 0.0
-    for column in informative.T:  # tie correction: sum of t^3 - t over each example's tie groups
-        _, counts = np.unique(column, return_counts=True)
-        ties += float(np.sum(counts**3 - counts))
+    # Tie correction: the sum over each example's tie groups of t^3 - t, i.e. over its candidates of t^2 - 1
+    # with t the size of the candidate's tie group.
+    group_sizes = (informative[:, None, :] == informative[None, :, :]).sum(axis=1)  # [k, N]
+    ties = float(np.sum(group_sizes.astype(np.float64) ** 2 - 1))
     denominator = 1.0 - ties / (n * k * (k * k - 1))
     statistic = 12.0 / (n * k * (k + 1)) * float(np.sum((rank_sums - n * (k + 1) / 2) ** 2)) / denominator
     return OmnibusTest(statistic, float(scipy_stats.chi2.sf(statistic, k - 1)), "cochran")
