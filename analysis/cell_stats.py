@@ -375,6 +375,18 @@ def cell_runs(
     return None if side is None else (side.gold, side.runs)
 
 
+def replicate_means(
+    bank: ReplicateBank, cell: Cell, predictions: Mapping[str, TrialPredictions]
+) -> np.ndarray:
+    """``[R]``: a cell's bootstrap replicate scores over dev examples in ``bank``, mean over its seeds (the cell
+    is registered first if it is not yet)."""
+    side = _side(cell, predictions)
+    if side is None:
+        raise ValueError(f"{_where(cell)} has no predictions")
+    register_cell(bank, cell.config["metric"], side)
+    return bank.replicates(cell.config["metric"], side.fingerprint, side.keys)[0].mean(axis=1)
+
+
 def _flag_majority(cell: Cell, side: _Side) -> None:
     """Mark an accuracy cell whose interval reaches the majority class's accuracy on its dev set as degenerate:
     its score cannot be told from predicting the most frequent class."""

@@ -8,7 +8,7 @@ was fixed before looking at the numbers (never a comparison of cells picked as t
   counted as "First-1/Last-1 better", "another strategy better" or "within noise".
 - Variance across strategies: per (condition, knowledge type), ONE test that all its strategies have the same
   score (`strategies_omnibus`: Friedman / Cochran's Q over examples for one-seed accuracy, ANOVA over seed
-  scores with two or more seeds, a permutation over examples otherwise), corrected over the rows; in the rows
+  scores with two or more seeds, a Wald test on the bootstrap covariance otherwise), corrected over the rows; in the rows
   that differ, every pair of strategies is tested, Holm within the row.
 - Calibrated weights: each cell of Table 8 against the same cell of Table 5 (beta = 1); better, worse, within
   noise (`analysis.cell_stats.paired_test_of_cells`).
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis import stats
-from analysis.cell_stats import ALPHA, cell_runs, paired_test_of_cells, register_cells
+from analysis.cell_stats import ALPHA, cell_runs, paired_test_of_cells, register_cells, replicate_means
 from analysis.claims import ONE_LAYER_STRATEGIES
 from analysis.replicate_bank import ReplicateBank
 from analysis.tables import Cell, TableView
@@ -36,9 +36,9 @@ from kdgrid.predictions import TrialPredictions
 
 Compare = Callable[[Cell, Cell], "stats.PairedTest | None"]
 
-CLAIM_PERMUTATIONS = 2000
-"""Shuffles of `one_layer_best`'s and the non-accuracy omnibus' permutation tests: floor 1 / 2001, so a Holm
-correction over up to ~100 conditions can still reject at 0.05."""
+CLAIM_PERMUTATIONS = 4000
+"""Draws of `one_layer_best`'s null (exact shuffles or Gaussian draws): floor 2 / 4,001, so a correction over
+up to ~100 conditions (a full Table 5 has 27) can still reject at 0.05; a family beyond is warned about."""
 
 
 @dataclass(frozen=True)
@@ -99,73 +99,63 @@ def _example_scores(cells: list[Cell], predictions: Mapping[str, TrialPrediction
 
 
 def one_layer_test(
-    cells: list[Cell], predictions: Mapping[str, TrialPredictions], *, resamples: int, seed: int
+    cells: list[Cell],
+    predictions: Mapping[str, TrialPredictions],
+    *,
+    resamples: int,
+    seed: int,
+    bank: ReplicateBank | None = None,
 ) -> tuple[float, float, float] | None:
-    """(D, two-sided p, floor) of one condition's `one_layer_best` statistic, or None (no predictions, no side).
+    """(D - its null centre, two-sided p, floor) of one condition's `one_layer_best` statistic ``D = max over
+    First-1/Last-1 cells - max over the others``, or None (no predictions, or a side without cells).
 
-    Each shuffle permutes, per example and within each knowledge type, which strategy made which prediction;
-    p = 2 min(#{D* >= D} + 1, #{D* <= D} + 1) / (R + 1), at most 1. Accuracy works on per-example correctness
-    (mean over seeds); other metrics on each cell's first seed."""
+    The null is "within each knowledge type, the strategy makes no difference", with the choice of the best of 2
+    and of 3 redone in every draw:
+    - one seed per cell, accuracy: exact per-example shuffles of which strategy made which prediction
+      (`_shuffled_binary_accuracy`);
+    - otherwise: Gaussian draws around each knowledge type's mean score with the cells' covariance (over seeds:
+      s^2 / K per cell; one seed: the paired bootstrap covariance over dev examples from ``bank``).
+    p = 2 min(#{D* >= D} + 1, #{D* <= D} + 1) / (R + 1), at most 1."""
     by_type: dict[str, list[Cell]] = {}
     for cell in cells:
         by_type.setdefault(cell.config["knowledge"], []).append(cell)
-    metric = cells[0].config["metric"]
-    one_rows, other_rows, blocks, gold = [], [], [], None
-    offset = 0
-    for members in by_type.values():
-        if metric == "accuracy":
-            block = _example_scores(members, predictions)
-        else:
-            firsts = [cell_runs(c, predictions) for c in members]
-            if any(f is None for f in firsts):
-                return None
-            gold = firsts[0][0]
-            block = np.stack([f[1][0] for f in firsts])
-        if block is None:
-            return None
-        blocks.append(block)
-        for i, cell in enumerate(members):
-            (one_rows if cell.config["strategy"] in ONE_LAYER_STRATEGIES else other_rows).append(offset + i)
-        offset += len(members)
-    if not one_rows or not other_rows:
+    ordered = [cell for members in by_type.values() for cell in members]
+    one_rows = [i for i, c in enumerate(ordered) if c.config["strategy"] in ONE_LAYER_STRATEGIES]
+    other_rows = [i for i, c in enumerate(ordered) if c.config["strategy"] not in ONE_LAYER_STRATEGIES]
+    runs = [cell_runs(c, predictions) for c in ordered]
+    if not one_rows or not other_rows or any(r is None for r in runs):
         return None
-    score = (
-        (lambda x: x.mean(axis=-1))
-        if metric == "accuracy"
-        else (lambda x: stats.full_scores(metric, gold, x.reshape(-1, x.shape[-1])).reshape(x.shape[:-1]))
-    )
+    metric = ordered[0].config["metric"]
 
     def statistic(values: np.ndarray) -> np.ndarray:  # [..., cells] -> [...]
         return values[..., one_rows].max(axis=-1) - values[..., other_rows].max(axis=-1)
 
-    observed = float(statistic(np.concatenate([score(b) for b in blocks])))
     rng = np.random.default_rng(seed)
-    shuffled = []
-    for block in blocks:
-        k, n = block.shape
-        if metric == "accuracy" and np.all((block == 0) | (block == 1)):
-            shuffled.append(_shuffled_binary_accuracy(block, rng, resamples))
-            continue
-        if metric == "accuracy":  # only examples where the strategies disagree move anything
-            keep = np.ptp(block, axis=0) > 0
-            constant = block[:, ~keep].sum(axis=1)
-            block, n = block[:, keep], int(keep.sum())
-        orders = np.array(list(itertools.permutations(range(k)))) if k <= 6 else None
-        values = np.empty((resamples, k))
-        step = max(1, (1 << 22) // max(1, n * k))
-        for start in range(0, resamples, step):
-            rows = min(step, resamples - start)
-            if orders is not None:
-                order = orders[rng.integers(0, len(orders), size=(rows, n))].transpose(0, 2, 1)
-            else:
-                order = np.argsort(rng.random((rows, k, n)), axis=1)
-            moved = np.take_along_axis(np.broadcast_to(block, (rows, k, n)), order, axis=1)
-            if metric == "accuracy":
-                values[start : start + rows] = (moved.sum(axis=-1) + constant) / len(keep)
-            else:
-                values[start : start + rows] = score(moved)
-        shuffled.append(values)
-    null = statistic(np.concatenate(shuffled, axis=1))
+    if metric == "accuracy" and all(len(p) == 1 for _, p in runs):
+        observed = float(statistic(np.array([float((p[0] == g).mean()) for g, p in runs])))
+        blocks, start = [], 0
+        for members in by_type.values():
+            block = np.stack([(p[0] == g) for g, p in runs[start : start + len(members)]]).astype(np.float64)
+            blocks.append(_shuffled_binary_accuracy(block, rng, resamples))
+            start += len(members)
+        null = statistic(np.concatenate(blocks, axis=1))
+    else:
+        scores = [stats.full_scores(metric, g, p) for g, p in runs]
+        values = np.array([s.mean() for s in scores])
+        observed = float(statistic(values))
+        if all(len(s) > 1 for s in scores):
+            covariance = np.diag([np.var(s, ddof=1) / len(s) for s in scores])
+        else:
+            bank = bank or ReplicateBank(stats.DEFAULT_TEST_RESAMPLES, seed)
+            register_cells(bank, ordered, predictions)
+            replicates = np.stack([replicate_means(bank, c, predictions) for c in ordered], axis=1)
+            covariance = np.cov(replicates, rowvar=False)
+        centres, start = np.empty(len(ordered)), 0
+        for members in by_type.values():
+            centres[start : start + len(members)] = values[start : start + len(members)].mean()
+            start += len(members)
+        draws = rng.multivariate_normal(np.zeros(len(ordered)), covariance, size=resamples, method="eigh")
+        null = statistic(centres + draws)
     above, below = int(np.sum(null >= observed - 1e-12)), int(np.sum(null <= observed + 1e-12))
     p_value = min(1.0, 2.0 * (min(above, below) + 1) / (resamples + 1))
     centre = float(np.mean(null))  # the direction is against the null's own centre, not 0
@@ -200,6 +190,7 @@ def one_layer_best(
     resamples: int = CLAIM_PERMUTATIONS,
     seed: int = 0,
     correction: str = "holm",
+    bank: ReplicateBank | None = None,
 ) -> Tally:
     """Per condition: is the best First-1/Last-1 cell better than the best of the other strategies, beyond what
     the choice of the best among 2 and among 3 would give (`one_layer_test`)? ``first``: First-1/Last-1 better."""
@@ -209,7 +200,8 @@ def one_layer_best(
     results = [
         result
         for cells in by_condition.values()
-        if (result := one_layer_test(cells, predictions, resamples=resamples, seed=seed)) is not None
+        if (result := one_layer_test(cells, predictions, resamples=resamples, seed=seed, bank=bank))
+        is not None
     ]
     return _count(results, correction)
 
@@ -218,13 +210,15 @@ def strategies_omnibus(
     cells: list[Cell],
     predictions: Mapping[str, TrialPredictions],
     *,
-    resamples: int = CLAIM_PERMUTATIONS,
+    resamples: int = stats.DEFAULT_TEST_RESAMPLES,
     seed: int = 0,
+    bank: ReplicateBank | None = None,
 ) -> stats.OmnibusTest | None:
     """One test that the cells (k >= 2 strategies of one condition and knowledge type) have the same score:
     ANOVA over seed scores when every cell ran two or more seeds (method level); otherwise over examples:
-    Friedman on per-example correctness for accuracy (Cochran's Q with one seed each), a permutation of the
-    strategies' first-seed predictions per example for other metrics. None when a cell has no predictions."""
+    Friedman on per-example correctness for accuracy (Cochran's Q with one seed each), for other metrics a Wald
+    chi-square test of equal scores with the paired bootstrap covariance over dev examples (``bank``: replicates
+    shared with the tests). None when a cell has no predictions."""
     runs = [cell_runs(c, predictions) for c in cells]
     if any(r is None for r in runs):
         return None
@@ -233,10 +227,10 @@ def strategies_omnibus(
         return stats.anova_over_seeds([stats.full_scores(metric, gold, p) for gold, p in runs])
     if metric == "accuracy":
         return stats.friedman_over_examples(np.stack([(p == g[None]).mean(axis=0) for g, p in runs]))
-    gold = runs[0][0]
-    return stats.permutation_over_examples(
-        metric, gold, np.stack([p[0] for _, p in runs]), resamples=resamples, seed=seed
-    )
+    bank = bank or ReplicateBank(resamples, seed)
+    register_cells(bank, cells, predictions)
+    values = np.array([stats.full_scores(metric, g, p).mean() for g, p in runs])
+    return stats.wald_equal(values, np.stack([replicate_means(bank, c, predictions) for c in cells], axis=1))
 
 
 @dataclass(frozen=True)
@@ -256,9 +250,9 @@ def strategies_differ(
     predictions: Mapping[str, TrialPredictions],
     compare: Compare,
     *,
-    resamples: int = CLAIM_PERMUTATIONS,
     seed: int = 0,
     correction: str = "holm",
+    bank: ReplicateBank | None = None,
 ) -> StrategiesDiffer:
     """Per (condition, knowledge type): one test of equality across its strategies (`strategies_omnibus`),
     corrected over the rows; in each row that differs, every pair of strategies by ``compare``, Holm within the
@@ -270,7 +264,7 @@ def strategies_differ(
         (cells, result)
         for cells in groups.values()
         if len(cells) >= 2
-        and (result := strategies_omnibus(cells, predictions, resamples=resamples, seed=seed)) is not None
+        and (result := strategies_omnibus(cells, predictions, seed=seed, bank=bank)) is not None
     ]
     adjusted = stats.adjust([r.p_value for _, r in tested], correction)
     differ = pairs = pairs_differ = 0
@@ -329,7 +323,7 @@ def significant_claim_notes(
     warn = " - warning: this family cannot reach the threshold whatever the data"
     notes = []
     if name in ("5", "6"):
-        best = one_layer_best(view, predictions, seed=seed, correction=correction)
+        best = one_layer_best(view, predictions, seed=seed, correction=correction, bank=bank)
         if best.total:
             notes.append(
                 f"{beyond}: First-1/Last-1's best cell beats every other strategy's best in {best.first} of "
@@ -338,7 +332,7 @@ def significant_claim_notes(
                 + (warn if best.unreachable else "")
             )
     if name == "5":
-        differ = strategies_differ(view, predictions, compare, seed=seed, correction=correction)
+        differ = strategies_differ(view, predictions, compare, seed=seed, correction=correction, bank=bank)
         if differ.rows:
             notes.append(
                 f"{beyond}: the matching strategies differ in {differ.differ} of {differ.rows} (condition, "

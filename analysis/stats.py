@@ -20,7 +20,6 @@ Conventions (every function here):
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -312,7 +311,7 @@ def mcnemar_test(gold: ArrayLike, prediction_a: ArrayLike, prediction_b: ArrayLi
 
     Only the discordant examples count: b01 where a is right and b wrong, b10 the reverse; under the null each
     discordant example is a fair coin, so p is the two-sided exact binomial p of b01 in b01 + b10 trials at 1/2
-    (`scipy.stats.binomtest`). No resampling, so no floor beyond the data's own: ``2 * 0.5 ** (b01 + b10)``.
+    (`scipy.stats.binomtest`'s, computed as twice the smaller tail). No resampling, so no floor beyond the data's own: ``2 * 0.5 ** (b01 + b10)``.
     Identical runs give p = 1."""
     labels = _gold(gold)
     a = _runs(prediction_a, labels, "prediction_a", allow_seeds=False)[0]
@@ -320,7 +319,9 @@ def mcnemar_test(gold: ArrayLike, prediction_a: ArrayLike, prediction_b: ArrayLi
     right_a, right_b = a == labels, b == labels
     a_only = int(np.sum(right_a & ~right_b))
     discordant = a_only + int(np.sum(right_b & ~right_a))
-    p_value = 1.0 if discordant == 0 else float(scipy_stats.binomtest(a_only, discordant, 0.5).pvalue)
+    # At probability 1/2 the binomial is symmetric, so binomtest's two-sided p is twice the smaller tail.
+    smaller_tail = scipy_stats.binom.cdf(min(a_only, discordant - a_only), discordant, 0.5)
+    p_value = 1.0 if discordant == 0 else float(min(1.0, 2.0 * smaller_tail))
     return PairedTest(
         difference=float(right_a.mean() - right_b.mean()),
         p_value=min(1.0, p_value),
@@ -415,7 +416,7 @@ class OmnibusTest:
 
     statistic: float
     p_value: float
-    method: str  # "cochran" (Friedman over examples), "anova" (over seeds), "permutation" (over examples)
+    method: str  # "cochran" (Friedman over examples), "anova" (over seeds), "wald" (bootstrap covariance)
     floor: float = 0.0
 
 
@@ -458,38 +459,25 @@ def anova_over_seeds(per_seed: Sequence[ArrayLike]) -> OmnibusTest:
     return OmnibusTest(float(result.statistic), float(result.pvalue), "anova")
 
 
-def permutation_over_examples(
-    metric: str | RowMetric,
-    gold: ArrayLike,
-    runs: ArrayLike,
-    *,
-    resamples: int = DEFAULT_TEST_RESAMPLES,
-    seed: int = 0,
-) -> OmnibusTest:
-    """Permutation test of "k candidates ``[k, N]`` (one run each) have the same metric": each permutation
-    shuffles, example by example, which candidate made which prediction (exchangeable under the null); the
-    statistic is the variance of the k metrics. p = (1 + #{permuted >= observed}) / (R + 1), exact for any R, with
-    floor 1 / (R + 1)."""
-    _check_settings(resamples)
-    score = _row_metric(metric)
-    labels = _gold(gold)
-    predictions = np.asarray(runs)
-    k, n = predictions.shape
-    observed = float(np.var(score(predictions, np.broadcast_to(labels, predictions.shape))))
-    rng = np.random.default_rng(seed)
-    exceed = 0
-    block = max(1, _INDEX_BLOCK_ELEMENTS // (n * k))
-    orders = np.array(list(itertools.permutations(range(k)))) if k <= 6 else None
-    for start in range(0, resamples, block):
-        rows = min(block, resamples - start)
-        if orders is not None:  # a permutation of the k candidates per example, drawn from all k! of them
-            order = orders[rng.integers(0, len(orders), size=(rows, n))].transpose(0, 2, 1)
-        else:
-            order = np.argsort(rng.random((rows, k, n)), axis=1)
-        shuffled = np.take_along_axis(np.broadcast_to(predictions, (rows, k, n)), order, axis=1)
-        values = score(shuffled.reshape(rows * k, n), np.broadcast_to(labels, (rows * k, n))).reshape(rows, k)
-        exceed += int(np.sum(np.var(values, axis=1) >= observed - 1e-12))
-    return OmnibusTest(observed, (1 + exceed) / (resamples + 1), "permutation", floor=1 / (resamples + 1))
+def wald_equal(values: ArrayLike, replicates: ArrayLike) -> OmnibusTest:
+    """Wald chi-square test that k scores ``[k]`` are equal, with their covariance estimated from paired
+    bootstrap replicates ``[R, k]`` (all k scored on the same example samples): ``W = d' S^+ d`` for the k - 1
+    differences d from the first score and S their bootstrap covariance (pseudo-inverse), chi-square with its
+    rank as degrees of freedom. For metrics without a rank test over examples (Pearson); no resampling floor."""
+    scores = np.asarray(values, dtype=np.float64)
+    draws = np.asarray(replicates, dtype=np.float64)
+    if scores.ndim != 1 or len(scores) < 2 or draws.ndim != 2 or draws.shape[1] != len(scores):
+        raise ValueError(
+            f"values must be [k >= 2] and replicates [R, k], got {scores.shape} and {draws.shape}"
+        )
+    contrast = np.hstack([-np.ones((len(scores) - 1, 1)), np.eye(len(scores) - 1)])
+    differences = contrast @ scores
+    covariance = np.atleast_2d(np.cov(draws @ contrast.T, rowvar=False))
+    rank = int(np.linalg.matrix_rank(covariance, tol=1e-14))
+    if rank == 0:
+        return OmnibusTest(0.0, 1.0 if np.allclose(differences, 0.0) else 0.0, "wald")
+    statistic = float(differences @ np.linalg.pinv(covariance, hermitian=True) @ differences)
+    return OmnibusTest(statistic, float(scipy_stats.chi2.sf(statistic, rank)), "wald")
 
 
 def _p_values(p_values: Sequence[float]) -> np.ndarray:

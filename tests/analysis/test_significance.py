@@ -104,16 +104,16 @@ def test_friedman_on_correctness_is_cochrans_q():
     assert stats.friedman_over_examples(np.ones((3, 50))).p_value == 1.0
 
 
-def test_anova_over_seeds_and_the_permutation_test():
+def test_anova_over_seeds_and_the_wald_test():
     groups = [[0.70, 0.72, 0.71], [0.75, 0.77, 0.76], [0.70, 0.71, 0.69]]
     assert stats.anova_over_seeds(groups).p_value == pytest.approx(scipy_stats.f_oneway(*groups).pvalue)
+    # two scores with independent replicates of variance 1e-4 each: W = d^2 / 2e-4, chi-square with 1 df
     rng = np.random.default_rng(0)
-    gold = rng.normal(size=300)
-    same = np.stack([gold + rng.normal(0, 1, 300) for _ in range(3)])
-    apart = np.stack([gold + rng.normal(0, s, 300) for s in (0.2, 1.0, 3.0)])
-    assert stats.permutation_over_examples("pearson", gold, same, resamples=300).p_value > 0.05
-    result = stats.permutation_over_examples("pearson", gold, apart, resamples=300)
-    assert result.p_value == pytest.approx(1 / 301) and result.floor == pytest.approx(1 / 301)
+    replicates = rng.normal(0, 0.01, (200_000, 2))
+    result = stats.wald_equal([0.80, 0.83], replicates)
+    assert result.statistic == pytest.approx(0.03**2 / 2e-4, rel=0.02)
+    assert result.p_value == pytest.approx(scipy_stats.chi2.sf(4.5, 1), rel=0.1) and result.method == "wald"
+    assert stats.wald_equal([0.8, 0.8, 0.8], np.zeros((10, 3))).p_value == 1.0
 
 
 # --- families, corrections and the notes ----------------------------------------------------------------------
@@ -322,3 +322,14 @@ def test_a_cell_whose_interval_reaches_the_majority_class_is_flagged():
     flagged = view.blocks[0].cell("cos", Column("First"))
     assert flagged.ci_low <= 0.5 and any("majority class" in r for r in flagged.degenerate)
     assert not view.blocks[0].cell("hidden_mse", Column("Last-1")).degenerate
+
+
+def test_mcnemar_agrees_with_scipys_binomtest():
+    for a_only, discordant in ((0, 1), (3, 7), (5, 10), (40, 100), (1, 300)):
+        a = np.zeros(discordant + 5, dtype=np.int64)
+        gold = np.zeros_like(a)
+        b = a.copy()
+        b[:a_only] = 1  # b wrong where a is right
+        a[a_only:discordant] = 1  # a wrong where b is right
+        expected = scipy_stats.binomtest(a_only, discordant, 0.5).pvalue
+        assert stats.mcnemar_test(gold, a, b).p_value == pytest.approx(expected, rel=1e-9)
