@@ -13,6 +13,7 @@ from scipy import stats as scipy_stats
 from analysis import stats
 from analysis.cell_stats import attach_uncertainty
 from analysis.compare import attach_paper
+from analysis.render import render
 from analysis.significant_claims import strategies_omnibus
 from analysis.tables import Column, build_view, get_spec
 from analysis.tables_report import UncertaintyOptions, build_report
@@ -175,6 +176,7 @@ def test_families_are_per_condition_by_default_and_the_note_names_family_and_cor
     assert "run-to-run comparisons" in text
     rte = next(b for b in view.blocks if "RTE" in b.title.upper())
     assert rte.cell("cos", Column("Last-1")).significant
+    assert "with one seed a side: a run-to-run comparison" in render(view, "markdown")
     whole = build_view(get_spec("5"), aggregate_seeds(tidy_rows(table5_rows(values))))
     summary = attach_uncertainty(
         whole, predictions_of(values), reference=_reference(), resamples=200, test_resamples=200,
@@ -297,6 +299,8 @@ def test_several_seeds_get_a_t_interval_and_a_t_test_one_seed_is_run_to_run():
     assert (cell.paper_low, cell.paper_high) == pytest.approx(stats.seed_prediction_interval(scores))
     assert cell.test_method == "t" and summary.run_level == 0
     assert not any("run-to-run" in n for n in summary.notes)
+    text = render(view, "markdown")
+    assert "method-level t-test over the seeds" in text and "run-to-run" not in text
 
 
 def test_the_paper_is_judged_by_where_one_more_run_falls_and_one_seed_cannot_say():
