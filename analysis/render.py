@@ -112,13 +112,13 @@ def legend(view: TableView) -> list[str]:
     methods = {cell.test_method for *_, cell in cells if cell.test_method}
     if methods - {"t"}:
         lines.append(
-            f"{BETTER_MARK}/{WORSE_MARK} with one seed a side: a run-to-run comparison on the same dev examples; it "
+            "better/worse marks with one seed a side: a run-to-run comparison on the same dev examples; it "
             "leaves training-seed variance out, so it does not show that the methods differ"
         )
     if "t" in methods:
         lines.append(
-            f"{BETTER_MARK}/{WORSE_MARK} with two or more seeds a side: a method-level t-test over the seeds' scores "
-            "on this dev set"
+            "better/worse marks with two or more seeds a side: a method-level t-test over the seeds' scores on "
+            "this dev set"
         )
     return lines
 

@@ -176,7 +176,7 @@ def test_families_are_per_condition_by_default_and_the_note_names_family_and_cor
     assert "run-to-run comparisons" in text
     rte = next(b for b in view.blocks if "RTE" in b.title.upper())
     assert rte.cell("cos", Column("Last-1")).significant
-    assert "with one seed a side: a run-to-run comparison" in render(view, "markdown")
+    assert "marks with one seed a side: a run-to-run comparison" in render(view, "markdown")
     whole = build_view(get_spec("5"), aggregate_seeds(tidy_rows(table5_rows(values))))
     summary = attach_uncertainty(
         whole, predictions_of(values), reference=_reference(), resamples=200, test_resamples=200,

@@ -71,7 +71,9 @@ def test_method_level_false_positive_rate_of_the_default_marks_with_three_seeds(
 
 def test_one_seed_marks_are_run_to_run_and_would_be_wrong_at_the_method_level():
     rate = null_rejections(seeds=1, sims=300, rng=np.random.default_rng(12))
-    assert rate > 0.2  # 0.31 here: seed noise of 4.4 points against example noise of ~2.6 (hence "run-to-run")
+    assert (
+        rate > 0.2
+    )  # 0.31 here: seed noise of 4.4 points against example noise of ~2.6 (hence "run-to-run")
 
 
 @pytest.mark.parametrize("seeds", [3, 5])
