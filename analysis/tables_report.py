@@ -21,6 +21,7 @@ from analysis.cell_stats import attach_uncertainty, check_choices, parse_referen
 from analysis.compare import compare_with_paper
 from analysis.render import check_format, render, to_rich
 from analysis.replicate_bank import ReplicateBank
+from analysis.seed_power import seeds_needed_notes
 from analysis.significant_claims import significant_claim_notes
 from analysis.store_predictions import load_predictions
 from analysis.tables import (
@@ -237,6 +238,7 @@ def _attach_statistics(
             test=uncertainty.test,
         )
         view.notes.extend(summary.notes)
+        view.notes.extend(seeds_needed_notes(view))  # where cells ran >= 2 seeds: the measured seed variance
         view.notes.extend(
             significant_claim_notes(
                 view.name,

@@ -337,3 +337,17 @@ def test_mcnemar_agrees_with_scipys_binomtest():
         a[a_only:discordant] = 1  # a wrong where b is right
         expected = scipy_stats.binomtest(a_only, discordant, 0.5).pvalue
         assert stats.mcnemar_test(gold, a, b).p_value == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_table_whose_cells_ran_several_seeds_says_how_many_seeds_a_point_needs(tmp_path):
+    rng = np.random.default_rng(6)
+    values = {
+        ("rte", "hidden_mse", "Last-1"): np.stack([right_on(rng, 0.7) for _ in range(3)]),
+        ("rte", "cos", "First"): np.stack([right_on(rng, 0.72) for _ in range(3)]),
+    }
+    tidy = aggregate_seeds(tidy_rows(table5_rows(values, seeds=3)))
+    options = UncertaintyOptions(reference="knowledge=hidden_mse,strategy=Last-1", resamples=100)
+    (view,) = build_report(
+        tidy, "5", tmp_path, uncertainty=options, load=lambda *_: predictions_of(values, 3)
+    ).views
+    assert any(n.startswith("seeds needed on rte validation: seed SD") for n in view.notes)
