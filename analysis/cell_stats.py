@@ -1,17 +1,21 @@
-"""Uncertainty of every cell of a laid-out table: bootstrap intervals, paired tests against a reference cell,
-Holm-Bonferroni over the table, from the per-example dev predictions the store keeps per row.
+"""Uncertainty of every cell of a laid-out table: intervals, paired tests against a reference cell, corrected per
+family, from the per-example dev predictions the store keeps per row.
 
 `attach_uncertainty` fills the uncertainty fields of each `Cell` (`ci_low`, `ci_high`, `p_vs_reference`,
-`significant`, `direction`, `is_reference`); the statistics are `analysis.stats`. Conventions
-(docs/uncertainty.md says them at length):
+`significant`, `direction`, `is_reference`, `test_method`, `paper_low`/`paper_high`); the statistics are
+`analysis.stats`. Conventions (docs/uncertainty.md says them at length, with what each mark does not test):
 
-- A cell's interval is over its dev examples (one seed: `stats.bootstrap_interval`) or over its seeds and
-  examples (several: `stats.seed_bootstrap_interval`), of the metric the table prints, at 95%.
+- A cell's interval: one seed, the bootstrap over its dev examples (`stats.bootstrap_interval`); two or more, the
+  t interval over its seeds' scores (`stats.seed_t_interval`, method level), of the metric the table prints, at
+  95%. ``paper_low``/``paper_high``: where one more run would fall (`stats.seed_prediction_interval`, >= 2 seeds).
 - The reference of a cell is the one cell of the same condition (task, dev set, student, teacher; less any field
   the reference names) of the same table that matches the reference: by default the soft-labels-only cell
-  (no knowledge, soft-label weight not 0). The paired test compares the two on the same examples (their
-  fingerprints must agree) and pairs seed j with seed j when both cells ran the same seeds.
-- ``p_vs_reference`` is Holm-adjusted over the table's compared cells; ``significant`` is adjusted p <= 0.05.
+  (no knowledge, soft-label weight not 0). The test (`paired_test_of_cells`) compares the two on the same
+  examples (their fingerprints must agree): a t-test over seeds with two or more seeds a side (paired by seed when
+  both ran the same seeds), else the exact McNemar test (accuracy) or a z-test on the bootstrap standard error.
+- ``p_vs_reference`` is adjusted (Holm or Benjamini-Hochberg) within its family: its condition (default) or the
+  whole table; ``significant`` is adjusted p <= 0.05. A cell that shows the best of several configurations
+  (``selected_over``) is not tested, nor is a cell whose reference is one.
 - Cells whose rows have no predictions (schema-1 rows) keep NaN fields: no interval, no test.
 
 Nothing here reads or writes the store: the predictions come in as a mapping row id -> `TrialPredictions`.

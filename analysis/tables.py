@@ -61,9 +61,8 @@ class Cell:
     difference once compared. NaN means missing: shown as ``-``, never as zero.
 
     Uncertainty (filled by `analysis.cell_stats.attach_uncertainty`; docs/uncertainty.md has the conventions):
-    ``ci_low``/``ci_high`` the 95% bootstrap interval of the value (NaN when none), ``p_vs_reference`` the
-    Holm-adjusted p of the paired test against the reference cell (NaN when none), ``significant`` whether that p
-    is at most 0.05, ``direction`` the sign of (value - reference value) (+1 better, -1 worse, 0 equal or no
+    ``ci_low``/``ci_high`` the 95% interval of the value (NaN when none), ``p_vs_reference`` the adjusted p of
+    the paired test against the reference cell (NaN when none), ``significant`` whether that p is at most 0.05, ``direction`` the sign of (value - reference value) (+1 better, -1 worse, 0 equal or no
     reference), ``is_reference`` whether this cell is the reference of its condition. ``degenerate``: the
     reasons to distrust a number (majority class, constant predictions, ...) of any of its seeds. ``row_ids`` and
     ``seeds``: the store rows averaged here, in seed order. ``teacher_agreement``: mean student-teacher agreement.
