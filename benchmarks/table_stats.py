@@ -253,8 +253,14 @@ def main() -> None:
         reference = parse_reference(REFERENCE)
         bank = ReplicateBank(tests)  # shared by the tests and the claims, as `kdgrid tables` shares it
         started, cpu_started = time.perf_counter(), time.process_time()
-        summary = attach_uncertainty(
-            view, predictions, reference=reference, resamples=resamples, test_resamples=tests, test_bank=bank
+        summary = attach_uncertainty(  # the bootstrap tests and intervals: what the before path computes
+            view,
+            predictions,
+            reference=reference,
+            resamples=resamples,
+            test_resamples=tests,
+            test_bank=bank,
+            test="bootstrap",
         )
         after_s, after_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
         for cell, low, high, _ in sampled:  # the same numbers: the raw p is checked through the claims below

@@ -52,7 +52,7 @@ def number_text(value: float, column: Column, std: float = math.nan, n_seeds: in
     return text
 
 
-BETTER_MARK = "▲"  # significantly better than the reference (Holm-adjusted paired bootstrap test)
+BETTER_MARK = "▲"  # significantly better than the reference (adjusted paired test; docs/uncertainty.md)
 WORSE_MARK = "▼"  # significantly worse
 REFERENCE_MARK = "ref"  # the reference cell of its condition
 DEGENERATE_MARK = "†"  # a degenerate run among the cell's seeds (majority class, constant predictions, ...)
@@ -108,7 +108,19 @@ def legend(view: TableView) -> list[str]:
         )
     if any(cell.paper_inside is not None for *_, cell in cells):
         lines.append(
-            f"{INSIDE_MARK}/{OUTSIDE_MARK}: the published value lies inside/outside our 95% interval"
+            f"{INSIDE_MARK}/{OUTSIDE_MARK}: the published value lies inside/outside our 95% interval (where one "
+            "more run of the cell would fall, from its seeds)"
+        )
+    methods = {cell.test_method for *_, cell in cells if cell.test_method}
+    if methods - {"t"}:
+        lines.append(
+            "better/worse marks with one seed a side: a run-to-run comparison on the same dev examples; it "
+            "leaves training-seed variance out, so it does not show that the methods differ"
+        )
+    if "t" in methods:
+        lines.append(
+            "better/worse marks with two or more seeds a side: a method-level t-test over the seeds' scores on "
+            "this dev set"
         )
     return lines
 

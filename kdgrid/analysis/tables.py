@@ -63,9 +63,8 @@ class Cell:
     difference once compared. NaN means missing: shown as ``-``, never as zero.
 
     Uncertainty (filled by `kdgrid.analysis.cell_stats.attach_uncertainty`; docs/uncertainty.md has the conventions):
-    ``ci_low``/``ci_high`` the 95% bootstrap interval of the value (NaN when none), ``p_vs_reference`` the
-    Holm-adjusted p of the paired test against the reference cell (NaN when none), ``significant`` whether that p
-    is at most 0.05, ``direction`` the sign of (value - reference value) (+1 better, -1 worse, 0 equal or no
+    ``ci_low``/``ci_high`` the 95% interval of the value (NaN when none), ``p_vs_reference`` the adjusted p of
+    the paired test against the reference cell (NaN when none), ``significant`` whether that p is at most 0.05, ``direction`` the sign of (value - reference value) (+1 better, -1 worse, 0 equal or no
     reference), ``is_reference`` whether this cell is the reference of its condition. ``degenerate``: the
     reasons to distrust a number (majority class, constant predictions, ...) of any of its seeds. ``row_ids`` and
     ``seeds``: the store rows averaged here, in seed order; ``trial_ids`` their trials (in the same order, each
@@ -91,6 +90,12 @@ class Cell:
     teacher_agreement: float = math.nan
     paper_inside: bool | None = None
     config: dict[str, Any] = field(default_factory=dict, repr=False)  # the tidy row's config columns
+    selected_over: tuple[str, ...] = ()  # config fields this cell picked its best configuration over
+    paper_low: float = (
+        math.nan
+    )  # where one more run of this cell would fall (>= 2 seeds), for --compare paper
+    paper_high: float = math.nan
+    test_method: str = ""  # which test gave p_vs_reference (`kdgrid.analysis.stats.TEST_METHODS`)
 
     @property
     def has_interval(self) -> bool:
@@ -551,7 +556,12 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
         )
         if key in cells:
             collisions += 1
-            if cells[key].value >= cell.value:
+            previous = cells[key]
+            over = {c for c in CONFIG_COLUMNS if _differs(previous.config.get(c), cell.config.get(c))}
+            over |= set(previous.selected_over)
+            winner = previous if previous.value >= cell.value else cell
+            winner.selected_over = tuple(sorted(over))
+            if winner is previous:
                 continue
         cells[key] = cell
         for column, attribute in spec.facts:
@@ -560,7 +570,10 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
                 facts.setdefault((place.block, place.row), {}).setdefault(column, float(value))
     if collisions:
         notes.append(
-            f"{collisions} cell(s) had more than one configuration in the store; each shows the best mean."
+            f"{collisions} cell(s) had more than one configuration in the store; each shows the best mean "
+            "(fields: "
+            + ", ".join(sorted({f for c in cells.values() for f in c.selected_over}))
+            + "; keep one with --where FIELD=VALUE)."
         )
     for (block, row_label), values in facts.items():
         for column, value in values.items():
@@ -572,6 +585,14 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
         view.notes.append(f"average: the mean of {', '.join(spec.average)} (as the paper's printed averages)")
     mark_best(view, spec.bold)
     return view
+
+
+def _differs(a: Any, b: Any) -> bool:
+    """Two config values differ (NaN equals NaN: a field neither configuration sets)."""
+    missing_a, missing_b = (v is None or (isinstance(v, float) and math.isnan(v)) for v in (a, b))
+    if missing_a or missing_b:
+        return missing_a != missing_b
+    return str(a) != str(b)
 
 
 def _assemble(spec: TableSpec, cells: dict[tuple[str, str, Column], Cell]) -> TableView:

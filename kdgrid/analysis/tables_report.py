@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 
 from kdgrid.analysis import stats
-from kdgrid.analysis.cell_stats import attach_uncertainty, parse_reference
+from kdgrid.analysis.cell_stats import attach_uncertainty, check_choices, parse_reference
 from kdgrid.analysis.compare import compare_with_paper
 from kdgrid.analysis.render import check_format, render, to_rich
 from kdgrid.analysis.replicate_bank import ReplicateBank
+from kdgrid.analysis.seed_power import seeds_needed_notes
 from kdgrid.analysis.significant_claims import significant_claim_notes
 from kdgrid.analysis.store_predictions import load_predictions
 from kdgrid.analysis.tables import (
@@ -148,18 +149,31 @@ class UncertaintyOptions:
 
     ``intervals``: ``auto`` where the rows carry predictions, ``on`` (a store with none is refused), ``off``.
     ``reference``: `kdgrid.analysis.cell_stats.parse_reference`'s text (None: soft labels only). ``resamples`` and
-    ``test_resamples``: bootstrap resamples of an interval and of a paired test; ``seed``: the bootstrap's."""
+    ``test_resamples``: bootstrap resamples of an interval and of a paired test; ``seed``: the bootstrap's.
+    ``family``, ``correction``, ``test``: `kdgrid.analysis.cell_stats.attach_uncertainty`'s. ``kind``: the score kind
+    the values are (``last`` has no predictions of its own epoch, so it gets no intervals: refused with ``on``)."""
 
     intervals: str = "auto"
     reference: str | None = None
     resamples: int = stats.DEFAULT_RESAMPLES
     test_resamples: int = stats.DEFAULT_TEST_RESAMPLES
     seed: int = 0
+    family: str = "condition"
+    correction: str = "holm"
+    test: str = "auto"
+    kind: str = "best"
 
     def check(self) -> None:
         """Refuse bad settings before any store is read."""
         if self.intervals not in INTERVAL_MODES:
             raise ConfigError(f"unknown --intervals {self.intervals!r}; allowed: {', '.join(INTERVAL_MODES)}")
+        check_choices(self.family, self.correction, self.test)
+        if self.kind == "last" and self.intervals == "on":
+            raise ConfigError(
+                "--kind last with --intervals on: the store keeps per-example predictions of the best epoch only, "
+                "so an interval or test would be another epoch's than the value printed; use --kind best, or "
+                "--intervals off (or auto: the values without intervals)"
+            )
         for name, count in (("--resamples", self.resamples), ("--test-resamples", self.test_resamples)):
             if count < 1:
                 raise ConfigError(
@@ -241,8 +255,12 @@ def _attach_statistics(
             test_resamples=uncertainty.test_resamples,
             seed=uncertainty.seed,
             test_bank=bank,
+            family=uncertainty.family,
+            correction=uncertainty.correction,
+            test=uncertainty.test,
         )
         view.notes.extend(summary.notes)
+        view.notes.extend(seeds_needed_notes(view))  # where cells ran >= 2 seeds: the measured seed variance
         view.notes.extend(
             significant_claim_notes(
                 view.name,
@@ -252,6 +270,7 @@ def _attach_statistics(
                 resamples=uncertainty.test_resamples,
                 seed=uncertainty.seed,
                 bank=bank,
+                correction=uncertainty.correction,
             )
         )
     if uncertainty.intervals == "on" and not found:
@@ -305,7 +324,14 @@ def build_report(
         view.notes.extend(claim_notes(name, tidy))
         views.append(view)
     if uncertainty.intervals != "off" and values == "score" and views:
-        _attach_statistics(views, tidy, store_dir, uncertainty, load)
+        if uncertainty.kind == "last":  # the stored predictions are the best epoch's: never mix epochs
+            for view in views:
+                view.notes.append(
+                    "no intervals or tests: the values are the last epoch's and the store keeps per-example "
+                    "predictions of the best epoch only (--kind best has them)"
+                )
+        else:
+            _attach_statistics(views, tidy, store_dir, uncertainty, load)
     if values == "agreement":
         views = [agreement_view(view) for view in views]
     if compare == "paper":

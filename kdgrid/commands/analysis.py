@@ -83,6 +83,24 @@ def tables(
             help="With --sweep: compare every two values of each axis (paired tests, Holm-adjusted).",
         ),
     ] = False,
+    family: Annotated[
+        str,
+        typer.Option(
+            help="Family of the multiple-comparison correction: `condition` (one per task x dev set x student x "
+            "teacher) or `table` (all tests of a table at once)."
+        ),
+    ] = "condition",
+    correction: Annotated[
+        str,
+        typer.Option(help="`holm` (family-wise error) or `fdr` (Benjamini-Hochberg false discovery rate)."),
+    ] = "holm",
+    test: Annotated[
+        str,
+        typer.Option(
+            help="`auto`: exact McNemar / z-tests one seed a side, t-tests over seeds with two or more; "
+            "`bootstrap`: the paired bootstrap test everywhere (its p cannot go below 2/(R+1))."
+        ),
+    ] = "auto",
 ) -> None:
     """Regenerate the paper's tables from the store (best value per block in bold; missing cells as '-';
     mean±std where several seeds ran; a 95% interval, ▲/▼ against the reference and † for degenerate runs
@@ -126,7 +144,16 @@ def tables(
         if given is not None:
             raise ConfigError(f"{option} lays out a sweep's own table: give it with --sweep NAME")
     table_names(table)  # an unknown table is refused before the store is read
-    uncertainty = UncertaintyOptions(intervals, reference, **counts)
+    counts = {"resamples": resamples, "test_resamples": test_resamples}  # unset: kdgrid.analysis.stats' defaults
+    uncertainty = UncertaintyOptions(
+        intervals,
+        reference,
+        **{name: count for name, count in counts.items() if count is not None},
+        family=family,
+        correction=correction,
+        test=test,
+        kind=kind,
+    )
     uncertainty.check()
     tidy = load_tidy(store, kind, where or ())
     try:

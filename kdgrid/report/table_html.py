@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 
 from kdgrid.analysis.render import agreement_text, cell_parts, legend
+from kdgrid.analysis.stats import TEST_METHODS
 from kdgrid.analysis.tables import Block, Cell, Column, TableView
 from kdgrid.report.html import esc
 from kdgrid.report.trial_page import trial_page_name
@@ -30,7 +31,8 @@ def uncertainty_html(cell: Cell, column: Column) -> str:
     notes = []
     if not math.isnan(cell.p_vs_reference):
         verdict = "significant" if cell.significant else "not significant"
-        notes.append(f"vs the reference: p = {cell.p_vs_reference:.3g} (Holm-adjusted), {verdict}")
+        test = TEST_METHODS.get(cell.test_method, "paired test")
+        notes.append(f"vs the reference: p = {cell.p_vs_reference:.3g} (adjusted; {test}), {verdict}")
     if cell.degenerate:
         notes.append("degenerate: " + "; ".join(cell.degenerate))
     title = f' title="{esc(" | ".join(notes))}"' if notes else ""

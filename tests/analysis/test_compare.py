@@ -122,7 +122,9 @@ def test_published_values_inside_our_intervals_are_counted_per_cell_and_block():
     (block,) = ours.blocks
     for label, (low, high) in (("First", (0.58, 0.66)), ("Last-1", (0.55, 0.65))):
         cell = block.cell("cos", Column(label))
+        # the interval a published run is judged against: where one more run would fall (two or more seeds)
         cell.ci_low, cell.ci_high = low, high
+        cell.paper_low, cell.paper_high = low, high
     view = attach_paper(ours, paper)
     (compared,) = view.blocks
     assert compared.cell("cos", Column("First")).paper_inside is True  # 0.64 in [0.58, 0.66]
