@@ -388,5 +388,58 @@ def test_a_regression_teacher_must_correlate() -> None:
     assert judge_regression(np.full(100, 2.5), labels)[1] == "constant"
 
 
+STSB_ORDER = LabelOrder((0,), "identity")  # a regression head's one output
+
+
+def sts_labels_and_teacher(n: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """Gold scores spread over STS-B's 0-5 and a realistic fine-tuned teacher's outputs: shrunk towards the mean
+    (spread ratio 0.9), slightly biased, with noise (Pearson r about 0.9)."""
+    rng = np.random.default_rng(0)
+    labels = rng.uniform(0.0, 5.0, n)
+    teacher = 2.5 + 0.85 * (labels - 2.5) + 0.1 + rng.normal(0.0, 0.55, n)
+    return teacher, labels
+
+
+def test_a_realistic_regression_teacher_passes_with_its_scale_in_the_report() -> None:
+    teacher, labels = sts_labels_and_teacher()
+    report, reason = judge_regression(teacher, labels)
+    assert reason is None and report["problems"] == {}
+    assert 0.85 < report["score"] < 0.95
+    assert report["mse"] < 0.2 * report["constant_mse"]
+    assert report["label_range"][0] >= 0.0 and report["label_range"][1] <= 5.0
+
+
+@pytest.mark.parametrize(
+    ("name", "transform", "reason", "named"),
+    [
+        ("on 0-1", lambda t: t / 5.0, "mse", {"mse", "offset", "spread"}),
+        ("shifted by a point", lambda t: t + 1.0, "offset", {"offset", "range"}),
+        ("shifted down by 0.8", lambda t: t - 0.8, "offset", {"offset", "range"}),
+        ("scaled by 3 around the mean", lambda t: 2.5 + 3.0 * (t - 2.5), "mse", {"mse", "spread", "range"}),
+        ("on 0-100", lambda t: t * 20.0, "mse", {"mse", "offset", "spread", "range"}),
+    ],
+)
+def test_a_correlated_regression_teacher_on_another_scale_is_refused_naming_what_differs(
+    name: str, transform, reason: str, named: set[str]
+) -> None:
+    teacher, labels = sts_labels_and_teacher()
+    report, got = judge_regression(transform(teacher), labels)
+    assert report["score"] > 0.85, name  # Pearson alone would have accepted it
+    assert got == reason and set(report["problems"]) == named, (name, report["problems"])
+    message = teacher_gate.refusal_message("t", "stsb", "validation", report, got, STSB_ORDER)
+    assert "not on the labels' scale" in message and "no student was trained" in message
+    for problem in named:
+        assert report["problems"][problem] in message
+
+
+@pytest.mark.parametrize("transform", [lambda t: -t, lambda t: 5.0 - t])
+def test_a_negated_regression_teacher_is_refused_as_negated(transform) -> None:
+    teacher, labels = sts_labels_and_teacher()
+    report, reason = judge_regression(transform(teacher), labels)
+    assert reason == "constant" and report["score"] < -0.85
+    message = teacher_gate.refusal_message("t", "stsb", "validation", report, reason, STSB_ORDER)
+    assert "negated" in message
+
+
 def test_the_refusal_is_a_kdgrid_error() -> None:
     assert issubclass(TeacherGateRefused, KdgridError)
