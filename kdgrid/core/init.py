@@ -19,7 +19,10 @@
   teacher layers, one per student layer) or by default evenly spaced ``round(i * L_T / L_S)``, i = 1..L_S. The
   source is ``init_from`` (Hub name or directory) or the trial's teacher.
 
-In every scheme the classification head is freshly initialised from the trial's seed.
+In every scheme the classification head is freshly initialised from the trial's seed. A checkpoint's keys are
+checked as it loads (`kdgrid.core.models.load_checkpoint`): the keys it does not provide and that start fresh (the
+classifier, and the pooler of a masked-LM checkpoint) are recorded (``extra["init_fresh_keys"]``); any other
+missing or unexpected key refuses it, since those weights would silently stay random.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from kdgrid.core.models import (
     ResolvedTeacher,
     StudentShape,
     cached_config,
+    load_checkpoint,
     load_pretrained_bert,
     local_config,
     shape_of_config,
@@ -193,9 +197,11 @@ def build_student(
             )
         elif trial.init in ("pretrain", "general_distillation"):
             assert source is not None
-            model = load_pretrained_bert(
-                source, num_labels, what=f"init {trial.init!r}", ignore_mismatched_sizes=True
+            loaded = load_checkpoint(
+                source, num_labels, what=f"init {trial.init!r}", fresh_head=True, ignore_mismatched_sizes=True
             )
+            model = loaded.model
+            info["init_fresh_keys"] = list(loaded.fresh_keys)  # what the checkpoint did not provide
             _check_same_shape(shape, shape_of_config(model.config), trial.init, source)
             _fresh_classifier(model)
             info_file = Path(source).expanduser() / GENERAL_DISTILLATION_INFO
@@ -248,7 +254,9 @@ def _preload(
     if source == teacher.source and teacher_model is not None:
         donor = teacher_model
     else:
-        donor = load_pretrained_bert(source, num_labels, what="init 'preload'", ignore_mismatched_sizes=True)
+        donor = load_pretrained_bert(
+            source, num_labels, what="init 'preload'", fresh_head=True, ignore_mismatched_sizes=True
+        )
     donor_shape = shape_of_config(donor.config)
     _refuse_preload(shape, donor_shape, source)
     layers = preload_layers(trial, shape.layers, donor_shape.layers)
