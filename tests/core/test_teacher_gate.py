@@ -9,6 +9,7 @@ exactly as with the unswapped teacher. A random teacher is refused at the majori
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import replace
@@ -287,6 +288,45 @@ def test_run_scores_an_accepted_teacher_once_in_its_pre_flight_and_its_jobs_read
     rows = read_store(tmp_path / "store")
     gates = [json.loads(extra)["teacher_gate"] for extra in rows["extra_json"]]
     assert all(gate["decision"] == "accepted" and gate["cached"] is True for gate in gates)
+
+
+def test_on_a_gpu_the_pre_flight_scores_in_a_child_and_never_initialises_cuda_here(
+    gate_teachers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This process sees a GPU (patched) and any CUDA initialisation in it fails the test: the verdicts come from a
+    spawned child (which, on this machine, finds no GPU and scores on the CPU) and are cached for the jobs."""
+    from kdgrid.core import gate_preflight
+
+    def no_cuda_here(*args: object, **kwargs: object) -> None:
+        raise AssertionError("CUDA was initialised in the launcher")
+
+    monkeypatch.setenv("KDGRID_CACHE", str(tmp_path / "cache"))
+    # A GPU is seen only through torch's NVML check, the one that initialises nothing a forked worker inherits.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: os.environ.get(gate_preflight.NVML_CHECK) == "1")
+    monkeypatch.setattr(torch.cuda, "_lazy_init", no_cuda_here)
+    monkeypatch.setattr(gate_preflight, "score_teacher", no_cuda_here)  # not in this process
+    trials = [make_trial(gate_teachers["swapped"]), make_trial(gate_teachers["good"])]
+    lines: list[str] = []
+    refusals, problems = gate_preflight.gate_teachers_here(trials, log=lines.append)
+    assert len(refusals) == 1 and "wrong label order" in refusals[0] and problems == []
+    assert all("a child process" in line for line in lines) and len(lines) == 2
+    assert not torch.cuda.is_initialized()
+    # The child cached both verdicts: a second pre-flight reads them without scoring anything.
+    assert gate_preflight.gate_teachers_here(trials[:2]) == (refusals, [])
+
+
+def test_on_the_cpu_the_pre_flight_scores_in_this_process(
+    gate_teachers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kdgrid.core import gate_preflight
+
+    def no_child(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a child process was started for the CPU")
+
+    monkeypatch.setenv("KDGRID_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(gate_preflight, "score_in_child", no_child)
+    refusals, problems = gate_preflight.gate_teachers_here([make_trial(gate_teachers["swapped"])], device="cpu")
+    assert len(refusals) == 1 and problems == []
 
 
 # ------------------------------------------------------------------------------------ options and grouping
