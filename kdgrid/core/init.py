@@ -44,6 +44,7 @@ from kdgrid.core.models import (
     local_config,
     shape_of_config,
 )
+from kdgrid.core.runtime import set_attention
 from kdgrid.core.trial_rules import (
     GENERAL_DISTILLATION_NEEDS_INIT_FROM,
     INIT_SCHEMES,
@@ -213,7 +214,7 @@ def build_student(
             info["preload_layers"] = preload_layers(
                 trial, shape.layers, _layers_of(source, teacher, teacher_model)
             )
-    model.config._attn_implementation = ATTENTION_IMPLEMENTATION
+    set_attention(model, ATTENTION_IMPLEMENTATION)
     if vocab_size is not None and model.config.vocab_size != vocab_size:
         raise ConfigError(
             f"init {trial.init!r}: {source} has a vocabulary of {model.config.vocab_size} tokens, the teacher's "
