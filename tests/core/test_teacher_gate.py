@@ -224,6 +224,29 @@ def test_the_cli_exits_2_on_a_refused_teacher(
     assert "wrong label order" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("which", "code", "last_line"),
+    [
+        ("swapped", 0, "declare it in the sweep file (on its trials): options: {teacher_label_order: [1, 0]}"),
+        ("good", 0, "nothing to declare"),
+        ("random", 1, "no order fits"),
+    ],
+)
+def test_teacher_check_prints_the_order_that_fits_and_its_declaration(
+    gate_teachers: dict[str, str], capsys: pytest.CaptureFixture[str], which: str, code: int, last_line: str
+) -> None:
+    """The swapped teacher's declaration is the one that makes its students train as the original's."""
+    from kdgrid.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["teacher", "check", gate_teachers[which], "--task", TASK, "--max-length", "32", "--device", "cpu"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert exit_info.value.code == code, out
+    assert last_line in out.strip().splitlines()[-1]
+    if which == "good":
+        assert "the order that fits is [0, 1], accuracy" in out
+
+
 def test_the_pre_flight_reads_the_cached_refusal_under_the_gates_own_key(gate_teachers: dict[str, str]) -> None:
     (refused,), _ = run([make_trial(gate_teachers["swapped"])])  # scored and cached here or by an earlier test
     assert teacher_gate.cached_refusal(make_trial(gate_teachers["swapped"], max_grad_norm=1.0)) == (
