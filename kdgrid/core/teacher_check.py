@@ -20,8 +20,9 @@ import numpy as np
 
 from kdgrid.core.data import get_task
 from kdgrid.core.label_order import BASIS_WORDS, LabelOrder, resolve_label_order
-from kdgrid.core.models import load_teacher, load_tokenizer, resolve_teacher
+from kdgrid.core.models import load_teacher, load_tokenizer
 from kdgrid.core.runtime import make_runtime
+from kdgrid.core.shapes import resolve_teacher
 from kdgrid.core.teacher_gate import GATE_Z, gate_indices, standard_error, subset, teacher_logits
 from kdgrid.errors import ConfigError
 
