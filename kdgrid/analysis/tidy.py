@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from kdgrid.analysis.schema import CONFIG_COLUMNS, FACT_COLUMNS, LABEL_COLUMNS
+from kdgrid.device_sharing import UNRECORDED
 from kdgrid.errors import ConfigError
 from kdgrid.paper import TABLES as TABLE_CHOICES
 from kdgrid.store.membership import SweepMembership
@@ -287,6 +288,10 @@ def _trial_rows(
     else:
         # Measured latency only (the core records it in ``extra``); never estimated from FLOPs.
         trials["latency_ms"] = [_float(extra.get("latency_ms")) for extra in extras]
+    trials["latency_sharing"] = [
+        _text(extra.get("latency_sharing")) or (UNRECORDED if not math.isnan(latency) else "")
+        for extra, latency in zip(extras, trials["latency_ms"], strict=True)
+    ]
     trials["row_id"] = _each(rows["row_id"], _text) if "row_id" in rows.columns else blank
     trials["setting"] = (
         [trial_setting(v) for v in _values(rows["trial_json"])] if "trial_json" in rows.columns else blank
@@ -296,6 +301,23 @@ def _trial_rows(
     trials["teacher_scores"] = [extra.get("teacher_scores") or {} for extra in extras]
     trials["teacher_params_m"] = [_float(extra.get("teacher_params")) / 1e6 for extra in extras]
     return trials.explode("table", ignore_index=True)
+
+
+def check_latency_sharing(trials: pd.DataFrame) -> None:
+    """Refuse (`ConfigError`) a table whose rows' latencies were measured under different device sharing
+    (`kdgrid.device_sharing`: a latency measured beside other jobs includes their work). Rows written before the
+    sharing was recorded (``unrecorded``) are not held against the others."""
+    measured = trials[[not math.isnan(v) for v in trials["latency_ms"]]]
+    for table, rows in measured.groupby("table", sort=True):
+        counts = rows["latency_sharing"][rows["latency_sharing"] != UNRECORDED].value_counts()
+        if len(counts) > 1:
+            found = ", ".join(f"{sharing!r} ({count} rows)" for sharing, count in sorted(counts.items()))
+            raise ConfigError(
+                f"table {table}: its latencies were measured under different device sharing ({found}), and a "
+                "latency measured beside other jobs includes their work; rerun the trials of all but one sharing "
+                "the same way (`kdgrid store forget` them, then `kdgrid resume`), e.g. each job with its device "
+                "to itself (local_jobs_per_gpu=1, ray_gpus_per_job=1)"
+            )
 
 
 def trial_setting(trial_json: Any) -> str:
@@ -396,6 +418,7 @@ def store_to_tidy(
     if store_df.empty or scores_df.empty:
         return empty_tidy(per_seed)
     trials = _trial_rows(store_df, table_trials, declared)
+    check_latency_sharing(trials)
     scores = scores_df
     if "kind" in scores.columns:
         scores = scores[scores["kind"] == kind]

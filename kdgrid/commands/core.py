@@ -68,6 +68,45 @@ def finetune(
     typer.echo(json.dumps({"path": str(record.path), **record.info}, indent=1, sort_keys=True))
 
 
+ORDERS_SHOWN = 6  # rows of the order table (MNLI: all 6)
+
+
+@teacher_app.command()
+def check(
+    teacher: Annotated[
+        str, typer.Argument(help="A Hub name (cached, or fetched), a local directory or minilm-l6.")
+    ],
+    task: Annotated[str, typer.Option(help="The classification task whose first dev set scores it.")],
+    max_length: Annotated[
+        int, typer.Option(help="Tokens per example, specials included.")
+    ] = Trial.max_length,
+    device: Annotated[str, typer.Option(help="auto (the GPU if any), cpu or cuda.")] = "auto",
+) -> None:
+    """Find the class order a teacher was trained with: every order of the task's labels scored on its dev set.
+
+    Prints each order's accuracy, the order that fits and the line that declares it in a sweep file; exit
+    status 1 when no order fits (an untrained teacher, or a dev sample too small to tell the best orders apart).
+    """
+    from kdgrid.core.teacher_check import (  # torch: see the module docstring
+        check_teacher_orders,
+        verdict_lines,
+    )
+
+    result = check_teacher_orders(teacher, task, max_length=max_length, device=device)
+    table = Table(title=f"{result.teacher} on {result.task} ({result.examples} {result.dev_set} examples)")
+    table.add_column("teacher outputs read as")
+    table.add_column("accuracy", justify="right")
+    for order, accuracy in result.accuracies[:ORDERS_SHOWN]:
+        mark = " (kdgrid's reading)" if order == result.resolved.order else ""
+        table.add_row(Text(f"{result.resolved.labels_of(order)}{mark}"), f"{accuracy:.3f}")
+    table.caption = f"majority class {result.majority:.3f}; the gate needs > {result.needed:.3f}"
+    Console().print(table)
+    for line in verdict_lines(result):
+        typer.echo(line)
+    if not result.fits:
+        raise typer.Exit(1)
+
+
 def read_trials(path: Path) -> list[Trial]:
     """Trials from a YAML/JSON file: one mapping, a list of mappings, or ``{"trials": [...]}``.
 

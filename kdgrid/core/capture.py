@@ -6,7 +6,8 @@ embeddings (layer 0) and of each transformer layer (1..L). Attention scores are 
 
     scores[b, h, i, j] = <q_{b,h,i}, k_{b,h,j}> / sqrt(d / H) + PAD_BIAS * (1 - mask[b, j])
 
-i.e. pre-softmax, dropout-free, with a padding bias on the key columns; ``softmax(scores, -1)`` equals what an
+i.e. pre-softmax, dropout-free, with a padding bias on the key columns, always in float32 (Q and K cast up, autocast
+off: under bf16 autocast the projections are bf16, the scores built from them are not); ``softmax(scores, -1)`` equals what an
 eager BERT returns with ``output_attentions=True``. Only what ``needs`` asks for is kept (a subset of
 ``{"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"}``), and only on the ``layers``
 asked for, so a soft-label-only group pays for nothing but the logits, and a teacher held while the students
@@ -116,17 +117,20 @@ def _captured(per_layer: Sequence[torch.Tensor | None]) -> str:
 
 
 def attention_scores(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor, heads: int) -> torch.Tensor:
-    """Pre-softmax attention scores ``[B, H, L, L]`` from Q, K ``[B, L, d]`` and mask ``[B, L]``.
+    """Pre-softmax attention scores ``[B, H, L, L]``, float32, from Q, K ``[B, L, d]`` and mask ``[B, L]``.
 
-    Scaled by ``1 / sqrt(d / H)`` like BERT; ``PAD_BIAS`` is added on padded key columns.
+    Scaled by ``1 / sqrt(d / H)`` like BERT; ``PAD_BIAS`` is added on padded key columns. Q and K are cast to
+    float32 and the product runs with autocast off, whatever the forward pass ran in: a loss target is never
+    rounded to bf16 / fp16 (in bf16 the bias alone would become -9984 and every score lose all but 8 bits).
     """
     batch, length, width = query.shape
     head_size = width // heads
-    q = query.view(batch, length, heads, head_size).transpose(1, 2)
-    k = key.view(batch, length, heads, head_size).transpose(1, 2)
-    scores = torch.matmul(q, k.transpose(-1, -2)) * head_size**-0.5
-    bias = (1.0 - mask[:, None, None, :].to(scores.dtype)) * PAD_BIAS
-    return scores + bias
+    with torch.autocast(device_type=query.device.type, enabled=False):
+        q = query.float().view(batch, length, heads, head_size).transpose(1, 2)
+        k = key.float().view(batch, length, heads, head_size).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(-1, -2)) * head_size**-0.5
+        bias = (1.0 - mask[:, None, None, :].to(torch.float32)) * PAD_BIAS
+        return scores + bias
 
 
 def self_attention_modules(model: nn.Module) -> list[nn.Module]:

@@ -12,6 +12,12 @@ run on this machine (the local executor), the pre-flight therefore gates each te
   extra teacher load per distinct teacher and task. (A teacher without an identity, `teacher_identity`, has no
   cached verdict: its jobs score it again.)
 
+On a GPU the scoring runs in one child process (started with ``spawn``, `score_in_child`), never in the launcher:
+a CUDA context created here would make every worker the local executor forks fail ("Cannot re-initialize CUDA in
+forked subprocess"), and with spawned workers it would hold GPU memory outside the jobs' budget for the whole run.
+The child returns each verdict (or the job's start-up error) and exits, freeing its context. On the CPU the scoring
+runs in this process (no context to protect, and no child's start-up to pay).
+
 Ray and SLURM jobs run elsewhere (other GPUs, other caches): their pre-flight reads cached verdicts only
 (`kdgrid.core.teacher_gate.cached_refusals`) and each job still gates its teacher at start.
 """
@@ -19,7 +25,10 @@ Ray and SLURM jobs run elsewhere (other GPUs, other caches): their pre-flight re
 from __future__ import annotations
 
 import gc
+import multiprocessing
+import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
@@ -29,11 +38,63 @@ from kdgrid.core.teacher_gate import TeacherGateRefused, cached_verdict, gate_ap
 from kdgrid.errors import KdgridError
 from kdgrid.trial import Trial
 
+# A gate verdict as the pre-flight collects it: the gate's report (accepted or refused), or the message of the
+# job's start-up error with no report.
+Verdict = tuple[dict[str, object] | None, str | None]
 
-def _free_device_memory() -> None:
+
+def _free_memory() -> None:
     gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+
+
+# torch's fork-safe availability check (NVML, not the CUDA runtime)
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+def on_gpu(device: str) -> bool:
+    """Whether scoring on ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) would use a GPU, asked without
+    initialising CUDA here: torch's availability check goes through NVML (``PYTORCH_NVML_BASED_CUDA_CHECK``),
+    which, unlike the CUDA runtime's device count, leaves forked workers able to use CUDA."""
+    if device != "auto":
+        return device != "cpu"
+    saved = os.environ.get(NVML_CHECK)
+    os.environ[NVML_CHECK] = "1"
+    try:
+        return torch.cuda.is_available()
+    finally:
+        if saved is None:
+            del os.environ[NVML_CHECK]
+        else:
+            os.environ[NVML_CHECK] = saved
+
+
+def score_teacher(trial: Trial, device: str) -> Verdict:
+    """Run ``trial``'s job start-up (`load_job`, its gate included) on ``device`` in this process: the gate's
+    report (accepted or refused), or the job's start-up error (a `KdgridError`'s message) with no report."""
+    try:
+        job = load_job(trial, make_runtime(device))
+        report: dict[str, object] = dict(job.teacher_gate)
+        del job
+        return report, None
+    except TeacherGateRefused as refused:
+        return refused.report, None
+    except KdgridError as error:
+        return None, str(error)
+    finally:
+        _free_memory()
+
+
+def _score_all(trials: list[Trial], device: str) -> list[Verdict]:
+    return [score_teacher(trial, device) for trial in trials]
+
+
+def score_in_child(trials: list[Trial], device: str) -> list[Verdict]:
+    """`score_teacher` of each trial, in one child process started with ``spawn`` (module docstring): its CUDA
+    context, and the teacher's memory, end with it. The child inherits this process's environment (the caches,
+    ``KDGRID_AMP``, ``CUDA_VISIBLE_DEVICES``)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(_score_all, trials, device).result()
 
 
 def gate_teachers_here(
@@ -43,7 +104,8 @@ def gate_teachers_here(
 
     Args:
         trials: the trials a run is about to start.
-        device: where to score a teacher whose verdict is not cached (``auto``: the GPU if any, as jobs do).
+        device: where to score a teacher whose verdict is not cached (``auto``: the GPU if any, as jobs do; a GPU
+            is only ever used from a child process).
         log: called with one line per teacher scored here (not for cached verdicts).
 
     Returns:
@@ -52,9 +114,7 @@ def gate_teachers_here(
     """
     identities: dict[str, str | None] = {}
     seen: set[tuple[object, ...]] = set()
-    refusals: list[str] = []
-    problems: list[str] = []
-    runtime = None
+    verdicts: list[Verdict | Trial] = []  # in trial order; a Trial is still to be scored
     for trial in trials:
         inputs = gate_inputs(trial)
         if inputs in seen:
@@ -63,23 +123,23 @@ def gate_teachers_here(
         if not gate_applies(trial):
             continue
         report = cached_verdict(trial, identities)
-        if report is None:
-            runtime = runtime or make_runtime(device)
-            if log is not None:
-                log(
-                    f"teacher gate: scoring teacher {trial.teacher} on task {trial.task} on {runtime.description}"
-                )
-            try:
-                job = load_job(trial, runtime)
-                report = dict(job.teacher_gate)
-                del job
-            except TeacherGateRefused as refused:
-                report = refused.report
-            except KdgridError as error:
-                problems.append(str(error))
-                continue
-            finally:
-                _free_device_memory()
-        if report.get("decision") == "refused":
+        verdicts.append(trial if report is None else (report, None))
+    to_score = [v for v in verdicts if isinstance(v, Trial)]
+    if to_score:
+        gpu = on_gpu(device)
+        if log is not None:
+            where = f"a child process ({device})" if gpu else "cpu"
+            for trial in to_score:
+                log(f"teacher gate: scoring teacher {trial.teacher} on task {trial.task} on {where}")
+        scored = iter(score_in_child(to_score, device) if gpu else _score_all(to_score, device))
+        verdicts = [next(scored) if isinstance(v, Trial) else v for v in verdicts]
+    refusals: list[str] = []
+    problems: list[str] = []
+    for verdict in verdicts:
+        assert not isinstance(verdict, Trial)  # every one scored above
+        report, problem = verdict
+        if problem is not None:
+            problems.append(problem)
+        elif report is not None and report.get("decision") == "refused":
             refusals.append(str(report.get("message")))
     return list(dict.fromkeys(refusals)), list(dict.fromkeys(problems))

@@ -19,7 +19,10 @@
   teacher layers, one per student layer) or by default evenly spaced ``round(i * L_T / L_S)``, i = 1..L_S. The
   source is ``init_from`` (Hub name or directory) or the trial's teacher.
 
-In every scheme the classification head is freshly initialised from the trial's seed.
+In every scheme the classification head is freshly initialised from the trial's seed. A checkpoint's keys are
+checked as it loads (`kdgrid.core.models.load_checkpoint`): the keys it does not provide and that start fresh (the
+classifier, and the pooler of a masked-LM checkpoint) are recorded (``extra["init_fresh_keys"]``); any other
+missing or unexpected key refuses it, since those weights would silently stay random.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ import torch
 from transformers import BertForSequenceClassification
 
 from kdgrid.core.choices import INIT_SCHEMES, unknown_choice
-from kdgrid.core.models import ATTENTION_IMPLEMENTATION, bert_config, load_pretrained_bert
+from kdgrid.core.models import ATTENTION_IMPLEMENTATION, bert_config, load_checkpoint, load_pretrained_bert
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.needed import recipe_for_trial
+from kdgrid.core.runtime import set_attention
 from kdgrid.core.shapes import (
     VOCAB_SIZE,
     ResolvedTeacher,
@@ -167,9 +171,11 @@ def build_student(
             )
         elif trial.init in ("pretrain", "general_distillation"):
             assert source is not None
-            model = load_pretrained_bert(
-                source, num_labels, what=f"init {trial.init!r}", ignore_mismatched_sizes=True
+            loaded = load_checkpoint(
+                source, num_labels, what=f"init {trial.init!r}", fresh_head=True, ignore_mismatched_sizes=True
             )
+            model = loaded.model
+            info["init_fresh_keys"] = list(loaded.fresh_keys)  # what the checkpoint did not provide
             _check_same_shape(shape, shape_of_config(model.config), trial.init, source)
             _fresh_classifier(model)
             info_file = Path(source).expanduser() / artifacts.GENERAL_DISTILLATION_INFO
@@ -181,7 +187,7 @@ def build_student(
             info["preload_layers"] = preload_layers(
                 trial, shape.layers, _layers_of(source, teacher, teacher_model)
             )
-    model.config._attn_implementation = ATTENTION_IMPLEMENTATION
+    set_attention(model, ATTENTION_IMPLEMENTATION)
     if vocab_size is not None and model.config.vocab_size != vocab_size:
         raise ConfigError(
             f"init {trial.init!r}: {source} has a vocabulary of {model.config.vocab_size} tokens, the teacher's "
@@ -222,7 +228,9 @@ def _preload(
     if source == teacher.source and teacher_model is not None:
         donor = teacher_model
     else:
-        donor = load_pretrained_bert(source, num_labels, what="init 'preload'", ignore_mismatched_sizes=True)
+        donor = load_pretrained_bert(
+            source, num_labels, what="init 'preload'", fresh_head=True, ignore_mismatched_sizes=True
+        )
     donor_shape = shape_of_config(donor.config)
     _refuse_preload(shape, donor_shape, source)
     layers = preload_layers(trial, shape.layers, donor_shape.layers)

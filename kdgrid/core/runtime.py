@@ -77,6 +77,49 @@ def precision_policy(device_type: str, capability: tuple[int, int] | None, setti
     return Precision(torch.float16, True)
 
 
+def set_attention(model: Any, implementation: str) -> None:
+    """Switch a transformers model (and its sub-models) to the attention ``implementation`` (``eager``,
+    ``sdpa``) through transformers' own API, which checks that the model supports it."""
+    if model.config._attn_implementation != implementation:
+        model.set_attn_implementation(implementation)
+
+
+def autocast(device: torch.device, precision: Precision) -> contextlib.AbstractContextManager[Any]:
+    """Autocast to ``precision.amp_dtype`` on ``device``, or nothing (fp32)."""
+    if precision.amp_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=precision.amp_dtype)
+
+
+def device_precision(device: torch.device) -> Precision:
+    """`precision_policy` of ``device`` with this environment's ``KDGRID_AMP``: the one policy of trials and
+    pre-training (the GPU's compute capability read, never ``torch.cuda.is_bf16_supported()``, which says yes
+    where bf16 is emulated)."""
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    return precision_policy(device.type, capability, os.environ.get("KDGRID_AMP"))
+
+
+def cuda_ordinal(local_rank: int, visible: int) -> int:
+    """The CUDA device of the process of ``local_rank`` on its node when it sees ``visible`` GPUs: its local rank
+    where every task sees all the node's GPUs (torchrun, ``srun --gpus-per-node``), 0 where the task was bound to
+    one GPU (``srun --gpus-per-task=1``: ``CUDA_VISIBLE_DEVICES`` names only its own, and ``cuda:LOCAL_ID`` would
+    not exist).
+
+    Raises:
+        ConfigError: neither (several GPUs visible, but fewer than the local ranks).
+    """
+    if visible < 1:
+        raise ConfigError("device 'cuda': this process sees no GPU (CUDA_VISIBLE_DEVICES is empty?)")
+    if visible == 1:
+        return 0
+    if local_rank < visible:
+        return local_rank
+    raise ConfigError(
+        f"local rank {local_rank} sees {visible} GPUs: bind one GPU per task or let each task see all of its "
+        "node's GPUs (CUDA_VISIBLE_DEVICES)"
+    )
+
+
 @dataclass(frozen=True)
 class Runtime:
     """Where and how the job computes."""
@@ -100,16 +143,12 @@ class Runtime:
 
     def place(self, model: Any) -> Any:
         """``model`` on this device, with the attention kernel that is fastest there (`ATTENTION_BY_DEVICE`)."""
-        model.config._attn_implementation = ATTENTION_BY_DEVICE.get(
-            self.device.type, ATTENTION_IMPLEMENTATION
-        )
+        set_attention(model, ATTENTION_BY_DEVICE.get(self.device.type, ATTENTION_IMPLEMENTATION))
         return model.to(self.device)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Autocast to ``amp_dtype`` on this device, or nothing (fp32)."""
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+        return autocast(self.device, Precision(self.amp_dtype, self.grad_scaling))
 
     def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """A batch's tensors on this device (non-blocking copies)."""
@@ -127,8 +166,7 @@ def make_runtime(device: str) -> Runtime:
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
-    capability = torch.cuda.get_device_capability(dev) if dev.type == "cuda" else None
-    precision = precision_policy(dev.type, capability, os.environ.get("KDGRID_AMP"))
+    precision = device_precision(dev)
     return Runtime(
         device=dev,
         amp_dtype=precision.amp_dtype,

@@ -30,6 +30,7 @@ from kdgrid.core.optim import build_optimizer
 from kdgrid.core.planning import TrialPlan
 from kdgrid.core.runtime import Runtime
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
+from kdgrid.device_sharing import current_sharing
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
@@ -321,6 +322,8 @@ def finish_student(
     run.finished = True
     if run.result.status == "done" and run.model is not None:
         run.result.extra["latency_ms"] = measure_latency_ms(run.model, run.trial.max_length)
+        # Who else used the device while it was measured (`kdgrid.device_sharing`): tables compare like with like.
+        run.result.extra["latency_sharing"] = current_sharing()
         if on_model is not None:
             on_model(run.trial, run.model)
     run.result.ended_at = run.result.ended_at or utc_now()

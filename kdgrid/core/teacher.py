@@ -68,7 +68,7 @@ def finetune_teacher(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(recipe.seed)
         model = load_pretrained_bert(
-            source, task.num_labels, what="teacher base", ignore_mismatched_sizes=True
+            source, task.num_labels, what="teacher base", fresh_head=True, ignore_mismatched_sizes=True
         )
         model.train()
         steps_per_epoch = len(train_batches(tokenized["train"], recipe.batch_size, recipe.seed, 0))

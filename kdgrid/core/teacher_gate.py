@@ -14,8 +14,15 @@ set (evenly spaced, so a dev file sorted by label still gives every class):
   sqrt(b + c)``, b = examples only the other order gets right, c = only the job's order) and beats the majority
   class itself; or when the job's order does not beat the majority class significantly (``accuracy - p >
   GATE_Z * sqrt(p (1 - p) / n)``).
-- regression (STS-B): Pearson's r with the gold scores must exceed ``GATE_Z / sqrt(n)``: a constant predictor
-  has r = 0, and r's standard error near 0 is 1 / sqrt(n).
+- regression (STS-B): Pearson's r with the gold scores must exceed ``GATE_Z / sqrt(n)`` (a constant predictor
+  has r = 0, and r's standard error near 0 is 1 / sqrt(n); a negated teacher has r < 0). Correlation ignores scale
+  and offset, and the soft loss (an MSE on the teacher's outputs) teaches both, so the outputs must also be on the
+  labels' scale (`regression_problems`): their mean squared error against the gold scores clearly below the best
+  constant predictor's (the gold mean's: a paired test on the per-example squared errors, ``GATE_Z`` standard
+  errors), their mean within `REGRESSION_OFFSET` of the label range's width of the gold mean (plus ``GATE_Z``
+  standard errors), their spread (standard deviation) within `REGRESSION_SPREAD` times the gold scores', and their
+  1st to 99th percentile inside the label range (the gold scores' min to max) widened by `REGRESSION_RANGE_SLACK`
+  of its width. A teacher on 0-1 for labels on 0-5, or shifted by a point, is refused naming what differs.
 
 Why three standard errors: a teacher at the majority level (or an order no better than the job's) passes the
 test by chance with probability about 0.1%, and a real teacher is tens of standard errors away (the paper's
@@ -66,8 +73,17 @@ GATE_MAX_EXAMPLES = 2000  # dev examples scored at most: enough to see a 3-point
 GATE_Z = 3.0  # standard errors a teacher must clear (module docstring)
 MAX_PERMUTED_CLASSES = 3  # tasks with more classes are checked against the majority class only (C! orders)
 GATE_BATCH_SIZE = 64
-GATE_VERSION = 1  # bump when the gate's rules change: cached verdicts are then recomputed
+GATE_VERSION = 2  # bump when the gate's rules change: cached verdicts are then recomputed
 GATE_CACHE = "teacher_gate"
+# A regression teacher's scale and offset (module docstring). Generous on purpose: a fine-tuned teacher's outputs
+# shrink towards the mean (spread ratio about r, 0.9 on STS-B) and may carry a small bias; a teacher on another
+# scale (0-1 for 0-5: spread 0.2, mean 2 points off) or with an offset of a point is far outside them.
+REGRESSION_OFFSET = 0.1  # |mean output - mean gold| allowed, as a fraction of the label range's width
+REGRESSION_SPREAD = (0.5, 2.0)  # std(outputs) / std(gold) allowed
+# The outputs' 1st-99th percentile may leave the label range by this much of its width.
+REGRESSION_RANGE_SLACK = 0.1
+REGRESSION_PERCENTILES = (1.0, 99.0)
+REGRESSION_REASONS = ("mse", "offset", "spread", "range")  # refusals of a correlated teacher on another scale
 
 
 class TeacherGateRefused(KdgridError):
@@ -144,7 +160,7 @@ def teacher_logits(
     return batches.restore_order(outputs).double().numpy()
 
 
-def _standard_error(p: float, n: int) -> float:
+def standard_error(p: float, n: int) -> float:
     return max(math.sqrt(p * (1 - p) / n), 1 / n)
 
 
@@ -170,7 +186,7 @@ def judge_classifier(
     accuracy = {perm: float(hits.mean()) for perm, hits in correct.items()}
     best = max(candidates, key=lambda perm: (accuracy[perm], perm == given))
     majority = float(np.bincount(labels.astype(np.int64), minlength=classes).max() / n)
-    needed = majority + GATE_Z * _standard_error(majority, n)
+    needed = majority + GATE_Z * standard_error(majority, n)
     only_best = int((correct[best] & ~correct[given]).sum())
     only_given = int((correct[given] & ~correct[best]).sum())
     order_wrong = best != given and only_best - only_given > GATE_Z * math.sqrt(only_best + only_given)
@@ -194,13 +210,74 @@ def judge_classifier(
     return report, None
 
 
+def regression_problems(predictions: np.ndarray, labels: np.ndarray) -> dict[str, str]:
+    """How a regression teacher's outputs ``[N]`` differ from the gold scores ``[N]`` in scale or offset: one
+    entry per problem (``mse``, ``offset``, ``spread``, ``range``, in that order) saying what differs; empty when
+    the outputs are on the labels' scale (module docstring)."""
+    p, y = predictions.astype(np.float64), labels.astype(np.float64)
+    n = len(y)
+    low, high = float(y.min()), float(y.max())
+    width = high - low
+    problems: dict[str, str] = {}
+    teacher_se, constant_se = (p - y) ** 2, (y - y.mean()) ** 2
+    gain = constant_se - teacher_se  # per example: how much better than the gold mean the teacher is
+    mse, constant_mse = float(teacher_se.mean()), float(constant_se.mean())
+    if not gain.mean() > GATE_Z * gain.std() / math.sqrt(n):
+        problems["mse"] = (
+            f"its mean squared error {mse:.3f} is not clearly below a constant predictor's ({constant_mse:.3f}, "
+            "the gold mean)"
+        )
+    offset = float(p.mean() - y.mean())
+    allowed = REGRESSION_OFFSET * width + GATE_Z * float((p - y).std()) / math.sqrt(n)
+    if abs(offset) > allowed:
+        problems["offset"] = (
+            f"its outputs' mean {p.mean():.3f} is {offset:+.3f} from the gold mean {y.mean():.3f} (allowed "
+            f"+-{allowed:.3f})"
+        )
+    spread = float(p.std() / y.std()) if y.std() > 0 else math.inf
+    if not REGRESSION_SPREAD[0] <= spread <= REGRESSION_SPREAD[1]:
+        problems["spread"] = (
+            f"its outputs' spread (standard deviation {p.std():.3f}) is {spread:.2f} times the gold scores' "
+            f"({y.std():.3f}; allowed {REGRESSION_SPREAD[0]}-{REGRESSION_SPREAD[1]} times)"
+        )
+    first, last = (float(v) for v in np.percentile(p, REGRESSION_PERCENTILES))
+    slack = REGRESSION_RANGE_SLACK * width
+    if first < low - slack or last > high + slack:
+        problems["range"] = (
+            f"its outputs span {first:.3f} to {last:.3f} (percentiles {REGRESSION_PERCENTILES[0]:g}-"
+            f"{REGRESSION_PERCENTILES[1]:g}), outside the label range {low:g} to {high:g} (+-{slack:.3f})"
+        )
+    return problems
+
+
 def judge_regression(predictions: np.ndarray, labels: np.ndarray) -> tuple[dict[str, Any], str | None]:
-    """The gate's scores of a regression teacher: Pearson's r must exceed ``GATE_Z / sqrt(n)``."""
+    """The gate's scores of a regression teacher and why it is refused (None when accepted): Pearson's r must
+    exceed ``GATE_Z / sqrt(n)`` (else ``constant``), then its outputs must be on the labels' scale (else the first
+    of `regression_problems`: ``mse``, ``offset``, ``spread`` or ``range``; all are in the report)."""
     n = len(labels)
-    r = pearson(predictions.astype(np.float64), labels.astype(np.float64))
+    p, y = predictions.astype(np.float64), labels.astype(np.float64)
+    r = pearson(p, y)
     needed = GATE_Z / math.sqrt(n)
-    report = {"metric": "pearson", "examples": n, "score": r, "majority": 0.0, "needed": needed}
-    return report, (None if r > needed else "constant")
+    report: dict[str, Any] = {
+        "metric": "pearson",
+        "examples": n,
+        "score": r,
+        "majority": 0.0,
+        "needed": needed,
+        "mse": float(((p - y) ** 2).mean()),
+        "constant_mse": float(((y - y.mean()) ** 2).mean()),
+        "output_mean": float(p.mean()),
+        "output_std": float(p.std()),
+        "label_mean": float(y.mean()),
+        "label_std": float(y.std()),
+        "label_range": [float(y.min()), float(y.max())],
+        "output_range": [float(v) for v in np.percentile(p, REGRESSION_PERCENTILES)],
+    }
+    if not r > needed:
+        return report, "constant"
+    problems = regression_problems(p, y)
+    report["problems"] = problems
+    return report, next(iter(problems), None)
 
 
 def refusal_message(
@@ -211,10 +288,23 @@ def refusal_message(
     head = f"teacher gate: teacher {teacher!r} on task {task!r}"
     skip = f"or set `options: {{{TEACHER_GATE}: false}}` if it is not meant to be accurate"
     if reason == "constant":
+        negated = score < -report["needed"]
+        why = (
+            "its outputs are negated (or it is for another task)"
+            if negated
+            else "it is untrained or for another task"
+        )
         return (
             f"{head} has Pearson r {score:.3f} with the gold scores on {n} {dev_set} examples, not clearly above a "
-            f"constant predictor (r 0; needed > {report['needed']:.3f}): it is untrained or for another task. Name a "
-            f"fine-tuned teacher, {skip}; no student was trained"
+            f"constant predictor (r 0; needed > {report['needed']:.3f}): {why}. Name a fine-tuned teacher, {skip}; "
+            "no student was trained"
+        )
+    if reason in REGRESSION_REASONS:
+        return (
+            f"{head} correlates with the gold scores (Pearson r {score:.3f} on {n} {dev_set} examples) but its "
+            f"outputs are not on the labels' scale, which the soft loss would teach: "
+            f"{'; '.join(report['problems'].values())}. Name a teacher fine-tuned on this task's labels, {skip}; "
+            "no student was trained"
         )
     given = f"{report['order']} ({BASIS_WORDS[order.basis]})"
     if reason == "label_order":

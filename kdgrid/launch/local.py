@@ -38,6 +38,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from kdgrid.cpus import threads_per_worker
+from kdgrid.device_sharing import EXCLUSIVE, SHARING_VARIABLE, local_sharing
 from kdgrid.errors import ConfigError
 from kdgrid.launch import memory
 from kdgrid.launch.failure_rows import write_failure_rows
@@ -60,7 +62,7 @@ class LocalSettings(ExecutorSettings):
     workers: int = setting(0, "jobs at once, each in its own process; 0 = one after another in this process")
     start_method: str = setting("spawn", "how worker processes start: spawn, forkserver or fork")
     threads: int | None = setting(
-        None, "torch threads per worker process (default: CPU cores / workers)", minimum=1
+        None, "torch threads per worker process (default: the usable CPUs / workers)", minimum=1
     )
     progress: bool = setting(True, "show a progress bar")
     poll_s: float = setting(0.5, "seconds between two looks at the store and the workers")
@@ -107,20 +109,23 @@ def gpu_slots(workers: int, gpus: Sequence[str], jobs_per_gpu: int | None) -> li
 
 @contextlib.contextmanager
 def _visible_devices(gpu: str | None) -> Iterator[None]:
-    """``CUDA_VISIBLE_DEVICES=gpu`` in this process's environment while a worker starts (it inherits it), then
-    as it was; nothing without a GPU."""
+    """``CUDA_VISIBLE_DEVICES=gpu`` (and ``CUDA_DEVICE_ORDER=PCI_BUS_ID``: ``gpu`` is one of nvidia-smi's indices,
+    `memory.DEVICE_ORDER`) in this process's environment while a worker starts (it inherits it), then as it was;
+    nothing without a GPU."""
     if gpu is None:
         yield
         return
-    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    variables = {"CUDA_VISIBLE_DEVICES": gpu, **memory.DEVICE_ORDER}  # nvidia-smi's indices: PCI order
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         yield
     finally:
-        if saved is None:
-            del os.environ["CUDA_VISIBLE_DEVICES"]
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = saved
+        for name, value in saved.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
 
 
 def _run_in_child(
@@ -133,6 +138,7 @@ def _run_in_child(
     threads: int | None,
     gpu: str | None = None,
     plugins: dict[str, str] | None = None,
+    sharing: str = EXCLUSIVE,
 ) -> None:
     """A worker process's whole life: its GPU (``CUDA_VISIBLE_DEVICES``, set again here for start methods that
     do not inherit the parent's environment at start, such as forkserver; CUDA reads it when first used, which
@@ -140,9 +146,10 @@ def _run_in_child(
     job's trials only), after loading the plugins (``plugins``: the parent's ``KDGRID_PLUGINS``,
     `kdgrid.plugins.plugin_environment`, passed on to this process's own children too)."""
     os.environ.update(plugins or {})
+    os.environ[SHARING_VARIABLE] = sharing  # recorded beside the latency (`kdgrid.device_sharing`)
     load_plugins_or_exit()
     if gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+        os.environ.update({"CUDA_VISIBLE_DEVICES": gpu, **memory.DEVICE_ORDER})
     if threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
         if job_fn is DEFAULT_JOB_FN:
@@ -305,6 +312,12 @@ class LocalExecutor:
                                       traceback.format_exc())  # fmt: skip
             bar.show(watch.refresh().states(study_of))
 
+    def worker_threads(self, workers: int) -> int:
+        """Torch threads per worker process: ``local_threads``, else the CPUs this process may use (its affinity
+        mask and cgroup quota, `kdgrid.cpus`; not the machine's count, which SLURM and containers restrict)
+        divided among the ``workers``."""
+        return self.settings.threads or threads_per_worker(workers)
+
     def _run_pool(
         self,
         jobs: list[list[Trial]],
@@ -317,7 +330,7 @@ class LocalExecutor:
         slot_gpus = self.worker_gpus()  # a process takes a free slot, and the slot's GPU
         workers = len(slot_gpus)
         context = multiprocessing.get_context(self.settings.start_method)
-        threads = self.settings.threads or max(1, (os.cpu_count() or 1) // workers)
+        threads = self.worker_threads(workers)
         waiting = list(jobs)
         running: list[tuple[Any, list[Trial], int]] = []
         try:
@@ -335,6 +348,7 @@ class LocalExecutor:
                         threads,
                         slot_gpus[slot],
                         plugin_environment(),
+                        local_sharing(slot_gpus[slot], slot_gpus),
                     )
                     process = context.Process(target=_run_in_child, args=args, daemon=False)
                     with _visible_devices(slot_gpus[slot]):

@@ -27,6 +27,10 @@ GIB = 2**30
 # cgroup v1 writes "no limit" as a huge number (about 2^63 rounded to a page); anything above 2^60 means none.
 NO_CGROUP_LIMIT = 2**60
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# GPUs are named by nvidia-smi's indices here, which follow the PCI bus; CUDA numbers them fastest first unless
+# told otherwise, so a process handed ``CUDA_VISIBLE_DEVICES=1`` must also be handed this to use the GPU whose
+# memory its budget was computed from (they differ on machines with mixed GPUs).
+DEVICE_ORDER = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 @dataclass(frozen=True)

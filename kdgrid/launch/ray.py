@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kdgrid.device_sharing import SHARING_VARIABLE, ray_sharing
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
 from kdgrid.launch.environment import apply_environment, job_variables
@@ -166,6 +167,13 @@ class RayExecutor:
         jobs, why = min(limits, key=lambda limit: limit[0])
         return max(1, jobs), why
 
+    def job_environment(self) -> dict[str, str]:
+        """The variables every job runs with: the driver's (`job_variables`) and how its device is shared, which
+        its rows record beside the latency (`kdgrid.device_sharing`: the GPU fraction, or the jobs at once on the
+        CPUs)."""
+        sharing = ray_sharing(self.settings.gpus_per_job, self.concurrent_jobs()[0])
+        return {**job_variables(), SHARING_VARIABLE: sharing}
+
     def memory_budget(self) -> MemoryBudget:
         """The memory one job may use: `memory.SAFETY_FRACTION` of ``ray_gpus_per_job`` of the smallest visible
         GPU's memory (a job uses one GPU at most), or of the RAM (capped by the cgroup limit) divided by
@@ -264,7 +272,7 @@ class RayExecutor:
                 studies=study_of,
                 job_fn=self.job_fn,
                 workdir=str(Path.cwd()),
-                environment=job_variables(),
+                environment=self.job_environment(),
             )
             resources = {"cpu": self.settings.cpus_per_job, "gpu": self.settings.gpus_per_job}
             if not self.settings.verbose:

@@ -127,7 +127,8 @@ def build_student(recipe: PretrainRecipe, vocab_size: int) -> BertForMaskedLM:
 
 def load_teacher(recipe: PretrainRecipe) -> nn.Module:
     """The teacher's encoder in eval mode, gradients off, float32 (its task head, if any, is not read)."""
-    model = load_pretrained_bert(teacher_source(recipe), num_labels=2, what="teacher")
+    # Its head is not read: a masked-LM checkpoint (no classifier, no pooler) is as good a teacher here.
+    model = load_pretrained_bert(teacher_source(recipe), num_labels=2, what="teacher", fresh_head=True)
     model.eval()
     model.requires_grad_(False)
     return model

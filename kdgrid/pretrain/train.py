@@ -4,8 +4,13 @@ Launched as one process (no process group), by ``torchrun``, or as SLURM tasks (
 gloo on CPU, nccl on GPU, one GPU per process. The student (and the projections) are wrapped
 in `DistributedDataParallel`; each process reads its slice of every global batch (`kdgrid.pretrain.data`) in
 micro-batches, accumulating gradients (synchronised on the last one) until the recipe's global batch is reached;
-then the gradients are clipped to norm ``max_grad_norm`` and AdamW steps. On a GPU the forward passes run under
-bf16 autocast (where the GPU has bf16; else float32), the losses in float32.
+then the gradients are clipped to norm ``max_grad_norm`` and AdamW steps. The forward passes run in the trials'
+precision (`kdgrid.core.runtime.device_precision`: ``KDGRID_AMP``; by default bf16 autocast on a GPU with native
+bf16, fp16 autocast with a gradient scaler on an older one, fp32 on the CPU), the losses in float32; with the
+scaler, gradients are unscaled before clipping, and the learning-rate schedule advances only on the steps the
+optimizer took (the scaler skips a step whose gradients overflowed). A process uses the GPU its SLURM task or
+torchrun rank was given (`kdgrid.core.runtime.cuda_ordinal`: ``cuda:LOCAL_RANK`` where it sees the node's GPUs,
+``cuda:0`` where it was bound to one).
 
 Every ``checkpoint_every`` steps (and when ``stop_after`` steps of this run are done) process 0 writes a step
 checkpoint (`kdgrid.pretrain.step_checkpoint`); a new run of the same recipe resumes from the newest one. A
@@ -46,6 +51,7 @@ from kdgrid.core.objective import Objective
 from kdgrid.core.optim import build_optimizer
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.core.runtime import FP32, Precision, autocast, cuda_ordinal, device_precision, set_attention
 from kdgrid.core.shapes import VOCAB_SIZE, StudentShape, student_shape
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.pretrain import claim, step_checkpoint
@@ -157,7 +163,11 @@ def _processes(device: str) -> _Processes:
         raise ConfigError(f"device {device!r}: use auto, cpu or cuda")
     if use_cuda and not torch.cuda.is_available():
         raise ConfigError("device 'cuda': this machine has no usable GPU")
-    where = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    where = (
+        torch.device("cuda", cuda_ordinal(local_rank, torch.cuda.device_count()))
+        if use_cuda
+        else torch.device("cpu")
+    )
     if use_cuda:
         torch.cuda.set_device(where)
     if world_size > 1 and not dist.is_initialized():
@@ -170,9 +180,27 @@ def _step_seed(recipe: PretrainRecipe, step: int, rank: int) -> int:
     return int(state[0]) << 32 | int(state[1])
 
 
-def _autocast(device: torch.device) -> contextlib.AbstractContextManager[Any]:
-    bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16)
+def optimizer_step(
+    model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: torch.amp.GradScaler | None
+) -> bool:
+    """One optimizer step on the accumulated gradients: unscaled (with a scaler), clipped to `MAX_GRAD_NORM`,
+    then stepped; the scheduler advances only if the optimizer did (a scaler skips the step when a gradient
+    overflowed, and lowers its scale). Returns whether it stepped."""
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    stepped = True
+    if scaler is None:
+        optimizer.step()
+    else:
+        scale = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        stepped = scaler.get_scale() >= scale  # the scale drops exactly when the step was skipped
+    if stepped:
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return stepped
 
 
 def _progress_bar(enabled: bool) -> Progress:
@@ -279,11 +307,13 @@ def _run(
     objective, teacher, capture = _distillation(recipe, checked)
     for network in (student, teacher):  # the attention kernel fastest on this device, as the core's runtime
         if network is not None:
-            network.config._attn_implementation = ATTENTION_BY_DEVICE[processes.device.type]
+            set_attention(network, ATTENTION_BY_DEVICE[processes.device.type])
     model = PretrainModel(student, objective, terms).to(processes.device)
     optimizer, scheduler = build_optimizer(
         [model], recipe.lr, recipe.weight_decay, recipe.steps, recipe.warmup_ratio
     )
+    precision = device_precision(processes.device)
+    scaler = torch.amp.GradScaler(processes.device.type) if precision.grad_scaling else None
     start = 0
     resumed = step_checkpoint.latest(work, recipe)
     if resumed is not None:
@@ -291,6 +321,8 @@ def _run(
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
+        if scaler is not None and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
     if teacher is not None:
         teacher.to(processes.device)
     wrapped = DistributedDataParallel(model) if processes.distributed else model
@@ -305,6 +337,8 @@ def _run(
         accumulation,
         processes,
         settings.micro_batch,
+        precision,
+        scaler,
     )
     end = recipe.steps if settings.stop_after is None else min(recipe.steps, start + settings.stop_after)
     history: deque[dict[str, float]] = deque(maxlen=HISTORY_KEPT)
@@ -321,10 +355,7 @@ def _run(
         for step in range(start, end):
             torch.manual_seed(_step_seed(recipe, step, processes.rank))
             values = steps.run(step)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            optimizer_step(model, optimizer, scheduler, scaler)
             history.append(values)
             done = step + 1
             # Every process asks at every step boundary (0: no signal), so all stop after the same step.
@@ -336,7 +367,11 @@ def _run(
                 and done < recipe.steps
             ):
                 step_checkpoint.save(
-                    work, recipe, done, _state(model, optimizer, scheduler, done), processes.world_size
+                    work,
+                    recipe,
+                    done,
+                    _state(model, optimizer, scheduler, done, scaler),
+                    processes.world_size,
                 )
             elapsed = max(time.monotonic() - began, 1e-9)
             rate = (done - start) * recipe.global_batch * recipe.block_length / elapsed
@@ -390,6 +425,8 @@ class _Steps:
     accumulation: int
     processes: _Processes
     micro_batch: int
+    precision: Precision = FP32
+    scaler: torch.amp.GradScaler | None = None
 
     def run(self, step: int) -> dict[str, float]:
         """Accumulate the gradients of ``step``'s slice of the global batch; returns the step's mean loss terms
@@ -407,13 +444,13 @@ class _Steps:
             with sync:
                 teacher_features = None
                 if self.capture is not None:
-                    with torch.no_grad(), _autocast(processes.device):
+                    with torch.no_grad(), autocast(processes.device, self.precision):
                         batch = {
                             "input_ids": input_ids[part],
                             "attention_mask": torch.ones_like(input_ids[part]),
                         }
                         teacher_features = self.capture(batch)
-                with _autocast(processes.device):
+                with autocast(processes.device, self.precision):
                     values = self.wrapped(input_ids[part], labels[part], teacher_features)
                 # DDP averages gradients over processes: x world_size makes the MLM term a sum over the global
                 # batch's masked tokens divided by their number.
@@ -421,7 +458,7 @@ class _Steps:
                 for name, value in values.knowledge.items():
                     loss = loss + weights[name] * value / self.accumulation
                 _check_finite(loss, step, values)
-                loss.backward()
+                (loss if self.scaler is None else self.scaler.scale(loss)).backward()
             sums["mlm"] += values.mlm_sum.detach().to(torch.float64)
             for name, value in values.knowledge.items():
                 share = value.detach().to(torch.float64) / (self.accumulation * processes.world_size)
@@ -441,12 +478,19 @@ def _check_finite(loss: torch.Tensor, step: int, values: Any) -> None:
     raise FloatingPointError(f"diverged at step {step}: loss term(s) {bad or ['total']} are not finite")
 
 
-def _state(model: PretrainModel, optimizer: Any, scheduler: Any, step: int) -> dict[str, Any]:
+def _state(
+    model: PretrainModel,
+    optimizer: Any,
+    scheduler: Any,
+    step: int,
+    scaler: torch.amp.GradScaler | None = None,
+) -> dict[str, Any]:
     return {
         "step": step,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict() if scaler is not None else None,
     }
 
 

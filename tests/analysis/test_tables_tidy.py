@@ -198,3 +198,33 @@ def test_aggregating_the_per_seed_rows_gives_the_aggregated_frame(tmp_path):
     aggregated = tidy_of(tmp_path)
     pd.testing.assert_frame_equal(aggregated, aggregate_seeds(tidy_of(tmp_path, per_seed=True)))
     assert sorted(aggregated["n_seeds"]) == [1, 3]
+
+
+def _table2(student: str, latency: float, **sharing: str) -> object:
+    return result(0.7, student=student, extra={"latency_ms": latency, **sharing})
+
+
+def test_latencies_measured_under_different_device_sharing_are_refused(tmp_path):
+    write(
+        tmp_path,
+        "table2",
+        _table2("w128-l12", 148.0, latency_sharing="exclusive"),
+        _table2("w256-l4", 40.0, latency_sharing="local: 4 jobs per GPU"),
+        _table2("w512-l2", 30.0, latency_sharing="local: 4 jobs per GPU"),
+    )
+    with pytest.raises(ConfigError, match=r"table 2: its latencies were measured under different device sharing "
+                                          r"\('exclusive' \(1 rows\), 'local: 4 jobs per GPU' \(2 rows\)\)"):  # fmt: skip
+        tidy_of(tmp_path)
+
+
+def test_latencies_under_one_sharing_and_unrecorded_ones_are_tabled(tmp_path):
+    write(
+        tmp_path,
+        "table2",
+        _table2("w128-l12", 148.0, latency_sharing="ray: GPU fraction 0.25 per job"),
+        _table2("w256-l4", 40.0, latency_sharing="ray: GPU fraction 0.25 per job"),
+        _table2("w512-l2", 30.0),  # a row written before the sharing was recorded
+    )
+    tidy = tidy_of(tmp_path)
+    students = tidy[tidy["role"] == "student"].set_index("student")
+    assert students["latency_ms"].to_dict() == {"w128-l12": 148.0, "w256-l4": 40.0, "w512-l2": 30.0}

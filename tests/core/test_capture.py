@@ -82,6 +82,31 @@ def test_scores_carry_the_padding_bias_on_key_columns_only() -> None:
     assert torch.all(scores[..., :2] == 0) and torch.all(scores[..., 2] == PAD_BIAS)
 
 
+@pytest.mark.parametrize("scores_read", ["inside", "outside"])
+def test_scores_under_bf16_autocast_are_float32_like_a_float32_capture(scores_read: str) -> None:
+    """Under bf16 autocast Q and K are bf16; the scores built from them are float32, the padding bias exactly
+    ``PAD_BIAS`` (bf16 would make it -9984 and round every padded score to a multiple of 64), and the real scores
+    differ from a float32 capture's only by the rounding of Q and K, whether a loss reads them inside the autocast
+    region or (as the objective does) outside it."""
+    model = tiny_bert()
+    batch = padded_batch()
+    reference = FeatureCapture(model, {"scores"})(batch).scores
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        features = FeatureCapture(model, {"scores"})(batch)
+        assert features.logits.dtype == torch.bfloat16  # the forward pass did run in bf16
+        inside = [features.scores[layer] for layer in (1, 2)] if scores_read == "inside" else None
+    scores = inside or [features.scores[layer] for layer in (1, 2)]
+    padded = batch["attention_mask"] == 0
+    for layer, got in zip((1, 2), scores, strict=True):
+        assert got.dtype == torch.float32
+        want = reference[layer]
+        assert want is not None
+        real = ~padded[:, None, None, :].expand_as(want)
+        torch.testing.assert_close(got[real], want[real], rtol=0.02, atol=0.05)
+        # The bias is exact: padded scores are the bias plus a real-sized score, not a bf16 rounding of their sum.
+        torch.testing.assert_close(got[~real], want[~real], rtol=0, atol=0.05)
+
+
 def test_gradients_flow_through_captured_student_features() -> None:
     model = tiny_bert().train()
     features = FeatureCapture(model, {"scores"})(padded_batch())

@@ -93,6 +93,7 @@ def test_general_distillation_loads_a_local_checkpoint_and_records_its_info(teac
     gd = trial("general_distillation", init_from=str(tmp_path / "gd"))
     model, info = build_student(gd, STUDENT, 2, resolved, teacher_model)
     assert info["general_distillation"] == {"teacher": "bert-base", "steps": 10}
+    assert info["init_fresh_keys"] == ["classifier.bias", "classifier.weight"]  # the head starts fresh
     assert torch.equal(
         model.bert.encoder.layer[1].output.dense.weight, source.bert.encoder.layer[1].output.dense.weight
     )
@@ -143,3 +144,30 @@ def test_preload_failures(teacher) -> None:  # type: ignore[no-untyped-def]
         preload_layers(trial("preload", options={"preload_layers": [1, 9]}), 2, 4)
     with pytest.raises(ConfigError, match=r"unknown init 'magic'"):
         check_init(trial("magic"), STUDENT, resolved)
+
+
+def test_a_masked_lm_init_names_its_fresh_pooler_and_a_renamed_key_is_refused(
+    teacher: tuple[ResolvedTeacher, BertForSequenceClassification], tmp_path: Path
+) -> None:
+    """A masked-LM checkpoint has no pooler: it starts fresh and the row says so. A key renamed in the encoder
+    would leave that layer random: refused, naming it."""
+    from safetensors.torch import load_file, save_file
+
+    resolved, teacher_model = teacher
+    torch.manual_seed(5)
+    BertForMaskedLM(bert_config(STUDENT, 2, vocab_size=VOCAB)).save_pretrained(tmp_path / "mlm")
+    gd = trial("general_distillation", init_from=str(tmp_path / "mlm"))
+    _, info = build_student(gd, STUDENT, 2, resolved, teacher_model)
+    assert info["init_fresh_keys"] == [
+        "bert.pooler.dense.bias",
+        "bert.pooler.dense.weight",
+        "classifier.bias",
+        "classifier.weight",
+    ]
+    weights = tmp_path / "mlm" / "model.safetensors"
+    renamed = {
+        k.replace("layer.0.attention.output", "layer.0.attn.output"): v for k, v in load_file(weights).items()
+    }
+    save_file(renamed, weights, metadata={"format": "pt"})
+    with pytest.raises(KdgridError, match=r"lacks 4 key\(s\) \(bert\.encoder\.layer\.0\.attention\.output"):
+        build_student(gd, STUDENT, 2, resolved, teacher_model)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core import shapes
+from kdgrid.core import models, shapes
 from kdgrid.core.data import get_task
 from kdgrid.core.models import bert_config, check_torch_version, load_pretrained_bert, load_teacher
 from kdgrid.core.planning import validate_trials
@@ -212,3 +212,84 @@ def test_an_unknown_hub_id_is_one_message(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(KdgridError, match=r"neither a directory here nor a model"):
         resolve_teacher("someone/no-such-model", "mrpc")
     assert not shapes.hub_offline()
+
+
+# -- a checkpoint's keys -----------------------------------------------------------------------------------------
+
+
+def _rewrite_weights(directory: Path, rename: Callable[[str], str | None]) -> None:
+    """Rewrite a ``save_pretrained`` directory's ``model.safetensors`` with each key renamed (None: dropped)."""
+    from safetensors.torch import load_file, save_file
+
+    path = directory / "model.safetensors"
+    tensors = load_file(path)
+    renamed = {new: t for k, t in tensors.items() if (new := rename(k)) is not None}
+    save_file(renamed, path, metadata={"format": "pt"})
+
+
+def _masked_lm_checkpoint(path: Path) -> str:
+    """A `BertForMaskedLM` of the tiny shape: encoder and ``cls.predictions.*``, no pooler, no classifier."""
+    from transformers import BertForMaskedLM
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        BertForMaskedLM(bert_config(TINY_TEACHER_SHAPE, 2)).save_pretrained(path)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("rename", "named"),
+    [
+        (
+            lambda k: k.replace(".attention.self.query.", ".attention.self.q."),
+            ["attention.self.query.weight"],
+        ),
+        (lambda k: k.replace("bert.", "encoder_model."), ["bert.embeddings.word_embeddings.weight"]),
+        (lambda k: None if k.startswith("classifier.") else k, ["classifier.bias", "classifier.weight"]),
+    ],
+    ids=["a renamed layer", "a renamed base model", "no classifier"],
+)
+def test_a_teacher_with_keys_that_are_not_a_bert_classifiers_is_refused_naming_them(
+    tmp_path: Path, rename: Callable[[str], str | None], named: list[str]
+) -> None:
+    source = save_random_teacher(tmp_path / "teacher", TINY_TEACHER_SHAPE)
+    _rewrite_weights(tmp_path / "teacher", rename)
+    with pytest.raises(KdgridError, match="does not match a BERT classifier's weights") as refused:
+        load_pretrained_bert(source, 2, what="teacher")
+    for key in named:
+        assert key in str(refused.value)
+
+
+def test_a_renamed_encoder_key_is_refused_even_where_the_head_starts_fresh(tmp_path: Path) -> None:
+    """A student's init may lack a classifier, never an encoder weight: ``init: pretrain`` would quietly be
+    random there."""
+    source = save_random_teacher(tmp_path / "teacher", TINY_TEACHER_SHAPE)
+    _rewrite_weights(tmp_path / "teacher", lambda k: k.replace("layer.1.output.dense", "layer.1.out.dense"))
+    with pytest.raises(KdgridError, match=r"lacks 2 key\(s\).*layer\.1\.output\.dense.*no place for 2 key"):
+        models.load_checkpoint(source, 2, what="init 'pretrain'", fresh_head=True)
+
+
+def test_a_masked_lm_checkpoint_loads_with_a_fresh_head_named_and_its_encoder_weights(tmp_path: Path) -> None:
+    from transformers import BertForMaskedLM
+
+    source = _masked_lm_checkpoint(tmp_path / "mlm")
+    loaded = models.load_checkpoint(source, 3, what="init 'pretrain'", fresh_head=True)
+    assert loaded.fresh_keys == (
+        "bert.pooler.dense.bias",
+        "bert.pooler.dense.weight",
+        "classifier.bias",
+        "classifier.weight",
+    )
+    saved = BertForMaskedLM.from_pretrained(source)
+    torch.testing.assert_close(
+        loaded.model.bert.encoder.layer[1].output.dense.weight,
+        saved.bert.encoder.layer[1].output.dense.weight,
+    )
+    # As a teacher (its classifier read), the same checkpoint is refused.
+    with pytest.raises(KdgridError, match=r"classifier\.weight"):
+        load_pretrained_bert(source, 3, what="teacher")
+
+
+def test_a_complete_classifier_loads_with_nothing_fresh(tmp_path: Path) -> None:
+    source = save_random_teacher(tmp_path / "teacher", TINY_TEACHER_SHAPE)
+    assert models.load_checkpoint(source, 2, what="teacher", fresh_head=False).fresh_keys == ()

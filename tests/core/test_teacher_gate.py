@@ -9,6 +9,7 @@ exactly as with the unswapped teacher. A random teacher is refused at the majori
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import replace
@@ -223,6 +224,29 @@ def test_the_cli_exits_2_on_a_refused_teacher(
     assert "wrong label order" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("which", "code", "last_line"),
+    [
+        ("swapped", 0, "declare it in the sweep file (on its trials): options: {teacher_label_order: [1, 0]}"),
+        ("good", 0, "nothing to declare"),
+        ("random", 1, "no order fits"),
+    ],
+)
+def test_teacher_check_prints_the_order_that_fits_and_its_declaration(
+    gate_teachers: dict[str, str], capsys: pytest.CaptureFixture[str], which: str, code: int, last_line: str
+) -> None:
+    """The swapped teacher's declaration is the one that makes its students train as the original's."""
+    from kdgrid.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["teacher", "check", gate_teachers[which], "--task", TASK, "--max-length", "32", "--device", "cpu"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert exit_info.value.code == code, out
+    assert last_line in out.strip().splitlines()[-1]
+    if which == "good":
+        assert "the order that fits is [0, 1], accuracy" in out
+
+
 def test_the_pre_flight_reads_the_cached_refusal_under_the_gates_own_key(gate_teachers: dict[str, str]) -> None:
     (refused,), _ = run([make_trial(gate_teachers["swapped"])])  # scored and cached here or by an earlier test
     assert teacher_gate.cached_refusal(make_trial(gate_teachers["swapped"], max_grad_norm=1.0)) == (
@@ -287,6 +311,45 @@ def test_run_scores_an_accepted_teacher_once_in_its_pre_flight_and_its_jobs_read
     rows = read_store(tmp_path / "store")
     gates = [json.loads(extra)["teacher_gate"] for extra in rows["extra_json"]]
     assert all(gate["decision"] == "accepted" and gate["cached"] is True for gate in gates)
+
+
+def test_on_a_gpu_the_pre_flight_scores_in_a_child_and_never_initialises_cuda_here(
+    gate_teachers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This process sees a GPU (patched) and any CUDA initialisation in it fails the test: the verdicts come from a
+    spawned child (which, on this machine, finds no GPU and scores on the CPU) and are cached for the jobs."""
+    from kdgrid.core import gate_preflight
+
+    def no_cuda_here(*args: object, **kwargs: object) -> None:
+        raise AssertionError("CUDA was initialised in the launcher")
+
+    monkeypatch.setenv("KDGRID_CACHE", str(tmp_path / "cache"))
+    # A GPU is seen only through torch's NVML check, the one that initialises nothing a forked worker inherits.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: os.environ.get(gate_preflight.NVML_CHECK) == "1")
+    monkeypatch.setattr(torch.cuda, "_lazy_init", no_cuda_here)
+    monkeypatch.setattr(gate_preflight, "score_teacher", no_cuda_here)  # not in this process
+    trials = [make_trial(gate_teachers["swapped"]), make_trial(gate_teachers["good"])]
+    lines: list[str] = []
+    refusals, problems = gate_preflight.gate_teachers_here(trials, log=lines.append)
+    assert len(refusals) == 1 and "wrong label order" in refusals[0] and problems == []
+    assert all("a child process" in line for line in lines) and len(lines) == 2
+    assert not torch.cuda.is_initialized()
+    # The child cached both verdicts: a second pre-flight reads them without scoring anything.
+    assert gate_preflight.gate_teachers_here(trials[:2]) == (refusals, [])
+
+
+def test_on_the_cpu_the_pre_flight_scores_in_this_process(
+    gate_teachers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kdgrid.core import gate_preflight
+
+    def no_child(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a child process was started for the CPU")
+
+    monkeypatch.setenv("KDGRID_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(gate_preflight, "score_in_child", no_child)
+    refusals, problems = gate_preflight.gate_teachers_here([make_trial(gate_teachers["swapped"])], device="cpu")
+    assert len(refusals) == 1 and problems == []
 
 
 # ------------------------------------------------------------------------------------ options and grouping
@@ -386,6 +449,59 @@ def test_a_regression_teacher_must_correlate() -> None:
     assert judge_regression(labels + np.sin(labels), labels)[1] is None
     assert judge_regression(-labels, labels)[1] == "constant"
     assert judge_regression(np.full(100, 2.5), labels)[1] == "constant"
+
+
+STSB_ORDER = LabelOrder((0,), "identity")  # a regression head's one output
+
+
+def sts_labels_and_teacher(n: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """Gold scores spread over STS-B's 0-5 and a realistic fine-tuned teacher's outputs: shrunk towards the mean
+    (spread ratio 0.9), slightly biased, with noise (Pearson r about 0.9)."""
+    rng = np.random.default_rng(0)
+    labels = rng.uniform(0.0, 5.0, n)
+    teacher = 2.5 + 0.85 * (labels - 2.5) + 0.1 + rng.normal(0.0, 0.55, n)
+    return teacher, labels
+
+
+def test_a_realistic_regression_teacher_passes_with_its_scale_in_the_report() -> None:
+    teacher, labels = sts_labels_and_teacher()
+    report, reason = judge_regression(teacher, labels)
+    assert reason is None and report["problems"] == {}
+    assert 0.85 < report["score"] < 0.95
+    assert report["mse"] < 0.2 * report["constant_mse"]
+    assert report["label_range"][0] >= 0.0 and report["label_range"][1] <= 5.0
+
+
+@pytest.mark.parametrize(
+    ("name", "transform", "reason", "named"),
+    [
+        ("on 0-1", lambda t: t / 5.0, "mse", {"mse", "offset", "spread"}),
+        ("shifted by a point", lambda t: t + 1.0, "offset", {"offset", "range"}),
+        ("shifted down by 0.8", lambda t: t - 0.8, "offset", {"offset", "range"}),
+        ("scaled by 3 around the mean", lambda t: 2.5 + 3.0 * (t - 2.5), "mse", {"mse", "spread", "range"}),
+        ("on 0-100", lambda t: t * 20.0, "mse", {"mse", "offset", "spread", "range"}),
+    ],
+)
+def test_a_correlated_regression_teacher_on_another_scale_is_refused_naming_what_differs(
+    name: str, transform, reason: str, named: set[str]
+) -> None:
+    teacher, labels = sts_labels_and_teacher()
+    report, got = judge_regression(transform(teacher), labels)
+    assert report["score"] > 0.85, name  # Pearson alone would have accepted it
+    assert got == reason and set(report["problems"]) == named, (name, report["problems"])
+    message = teacher_gate.refusal_message("t", "stsb", "validation", report, got, STSB_ORDER)
+    assert "not on the labels' scale" in message and "no student was trained" in message
+    for problem in named:
+        assert report["problems"][problem] in message
+
+
+@pytest.mark.parametrize("transform", [lambda t: -t, lambda t: 5.0 - t])
+def test_a_negated_regression_teacher_is_refused_as_negated(transform) -> None:
+    teacher, labels = sts_labels_and_teacher()
+    report, reason = judge_regression(transform(teacher), labels)
+    assert reason == "constant" and report["score"] < -0.85
+    message = teacher_gate.refusal_message("t", "stsb", "validation", report, reason, STSB_ORDER)
+    assert "negated" in message
 
 
 def test_the_refusal_is_a_kdgrid_error() -> None:

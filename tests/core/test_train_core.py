@@ -162,6 +162,7 @@ def test_result_rows_are_filled(teacher: str) -> None:
     # A teacher without kdgrid's teacher.json (e.g. from the Hub) is evaluated once per job for the tables.
     assert set(result.extra["teacher_scores"]["validation"]) == {"accuracy", "f1"}
     assert result.extra["latency_ms"] > 0  # Table 2's latency: one sequence of max_length tokens, batch 1
+    assert result.extra["latency_sharing"] == "exclusive"  # run here, its device to itself
 
 
 def test_a_teacher_evaluation_error_is_recorded_and_the_trained_students_kept(

@@ -27,6 +27,11 @@ BERTs are random, at their real shape (``kdgrid`` checks a ``pretrain`` checkpoi
 student's). All share bert-base-uncased's WordPiece vocabulary (30,522 tokens), taken from the offline MiniLM
 teacher, as every real repo here does. The GLUE data is generated text, deterministic (seeded): 256 train rows,
 64 per dev split, 16 per test split; a row's label is a marker word in its first sentence.
+
+The files are the real repos' kinds: minimal 2020 textattack configs (no label keys on the binary teachers, no
+``problem_type`` on STS-B), ``model.safetensors`` beside ``pytorch_model.bin`` on the compact BERTs,
+``tokenizer.json`` on the BERT-large teachers, one legacy (non-zip) ``pytorch_model.bin`` (`LEGACY_BIN_REPO`), and
+the RTE BERT-base teacher as weak as the weakest real one (`WEAK_TEACHER_Z`, `weaken_teacher`).
 """
 
 from __future__ import annotations
@@ -48,10 +53,11 @@ from datasets.info import DatasetInfosDict
 from datasets.load import LocalDatasetModuleFactory, get_dataset_builder_class
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
-from transformers import BertConfig, BertForPreTraining, BertForSequenceClassification
+from tokenizers import Tokenizer
+from transformers import BertConfig, BertForPreTraining, BertForSequenceClassification, BertTokenizerFast
 
 from kdgrid.assets import teacher_dir
-from tests.hub.teacher_training import fine_tune_head, plant_marker_reader
+from tests.hub.teacher_training import fine_tune_head, plant_marker_reader, predict
 
 GLUE_REPO = "nyu-mll/glue"
 SEED = 20240601
@@ -75,6 +81,12 @@ class HubModel:
         drop_config_keys: keys ``save_pretrained`` writes that the real ``config.json`` lacks.
         tokenizer_files: whether the repo ships ``tokenizer_config.json`` and ``special_tokens_map.json`` (all
             of them ship ``vocab.txt``).
+        tokenizer_json: whether the repo ships a fast tokenizer's ``tokenizer.json`` too.
+        safetensors: whether the repo ships ``model.safetensors`` beside ``pytorch_model.bin`` (transformers
+            then reads the safetensors file).
+        legacy_bin: ``pytorch_model.bin`` in torch's legacy (non-zip) pickle format, as torch < 1.6 saved it.
+        weaker: a fine-tuned teacher made realistically weak: its head's bias moved until its dev accuracy is
+            this many standard errors above the majority class (`weaken_teacher`).
     """
 
     repo_id: str
@@ -88,6 +100,10 @@ class HubModel:
     config_extra: dict[str, Any] = field(default_factory=dict)
     drop_config_keys: tuple[str, ...] = ()
     tokenizer_files: bool = True
+    tokenizer_json: bool = False
+    safetensors: bool = False
+    legacy_bin: bool = False
+    weaker: float | None = None
 
 
 GLUE_CONFIGS = ("cola", "mrpc", "stsb", "rte", "qqp", "mnli", "sst2", "qnli")
@@ -129,6 +145,16 @@ _TEXTATTACK_NAMES = {
     "rte": "RTE",
 }
 NUM_LABELS = {"cola": 2, "mrpc": 2, "stsb": 1, "rte": 2, "qqp": 2, "mnli": 3, "sst2": 2, "qnli": 2}
+# The real textattack configs are minimal 2020 ones: the binary teachers' carry no id2label, label2id or
+# num_labels (transformers' default, 2 labels, applies), the STS-B teacher's no problem_type (a one-output head is
+# read as regression). `save_pretrained` writes these keys: the fixture drops them.
+TEXTATTACK_DROPPED_KEYS = ("id2label", "label2id", "num_labels", "problem_type")
+# The weakest real teacher, RTE's, scores about 0.73 on its 277 dev examples: 4.4 standard errors above the
+# majority class. The fixture's RTE teacher is made as weak, on its own dev split (`weaken_teacher`).
+WEAK_TEACHER_Z = 4.4
+# One 2020 upload saved by torch < 1.6, in the legacy (non-zip) pickle format. Its storages are keyed by their
+# memory addresses (as in the real files), so this repo's bytes, unlike every other's, differ between builds.
+LEGACY_BIN_REPO = "textattack/bert-base-uncased-CoLA"
 
 # The teachers keep depth and head count, at head size 4 (BERT-base: 12 layers, 12 heads; BERT-large: 24, 16).
 BASE_TEACHER_SHAPE = {"layers": 12, "width": 48, "heads": 12, "ffn": 192}
@@ -137,15 +163,26 @@ LARGE_TEACHER_SHAPE = {"layers": 24, "width": 64, "heads": 16, "ffn": 256}
 COMPACT_SHAPES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512)}
 
 
-def _classifier_config(task: str) -> dict[str, Any]:
-    """The classification keys of a fine-tuned GLUE teacher's config.json: generic label names."""
+def _classifier_config(task: str, *, minimal: bool = False) -> dict[str, Any]:
+    """The classification keys of a fine-tuned GLUE teacher's config.json: generic label names. ``minimal``: a
+    2020 textattack config: only the architecture, plus one label name for the regression head."""
     n = NUM_LABELS[task]
+    if minimal:
+        regression = {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}} if n == 1 else {}
+        return {"architectures": ["BertForSequenceClassification"], **regression}
     return {
         "architectures": ["BertForSequenceClassification"],
         "id2label": {str(k): f"LABEL_{k}" for k in range(n)},
         "label2id": {f"LABEL_{k}": k for k in range(n)},
         **({"problem_type": "regression"} if n == 1 else {}),
     }
+
+
+def _textattack_dropped_keys(task: str) -> tuple[str, ...]:
+    """The keys `save_pretrained` writes that a textattack config lacks (`TEXTATTACK_DROPPED_KEYS`)."""
+    if NUM_LABELS[task] == 1:
+        return ("problem_type", "num_labels")
+    return TEXTATTACK_DROPPED_KEYS
 
 
 def paper_models() -> list[HubModel]:
@@ -159,6 +196,7 @@ def paper_models() -> list[HubModel]:
             "ishan/bert-base-uncased-mnli" if suffix is None else f"textattack/bert-base-uncased-{suffix}"
         )
         base_order = LEGACY_RUN_GLUE_MNLI_ORDER if task == "mnli" else identity
+        textattack = suffix is not None
         models.append(
             HubModel(
                 base_id,
@@ -166,7 +204,10 @@ def paper_models() -> list[HubModel]:
                 num_labels=n,
                 class_order=base_order,
                 task=task,
-                config_extra=_classifier_config(task),
+                config_extra=_classifier_config(task, minimal=textattack),
+                drop_config_keys=_textattack_dropped_keys(task) if textattack else (),
+                legacy_bin=base_id == LEGACY_BIN_REPO,
+                weaker=WEAK_TEACHER_Z if task == "rte" else None,
             )
         )
         models.append(
@@ -177,6 +218,7 @@ def paper_models() -> list[HubModel]:
                 class_order=identity,
                 task=task,
                 config_extra=_classifier_config(task),
+                tokenizer_json=True,
             )
         )
     for layers, width in COMPACT_SHAPES.values():
@@ -197,6 +239,7 @@ def paper_models() -> list[HubModel]:
                     "torch_dtype",
                 ),
                 tokenizer_files=False,
+                safetensors=True,  # on main beside pytorch_model.bin (converted by the Hub's bot)
             )
         )
     return models
@@ -243,25 +286,54 @@ def write_repo(hub_cache: Path, repo_id: str, files: dict[str, bytes], repo_type
     return snapshot
 
 
-def saved_files(model: torch.nn.Module, drop_config_keys: Sequence[str]) -> dict[str, bytes]:
-    """``config.json`` and ``pytorch_model.bin`` of a model (not safetensors: the real repos predate it)."""
+def saved_files(
+    model: torch.nn.Module,
+    drop_config_keys: Sequence[str],
+    *,
+    safetensors: bool = False,
+    legacy: bool = False,
+) -> dict[str, bytes]:
+    """``config.json`` and ``pytorch_model.bin`` of a model (most real repos predate safetensors), in torch's
+    legacy non-zip format if ``legacy``; ``model.safetensors`` too if ``safetensors``."""
+    from safetensors.torch import save as safetensors_bytes
+
     config = model.config.to_dict()
     for key in drop_config_keys:
         config.pop(key, None)
     for key in ("_name_or_path", "_attn_implementation_autoset", "_commit_hash", "transformers_version"):
         config.pop(key, None)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
     with tempfile.TemporaryDirectory() as tmp:
         weights = Path(tmp) / "pytorch_model.bin"
-        torch.save({k: v.contiguous() for k, v in model.state_dict().items()}, weights)
-        return {
+        torch.save(state, weights, _use_new_zipfile_serialization=not legacy)
+        files = {
             "config.json": (json.dumps(config, indent=2, sort_keys=True) + "\n").encode(),
             "pytorch_model.bin": weights.read_bytes(),
         }
+    if safetensors:
+        # Tied tensors (the masked-LM decoder is the word embeddings) stored once, as the Hub's conversions do.
+        seen: set[int] = set()
+        unique = {}
+        for key, tensor in state.items():
+            if tensor.data_ptr() not in seen:
+                seen.add(tensor.data_ptr())
+                unique[key] = tensor
+        files["model.safetensors"] = safetensors_bytes(unique, metadata={"format": "pt"})
+    return files
 
 
-def vocabulary_files(with_config: bool) -> dict[str, bytes]:
+def vocabulary_files(with_config: bool, *, tokenizer_json: bool = False) -> dict[str, bytes]:
     source = teacher_dir()
     files = {"vocab.txt": (source / "vocab.txt").read_bytes()}
+    if tokenizer_json:
+        # A fast tokenizer's serialisation of the same WordPiece vocabulary (lower-casing, [CLS]/[SEP] pairs).
+        # (bert-base-uncased's, as the real repos ship it: no truncation or padding stored in it).
+        backend = Tokenizer.from_str(
+            BertTokenizerFast.from_pretrained(str(source)).backend_tokenizer.to_str()
+        )
+        backend.no_truncation()
+        backend.no_padding()
+        files["tokenizer.json"] = backend.to_str().encode()
     if with_config:
         # What a 2020 `save_pretrained` of BertTokenizer wrote: lower-casing, the special tokens, max length.
         files["tokenizer_config.json"] = json.dumps({"do_lower_case": True, "model_max_length": 512}).encode()
@@ -315,13 +387,44 @@ def train_teacher(model: torch.nn.Module, spec: HubModel, seed: int) -> None:
     fine_tune_head(model, vocabulary_file(), texts, targets, seed=seed)
 
 
+def dev_split(task: str) -> str:
+    """The first dev split of a GLUE config (MNLI: ``validation_matched``)."""
+    return next(s for s in GLUE[task].splits if s.startswith("validation"))
+
+
+@torch.no_grad()
+def weaken_teacher(model: torch.nn.Module, spec: HubModel, data_seed: int) -> float:
+    """Move a trained binary teacher's output-1 bias until its accuracy on its task's dev split is the nearest it
+    can be to ``spec.weaker`` standard errors above the majority class (its [CLS] state carries the marker
+    word diluted by the sentence's length, so a bias shift misreads the longer sentences of one class first, as a
+    weak real teacher errs). Returns that accuracy."""
+    assert spec.weaker is not None and spec.num_labels == 2 and spec.task is not None
+    texts, targets = teacher_examples(spec, dev_split(spec.task), data_seed)
+    logits = predict(model, vocabulary_file(), texts)
+    labels = torch.tensor(targets).long()
+    n = len(labels)
+    majority = torch.bincount(labels).max().item() / n
+    target = majority + spec.weaker * (majority * (1 - majority) / n) ** 0.5
+    margin = logits[:, 1] - logits[:, 0]  # output 1 is predicted where margin + shift > 0
+    cuts = sorted({0.0, *(-m - 1e-4 for m in margin.tolist()), *(-m + 1e-4 for m in margin.tolist())})
+    accuracy = {cut: ((margin + cut > 0).long() == labels).float().mean().item() for cut in cuts}
+    shift = min(cuts, key=lambda cut: (abs(accuracy[cut] - target), abs(cut)))
+    model.classifier.bias[1] += shift
+    return accuracy[shift]
+
+
 def write_model(
     hub_cache: Path, spec: HubModel, seed: int, *, data_seed: int = SEED, train: bool = True
 ) -> Path:
     model = build_model(spec, seed)
     if train and spec.task is not None:
         train_teacher(model, spec, data_seed)
-    files = {**saved_files(model, spec.drop_config_keys), **vocabulary_files(spec.tokenizer_files)}
+        if spec.weaker is not None:
+            weaken_teacher(model, spec, data_seed)
+    files = {
+        **saved_files(model, spec.drop_config_keys, safetensors=spec.safetensors, legacy=spec.legacy_bin),
+        **vocabulary_files(spec.tokenizer_files, tokenizer_json=spec.tokenizer_json),
+    }
     return write_repo(hub_cache, spec.repo_id, files)
 
 

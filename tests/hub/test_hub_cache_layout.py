@@ -56,15 +56,18 @@ def test_repos_are_laid_out_as_huggingface_hub_downloads_them(small_hub: Path) -
             blob = path.resolve()
             assert blob.parent == (folder / "blobs").resolve()
             data = blob.read_bytes()
-            lfs = path.suffix in (".bin", ".parquet")
+            lfs = path.suffix in (".bin", ".parquet", ".safetensors")
             assert blob.name == (hashlib.sha256(data).hexdigest() if lfs else git_blob_sha1(data)), path
 
 
-def test_models_ship_pytorch_model_bin_and_no_safetensors(small_hub: Path) -> None:
+def test_models_ship_pytorch_model_bin_and_only_the_compact_berts_safetensors(small_hub: Path) -> None:
+    """As on the Hub: the 2020 teachers have only ``pytorch_model.bin``; Turc et al.'s compact BERTs have
+    ``model.safetensors`` beside it on their main branch."""
     for folder in (small_hub / "hub").glob("models--*"):
         names = {p.name for p in (folder / "snapshots").glob("*/*")}
         assert {"config.json", "pytorch_model.bin", "vocab.txt"} <= names
-        assert not any(name.endswith(".safetensors") for name in names)
+        compact = folder.name.startswith("models--google--bert_uncased")
+        assert ("model.safetensors" in names) == compact, folder.name
 
 
 def test_scan_cache_dir_accepts_the_cache(small_hub: Path) -> None:

@@ -84,7 +84,9 @@ def test_weights_load_as_float32_whatever_the_saved_dtype(tmp_path: Path, use_hu
     model = build_model(spec, seed=0).to(torch.bfloat16)
     write_repo(tmp_path / "hub", spec.repo_id, {**saved_files(model, ()), **vocabulary_files(False)})
     use_hub(tmp_path)
-    loaded = load_pretrained_bert(spec.repo_id, 2, what="init 'pretrain'", ignore_mismatched_sizes=True)
+    loaded = load_pretrained_bert(
+        spec.repo_id, 2, what="init 'pretrain'", fresh_head=True, ignore_mismatched_sizes=True
+    )
     assert loaded.dtype == torch.float32
 
 

@@ -3,6 +3,7 @@ through ``CUDA_VISIBLE_DEVICES`` before it starts; checked on the CPU with a job
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kdgrid.device_sharing import SHARING_VARIABLE
 from kdgrid.errors import ConfigError
 from kdgrid.launch import memory
 from kdgrid.launch.local import LocalExecutor, gpu_slots
@@ -123,3 +125,52 @@ def test_bad_gpu_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         LocalExecutor(workers=3, gpus="0", jobs_per_gpu=2, progress=False)
     with pytest.raises(ConfigError, match="local_jobs_per_gpu: expected a whole number >= 1"):
         LocalExecutor(jobs_per_gpu=0, progress=False)
+
+
+def record_environment_job(
+    trials: list[Trial],
+    store_dir: Path,
+    *,
+    sweep: str,
+    studies: Mapping[str, str] | None = None,
+    checkpoint_dir: Path | None = None,
+) -> None:
+    """A job function that writes, into the folder named by its trials' option ``gpu_log``, what its process was
+    told: its GPU, the CUDA device order, and how its device is shared."""
+    names = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", SHARING_VARIABLE)
+    log = Path(str(trials[0].option("gpu_log"))) / f"{trials[0].trial_id}.json"
+    log.write_text(json.dumps({name: os.environ.get(name) for name in names}))
+
+
+def environments(log: Path) -> list[dict[str, str | None]]:
+    return [json.loads(path.read_text()) for path in sorted(log.glob("*.json"))]
+
+
+@pytest.mark.parametrize(
+    ("settings", "sharing", "order"),
+    [
+        ({"gpus": "4,7", "jobs_per_gpu": 2}, "local: 2 jobs per GPU", "PCI_BUS_ID"),
+        ({"gpus": "0,1", "workers": 3}, None, "PCI_BUS_ID"),  # two on GPU 0, one on GPU 1
+        ({"gpus": "0,1", "workers": 2}, "exclusive", "PCI_BUS_ID"),
+        ({"workers": 2}, "local: 2 workers on the CPU", None),
+    ],
+)
+def test_each_worker_is_told_how_its_device_is_shared_and_the_pci_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: dict, sharing: str | None, order: str | None
+) -> None:
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.delenv(SHARING_VARIABLE, raising=False)
+    monkeypatch.setattr(memory, "gpu_memory_gb", lambda: [])
+    executor = LocalExecutor(
+        job_fn=record_environment_job, progress=False, poll_s=0.05, start_method="fork", **settings
+    )
+    slots = executor.worker_gpus()
+    executor.run(jobs(tmp_path, len(slots)), tmp_path / "store", sweep="s")
+    seen = environments(tmp_path)
+    assert len(seen) == len(slots) and all(env["CUDA_DEVICE_ORDER"] == order for env in seen)
+    if sharing is not None:
+        assert {env[SHARING_VARIABLE] for env in seen} == {sharing}
+    else:
+        by_gpu = {env["CUDA_VISIBLE_DEVICES"]: env[SHARING_VARIABLE] for env in seen}
+        assert by_gpu == {"0": "local: 2 jobs per GPU", "1": "exclusive"}
+    assert "CUDA_DEVICE_ORDER" not in os.environ  # the parent's own environment is left as it was

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+import kdgrid.launch.ray
+from kdgrid.device_sharing import SHARING_VARIABLE
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch.environment import OFFLINE_ENVIRONMENT, environment
 from kdgrid.launch.ray import RayExecutor, RaySettings, run_one_job
@@ -65,6 +67,17 @@ def test_ray_settings_given_as_text_are_typed() -> None:
         {"ray_gpus_per_job": "0.25", "ray_reuse_actors": "false", "ray_num_cpus": "2"}
     )
     assert settings.gpus_per_job == 0.25 and settings.reuse_actors is False and settings.num_cpus == 2
+
+
+def test_jobs_are_told_how_their_device_is_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded beside each latency: the GPU fraction of a job, or how many CPU jobs run at once."""
+    monkeypatch.setattr(kdgrid.launch.ray, "job_variables", lambda: {"HF_HUB_OFFLINE": "1"})
+    quarter = RayExecutor(ray_gpus_per_job=0.25, ray_num_gpus=1).job_environment()
+    assert quarter == {"HF_HUB_OFFLINE": "1", SHARING_VARIABLE: "ray: GPU fraction 0.25 per job"}
+    whole = RayExecutor(ray_gpus_per_job=1, ray_num_gpus=2).job_environment()
+    assert whole[SHARING_VARIABLE] == "exclusive"
+    cpus = RayExecutor(ray_cpus_per_job=1, ray_num_cpus=4).job_environment()
+    assert cpus[SHARING_VARIABLE] == "ray: up to 4 jobs on the CPUs"
 
 
 def test_importing_the_executors_does_not_import_ray() -> None:
