@@ -447,22 +447,37 @@ def _run_loaded(
     after = SweepCounts.of(after_state)
     ran = tuple(t.trial_id for t in to_run)
     ran_ids = set(ran)
+    # This run's own rows (its ledger), not whatever other runs wrote meanwhile; an executor whose jobs could not
+    # record into the ledger (a remote cluster not given this environment) leaves it empty: the store decides.
+    recorded = bool(ledger.rows) or executor == "local"
+    mine_done = ledger.trials("done") if recorded else ran_ids
+    mine_failed = ledger.trials("failed") if recorded else ran_ids
     failed_now = tuple(
         FailedTrial(t.trial_id, study_of[t.trial_id], after_state.errors.get(t.trial_id, ""))
         for t in after_state.failed
-        if t.trial_id in ran_ids
+        if t.trial_id in ran_ids and t.trial_id in mine_failed
     )
-    done_now = sum(t.trial_id in ran_ids for t in after_state.done)
+    done_now = sum(t.trial_id in ran_ids and t.trial_id in mine_done for t in after_state.done)
+    superseded = tuple(sorted(ledger.trials(SUPERSEDED)))
+    reclaimed = tuple(sorted(ledger.reclaimed))
     log(
         f"{spec.name}: done {after.done}, failed {after.failed}, pending {after.pending}"
         + (f", running elsewhere {after.running} " if after.running else " ")
-        + f"(this run: {done_now} done, {len(failed_now)} failed)"
+        + f"(this run: {done_now} done, {len(failed_now)} failed"
+        + (f", {len(superseded)} superseded" if superseded else "")
+        + ")"
     )
+    if superseded:
+        log(f"{len(superseded)} row(s) of this run superseded: it stalled past the stale limit and another run "
+            f"took their trials' claims over; kept in the store, not counted ({', '.join(superseded[:5])}"
+            + (" ..." if len(superseded) > 5 else "") + ")")  # fmt: skip
+    if reclaimed:
+        log(f"this run took over {len(reclaimed)} stale claim(s) from stalled or dead holders "
+            f"({', '.join(reclaimed[:5])}" + (" ..." if len(reclaimed) > 5 else "") + ")")  # fmt: skip
     for failed in failed_now:
         log(f"failed {failed.trial_id} [{failed.study}]: {failed.error}")
-    return SweepRun(
-        spec.name, len(spec.trials), before, after, ran, len(jobs), budget, done_now, failed_now, checkpoints
-    )
+    return SweepRun(spec.name, len(spec.trials), before, after, ran, len(jobs), budget, done_now, failed_now,
+                    checkpoints, superseded, reclaimed)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------- smoke

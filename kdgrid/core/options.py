@@ -40,6 +40,9 @@ MAX_DEV_SAMPLES = "max_dev_samples"
 
 # Option name: the data-order seed (`kdgrid.trial.data_order_seed`); unset, the data order follows the trial's seed.
 DATA_SEED = "data_seed"
+SEED_LIMIT = 2**32
+"""Seeds (a trial's ``seed``, its ``data_seed``) lie in [0, SEED_LIMIT): what numpy's and torch's generators take."""
+
 
 # Warm-up batches that calibrate ``beta: auto`` knowledge weights (option ``auto_batches``).
 DEFAULT_AUTO_BATCHES = 10
@@ -55,6 +58,7 @@ class OptionSpec:
         default: the value when the option is not given (``None``: off; ``null`` may then be written too).
         meaning: one line for messages and listings.
         minimum: for ``int`` and ``number``: the smallest value allowed.
+        below: for ``int`` and ``number``: every value allowed is smaller than this.
         check: for an option whose rule is more than its kind: ``check(value)`` says why a value is not allowed
             (None when it is), in place of the kind's rule.
     """
@@ -65,6 +69,7 @@ class OptionSpec:
     meaning: str
     minimum: float | None = None
     check: Callable[[Any], str | None] | None = None
+    below: float | None = None
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not allowed for this option (None when it is)."""
@@ -72,7 +77,12 @@ class OptionSpec:
             return None
         if self.check is not None:
             return self.check(value)
-        if _fits(self.kind, value) and (self.minimum is None or value >= self.minimum):
+        fits = _fits(self.kind, value) and (self.minimum is None or value >= self.minimum)
+        if fits and self.below is not None and value >= self.below:
+            return (
+                f"option {self.name}={value!r} is invalid; allowed: below {self.below:.0f} ({self.meaning})"
+            )
+        if fits:
             return None
         wanted = KIND_WORDS[self.kind]
         if self.minimum is not None:
@@ -111,6 +121,7 @@ def register_option(
     *,
     minimum: float | None = None,
     check: Callable[[Any], str | None] | None = None,
+    below: float | None = None,
 ) -> OptionSpec:
     """Declare an option a trial may set; registering the same declaration twice is harmless.
 
@@ -119,7 +130,7 @@ def register_option(
     """
     if kind not in KIND_WORDS:
         raise ValueError(f"option {name!r}: unknown kind {kind!r}; allowed: {', '.join(KIND_WORDS)}")
-    spec = OptionSpec(name, kind, default, meaning, minimum, check)
+    spec = OptionSpec(name, kind, default, meaning, minimum, check, below)
     if OPTIONS.get(name, spec) != spec:
         raise ValueError(f"option {name!r} is already declared differently: {OPTIONS[name]}")
     OPTIONS[name] = spec
@@ -148,6 +159,7 @@ register_option(
     "the seed of the data order (shuffling, batches); unset: the trial's seed. Trials that differ only in seed "
     "and share a data_seed train in one job on identical batches (docs/seeds.md)",
     minimum=0,
+    below=SEED_LIMIT,
 )
 register_option(
     INIT_RECIPE,

@@ -35,6 +35,7 @@ from kdgrid.core.models import (
     is_local_source,
     teacher_head_problems,
 )
+from kdgrid.core.options import SEED_LIMIT
 from kdgrid.core.options import option_problems as options_problems
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
@@ -80,6 +81,7 @@ def number_problems(trial: Trial) -> list[str]:
     )
     need(trial.alpha >= 0 and finite(trial.alpha), "alpha", "a finite number >= 0")
     need(trial.soft_weight >= 0 and finite(trial.soft_weight), "soft_weight", "a finite number >= 0")
+    need(0 <= trial.seed < SEED_LIMIT, "seed", "an integer in [0, 2^32)")
     need(trial.batch_size >= 1, "batch_size", "an integer >= 1")
     need(
         8 <= trial.max_length <= MAX_POSITIONS,
