@@ -111,7 +111,7 @@ def load_tidy(store_dir: Path, kind: str = "best", where: Iterable[str] = ()) ->
         return store_to_tidy(
             store_df, pd.DataFrame(columns=["trial_id", "dev_set", "metric", "value", "kind"])
         )
-    tables = membership_tables(read_memberships(store_dir))
+    tables = membership_tables(read_memberships(store_dir, skip_bad=True))
     return store_to_tidy(store_df, scores_long(store_df), kind=kind, table_trials=tables)
 
 
