@@ -50,10 +50,10 @@ def tables(
         ),
     ] = None,
     resamples: Annotated[
-        int | None, typer.Option(help="Bootstrap resamples of each interval (default 1,000).")
+        int | None, typer.Option(help="Bootstrap resamples of each interval (default 1,000).", max=10**7)
     ] = None,
     test_resamples: Annotated[
-        int | None, typer.Option(help="Bootstrap resamples of each paired test (default 10,000).")
+        int | None, typer.Option(help="Bootstrap resamples of each paired test (default 10,000).", max=10**7)
     ] = None,
     where: Annotated[
         list[str] | None,
