@@ -349,7 +349,8 @@ def run_sweep(
     """
     store = Path(store)
     check_limits(max_group_size, max_attempts)
-    spec = load_named_sweep(sweep, store_dir=store, max_trials=max_trials)  # also checks the store could be made
+    # also checks that the store could be created
+    spec = load_named_sweep(sweep, store_dir=store, max_trials=max_trials)
     return _run_loaded(
         spec,
         str(sweep),

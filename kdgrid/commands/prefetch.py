@@ -103,7 +103,8 @@ def prefetch(sweeps: SweepsArg, check: CheckOpt = False) -> None:
         _print_items(console, items, missing, f"what {what} needs from the Hub")
         console.print(f"{len(items) - len(missing)} of {len(items)} item(s) cached, {len(missing)} missing")
         if missing:
-            console.print(f"fetch them with `kdgrid prefetch {plain(' '.join(names))}` while online", highlight=False)
+            command = plain(" ".join(names))
+            console.print(f"fetch them with `kdgrid prefetch {command}` while online", highlight=False)
             raise typer.Exit(1)
         return
     if not missing:

@@ -47,7 +47,10 @@ JsonOpt = Annotated[
 ]
 MaxTrialsOpt = Annotated[
     int,
-    typer.Option("--max-trials", help="The most trials (grid points) the sweep may expand to; a larger sweep is refused."),
+    typer.Option(
+        "--max-trials",
+        help="The most trials (grid points) the sweep may expand to; a larger sweep is refused.",
+    ),
 ]
 ExecutorOpt = Annotated[str, typer.Option("--executor", "-e", help="Where jobs run: local, ray or slurm.")]
 SetOpt = Annotated[

@@ -228,7 +228,8 @@ def read_rows(
     for start in range(0, len(fresh), step):
         paths = [layout.rows_dir(store) / name for name in fresh[start : start + step]]
         rows = _decode(paths, READ_SCHEMA if every_column else read_schema, row_filter)
-        _check_schema_version(rows, layout.rows_dir(store))  # before caching: rows of a newer schema are never cached
+        # before caching: rows of a newer schema are never cached
+        _check_schema_version(rows, layout.rows_dir(store))
         if to_fill is not None:
             to_fill.add(rows)
         loose_rows.append(rows.select(names))
@@ -453,7 +454,8 @@ def duplicate_warning(duplicates: dict[str, list[str]]) -> str:
     more = len(duplicates) - SHOWN_DUPLICATES
     return (
         f"kdgrid: {len(duplicates)} trial(s) have more than one done row (trained twice); each counts once, "
-        f"by its latest done row: {named}" + (f" and {more} more" if more > 0 else "")
+        f"by its latest done row: {named}"
+        + (f" and {more} more" if more > 0 else "")
         + f"; `{CHECK_COMMAND}` lists them"
     )
 
