@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from kdgrid.commands import analysis, assets, core, export, prefetch, pretrain, report, store, sweep
-from kdgrid.errors import KdgridError
+from kdgrid.errors import EXIT_USER_ERROR, KdgridError
 from kdgrid.markup import printable
 from kdgrid.plugins import PluginError, load_plugins
 
@@ -39,9 +39,6 @@ app = typer.Typer(
 
 for area in (sweep, prefetch, core, pretrain, analysis, report, store, assets, export):
     area.register(app)
-
-
-EXIT_USER_ERROR = 2
 
 
 def error_message(error: BaseException) -> str:

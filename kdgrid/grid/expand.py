@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kdgrid.core.options import DATA_SEED
 from kdgrid.core.trial_rules import value_problems
 from kdgrid.errors import ConfigError
 from kdgrid.grid.checks import combination_problems
@@ -34,7 +33,7 @@ from kdgrid.store import layout
 from kdgrid.store.claims import CLAIMS_DIR
 from kdgrid.store.membership import MEMBERSHIPS_DIR
 from kdgrid.store.run_ledger import RUNS_DIR
-from kdgrid.trial import REQUIRED_FIELDS, Trial
+from kdgrid.trial import DATA_SEED, REQUIRED_FIELDS, Trial
 
 MAX_LISTED_PROBLEMS = 60
 _TEMPLATE = re.compile(r"\{(\w+)\}")

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from kdgrid.atomic_files import write_file_atomically
 from kdgrid.errors import KdgridError
-from kdgrid.store import layout
 from kdgrid.store.listing import CHECK_COMMAND
 
 logger = logging.getLogger("kdgrid.store")
@@ -80,7 +80,7 @@ def record_membership(store: Path | str, sweep: str, trials: Mapping[str, str]) 
     final = folder / _file_name(sweep, content)
     if final.is_file():
         return final
-    return layout.write_file_atomically(final, lambda handle: handle.write(content))
+    return write_file_atomically(final, lambda handle: handle.write(content))
 
 
 def _parse(path: Path) -> SweepMembership | str:

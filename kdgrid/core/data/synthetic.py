@@ -36,8 +36,8 @@ from typing import Any
 
 from kdgrid.assets import teacher_dir
 from kdgrid.core.data.spec import TRAIN_SPLIT, TaskSpec
-from kdgrid.core.options import SEED_LIMIT
 from kdgrid.errors import ConfigError
+from kdgrid.trial import SEED_LIMIT
 
 GENERATOR_VERSION = 1  # bump when the generated data changes: it is part of the tokenization cache key
 SHAPES: tuple[str, ...] = ("single", "pair")
