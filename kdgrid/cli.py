@@ -7,7 +7,8 @@ as ``[bold]`` or ``[/`` in a file name or a YAML value is shown as it is.
 
 Before any command runs, the plugins of the installed entry points and of ``KDGRID_PLUGINS`` are loaded
 (`kdgrid.plugins`), so the knowledge functions, strategies and options they register are known to every command; a
-plugin that cannot be imported is such an error.
+plugin that cannot be imported is such an error, except for help (``kdgrid --help``, ``kdgrid run --help``): it is
+then a warning and the help is shown.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from rich.text import Text
 
 from kdgrid.commands import analysis, assets, core, export, prefetch, pretrain, report, store, sweep
 from kdgrid.errors import EXIT_USER_ERROR, KdgridError
-from kdgrid.plugins import load_plugins
+from kdgrid.markup import printable
+from kdgrid.plugins import PluginError, load_plugins
 
 app = typer.Typer(
     name="kdgrid",
@@ -49,15 +51,31 @@ def error_message(error: BaseException) -> str:
 
 
 def print_error(error: BaseException) -> None:
-    """``error: <message>`` on stderr, the message as plain text (a `Text`, never parsed as markup)."""
-    line = Text.assemble(("error:", "bold red"), " ", error_message(error))
+    """``error: <message>`` on stderr, the message as plain text (a `Text`, never parsed as markup), control
+    characters of user text (an escape sequence in a file name) shown as escapes (`kdgrid.markup.printable`)."""
+    message = "\n".join(printable(line) for line in error_message(error).split("\n"))
+    line = Text.assemble(("error:", "bold red"), " ", message)
     Console(stderr=True).print(line, highlight=False, soft_wrap=True)
+
+
+def wants_help(argv: list[str] | None) -> bool:
+    """Whether the command line only asks for help (no arguments, ``--help`` or ``-h``)."""
+    args = sys.argv[1:] if argv is None else argv
+    return not args or "--help" in args or "-h" in args
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     try:
-        load_plugins()  # entry points and KDGRID_PLUGINS: their names are known to every command
+        try:
+            load_plugins()  # entry points and KDGRID_PLUGINS: their names are known to every command
+        except PluginError as error:
+            if not wants_help(argv):
+                raise
+            # help needs no plugin: say what is broken and show it anyway
+            Console(stderr=True).print(
+                Text(f"warning: {error_message(error)}"), highlight=False, soft_wrap=True
+            )
         app(args=argv, prog_name="kdgrid")
     except (KdgridError, OSError) as error:
         print_error(error)

@@ -22,6 +22,7 @@ from kdgrid.analysis.tables_report import demo_table
 from kdgrid.bundled_sweeps import bundled_sweep
 from kdgrid.core.teacher import finetune_teacher
 from kdgrid.errors import ConfigError
+from kdgrid.markup import plain
 from kdgrid.sweep_run import SweepRun, run_sweep
 
 DEMO_SWEEP = "demo"
@@ -57,7 +58,7 @@ def run_demo(store: Path = Path("results"), *, sweep: Path | None = None, worker
 
     console.rule("[bold]1/4 offline assets")
     located = assets.fetch_all()
-    console.print(f"teacher {located['teacher']}\npolarity {located['polarity']}")
+    console.print(f"teacher {plain(located['teacher'])}\npolarity {plain(located['polarity'])}")
 
     console.rule("[bold]2/4 the MiniLM teacher fine-tuned on polarity (cached)")
     with console.status("fine-tuning all-MiniLM-L6-v2 on polarity (about 3 minutes on 2 cores, once)"):
@@ -81,6 +82,6 @@ def run_demo(store: Path = Path("results"), *, sweep: Path | None = None, worker
     console.rule("[bold]4/4 the demo table")
     console.print(demo_table(store))
     figures = write_store_figures(store, store / "figures")
-    console.print(f"{len(figures)} figure files in {store / 'figures'}")
+    console.print(f"{len(figures)} figure files in {plain(store / 'figures')}")
     console.print(f"demo finished in {time.time() - started:.0f} s; rerun it and nothing is trained again.")
     return outcome

@@ -31,6 +31,7 @@ import math
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ from kdgrid.core.teacher_gate import cached_refusals
 from kdgrid.core.train import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid import PlannedTrial, Sweep, check_init_checkpoints, load_sweep, plan_jobs, store_problems
+from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
 from kdgrid.grid.state import SweepState, sweep_state
 from kdgrid.launch import Executor, get_executor
 from kdgrid.launch.environment import CACHE_LOCATION_VARIABLES, OFFLINE_ENVIRONMENT, environment
@@ -59,6 +61,8 @@ from kdgrid.pretrain.checkpoint_grid import (
 from kdgrid.store import compact
 from kdgrid.store.layout import rows_dir, visible_files
 from kdgrid.store.membership import record_membership
+from kdgrid.store.run_ledger import RUN_ENV, read_ledger, remove_ledger
+from kdgrid.store.schema import SUPERSEDED
 from kdgrid.trial import Trial, data_order_seed, group_key
 
 AUTO_MEMORY_BUDGET = "auto"
@@ -72,10 +76,12 @@ def _quiet(_line: str) -> None:
     """The default ``log`` of `run_sweep`: a library call prints nothing unless asked to."""
 
 
-def load_named_sweep(sweep: Path | str, *, store_dir: Path | str | None = None) -> Sweep:
+def load_named_sweep(
+    sweep: Path | str, *, store_dir: Path | str | None = None, max_trials: int = DEFAULT_MAX_TRIALS
+) -> Sweep:
     """`kdgrid.grid.load_sweep` of a sweep file, or of the sweep shipped with kdgrid that a bare name names
-    (`kdgrid.bundled_sweeps.find_sweep`)."""
-    return load_sweep(find_sweep(sweep), store_dir=store_dir)
+    (`kdgrid.bundled_sweeps.find_sweep`); ``max_trials``: the most grid points it may have."""
+    return load_sweep(find_sweep(sweep), store_dir=store_dir, max_trials=max_trials)
 
 
 def memory_budget(value: float | str, executor: Executor) -> MemoryBudget:
@@ -249,6 +255,9 @@ class SweepRun:
         failed_now: the trials of ``ran`` whose latest row is a failure, with their errors.
         checkpoints: with ``make_checkpoints``, how each pre-training checkpoint the trials to run need ended
             (made, already there, failed); if any failed, no trial ran.
+        superseded: trials this run wrote a ``superseded`` row of (it stalled past the stale limit and another
+            run took their claims over; the rows are kept, never counted).
+        reclaimed: trials whose stale claims this run took over (a stalled or dead holder's).
     """
 
     sweep: str
@@ -261,6 +270,8 @@ class SweepRun:
     done_now: int
     failed_now: tuple[FailedTrial, ...]
     checkpoints: tuple[MadeCheckpoint, ...] = ()
+    superseded: tuple[str, ...] = ()
+    reclaimed: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -301,6 +312,7 @@ def run_sweep(
     compact_after: bool = True,
     make_checkpoints: bool = False,
     checkpoint_settings: CheckpointJobSettings | None = None,
+    max_trials: int = DEFAULT_MAX_TRIALS,
     log: Log = _quiet,
 ) -> SweepRun:
     """Run what a sweep still needs against ``store``, one line of progress at a time through ``log``.
@@ -323,6 +335,7 @@ def run_sweep(
             a missing one is refused (with ``preflight``).
         checkpoint_settings: how those jobs run (micro-batch, checkpoint interval, SLURM nodes); default
             `CheckpointJobSettings()`.
+        max_trials: the most grid points the sweep may have (`kdgrid.grid.limits.DEFAULT_MAX_TRIALS`).
         log: called with each progress line (the lines ``kdgrid run`` prints).
 
     Returns:
@@ -336,7 +349,8 @@ def run_sweep(
     """
     store = Path(store)
     check_limits(max_group_size, max_attempts)
-    spec = load_named_sweep(sweep, store_dir=store)  # also checks that the store could be created
+    # also checks that the store could be created
+    spec = load_named_sweep(sweep, store_dir=store, max_trials=max_trials)
     return _run_loaded(
         spec,
         str(sweep),
@@ -420,8 +434,13 @@ def _run_loaded(
     # One plan over every study: a job may mix studies, each row records its own (the executor gets study_of).
     jobs = plan_sweep_jobs(to_run, max_group_size, budget.gb)
     log(f"{len(jobs)} job(s), one teacher pass per batch each" + _per_study(spec, to_run, "running"))
-    with environment(worker_environment):
-        runner.run(jobs, store, sweep=spec.name, studies=study_of)
+    run_id = f"run-{uuid.uuid4().hex}"
+    try:
+        with environment({**worker_environment, RUN_ENV: run_id}):
+            runner.run(jobs, store, sweep=spec.name, studies=study_of)
+        ledger = read_ledger(store, run_id)
+    finally:
+        remove_ledger(store, run_id)
     if compact_after and len(visible_files(rows_dir(store))) >= COMPACT_ABOVE_FILES:
         compact(store)
 
@@ -429,22 +448,37 @@ def _run_loaded(
     after = SweepCounts.of(after_state)
     ran = tuple(t.trial_id for t in to_run)
     ran_ids = set(ran)
+    # This run's own rows (its ledger), not whatever other runs wrote meanwhile; an executor whose jobs could not
+    # record into the ledger (a remote cluster not given this environment) leaves it empty: the store decides.
+    recorded = bool(ledger.rows) or executor == "local"
+    mine_done = ledger.trials("done") if recorded else ran_ids
+    mine_failed = ledger.trials("failed") if recorded else ran_ids
     failed_now = tuple(
         FailedTrial(t.trial_id, study_of[t.trial_id], after_state.errors.get(t.trial_id, ""))
         for t in after_state.failed
-        if t.trial_id in ran_ids
+        if t.trial_id in ran_ids and t.trial_id in mine_failed
     )
-    done_now = sum(t.trial_id in ran_ids for t in after_state.done)
+    done_now = sum(t.trial_id in ran_ids and t.trial_id in mine_done for t in after_state.done)
+    superseded = tuple(sorted(ledger.trials(SUPERSEDED)))
+    reclaimed = tuple(sorted(ledger.reclaimed))
     log(
         f"{spec.name}: done {after.done}, failed {after.failed}, pending {after.pending}"
         + (f", running elsewhere {after.running} " if after.running else " ")
-        + f"(this run: {done_now} done, {len(failed_now)} failed)"
+        + f"(this run: {done_now} done, {len(failed_now)} failed"
+        + (f", {len(superseded)} superseded" if superseded else "")
+        + ")"
     )
+    if superseded:
+        log(f"{len(superseded)} row(s) of this run superseded: it stalled past the stale limit and another run "
+            f"took their trials' claims over; kept in the store, not counted ({', '.join(superseded[:5])}"
+            + (" ..." if len(superseded) > 5 else "") + ")")  # fmt: skip
+    if reclaimed:
+        log(f"this run took over {len(reclaimed)} stale claim(s) from stalled or dead holders "
+            f"({', '.join(reclaimed[:5])}" + (" ..." if len(reclaimed) > 5 else "") + ")")  # fmt: skip
     for failed in failed_now:
         log(f"failed {failed.trial_id} [{failed.study}]: {failed.error}")
-    return SweepRun(
-        spec.name, len(spec.trials), before, after, ran, len(jobs), budget, done_now, failed_now, checkpoints
-    )
+    return SweepRun(spec.name, len(spec.trials), before, after, ran, len(jobs), budget, done_now, failed_now,
+                    checkpoints, superseded, reclaimed)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------- smoke

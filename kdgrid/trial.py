@@ -22,6 +22,8 @@ TRIAL_ID_VERSION = 1
 # The trial options that decide a trial's group, named here beside the grouping rule; their meaning and checks are
 # registered in `kdgrid.core.options` and `kdgrid.core.teacher_options`.
 DATA_SEED = "data_seed"
+SEED_LIMIT = 2**32
+"""Seeds (a trial's ``seed``, its ``data_seed``) lie in [0, SEED_LIMIT): what numpy's and torch's generators take."""
 TEACHER_LABEL_ORDER = "teacher_label_order"
 TEACHER_GATE = "teacher_gate"
 # Options that change the shared teacher pass: trials differing in one of them are different groups.

@@ -222,3 +222,20 @@ def test_a_plugins_key_that_is_not_a_list_of_module_names_is_a_problem_of_the_fi
                                                                  "task": "rte"}}))  # fmt: skip
     with pytest.raises(ConfigError, match="plugins: must be a list of module names, got 'kdplug'"):
         load_sweep(sweep)
+
+
+@pytest.mark.parametrize("args", [["--help"], [], ["run", "--help"]])
+def test_a_broken_plugin_never_blocks_help(
+    plugin_folder: Path, fresh_plugins: None, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    write_broken_plugin(plugin_folder, "kdplug_broken")
+    os.environ[PLUGINS_VARIABLE] = "kdplug_broken"
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    assert exit_info.value.code in (0, 2) and "Traceback" not in captured.err  # no_args_is_help exits 2
+    assert "Usage" in captured.out + captured.err
+    assert "warning: plugin 'kdplug_broken'" in " ".join(captured.err.split())
+    with pytest.raises(SystemExit) as exit_info:  # a real command still refuses it
+        main(["plan", "demo"])
+    assert exit_info.value.code == 2

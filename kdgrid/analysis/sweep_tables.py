@@ -645,7 +645,7 @@ def sweep_table(
     store_df = filter_rows(read_store(store_dir), where)
     if store_df.empty:
         raise KdgridError(f"the store {store_dir} has no rows" + (" matching --where" if where else ""))
-    runs = sweep_runs(store_df, read_memberships(store_dir), sweep, kind)
+    runs = sweep_runs(store_df, read_memberships(store_dir, skip_bad=True), sweep, kind)
     layout = choose_layout(runs.axes, rows, cols)
     predictions = load_predictions(store_dir, runs.runs["row_id"]) if intervals != "off" else {}
     if intervals == "on" and not predictions:

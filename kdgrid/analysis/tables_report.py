@@ -113,7 +113,7 @@ def load_tidy(store_dir: Path, kind: str = "best", where: Iterable[str] = ()) ->
         return store_to_tidy(
             store_df, pd.DataFrame(columns=["trial_id", "dev_set", "metric", "value", "kind"])
         )
-    memberships = read_memberships(store_dir)
+    memberships = read_memberships(store_dir, skip_bad=True)
     return store_to_tidy(
         store_df,
         scores_long(store_df),

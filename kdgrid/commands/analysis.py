@@ -50,10 +50,10 @@ def tables(
         ),
     ] = None,
     resamples: Annotated[
-        int | None, typer.Option(help="Bootstrap resamples of each interval (default 1,000).")
+        int | None, typer.Option(help="Bootstrap resamples of each interval (default 1,000).", max=10**7)
     ] = None,
     test_resamples: Annotated[
-        int | None, typer.Option(help="Bootstrap resamples of each paired test (default 10,000).")
+        int | None, typer.Option(help="Bootstrap resamples of each paired test (default 10,000).", max=10**7)
     ] = None,
     where: Annotated[
         list[str] | None,
@@ -191,7 +191,7 @@ def _with_sweep_hint(error: KdgridError, store: Path) -> KdgridError:
 
     if not store.exists():
         return error
-    sweeps = store_sweeps(read_store(store), read_memberships(store))
+    sweeps = store_sweeps(read_store(store), read_memberships(store, skip_bad=True))
     if not sweeps:
         return error
     return KdgridError(

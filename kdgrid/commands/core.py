@@ -32,14 +32,19 @@ def finetune(
     base: Annotated[
         str, typer.Option(help="Base weights: a Hub name, a local directory or minilm-l6.")
     ] = "minilm-l6",
-    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
+    epochs: Annotated[int, typer.Option(help="Training epochs.", min=1, max=1000)] = 3,
     lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, linear warm-up and decay).")] = 5e-5,
-    batch_size: Annotated[int, typer.Option(help="Examples per batch.")] = 32,
-    max_length: Annotated[int, typer.Option(help="Tokens per example, specials included.")] = 128,
+    batch_size: Annotated[int, typer.Option(help="Examples per batch.", min=1, max=65_536)] = 32,
+    max_length: Annotated[
+        int, typer.Option(help="Tokens per example, specials included.", min=8, max=512)
+    ] = 128,
     max_train_samples: Annotated[
-        int | None, typer.Option(help="Train on this many examples only (quick runs).")
+        int | None, typer.Option(help="Train on this many examples only (quick runs).", min=1, max=10**9)
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seeds the head's initialisation, dropout and data order.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(help="Seeds the head's initialisation, dropout and data order.", min=0, max=2**32 - 1),
+    ] = 0,
     min_margin: Annotated[
         float, typer.Option(help="The dev score must beat the majority class by more than this.")
     ] = 0.0,

@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kdgrid.markup import plain
+
 if TYPE_CHECKING:
     from kdgrid.prefetch import Download, HubClient, HubItem
 
@@ -93,7 +95,7 @@ def prefetch(sweeps: SweepsArg, check: CheckOpt = False) -> None:
     console = Console()
     names, items = _needs(sweeps)
     missing = missing_items(items)
-    what = ", ".join(names)
+    what = plain(", ".join(names))  # sweep names are user text: never markup
     if not items:
         console.print(f"{what}: nothing to fetch from the Hub (local or generated tasks and teachers)")
         return
@@ -101,7 +103,8 @@ def prefetch(sweeps: SweepsArg, check: CheckOpt = False) -> None:
         _print_items(console, items, missing, f"what {what} needs from the Hub")
         console.print(f"{len(items) - len(missing)} of {len(items)} item(s) cached, {len(missing)} missing")
         if missing:
-            console.print(f"fetch them with `kdgrid prefetch {' '.join(names)}` while online", highlight=False)
+            command = plain(" ".join(names))
+            console.print(f"fetch them with `kdgrid prefetch {command}` while online", highlight=False)
             raise typer.Exit(1)
         return
     if not missing:
@@ -113,7 +116,7 @@ def prefetch(sweeps: SweepsArg, check: CheckOpt = False) -> None:
     total = None if any(d.size is None for d in plan) else sum(d.size or 0 for d in plan)
     for download in plan:
         console.print(
-            f"  {download.item.label}: {len(download.files)} file(s), {format_size(download.size)}",
+            f"  {plain(download.item.label)}: {len(download.files)} file(s), {format_size(download.size)}",
             highlight=False,
         )
     console.print(f"downloading {len(plan)} of {len(items)} item(s), {format_size(total)} in all")

@@ -38,12 +38,24 @@ def check(
     """List every file of the store that is not a kdgrid row (a bad name, a truncated or unreadable file,
     Parquet without kdgrid's columns) and why. Every other command leaves such files out and warns; with
     --quarantine they are moved aside, so that every command reads the store cleanly and `kdgrid resume`
-    trains again the trials whose rows they held. Exit status 0: clean (or everything moved); 1: files found
-    and left in place; 2: no such store."""
+    trains again the trials whose rows they held. Also lists the trials with more than one done row and counts
+    the superseded rows. Exit status 0: clean (or everything moved); 1: files found and left in place, or a trial
+    with two done rows; 2: no such store."""
     from kdgrid.store.check import check_store, quarantine
 
     report = check_store(_existing_store(store))
-    if report.clean:
+    if report.superseded:
+        typer.echo(
+            f"{store}: {report.superseded} superseded row(s) (written under a lost claim; kept, never counted)"
+        )
+    for trial_id, row_ids in report.duplicates.items():
+        typer.echo(f"trial {trial_id}: {len(row_ids)} done rows ({', '.join(row_ids)}); the latest counts")
+    if report.duplicates:
+        typer.echo(f"{store}: {len(report.duplicates)} trial(s) with more than one done row (trained twice); every "
+                   "command counts each once, by its latest done row (`kdgrid store forget` removes rows)")  # fmt: skip
+    if not report.strays:
+        if report.duplicates:
+            raise typer.Exit(1)
         typer.echo(
             f"{store}: every file is a kdgrid row file ({report.loose} per-trial file(s), {report.parts} "
             f"compacted part(s), {report.rows} row(s))"
@@ -64,6 +76,8 @@ def check(
         f"{store}: moved {len(moved)} file(s) to {store / '_quarantine'}; the trials whose rows they held read "
         "as not run (`kdgrid resume` trains them)"
     )
+    if report.duplicates:
+        raise typer.Exit(1)
 
 
 @store_app.command()

@@ -21,6 +21,8 @@ from rich.table import Table
 from rich.text import Text
 
 from kdgrid.errors import ConfigError
+from kdgrid.grid.limits import DEFAULT_MAX_TRIALS, check_max_trials
+from kdgrid.markup import plain, printable
 
 if TYPE_CHECKING:
     from kdgrid.core.pretrained.needed import NeededCheckpoint
@@ -41,6 +43,13 @@ JsonOpt = Annotated[
     typer.Option(
         "--json",
         help="Print one JSON object (keys: trials, jobs, memory_budget_gb, memory_budget, done, failed, ...).",
+    ),
+]
+MaxTrialsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-trials",
+        help="The most trials (grid points) the sweep may expand to; a larger sweep is refused.",
     ),
 ]
 ExecutorOpt = Annotated[str, typer.Option("--executor", "-e", help="Where jobs run: local, ray or slurm.")]
@@ -151,7 +160,11 @@ def _executor_settings(settings: list[str] | None, profile: str | None, executor
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: write KEY=VALUE (e.g. local_workers=2)")
-        parsed[key.strip()] = yaml.safe_load(value) if value.strip() else None
+        try:
+            parsed[key.strip()] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError as error:
+            reason = " ".join(str(getattr(error, "problem", None) or error).split())
+            raise ConfigError(f"--set {item!r}: the value is not a YAML value ({reason})") from None
     if profile is not None:
         if executor != "slurm":
             raise ConfigError(f"--profile is a SLURM setting; the executor is {executor!r}")
@@ -224,7 +237,7 @@ def _print_degenerate(degenerate: list[dict[str, Any]], done: int) -> None:
 
 
 def _print_summary(summary: dict[str, Any], title: str) -> None:
-    table = Table(title=Text(title), show_header=True)  # Text: a sweep's name or path is never markup
+    table = Table(title=Text(printable(title)), show_header=True)  # Text: a name or path is never markup
     table.add_column("")
     table.add_column("value", justify="right")
     rows = [
@@ -260,9 +273,9 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
     if len(summary["studies"]) > 1:
         studies = ", ".join(f"{k} {v:,}" for k, v in summary["studies"].items())
         console.print("studies: " + studies, markup=False, highlight=False)
-    console.print(f"[dim]memory budget: {summary['memory_budget']}[/]", highlight=False)
+    console.print(f"[dim]memory budget: {plain(summary['memory_budget'])}[/]", highlight=False)
     if estimate["seconds"] is not None:
-        console.print(f"[dim]estimate: {estimate['basis']}[/]")
+        console.print(f"[dim]estimate: {plain(estimate['basis'])}[/]")
 
 
 def _show(
@@ -278,6 +291,7 @@ def _show(
     title: str,
     with_failures: bool,
     check_checkpoints: bool = False,
+    max_trials: int = DEFAULT_MAX_TRIALS,
 ) -> None:
     """The body of ``plan`` and ``status``: the sweep's summary against the store, and with ``with_failures``
     each failed trial with its error. ``title`` is formatted with ``sweep`` (its name) and ``store``."""
@@ -286,7 +300,8 @@ def _show(
     from kdgrid.grid.state import running_trials, sweep_state
     from kdgrid.sweep_run import executor_and_budget, load_named_sweep
 
-    spec = load_named_sweep(sweep_path)
+    check_max_trials(max_trials)
+    spec = load_named_sweep(sweep_path, max_trials=max_trials)
     pretrained: list[NeededCheckpoint] = []
     if check_checkpoints:  # hand-made init_from folders must exist; recipe checkpoints are listed instead
         check_init_checkpoints((planned.trial for planned in spec.trials), recipes=False)
@@ -332,6 +347,7 @@ def plan(
     profile: ProfileOpt = None,
     max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
     memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET,
+    max_trials: MaxTrialsOpt = DEFAULT_MAX_TRIALS,
 ) -> None:
     """Expand and validate a sweep: its trials, how they group into jobs sharing one teacher pass (planned for
     --executor as `kdgrid run` will), the memory budget per job and where it came from, how many trials are
@@ -347,6 +363,7 @@ def plan(
         memory_budget_gb,
         title="plan of {sweep} against {store}",
         with_failures=False,
+        max_trials=max_trials,
         check_checkpoints=True,
     )
 
@@ -360,6 +377,7 @@ def status(
     profile: ProfileOpt = None,
     max_group_size: GroupOpt = DEFAULT_MAX_GROUP_SIZE,
     memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET,
+    max_trials: MaxTrialsOpt = DEFAULT_MAX_TRIALS,
 ) -> None:
     """Counts of a sweep's trials by state, and each failed trial with its error on one line (jobs counted as
     `kdgrid plan` counts them)."""
@@ -374,6 +392,7 @@ def status(
         memory_budget_gb,
         title="status of {sweep} in {store}",
         with_failures=True,
+        max_trials=max_trials,
     )
 
 
@@ -393,6 +412,7 @@ def _run(
     report: Path | None = None,
     make_checkpoints: bool = False,
     pretrain: dict[str, Any] | None = None,
+    max_trials: int = DEFAULT_MAX_TRIALS,
 ) -> None:
     """The body of ``run`` (``max_attempts`` None) and ``resume``: `run_sweep`, printing its progress; exits 1
     when a trial of this run failed, or a checkpoint it had to make (``make_checkpoints``) could not be made.
@@ -402,6 +422,7 @@ def _run(
     from kdgrid.sweep_run import run_sweep
 
     checkpoint_settings = CheckpointJobSettings(**(pretrain or {}))  # bad values: refused before anything runs
+    check_max_trials(max_trials)
 
     keep_report: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if report is not None:
@@ -427,6 +448,7 @@ def _run(
             compact_after=compact_after,
             make_checkpoints=make_checkpoints,
             checkpoint_settings=checkpoint_settings,
+            max_trials=max_trials,
             log=typer.echo,
         )
     if not outcome.ok:
@@ -486,7 +508,7 @@ def run(
             "--smoke",
             help="Do not run the sweep: run a few trials of every group (each student, init, knowledge and "
             "strategy of the group once) for a few steps into a throwaway store, and report per group what "
-            "failed (exit status 1 if any). --store is not touched.",
+            "failed (exit status 1 if any). Refused with --store (it is never touched).",
         ),
     ] = False,
     keep: Annotated[
@@ -504,6 +526,7 @@ def run(
     pretrain_micro_batch: PretrainMicroBatchOpt = None,
     pretrain_checkpoint_every: PretrainCheckpointEveryOpt = None,
     pretrain_nodes: PretrainNodesOpt = 1,
+    max_trials: MaxTrialsOpt = DEFAULT_MAX_TRIALS,
 ) -> None:
     """Run every trial of a sweep that has no row in the store yet (never a done trial; failed trials are left
     to `kdgrid resume`). Exits 1 if a trial of this run failed, or a checkpoint --make-checkpoints had to make."""
@@ -513,6 +536,11 @@ def run(
         raise ConfigError(
             "--make-checkpoints goes with a real run, not --smoke (a smoke run tries trials for a few steps; "
             "making checkpoints may take hours): run `kdgrid run SWEEP --make-checkpoints` first"
+        )
+    if smoke and store != DEFAULT_STORE:
+        raise ConfigError(
+            f"--smoke runs in a throwaway store and never touches --store {store}: leave --store out "
+            "(add --keep to keep the throwaway store)"
         )
     if smoke:
         _smoke(sweep, executor, settings, profile, max_group_size, memory_budget_gb, preflight, online, keep)
@@ -532,6 +560,7 @@ def run(
         report=report,
         make_checkpoints=make_checkpoints,
         pretrain=_pretrain_settings(pretrain_micro_batch, pretrain_checkpoint_every, pretrain_nodes),
+        max_trials=max_trials,
     )
 
 
@@ -553,6 +582,7 @@ def resume(
     pretrain_micro_batch: PretrainMicroBatchOpt = None,
     pretrain_checkpoint_every: PretrainCheckpointEveryOpt = None,
     pretrain_nodes: PretrainNodesOpt = 1,
+    max_trials: MaxTrialsOpt = DEFAULT_MAX_TRIALS,
 ) -> None:
     """Run what is missing plus what failed (up to --max-attempts failed rows per trial), nothing else.
     A preempted trial continues from its last epoch checkpoint (under <store>/_checkpoints)."""
@@ -570,6 +600,7 @@ def resume(
         max_attempts=max_attempts,
         make_checkpoints=make_checkpoints,
         pretrain=_pretrain_settings(pretrain_micro_batch, pretrain_checkpoint_every, pretrain_nodes),
+        max_trials=max_trials,
     )
 
 

@@ -10,6 +10,8 @@ The rules, per dev set:
 - ``constant``: every prediction is the same class (classification) or the same score (regression);
 - ``majority``: accuracy at or below the majority class's on this dev set (the share of its most frequent gold
   class: the best any constant answer can do);
+- ``constant gold``: a regression dev set whose gold scores are all the same: Pearson and Spearman are undefined
+  there (recorded as 0), so the trial's score on it means nothing;
 - ``mcc``: Matthews correlation at or below 0 (no better than chance; CoLA's standard metric; 0 is also what a
   constant classifier gets).
 
@@ -42,6 +44,10 @@ def _prediction_reasons(dev_set: str, dev: DevSetPredictions) -> list[str]:
     reasons = []
     if np.all(dev.student == dev.student[0]):
         reasons.append(f"{dev_set}: constant predictions (every example {dev.student[0].item()})")
+    if is_regression(dev) and np.all(dev.gold == dev.gold[0]):
+        reasons.append(
+            f"{dev_set}: every gold score is {dev.gold[0].item():g} (a constant dev set: correlations undefined)"
+        )
     if not is_regression(dev):
         accuracy = float(np.mean(dev.student == dev.gold))
         majority = majority_accuracy(dev.gold)

@@ -23,7 +23,7 @@ from typing import Any
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
-from kdgrid.trial import DATA_SEED
+from kdgrid.trial import DATA_SEED, SEED_LIMIT
 
 # What a value of each kind of option must be, and how a message names it.
 OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "labels"]
@@ -53,6 +53,7 @@ class OptionSpec:
         default: the value when the option is not given (``None``: off; ``null`` may then be written too).
         meaning: one line for messages and listings.
         minimum: for ``int`` and ``number``: the smallest value allowed.
+        below: for ``int`` and ``number``: every value allowed is smaller than this.
         check: for an option whose rule is more than its kind: ``check(value)`` says why a value is not allowed
             (None when it is), in place of the kind's rule.
     """
@@ -63,6 +64,7 @@ class OptionSpec:
     meaning: str
     minimum: float | None = None
     check: Callable[[Any], str | None] | None = None
+    below: float | None = None
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not allowed for this option (None when it is)."""
@@ -70,7 +72,12 @@ class OptionSpec:
             return None
         if self.check is not None:
             return self.check(value)
-        if _fits(self.kind, value) and (self.minimum is None or value >= self.minimum):
+        fits = _fits(self.kind, value) and (self.minimum is None or value >= self.minimum)
+        if fits and self.below is not None and value >= self.below:
+            return (
+                f"option {self.name}={value!r} is invalid; allowed: below {self.below:.0f} ({self.meaning})"
+            )
+        if fits:
             return None
         wanted = KIND_WORDS[self.kind]
         if self.minimum is not None:
@@ -109,6 +116,7 @@ def register_option(
     *,
     minimum: float | None = None,
     check: Callable[[Any], str | None] | None = None,
+    below: float | None = None,
 ) -> OptionSpec:
     """Declare an option a trial may set; registering the same declaration twice is harmless.
 
@@ -117,7 +125,7 @@ def register_option(
     """
     if kind not in KIND_WORDS:
         raise ValueError(f"option {name!r}: unknown kind {kind!r}; allowed: {', '.join(KIND_WORDS)}")
-    spec = OptionSpec(name, kind, default, meaning, minimum, check)
+    spec = OptionSpec(name, kind, default, meaning, minimum, check, below)
     if OPTIONS.get(name, spec) != spec:
         raise ValueError(f"option {name!r} is already declared differently: {OPTIONS[name]}")
     OPTIONS[name] = spec
@@ -146,6 +154,7 @@ register_option(
     "the seed of the data order (shuffling, batches); unset: the trial's seed. Trials that differ only in seed "
     "and share a data_seed train in one job on identical batches (docs/seeds.md)",
     minimum=0,
+    below=SEED_LIMIT,
 )
 register_option(
     INIT_RECIPE,

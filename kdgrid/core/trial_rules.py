@@ -41,7 +41,7 @@ from kdgrid.core.shapes import (
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
-from kdgrid.trial import Trial
+from kdgrid.trial import SEED_LIMIT, Trial
 
 NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to learn from"
 # The smallest temperature allowed: the soft labels are softmax(logits / T), and below this T the logits of a
@@ -74,6 +74,7 @@ def number_problems(trial: Trial) -> list[str]:
     )
     need(trial.alpha >= 0 and finite(trial.alpha), "alpha", "a finite number >= 0")
     need(trial.soft_weight >= 0 and finite(trial.soft_weight), "soft_weight", "a finite number >= 0")
+    need(0 <= trial.seed < SEED_LIMIT, "seed", "an integer in [0, 2^32)")
     need(trial.batch_size >= 1, "batch_size", "an integer >= 1")
     need(
         8 <= trial.max_length <= MAX_POSITIONS,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
+import os
 import re
 import tempfile
 from collections.abc import Iterable
@@ -24,8 +26,13 @@ from typing import Any
 from kdgrid.core.trial_rules import value_problems
 from kdgrid.errors import ConfigError
 from kdgrid.grid.checks import combination_problems
+from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
 from kdgrid.grid.spec import SEEDS_KEY, Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
 from kdgrid.grid.values import InvalidValue, drop_unused_fields, normalize, rule_candidates
+from kdgrid.store import layout
+from kdgrid.store.claims import CLAIMS_DIR
+from kdgrid.store.membership import MEMBERSHIPS_DIR
+from kdgrid.store.run_ledger import RUNS_DIR
 from kdgrid.trial import DATA_SEED, REQUIRED_FIELDS, Trial
 
 MAX_LISTED_PROBLEMS = 60
@@ -318,13 +325,60 @@ def store_problems(store_dir: Path, *, create: bool = False) -> list[str]:
     except OSError as error:
         what = "the store directory" if probe == target else f"{probe} (where the store would be created)"
         return [f"store {target}: {what} is not writable ({error.strerror or error})"]
-    return []
+    return _subfolder_problems(target) if probe == target else []
 
 
-def expand(spec: SweepSpec, problems: Problems) -> Sweep:
-    """The sweep's trials; problems are collected into ``problems``."""
-    normalizer = _Normalizer(problems)
+# Every folder kdgrid writes into inside a store: each must be a writable folder, or not exist yet.
+STORE_SUBFOLDERS = (
+    layout.ROWS_DIR, layout.COMPACTED_DIR, layout.CHECKPOINTS_DIR, layout.READ_CACHE_DIR, CLAIMS_DIR,
+    MEMBERSHIPS_DIR, RUNS_DIR,
+)  # fmt: skip
+
+
+def _subfolder_problems(store: Path) -> list[str]:
+    """The store's subfolders kdgrid writes into that are files or not writable: one line naming them all (a
+    store refused up front, not every trial failing on it later)."""
+    bad = []
+    for name in STORE_SUBFOLDERS:
+        folder = store / name
+        if not os.path.lexists(folder):
+            continue
+        if not folder.is_dir():
+            bad.append(f"{name} is a file, not a folder")
+            continue
+        try:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".kdgrid-write-probe-"):
+                pass
+        except OSError as error:
+            bad.append(f"{name}/ is not writable ({error.strerror or error})")
+    if not bad:
+        return []
+    return [f"store {store}: " + "; ".join(bad) + " (move it aside or fix its permissions, then run again)"]
+
+
+def grid_size(spec: SweepSpec) -> int:
+    """How many grid points the sweep's studies make before de-duplication: per study the product of its axes'
+    lengths (plus its ``include`` entries), times ``seeds``; counted without expanding anything."""
+    total = 0
+    for study in spec.studies:
+        points = math.prod(len(located.value) for located in study.axes.values()) if study.axes else 1
+        if not study.axes and study.include:
+            points = 0
+        total += (points + len(study.include)) * (spec.seeds or 1)
+    return total
+
+
+def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX_TRIALS) -> Sweep:
+    """The sweep's trials; problems are collected into ``problems``. A sweep of more than ``max_trials`` grid
+    points (`grid_size`) is refused before anything is expanded."""
     source = str(spec.path)
+    size = grid_size(spec)
+    if size > max_trials:
+        problems.add(source, "", f"the sweep expands to {size:,} grid points, above the limit of {max_trials:,} "
+                     "(`--max-trials N` raises it)")  # fmt: skip
+        return Sweep(name=spec.name, path=spec.path, description=spec.description, trials=[],
+                     studies=[s.name for s in spec.studies], grid_points=0, repeated=0, seeds=spec.seeds)  # fmt: skip
+    normalizer = _Normalizer(problems)
     seen: dict[str, str] = {}
     trials: list[PlannedTrial] = []
     grid_points = 0
@@ -384,8 +438,11 @@ def raise_problems(problems: Problems, path: Path | str) -> None:
     raise ConfigError(f"{path}: {len(items)} problem(s):\n  " + "\n  ".join(shown) + more)
 
 
-def load_sweep(path: Path | str, *, store_dir: Path | str | None = None) -> Sweep:
-    """Parse, validate and expand a sweep file; with ``store_dir``, also check the store can be written.
+def load_sweep(
+    path: Path | str, *, store_dir: Path | str | None = None, max_trials: int = DEFAULT_MAX_TRIALS
+) -> Sweep:
+    """Parse, validate and expand a sweep file; with ``store_dir``, also check the store can be written;
+    ``max_trials``: the most grid points it may have (`expand`).
 
     Raises:
         ConfigError: every problem found (unknown keys or names, empty or repeated axes, impossible
@@ -395,7 +452,7 @@ def load_sweep(path: Path | str, *, store_dir: Path | str | None = None) -> Swee
     spec = parse_sweep(path, problems)
     sweep = None
     if spec is not None:
-        sweep = expand(spec, problems)
+        sweep = expand(spec, problems, max_trials=max_trials)
         if not sweep.trials and not problems:
             problems.add(str(path), "", "the sweep has no trials (every grid point was excluded)")
     if store_dir is not None:

@@ -29,6 +29,7 @@ otherwise take minutes and gigabytes before anything could refuse it) or that re
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -262,6 +263,28 @@ def _table(data: Mapping[str, Any], source: str, problems: Problems) -> str | No
     return None
 
 
+MAX_NAME_CHARS = 100
+"""The longest sweep or study name: names become file names in the store (memberships), and a file name holds
+at most 255 bytes once escaped."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a sweep or a study (None when it can): empty, longer than `MAX_NAME_CHARS`, a
+    control, format or line-separator character, or ``.`` / ``..`` (other characters, ``/`` included, are
+    escaped where a name becomes a file name: `kdgrid.store.membership`)."""
+    if not name.strip():
+        return f"must be a non-empty name, got {name!r}"
+    if len(name) > MAX_NAME_CHARS:
+        return f"is {len(name)} characters long; allowed: at most {MAX_NAME_CHARS}"
+    bad = sorted({c for c in name if unicodedata.category(c)[0] in "CZ" and c != " "})
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        return f"{name!r} holds {shown}; allowed: letters, digits, spaces and punctuation"
+    if name in (".", ".."):
+        return f"{name!r} is not a name; allowed: letters, digits, spaces and punctuation"
+    return None
+
+
 def _seeds(data: Mapping[str, Any], source: str, problems: Problems) -> int | None:
     """The ``seeds`` key's count: an integer >= 1 (a bool or a float is refused), None when absent or invalid."""
     if SEEDS_KEY not in data:
@@ -479,6 +502,8 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
     if not isinstance(name, str) or not name:
         problems.add(source, "name", f"must be a non-empty string, got {name!r}")
         name = path.stem
+    elif (why := name_problem(name)) is not None:
+        problems.add(source, "name", why)
     base_fixed, base_overrides = _extends(data.get("extends"), path, problems, (path.resolve(),))
     own_fixed = _settings(data.get("fixed"), source, "fixed", problems)
     top_axes = _axes(data.get("axes"), source, "axes", problems)
@@ -507,6 +532,8 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
         problems.add(source, "include", "with `studies`, put `include` inside the study it belongs to")
     for study_name, study_data in studies_data.items():
         where = f"studies.{study_name}"
+        if (why := name_problem(str(study_name))) is not None:
+            problems.add(source, where, f"the study name {why}")
         body = _mapping(study_data, source, where, problems)
         _check_keys(body, STUDY_KEYS, source, where, problems, "study")
         own_fixed = _settings(body.get("fixed"), source, f"{where}.fixed", problems)

@@ -10,18 +10,18 @@ that run jobs in other processes (worker processes, Ray actors, SLURM tasks) nee
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from kdgrid.errors import ConfigError
 from kdgrid.launch.jobs import job_checkpoint_dir, not_done, row_studies
-from kdgrid.launch.worker import run_job_to_store
+from kdgrid.launch.worker import accepts_on_step, run_job_to_store
 from kdgrid.plugins import load_plugins
 from kdgrid.trial import Trial
 
 JobFn = Callable[..., None]
 DEFAULT_JOB_FN: JobFn = run_job_to_store
+__all__ = ["DEFAULT_JOB_FN", "JobFn", "accepts_on_step", "import_job_fn", "resolve_job_fn", "run_pending"]
 
 
 def import_job_fn(path: str) -> JobFn:
@@ -42,15 +42,6 @@ def resolve_job_fn(job_fn: JobFn | str | None) -> JobFn:
     if isinstance(job_fn, str):
         return import_job_fn(job_fn)
     return job_fn
-
-
-def accepts_on_step(job_fn: JobFn) -> bool:
-    """Whether a job function takes the ``on_step`` progress callback (the default one does)."""
-    try:
-        parameters = inspect.signature(job_fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "on_step" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def run_pending(

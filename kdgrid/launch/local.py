@@ -48,7 +48,9 @@ from kdgrid.launch.jobs import job_checkpoint_dir, row_studies
 from kdgrid.launch.lost_trials import RunRows
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.markup import plain
 from kdgrid.plugins import load_plugins_or_exit, plugin_environment
+from kdgrid.store.run_ledger import current_run
 from kdgrid.store.write import StoreWriteError, rows_folder_for_writing
 from kdgrid.trial import Trial
 
@@ -246,7 +248,7 @@ class LocalExecutor:
         store = Path(store_dir)
         rows_folder_for_writing(store)  # a store that cannot take rows: one message before any job
         study_of = row_studies((t for job in jobs for t in job), studies)
-        watch = RunRows.start(store, f"local-{uuid.uuid4().hex}")
+        watch = RunRows.start(store, f"local-{uuid.uuid4().hex}", run_id=current_run())
         started = time.monotonic()
         title = _progress_title(sweep, study_of)
         try:
@@ -404,7 +406,8 @@ class _ProgressBar:
                 TimeRemainingColumn(),
             )
             self._progress.start()
-            self._task = self._progress.add_task(self.title, total=self.total, info=self._info(0, 0))
+            # the template renders markup: the sweep's name is shown as written (`kdgrid.markup.plain`)
+            self._task = self._progress.add_task(plain(self.title), total=self.total, info=self._info(0, 0))
         return self
 
     def job_steps(self, done: int, total: int) -> None:

@@ -12,8 +12,9 @@ A trial that still holds a live claim (`kdgrid.store.claims`) is never recorded 
 it (an earlier submission's task still running, a concurrent run) and its row will come from there. A lost trial's
 stale claim is deleted with its ``JobLost`` row.
 
-"This run" is decided on the store's own filesystem: a row file is the run's when it was not in ``rows/`` when
-the run began (`RunRows.start`), or, given only the run's marker (``<store>/_runs/<name>``, touched before
+"This run" is decided by the run's ledger where the run has one (`kdgrid.store.run_ledger`: the rows its own
+processes wrote, whatever other runs write meanwhile); else on the store's own filesystem: a row file is the run's
+when it was not in ``rows/`` when the run began (`RunRows.start`), or, given only the run's marker (``<store>/_runs/<name>``, touched before
 submission), when its mtime is not older than the marker's; so clocks of the submitting host and the nodes need
 not agree.
 """
@@ -28,9 +29,8 @@ from kdgrid.launch.failure_rows import write_failure_rows
 from kdgrid.store import layout
 from kdgrid.store.claims import read_claims, release, stale_reason
 from kdgrid.store.read import trial_states
+from kdgrid.store.run_ledger import RUNS_DIR, read_ledger
 from kdgrid.trial import Trial
-
-RUNS_DIR = "_runs"  # starts with "_": store readers never look inside
 
 
 def touch_run_marker(store_dir: Path, name: str) -> Path:
@@ -50,23 +50,31 @@ class RunRows:
         store_dir: the store.
         marker: the run's marker (`touch_run_marker`): a file not older than it is the run's.
         before: names ``rows/`` held when the run began: never the run's, whatever their mtime.
+        run_id: the run's ledger (`kdgrid.store.run_ledger`), where every process of the run records its rows
+            (the local executor's): its rows are exactly the ledger's.
     """
 
-    def __init__(self, store_dir: Path, marker: Path, *, before: Iterable[str] = ()) -> None:
+    def __init__(
+        self, store_dir: Path, marker: Path, *, before: Iterable[str] = (), run_id: str | None = None
+    ) -> None:
         self.folder = layout.rows_dir(Path(store_dir))
         self.marker = marker
         self.since = marker.stat().st_mtime
         self.seen: set[str] = set(before)
         self.rows: list[tuple[str, str]] = []  # (trial id, status) of the run's rows
+        self.run_id = run_id  # a run with a ledger: its rows are the ledger's
 
     @classmethod
-    def start(cls, store_dir: Path, name: str) -> RunRows:
+    def start(cls, store_dir: Path, name: str, *, run_id: str | None = None) -> RunRows:
         """A run beginning now: ``rows/`` listed, then its marker touched."""
         before = layout.visible_names(layout.rows_dir(Path(store_dir)))
-        return cls(store_dir, touch_run_marker(store_dir, name), before=before)
+        return cls(store_dir, touch_run_marker(store_dir, name), before=before, run_id=run_id)
 
     def refresh(self) -> RunRows:
         """Look at the row files that appeared since the last look; returns self."""
+        if self.run_id is not None:
+            self.rows = read_ledger(self.folder.parent, self.run_id).rows
+            return self
         for name in layout.visible_names(self.folder):
             if name in self.seen:
                 continue

@@ -11,11 +11,19 @@ claimed and that have no done row yet, leaves the others to their holders (one l
 its claims alive while it runs and releases each as soon as its row is written. So two runs of one sweep, or a
 resume while an earlier submission still runs, share the work and no trial is trained twice.
 
+Fenced writes: immediately before it writes a trial's row the worker re-validates its claim
+(`kdgrid.store.claims.HeldClaims.validate`: same token and generation in the claim file, heartbeat within the stale
+limit). A claim lost meanwhile (this process stalled past the stale limit and another run took the trial over)
+makes the row ``superseded``: kept in the store with the reason, never counted. When every trial the job still
+trains has lost its claim (the heartbeat thread finds them taken over), the job stops at its next step
+(`ClaimsLost` raised from ``on_step``) and writes nothing more: the new holders train them.
+
 The core is a parameter (``run_job``): a test passes a fake core and still gets the real worker writing real rows.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,8 +38,22 @@ from kdgrid.store.read import done_trial_ids
 from kdgrid.store.write import StoreWriteError, write_result
 from kdgrid.trial import Trial
 
+
+class ClaimsLost(Exception):
+    """Raised from ``on_step`` when every trial the job still trains lost its claim: the job stops there."""
+
+
 # The core's contract: `kdgrid.core.train.run_job(trials, *, checkpoint_dir, on_result, on_step, ...)`.
 RunJob = Callable[..., list[TrialResult]]
+
+
+def accepts_on_step(function: Callable[..., Any]) -> bool:
+    """Whether a job function or a core takes the ``on_step`` progress callback (the default ones do)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "on_step" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def core_run_job(trials: list[Trial], **kwargs: Any) -> list[TrialResult]:
@@ -108,27 +130,61 @@ def _run_claimed(
     written: set[str] = set()
 
     def write(result: TrialResult) -> None:
-        write_result(store, result, sweep=sweep, study=study_of.get(result.trial.trial_id, ""))
-        written.add(result.trial.trial_id)
-        held.release(result.trial.trial_id)
+        trial_id = result.trial.trial_id
+        lost = held.validate(trial_id)  # the fence: right before the row is written
+        study = study_of.get(trial_id, "")
+        write_result(store, result, sweep=sweep, study=study, superseded=lost)
+        written.add(trial_id)
+        held.release(trial_id)
+        if lost is not None:
+            print(f"kdgrid: trial {trial_id}: row recorded superseded, not {result.status} ({lost})",
+                  file=sys.stderr, flush=True)  # fmt: skip
 
     def unwritten() -> list[Trial]:
-        return [trial for trial in trials if trial.trial_id not in written]
+        return [
+            trial for trial in trials if trial.trial_id not in written and trial.trial_id not in held.lost
+        ]
+
+    def step(done: int, total: int) -> None:
+        if on_step is not None:
+            on_step(done, total)
+        if held.lost and not [t for t in unwritten() if t.trial_id in held]:
+            raise ClaimsLost(", ".join(sorted(held.lost)))
 
     checkpoints = Path(checkpoint_dir) if checkpoint_dir is not None else None
     if checkpoints is not None:
         checkpoints.mkdir(parents=True, exist_ok=True)
     try:
-        progress = {} if on_step is None else {"on_step": on_step}
+        progress = {"on_step": step} if accepts_on_step(run_job) else {}
         results = run_job(list(trials), checkpoint_dir=checkpoints, on_result=write, **progress)
+    except ClaimsLost as lost:
+        print(f"kdgrid: every trial this job still trained lost its claim to another run ({lost}): stopped",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return
     except StoreWriteError:
         raise  # the store cannot take rows: stop the job (a failure row could not be written either)
     except Exception as error:  # the whole job failed: record it on every trial still without a row
-        write_failure_rows(store, unwritten(), sweep=sweep, studies=study_of, error=error)
+        _write_failures(store, unwritten(), held, sweep=sweep, studies=study_of, error=error)
         return
     for result in results or []:
         if result.trial.trial_id not in written:
             write(result)
     # a core that forgot a trial must not make it look pending forever
-    write_failure_rows(store, unwritten(), sweep=sweep, studies=study_of, error_type="MissingResult",
-                       message="run_job returned no result for this trial")  # fmt: skip
+    _write_failures(store, unwritten(), held, sweep=sweep, studies=study_of, error_type="MissingResult",
+                    message="run_job returned no result for this trial")  # fmt: skip
+
+
+def _write_failures(
+    store: Path,
+    trials: list[Trial],
+    held: HeldClaims,
+    *,
+    sweep: str,
+    studies: Mapping[str, str],
+    **error: Any,
+) -> None:
+    """Failure rows for ``trials`` whose claim still holds (validated as a row is); a trial whose claim was lost
+    meanwhile gets none: its new holder trains it."""
+    for trial in trials:
+        if held.validate(trial.trial_id) is None:
+            write_failure_rows(store, [trial], sweep=sweep, studies=studies, **error)

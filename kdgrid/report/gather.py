@@ -139,7 +139,7 @@ def gather(store: Path, rows: pd.DataFrame, sweeps: list[str] | None = None) -> 
     Raises:
         KdgridError: the store (or the sweeps asked for) holds no rows.
     """
-    memberships = read_memberships(store)
+    memberships = read_memberships(store, skip_bad=True)  # a bad file: warned and left out, as a bad row file
     rows, memberships = select_sweeps(rows, memberships, sweeps)
     if rows.empty:
         which = f" of sweep(s) {', '.join(sweeps)}" if sweeps else ""

@@ -17,8 +17,8 @@ import pyarrow.compute as pc
 
 from kdgrid.report.gather import NoRowsError
 from kdgrid.store import layout
-from kdgrid.store.listing import list_store
-from kdgrid.store.read import drop_repeated_rows, read_rows
+from kdgrid.store.listing import StrayFile, list_store, report_strays
+from kdgrid.store.read import UnreadableFilesError, drop_repeated_rows, read_rows
 from kdgrid.store.read_cache import ReadCache
 from kdgrid.store.schema import SCHEMA
 
@@ -75,14 +75,14 @@ class StoreRows:
             loose = loose.filter(pc.is_in(loose.column("row_id"), value_set=pa.array(live, pa.string())))
         chunks = [loose] if loose is not None else []
         for start in range(0, len(new), _CHUNK):
-            chunks.append(read_rows(self.store, new[start : start + _CHUNK], [], SCHEMA, self._cache))
+            chunks.append(self._read(new[start : start + _CHUNK], []))
         if chunks:
             self._loose = pa.concat_tables(chunks)
         self._loose_names = names
         parts = tuple(listing.parts)
         parts_changed = parts != self._parts or self._parts_rows is None
         if parts_changed:
-            self._parts_rows = read_rows(self.store, [], list(parts), SCHEMA, None)
+            self._parts_rows = self._read([], list(parts))
             self._parts = parts
         if not (first or gone or new or parts_changed):
             return False
@@ -91,6 +91,27 @@ class StoreRows:
         table = pa.concat_tables(tables).combine_chunks()
         self.frame = drop_repeated_rows(table).to_pandas(types_mapper=_nullable)
         return True
+
+    def _read(self, loose: list[str], parts: list[str]) -> pa.Table:
+        """`read_rows` of these files, leaving out (and reporting once, as every reader does) the files whose rows
+        cannot be decoded: a truncated or foreign file never stops the report."""
+        skipped: list[StrayFile] = []
+        while True:
+            try:
+                table = read_rows(self.store, loose, parts, SCHEMA, self._cache if loose else None)
+                break
+            except UnreadableFilesError as error:
+                skipped.extend(error.strays)
+                bad = {stray.path.name for stray in error.strays}
+                left = (
+                    [name for name in loose if name not in bad],
+                    [name for name in parts if name not in bad],
+                )
+                if len(left[0]) + len(left[1]) == len(loose) + len(parts):
+                    raise  # nothing named that this read holds: not a file to skip
+                loose, parts = left
+        report_strays(self.store, skipped)
+        return table
 
 
 def require_store(store: Path) -> None:

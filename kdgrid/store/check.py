@@ -2,7 +2,9 @@
 
 What a row file is, is the store's one rule (`kdgrid.store.listing`); `check_store` applies it to every file and
 also decodes every row file (as a read of every column does), so it finds what any command would report.
-`quarantine` moves the files it found to ``<store>/_quarantine/<rows|compacted>/`` (never deletes: a file named
+It also lists the trials with more than one done row (trained twice: each counts once, by its latest done row;
+`kdgrid.store.read.duplicate_done_trials`) and counts the superseded rows (written under a lost claim, never
+counted). `quarantine` moves the files it found to ``<store>/_quarantine/<rows|compacted|memberships|_claims>/`` (never deletes: a file named
 there can be inspected, repaired and moved back), under the store's maintenance lock held alone, so no
 compaction or `forget` runs meanwhile. Once they are moved every command reads the store cleanly, and the trials
 whose rows they held read as not run: ``kdgrid resume`` trains them again.
@@ -12,15 +14,18 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kdgrid.atomic_files import fsync_dir
 from kdgrid.errors import KdgridError
 from kdgrid.store import layout
+from kdgrid.store.claims import CLAIM_SUFFIX, RECLAIM_INFIX, claims_dir, read_claim
 from kdgrid.store.compact import maintenance_lock
 from kdgrid.store.listing import QUARANTINE_DIR, StrayFile, list_store
-from kdgrid.store.read import read_with_strays
+from kdgrid.store.membership import membership_problems
+from kdgrid.store.read import duplicate_done_trials, read_with_strays
+from kdgrid.store.schema import SUPERSEDED
 
 
 @dataclass(frozen=True)
@@ -32,27 +37,59 @@ class StoreCheck:
     parts: int
     rows: int
     strays: list[StrayFile]
+    duplicates: dict[str, list[str]] = field(default_factory=dict)
+    superseded: int = 0
 
     @property
     def clean(self) -> bool:
-        return not self.strays
+        """No stray file and no trial with two done rows."""
+        return not self.strays and not self.duplicates
 
 
 def quarantine_dir(store: Path) -> Path:
     return Path(store) / QUARANTINE_DIR
 
 
+def claim_problems(store: Path) -> list[StrayFile]:
+    """The visible files of ``_claims/`` that are not claims: a name that is neither ``<trial_id>.json`` nor a
+    takeover lock, or a ``.json`` file whose content is not a claim (claims are written whole, never partly)."""
+    folder = claims_dir(store)
+    try:
+        names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for name in names:
+        path = folder / name
+        if RECLAIM_INFIX in name:
+            continue
+        if not name.endswith(CLAIM_SUFFIX):
+            found.append(StrayFile(path, f"not a claim file (<trial_id>{CLAIM_SUFFIX})"))
+            continue
+        claim = read_claim(store, name[: -len(CLAIM_SUFFIX)], now=0.0)
+        if claim is not None and claim.pid < 0:
+            found.append(StrayFile(path, "not a claim (its content is not a kdgrid claim)"))
+    return found
+
+
 def check_store(store_dir: Path | str) -> StoreCheck:
-    """Every file of the store that is not a kdgrid row (by the listing's rule, or because its rows do not
-    decode). Raises `kdgrid.store.listing.StoreLayoutError` when the store is a file and
-    `kdgrid.store.read.StoreSchemaError` for rows of a newer schema version (a newer kdgrid's store)."""
+    """Every file of the store that is not a kdgrid row (by the listing's rule, because its rows do not
+    decode, or because they are of a newer schema version), and the files of ``memberships/`` and ``_claims/``
+    that are not memberships or claims. Raises `kdgrid.store.listing.StoreLayoutError` when the store is a
+    file."""
     store = Path(store_dir)
-    table, strays = read_with_strays(store)
+    table, strays = read_with_strays(store, skip_newer=True)
+    strays = [*strays, *(StrayFile(p, why) for p, why in membership_problems(store)), *claim_problems(store)]
     listing = list_store(store)
     unreadable = {s.path for s in strays}
     loose = sum(layout.rows_dir(store) / n not in unreadable for n in listing.loose)
     parts = sum(layout.compacted_dir(store) / n not in unreadable for n in listing.parts)
-    return StoreCheck(loose, parts, table.num_rows, sorted(strays, key=lambda s: str(s.path)))
+    pairs = table.select(["trial_id", "status", "row_id"]).to_pandas()
+    duplicates = duplicate_done_trials(pairs)
+    superseded = int((pairs["status"] == SUPERSEDED).sum())
+    return StoreCheck(
+        loose, parts, table.num_rows, sorted(strays, key=lambda s: str(s.path)), duplicates, superseded
+    )
 
 
 def _destination(store: Path, path: Path) -> Path:

@@ -24,6 +24,17 @@ A lock whose own holder died is itself stale and is taken over the same way.
 
 Ages are measured on the store's own clock (the mtime of a file just written there), never against this host's
 clock, so nodes whose clocks differ agree on them.
+
+Fencing: every claim carries a ``generation``, 1 for a fresh claim and the taken-over claim's generation + 1 for
+a takeover (written into the replacement before it replaces the stale claim, so the file that wins holds it).
+A holder re-validates its claim immediately before it writes a row (`HeldClaims.validate`): the claim file must
+still carry its token and generation, and its last heartbeat must be younger than the stale limit (older, a taker
+may be replacing it at this moment). A row written under a lost claim is recorded ``superseded`` by the worker
+(`kdgrid.launch.worker`): kept in the store, never counted. The heartbeat thread marks a claim it finds taken
+over as lost (`HeldClaims.lost`), so the worker stops the trial's training. What is left is the instant between
+the validation and the row's rename: a holder stopped exactly there (for longer than the stale limit) can still
+write a done row next to the taker's; readers detect two done rows of one trial, count it once and name it
+(`kdgrid.store.read.duplicate_done_trials`, ``kdgrid store check``).
 """
 
 from __future__ import annotations
@@ -39,12 +50,13 @@ import time
 import uuid
 import warnings
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from kdgrid.errors import ConfigError
+from kdgrid.store import run_ledger
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +161,9 @@ class Claim:
         host, pid: the holder's process.
         job_id: the holder's executor job (`executor_job_id`).
         started_at: when the claim was made, UTC ISO 8601 (the holder's clock).
+        generation: the fencing token: 1 for a fresh claim, one more than the claim it took over for a takeover.
         heartbeat_age_s: seconds since the last heartbeat on the store's clock; None for a claim not read back.
+        heartbeat_at: the last heartbeat (the file's mtime, store clock); None for a claim not read back.
     """
 
     trial_id: str
@@ -158,18 +172,27 @@ class Claim:
     pid: int
     job_id: str
     started_at: str
+    generation: int = 1
     heartbeat_age_s: float | None = field(default=None, compare=False)
+    heartbeat_at: float | None = field(default=None, compare=False)
 
     @classmethod
-    def mine(cls, trial_id: str) -> Claim:
-        """A new claim of ``trial_id`` held by this process."""
+    def mine(cls, trial_id: str, generation: int = 1) -> Claim:
+        """A new claim of ``trial_id`` held by this process (``generation``: its fencing token)."""
         return cls(
-            trial_id, uuid.uuid4().hex, socket.gethostname(), os.getpid(), executor_job_id(), _utc_now()
+            trial_id,
+            uuid.uuid4().hex,
+            socket.gethostname(),
+            os.getpid(),
+            executor_job_id(),
+            _utc_now(),
+            generation,
         )
 
     def to_json(self) -> str:
         payload = asdict(self)
         payload.pop("heartbeat_age_s")
+        payload.pop("heartbeat_at")
         return json.dumps(payload, sort_keys=True)
 
     def age_s(self) -> float | None:
@@ -197,9 +220,10 @@ def _read(path: Path, now: float) -> Claim | None:
     try:
         payload: dict[str, Any] = json.loads(text)
         return Claim(str(payload["trial_id"]), str(payload["token"]), str(payload["host"]),
-                     int(payload["pid"]), str(payload["job_id"]), str(payload["started_at"]), age)  # fmt: skip
-    except (ValueError, KeyError, TypeError):
-        return Claim(path.name, f"unreadable-{int(mtime)}", "?", -1, "?", "", age)
+                     int(payload["pid"]), str(payload["job_id"]), str(payload["started_at"]),
+                     int(payload.get("generation", 1)), age, mtime)  # fmt: skip
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return Claim(path.name, f"unreadable-{int(mtime)}", "?", -1, "?", "", 1, age, mtime)
 
 
 def store_now(store: Path | str) -> float:
@@ -303,8 +327,8 @@ def _link_exclusive(tmp: Path, final: Path) -> bool:
 
 def _take_over(path: Path, stale: Claim, replacement: Path, depth: int = 0) -> bool:
     """Replace the stale claim ``stale`` in ``path`` by the file ``replacement`` if this process wins the
-    takeover lock of ``stale``'s token; False (nothing changed) when another process holds it or the claim
-    changed meanwhile."""
+    takeover lock of ``stale``'s token; False (nothing changed) when another process holds it, the claim
+    changed meanwhile, or its holder beat again since it was found stale (it came back: the claim is live)."""
     if depth >= MAX_RECLAIM_DEPTH:
         return False
     lock = path.with_name(f"{path.name}{RECLAIM_INFIX}{stale.token}")
@@ -317,10 +341,12 @@ def _take_over(path: Path, stale: Claim, replacement: Path, depth: int = 0) -> b
                 return False  # another process is taking this claim over right now
             if not _take_over(lock, other, lock_tmp, depth + 1):
                 return False
-        now = replacement.stat().st_mtime
-        current = _read(path, now)
+        current = _read(path, replacement.stat().st_mtime)
         if current is None or current.token != stale.token:
             return False
+        beat_since = (current.heartbeat_at or 0.0) > (stale.heartbeat_at or float("inf"))
+        if beat_since:
+            return False  # its holder beat since it was found stale: it is back, the claim is live
         os.replace(replacement, path)
         return True
     finally:
@@ -334,7 +360,8 @@ def try_claim(store: Path | str, trial_id: str, *, finished_jobs: Collection[str
     """Claim ``trial_id`` for this process: the new claim, or None when a live claim of another holder exists.
 
     A stale claim (`stale_reason`; ``finished_jobs``: executor job ids known to have ended) is taken over and the
-    takeover logged (a warning naming the trial, the old holder and why).
+    takeover logged (a warning naming the trial, the old holder and why); the new claim's generation is the old
+    one's + 1 (the fencing token).
     """
     path = claim_path(store, trial_id)
     claim = Claim.mine(trial_id)
@@ -349,9 +376,17 @@ def try_claim(store: Path | str, trial_id: str, *, finished_jobs: Collection[str
             reason = stale_reason(current, finished_jobs=finished_jobs)
             if reason is None:
                 return None
-            if _take_over(path, current, tmp):
-                logger.warning("kdgrid: reclaimed trial %s from %s: %s", trial_id, current.holder(), reason)
-                return claim
+            successor = replace(claim, generation=current.generation + 1)
+            replacement = _write_temporary(path.parent, successor.to_json())
+            try:
+                if _take_over(path, current, replacement):
+                    logger.warning(
+                        "kdgrid: reclaimed trial %s from %s: %s", trial_id, current.holder(), reason
+                    )
+                    run_ledger.note_reclaimed(store, trial_id)
+                    return successor
+            finally:
+                replacement.unlink(missing_ok=True)
             return None
         return None
     finally:
@@ -370,7 +405,8 @@ class HeldClaims:
     """The claims a job process holds, kept alive by a background heartbeat thread until released.
 
     Use as a context manager: leaving it (normally, by an exception or `SystemExit`) releases every claim still
-    held. `release` lets one go as soon as its trial's row is written.
+    held. `release` lets one go as soon as its trial's row is written. A claim the heartbeat finds taken over is
+    moved to `lost` (trial id -> why): its trial's training here should stop, and a row of it is superseded.
     """
 
     def __init__(
@@ -378,7 +414,9 @@ class HeldClaims:
     ) -> None:
         self.store = Path(store)
         self.claims: dict[str, Claim] = {claim.trial_id: claim for claim in claims}
+        self.lost: dict[str, str] = {}
         self.interval_s = heartbeat_s() if interval_s is None else interval_s
+        self.stale_after_s = stale_after_s()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="kdgrid-claim-heartbeat", daemon=True)
@@ -395,20 +433,56 @@ class HeldClaims:
         while not self._stop.wait(self.interval_s):
             self.heartbeat()
 
+    def _lose(self, trial_id: str, why: str) -> None:
+        """Move the claim of ``trial_id`` to `lost` (lock held)."""
+        self.claims.pop(trial_id, None)
+        self.lost[trial_id] = why
+        logger.warning("kdgrid: lost the claim of trial %s: %s; its training here stops and a row it still "
+                       "writes is recorded superseded (never counted)", trial_id, why)  # fmt: skip
+
+    @staticmethod
+    def _taken_by(current: Claim | None) -> str:
+        if current is None:
+            return "its claim file was removed"
+        return f"taken over by {current.holder()} (generation {current.generation})"
+
     def heartbeat(self) -> None:
-        """Touch every held claim; one that another process took over is dropped with a warning."""
+        """Touch every held claim; one that another process took over is moved to `lost`, with a warning."""
         with self._lock:
             for trial_id, claim in list(self.claims.items()):
                 path = claim_path(self.store, trial_id)
                 current = _read(path, 0.0)
                 if current is None or current.token != claim.token:
-                    del self.claims[trial_id]
-                    taker = "nobody" if current is None else current.holder()
-                    logger.warning("kdgrid: the claim of trial %s was taken over by %s (this process's heartbeat "
-                                   "came too late); its training here goes on", trial_id, taker)  # fmt: skip
+                    self._lose(trial_id, self._taken_by(current))
                     continue
                 with contextlib.suppress(OSError):  # a missed heartbeat; the next one may succeed
                     os.utime(path)
+
+    def validate(self, trial_id: str) -> str | None:
+        """Check, right before a row of ``trial_id`` is written, that this process still holds its claim: None if
+        it does, else why not (the claim then moves to `lost`).
+
+        Held: the claim file carries this claim's token and generation, and its last heartbeat is younger than
+        the stale limit on the store's clock (an older one may be being taken over at this instant)."""
+        with self._lock:
+            if trial_id in self.lost:
+                return self.lost[trial_id]
+            claim = self.claims.get(trial_id)
+            if claim is None:
+                return "this process holds no claim of it"
+            path = claim_path(self.store, trial_id)
+            current = _read(path, store_now(self.store))
+            if current is None or current.token != claim.token or current.generation != claim.generation:
+                self._lose(trial_id, self._taken_by(current))
+                return self.lost[trial_id]
+            age = current.heartbeat_age_s or 0.0
+            if age > self.stale_after_s:
+                why = f"no heartbeat for {age:.0f} s (stale after {self.stale_after_s:g} s): it may be taken over"
+                self._lose(trial_id, why)
+                with contextlib.suppress(OSError):
+                    release(self.store, claim)  # let another run train it cleanly
+                return why
+            return None
 
     def release(self, trial_id: str) -> None:
         """Let the claim of ``trial_id`` go (its row is written)."""

@@ -56,6 +56,7 @@ from kdgrid.store.write import write_table_atomically
 
 DEFAULT_TARGET_ROWS = 100_000
 MIN_TARGET_ROWS = 1
+MAX_TARGET_ROWS = 10**9  # rows per part: beyond it a count only overflows Arrow's 64-bit arithmetic
 STALE_TMP_SECONDS = 3600.0
 MAINTENANCE_LOCK = "_maintenance.lock"  # at the store's root; `_` hides it from every listing
 
@@ -76,10 +77,12 @@ class CompactionReport:
 
 
 def check_target_rows(value: int, *, name: str = "target_rows") -> None:
-    """Refuse a part size that is not a whole number of rows >= `MIN_TARGET_ROWS` (``name``: how the caller
-    calls it, e.g. ``--target-rows``)."""
+    """Refuse a part size that is not a whole number of rows in [`MIN_TARGET_ROWS`, `MAX_TARGET_ROWS`]
+    (``name``: how the caller calls it, e.g. ``--target-rows``)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < MIN_TARGET_ROWS:
         raise ConfigError(f"{name} {value!r}: must be a whole number of rows, at least {MIN_TARGET_ROWS}")
+    if value > MAX_TARGET_ROWS:
+        raise ConfigError(f"{name} {value!r}: must be a whole number of rows, at most {MAX_TARGET_ROWS:,}")
 
 
 @contextlib.contextmanager

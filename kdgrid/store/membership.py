@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,9 +35,15 @@ from urllib.parse import quote
 
 from kdgrid.atomic_files import write_file_atomically
 from kdgrid.errors import KdgridError
+from kdgrid.store.listing import CHECK_COMMAND
+
+logger = logging.getLogger("kdgrid.store")
 
 MEMBERSHIPS_DIR = "memberships"
 SUFFIX = ".json"
+MAX_NAME_PART = (
+    160  # characters of the escaped sweep name in a file name (readers take the name from the content)
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,10 @@ def _file_name(sweep: str, content: bytes) -> str:
     safe = quote(sweep, safe="")
     if safe.startswith("."):
         safe = "%2E" + safe[1:]
+    if (
+        len(safe) > MAX_NAME_PART
+    ):  # a long or non-ASCII name escapes to more than a file name holds (255 bytes)
+        safe = f"{safe[:MAX_NAME_PART]}~{hashlib.sha256(sweep.encode()).hexdigest()[:8]}"
     return f"{safe}.{hashlib.sha256(content).hexdigest()[:16]}{SUFFIX}"
 
 
@@ -86,36 +97,82 @@ def record_membership(
     return write_file_atomically(final, lambda handle: handle.write(content))
 
 
-def read_memberships(store: Path | str) -> list[SweepMembership]:
+def _parse(path: Path) -> SweepMembership | str:
+    """The membership in ``path``, or why it is not one."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        return f"not a sweep membership file of a kdgrid store ({error})"
+    sweep, trials = (data.get("sweep"), data.get("trials")) if isinstance(data, dict) else (None, None)
+    table = data.get("table") if isinstance(data, dict) else None
+    if not (
+        isinstance(sweep, str)
+        and isinstance(trials, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in trials.items())
+        and (table is None or isinstance(table, str))
+    ):
+        return (
+            'not a sweep membership file of a kdgrid store (expected {"sweep": name, "table": table (optional), '
+            '"trials": {trial_id: study}})'
+        )
+    return SweepMembership(sweep, trials, table)
+
+
+def _membership_files(store: Path | str) -> list[Path]:
+    folder = memberships_dir(store)
+    try:
+        return [folder / n for n in sorted(os.listdir(folder)) if not n.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def membership_problems(store: Path | str) -> list[tuple[Path, str]]:
+    """(file, why) for every visible file of ``memberships/`` that is not a membership (`kdgrid store check`)."""
+    found = []
+    for path in _membership_files(store):
+        if not path.name.endswith(SUFFIX):
+            found.append((path, f"not a sweep membership file (its name does not end in {SUFFIX})"))
+            continue
+        parsed = _parse(path)
+        if isinstance(parsed, str):
+            found.append((path, parsed))
+    return found
+
+
+def read_memberships(store: Path | str, *, skip_bad: bool = False) -> list[SweepMembership]:
     """Every membership recorded in ``store`` (one per file, in file-name order); empty for a store written
     before memberships were recorded, or by code that never ran a sweep.
 
+    ``skip_bad``: a file that is not a membership is left out and named in one warning (logger
+    ``kdgrid.store``, once per process), as a bad row file is; `kdgrid store check` lists it.
+
     Raises:
-        KdgridError: a file that is not a membership (not JSON, or not ``{"sweep": str, "trials": {str: str}}``).
+        KdgridError: without ``skip_bad``, a file that is not a membership (not JSON, or not ``{"sweep": str,
+            "trials": {str: str}}``).
     """
-    folder = memberships_dir(store)
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(SUFFIX) and not n.startswith("."))
-    except FileNotFoundError:
-        return []
     found: list[SweepMembership] = []
-    for name in names:
-        path = folder / name
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as error:
-            raise KdgridError(f"{path}: not a sweep membership file of a kdgrid store ({error})") from error
-        sweep, trials = (data.get("sweep"), data.get("trials")) if isinstance(data, dict) else (None, None)
-        table = data.get("table") if isinstance(data, dict) else None
-        if not (
-            isinstance(sweep, str)
-            and isinstance(trials, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in trials.items())
-            and (table is None or isinstance(table, str))
-        ):
-            raise KdgridError(
-                f'{path}: not a sweep membership file of a kdgrid store (expected {{"sweep": name, '
-                '"table": table (optional), "trials": {trial_id: study}})'
-            )
-        found.append(SweepMembership(sweep, trials, table))
+    bad: list[str] = []
+    for path in _membership_files(store):
+        if not path.name.endswith(SUFFIX):
+            continue
+        parsed = _parse(path)
+        if isinstance(parsed, SweepMembership):
+            found.append(parsed)
+        elif skip_bad:
+            bad.append(f"{path}: {parsed}")
+        else:
+            raise KdgridError(f"{path}: {parsed}")
+    if bad:
+        message = (
+            f"kdgrid: left out {len(bad)} file(s) of {memberships_dir(store)}: "
+            + "; ".join(bad[:3])
+            + (" ..." if len(bad) > 3 else "")
+            + f"; `{CHECK_COMMAND}` lists them and `--quarantine` moves them aside"
+        )
+        if message not in _reported:
+            _reported.add(message)
+            logger.warning(message)
     return found
+
+
+_reported: set[str] = set()

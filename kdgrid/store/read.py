@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -40,7 +41,9 @@ from kdgrid.errors import KdgridError
 from kdgrid.store import layout, read_cache
 from kdgrid.store.listing import CHECK_COMMAND, StrayFile, list_store, report_strays
 from kdgrid.store.read_cache import FILE_COLUMN, ReadCache
-from kdgrid.store.schema import LARGE_COLUMNS, NAME_COLUMNS, READ_SCHEMA, SCHEMA, SCHEMA_VERSION
+from kdgrid.store.schema import LARGE_COLUMNS, NAME_COLUMNS, READ_SCHEMA, SCHEMA, SCHEMA_VERSION, SUPERSEDED
+
+logger = logging.getLogger("kdgrid.store")
 
 MAX_READ_ATTEMPTS = 20
 _DECODE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
@@ -65,6 +68,15 @@ class UnreadableFilesError(StoreSchemaError):
         super().__init__(
             f"{named}. Run `{CHECK_COMMAND}` to list such files and `--quarantine` to move them aside"
         )
+
+
+class NewerSchemaError(StoreSchemaError):
+    """Rows of a newer schema version than this kdgrid's (``strays``: each file holding some, and why). Every
+    read refuses them; `kdgrid store check` lists them (and ``--quarantine`` moves them aside)."""
+
+    def __init__(self, strays: list[StrayFile]) -> None:
+        self.strays = strays
+        super().__init__("; ".join(f"{s.path}: {s.reason}" for s in strays))
 
 
 def _listing(store: Path) -> tuple[list[str], list[str]]:
@@ -141,19 +153,23 @@ def _decode(paths: list[Path], schema: pa.Schema, row_filter: pc.Expression | No
     return table.append_column(FILE_COLUMN, pa.array(files, type=pa.string()))
 
 
-def _check_schema_version(table: pa.Table) -> None:
-    """Raise `StoreSchemaError` naming the first row's file when ``table`` holds rows written by a newer schema
-    (null versions: files from before the column existed, read with nulls like any missing column)."""
+def _check_schema_version(table: pa.Table, folder: Path) -> None:
+    """Raise `NewerSchemaError` naming every file (in ``folder``) of ``table`` holding rows written by a newer
+    schema (null versions: files from before the column existed, read with nulls like any missing column)."""
     versions = table.column("schema_version")
     newest = pc.max(versions).as_py()
     if newest is None or newest <= SCHEMA_VERSION:
         return
-    first = pc.index(pc.greater(versions, SCHEMA_VERSION), True).as_py()
-    where = table.column(FILE_COLUMN)[first].as_py()
-    raise StoreSchemaError(
-        f"{where}: a row of store schema version {newest}, newer than this kdgrid's {SCHEMA_VERSION}; "
-        "read this store with the kdgrid that wrote it (or a newer one)"
-    )
+    newer = table.filter(pc.greater(versions, SCHEMA_VERSION))
+    found: dict[str, int] = {}
+    for name, version in zip(newer.column(FILE_COLUMN).to_pylist(), newer.column("schema_version").to_pylist(),
+                             strict=True):  # fmt: skip
+        found[name] = max(found.get(name, version), version)
+    raise NewerSchemaError([
+        StrayFile(folder / name, f"a row of store schema version {version}, newer than this kdgrid's "
+                  f"{SCHEMA_VERSION}; read this store with the kdgrid that wrote it (or a newer one)")
+        for name, version in found.items()
+    ])  # fmt: skip
 
 
 def _without_large_values(cached: pa.Table, schema: pa.Schema) -> tuple[pa.Table, list[str]]:
@@ -204,7 +220,7 @@ def read_rows(
     if cached is not None:
         if row_filter is not None:
             cached = cached.filter(row_filter)
-        _check_schema_version(cached)
+        _check_schema_version(cached, layout.rows_dir(store))
         cached, undecoded = _without_large_values(cached, read_schema)
         fresh = [*fresh, *undecoded]  # order: restored by file name below
         loose_rows.append(cached.select(names))
@@ -214,7 +230,8 @@ def read_rows(
     for start in range(0, len(fresh), step):
         paths = [layout.rows_dir(store) / name for name in fresh[start : start + step]]
         rows = _decode(paths, READ_SCHEMA if every_column else read_schema, row_filter)
-        _check_schema_version(rows)  # before caching: rows of a newer schema are never cached
+        # before caching: rows of a newer schema are never cached
+        _check_schema_version(rows, layout.rows_dir(store))
         if to_fill is not None:
             to_fill.add(rows)
         loose_rows.append(rows.select(names))
@@ -223,7 +240,7 @@ def read_rows(
         # listing order (files sorted by name, a file's rows in its order): the stable sort by file name does it
         table = table.take(pc.sort_indices(table, sort_keys=[(FILE_COLUMN, "ascending")]))
     compacted = _decode([layout.compacted_dir(store) / name for name in parts], read_schema, row_filter)
-    _check_schema_version(compacted)
+    _check_schema_version(compacted, layout.compacted_dir(store))
     table = pa.concat_tables([table, compacted]).combine_chunks()
     return table.select(schema.names)
 
@@ -264,8 +281,11 @@ def read_with_strays(
     *,
     open_row_file: Callable[[layout.RowFileName], bool] | None = None,
     row_ids: Iterable[str] | None = None,
+    skip_newer: bool = False,
 ) -> tuple[pa.Table, list[StrayFile]]:
-    """`read_table`'s table, and the files it left out (not reported: the caller says what it does with them)."""
+    """`read_table`'s table, and the files it left out (not reported: the caller says what it does with them).
+    ``skip_newer``: files with rows of a newer schema version are left out too (listed with the others) instead
+    of refusing the read (`kdgrid store check`)."""
     store = Path(store_dir)
     wanted = None if row_ids is None else frozenset(row_ids)
     schema = _schema_for(columns)
@@ -301,6 +321,11 @@ def read_with_strays(
         except UnreadableFilesError as error:
             unreadable.update({stray.path: stray for stray in error.strays})
             continue  # read again without them (each pass leaves out at least one more file: it ends)
+        except NewerSchemaError as error:
+            if not skip_newer:
+                raise
+            unreadable.update({stray.path: stray for stray in error.strays})
+            continue
         now_loose, now_compacted = _listing(store)
         if set(loose) <= set(now_loose) and set(compacted) <= set(now_compacted):
             if set(schema.names) == set(READ_SCHEMA.names):
@@ -412,10 +437,57 @@ def done_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "done"]
 
 
+SHOWN_DUPLICATES = 5  # a warning names this many trials with two done rows, then counts the rest
+
+
+def duplicate_done_trials(df: pd.DataFrame) -> dict[str, list[str]]:
+    """``{trial id: its done rows' row ids}`` for every trial of ``df`` with more than one done row (whatever
+    their origin: a stalled holder's row that escaped the claim's fence, a store merged from two copies)."""
+    done = done_rows(df)
+    if done.empty:
+        return {}
+    counts = done["trial_id"].value_counts()
+    twice = set(counts[counts > 1].index)
+    if not twice:
+        return {}
+    rows = done[done["trial_id"].isin(twice)]
+    found: dict[str, list[str]] = {}
+    for trial_id, row_id in zip(rows["trial_id"], rows["row_id"] if "row_id" in rows else [""] * len(rows),
+                                strict=True):  # fmt: skip
+        found.setdefault(trial_id, []).append(str(row_id))
+    return dict(sorted(found.items()))
+
+
+def duplicate_warning(duplicates: dict[str, list[str]]) -> str:
+    """The one-line warning naming trials with more than one done row (`duplicate_done_trials`)."""
+    named = ", ".join(f"{t} ({len(r)} done rows)" for t, r in list(duplicates.items())[:SHOWN_DUPLICATES])
+    more = len(duplicates) - SHOWN_DUPLICATES
+    return (
+        f"kdgrid: {len(duplicates)} trial(s) have more than one done row (trained twice); each counts once, "
+        f"by its latest done row: {named}"
+        + (f" and {more} more" if more > 0 else "")
+        + f"; `{CHECK_COMMAND}` lists them"
+    )
+
+
+def report_duplicates(duplicates: dict[str, list[str]]) -> None:
+    """Log `duplicate_warning` (logger ``kdgrid.store``, WARNING), once per process for the same trials."""
+    if not duplicates:
+        return
+    message = duplicate_warning(duplicates)
+    if message not in _reported_duplicates:
+        _reported_duplicates.add(message)
+        logger.warning(message)
+
+
+_reported_duplicates: set[str] = set()
+
+
 def latest_done_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The latest done row of each trial of ``df`` (rows of the store's schema): a trial run twice (a forced
-    re-run) has two done rows and the one written last counts (by ``written_at``, then by order in ``df``).
-    Failed rows are dropped. The frame keeps ``df``'s columns."""
+    """The latest done row of each trial of ``df`` (rows of the store's schema): a trial with two done rows
+    counts once, by the one written last (by ``written_at``, then by order in ``df``), and is named in a
+    warning (`report_duplicates`). Failed and superseded rows are dropped. The frame keeps ``df``'s columns."""
+    report_duplicates(duplicate_done_trials(df))
     done = _order_by_time(done_rows(df))
     return done.drop_duplicates("trial_id", keep="last").drop(columns="_order", errors="ignore")
 
@@ -423,9 +495,12 @@ def latest_done_rows(df: pd.DataFrame) -> pd.DataFrame:
 def trial_states(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The one rule of "is this trial done?": ``{trial id: "done" | "failed"}`` from (trial id, status) pairs,
     ``done`` when any row of the trial is done (done wins over failed, whatever the order), else ``failed``.
-    Trials without a row are absent (pending)."""
+    ``superseded`` rows (written under a lost claim) are never counted. Trials without a counted row are absent
+    (pending)."""
     states: dict[str, str] = {}
     for trial_id, status in rows:
+        if status == SUPERSEDED:
+            continue
         if states.get(trial_id) != "done":
             states[trial_id] = "done" if status == "done" else "failed"
     return states
@@ -450,6 +525,7 @@ def latest_state(df: pd.DataFrame) -> pd.DataFrame:
     the latest done row, else the latest failed row).
     """
     columns = ["state", "attempts", "failures", "error_type", "error_message", "row_id"]
+    df = df[df["status"] != SUPERSEDED] if "status" in df.columns else df
     if df.empty:
         return pd.DataFrame(columns=columns, index=pd.Index([], name="trial_id"))
     ordered = _order_by_time(df)

@@ -23,7 +23,11 @@ import pyarrow as pa
 
 SCHEMA_VERSION = 2
 
-STATUSES = ("done", "failed")
+SUPERSEDED = "superseded"
+STATUSES = ("done", "failed", SUPERSEDED)
+"""A row's status. ``superseded``: written by a process that had lost its trial's claim (another run took it over
+after a stall, `kdgrid.store.claims`): kept for inspection, never counted as done or failed."""
+COUNTED_STATUSES = ("done", "failed")
 
 # Identity and bookkeeping: which trial, which attempt, which sweep/study wrote it.
 _IDENTITY = [

@@ -31,8 +31,8 @@ from kdgrid.core.shapes import student_shape
 from kdgrid.errors import KdgridError
 from kdgrid.predictions import encode_predictions, teacher_agreements
 from kdgrid.result import TrialResult
-from kdgrid.store import layout, provenance
-from kdgrid.store.schema import SCHEMA, SCHEMA_VERSION, STATUSES
+from kdgrid.store import layout, provenance, run_ledger
+from kdgrid.store.schema import COUNTED_STATUSES, SCHEMA, SCHEMA_VERSION, SUPERSEDED
 from kdgrid.trial import Trial
 
 
@@ -141,10 +141,19 @@ def outcome_of_predictions(result: TrialResult) -> dict[str, Any]:
     }
 
 
-def result_row(result: TrialResult, *, sweep: str, study: str, row_id: str | None = None) -> dict[str, Any]:
-    """The store row of a result: identity, every config field, derived shape, outcome and provenance."""
-    if result.status not in STATUSES:
-        raise ValueError(f"result status {result.status!r} is not one of {STATUSES}")
+def result_row(
+    result: TrialResult, *, sweep: str, study: str, row_id: str | None = None, superseded: str | None = None
+) -> dict[str, Any]:
+    """The store row of a result: identity, every config field, derived shape, outcome and provenance.
+
+    ``superseded``: why the process that produced ``result`` no longer held its trial's claim; the row is then
+    recorded with status ``superseded`` (never counted), its outcome kept and ``extra_json`` naming the reason
+    and the status it would have had (``{"superseded": {"reason": ..., "status": ...}}``)."""
+    if result.status not in COUNTED_STATUSES:
+        raise ValueError(f"result status {result.status!r} is not one of {COUNTED_STATUSES}")
+    extra = result.extra
+    if superseded is not None:
+        extra = {**result.extra, SUPERSEDED: {"reason": superseded, "status": result.status}}
     trial = result.trial
     row: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -152,7 +161,7 @@ def result_row(result: TrialResult, *, sweep: str, study: str, row_id: str | Non
         "trial_id": trial.trial_id,
         "sweep": sweep,
         "study": study,
-        "status": result.status,
+        "status": SUPERSEDED if superseded is not None else result.status,
         "trial_json": trial.canonical_json(),
         **trial_columns(trial),
         **_student_shape_columns(trial.student),
@@ -165,7 +174,7 @@ def result_row(result: TrialResult, *, sweep: str, study: str, row_id: str | Non
         "curve_json": _json(result.curve),
         "loss_terms_json": _json(result.loss_terms),
         "weights_json": _json(result.weights),
-        "extra_json": _json(result.extra),
+        "extra_json": _json(extra),
         **outcome_of_predictions(result),
         "error_type": result.error_type,
         "error_message": result.error_message,
@@ -196,22 +205,27 @@ def write_table_atomically(
     )
 
 
-def write_result(store_dir: Path | str, result: TrialResult, *, sweep: str, study: str) -> Path:
+def write_result(
+    store_dir: Path | str, result: TrialResult, *, sweep: str, study: str, superseded: str | None = None
+) -> Path:
     """Write one result as its own Parquet file under ``<store>/rows/``; returns the file's path.
 
-    Failed results are rows too (status ``failed`` with error type, message and traceback). Raises
+    Failed results are rows too (status ``failed`` with error type, message and traceback); ``superseded``
+    (why its writer lost the trial's claim) records it as a ``superseded`` row (`result_row`). Raises
     `StoreWriteError` when the row cannot be written (nothing is left behind: no half file, no row).
     """
-    row = result_row(result, sweep=sweep, study=study)
+    row = result_row(result, sweep=sweep, study=study, superseded=superseded)
     table = pa.Table.from_pylist([row], schema=SCHEMA)
     name = layout.RowFileName(row["trial_id"], row["status"], row["row_id"]).name
     folder = rows_folder_for_writing(store_dir)
     # One row per file: snappy and no column statistics decode about twice as fast as zstd with statistics
     # (a cold read of 26,000 loose files is per-file decoding), and compaction rewrites them with zstd anyway.
     try:
-        return write_table_atomically(table, folder / name, compression="snappy", statistics=False)
+        path = write_table_atomically(table, folder / name, compression="snappy", statistics=False)
     except OSError as error:
         raise store_write_error(Path(store_dir), error) from error
+    run_ledger.note_row(store_dir, name)  # the run's own summary counts it (`kdgrid.store.run_ledger`)
+    return path
 
 
 def failure_result(

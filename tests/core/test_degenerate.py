@@ -70,3 +70,13 @@ def test_every_dev_set_is_judged_in_the_tasks_order() -> None:
     predictions = {"validation_mismatched": mismatched, "validation_matched": matched}
     reasons = degenerate_reasons(get_task("mnli"), predictions, {})
     assert [r.split(":")[0] for r in reasons] == ["validation_matched", "validation_matched"]
+
+
+def test_a_constant_regression_dev_set_flags_the_trial_whatever_the_student_predicts() -> None:
+    gold = np.full(4, 3.0, dtype=np.float32)  # Pearson is undefined there (recorded as 0)
+    varied = {
+        "validation": DevSetPredictions(gold, np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32), None, "f")
+    }
+    assert degenerate_reasons(get_task("stsb"), varied, {"validation": {"pearson": 0.0}}) == [
+        "validation: every gold score is 3 (a constant dev set: correlations undefined)"
+    ]

@@ -15,6 +15,9 @@ into the real store) given `fake_run_job`, a core that trains nothing, as its ``
 - ``test_raise_once``: a path; like ``test_raise`` the first time (creating the file), then the trial succeeds.
 - ``test_exit_once``: a path; the first time, the process leaves with `SystemExit` (what submitit's signal
   handler does after requeueing a task at its time limit); no row is written; later attempts run normally.
+- ``test_pause_once``: a path; the first time the trial has finished training, the file is created and the trial
+  sleeps `PAUSE_S` seconds before handing its result over: the moment a test stalls the process (SIGSTOP) between
+  training and the row's write.
 - ``test_job_log``: a path; each job holding such a trial appends ``job <pid> <trial ids of the job>`` to it
   once when it starts (a job is one teacher pass per batch): a test counts jobs and sees who shared one.
 
@@ -38,7 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kdgrid.core.options import register_option
-from kdgrid.launch.worker import run_job_to_store
+from kdgrid.launch.worker import ClaimsLost, run_job_to_store
 from kdgrid.plugins import PLUGINS_VARIABLE
 from kdgrid.result import TrialResult
 from kdgrid.store import read_table
@@ -52,6 +55,7 @@ for _name in (
     "test_raise_once",
     "test_exit_once",
     "test_job_log",
+    "test_pause_once",
 ):
     register_option(_name, "text", None, "test hook of tests/launch/fakes.py")
 register_option("test_seconds", "number", None, "test hook of tests/launch/fakes.py: work time", minimum=0)
@@ -61,6 +65,10 @@ register_option("test_epochs", "int", None, "test hook of tests/launch/fakes.py:
 # the options above and hands them on to the processes that run its jobs: the command line of a test that runs
 # the CLI as a subprocess with these hooks (the repository root on its PYTHONPATH: `tests/launch/conftest.py`).
 KDGRID_WITH_FAKES = ["env", f"{PLUGINS_VARIABLE}={__name__}", sys.executable, "-m", "kdgrid.cli"]
+
+
+STEPS_PER_EPOCH = 10
+PAUSE_S = 2.0
 
 
 def _now() -> str:
@@ -79,7 +87,9 @@ def _log(trial: Trial, event: str) -> None:
             handle.write(f"{event} {trial.trial_id} {os.getpid()} {time.time():.3f}\n")
 
 
-def _run_one(trial: Trial, checkpoint_dir: Path | None) -> TrialResult:
+def _run_one(
+    trial: Trial, checkpoint_dir: Path | None, on_step: Callable[[int, int], None] | None = None
+) -> TrialResult:
     started = _now()
     _log(trial, "start")
     kill_once = trial.option("test_kill_once")
@@ -102,13 +112,20 @@ def _run_one(trial: Trial, checkpoint_dir: Path | None) -> TrialResult:
     done_epochs = int(progress.read_text()) if progress is not None and progress.exists() else 0
     curve = []
     for epoch in range(done_epochs + 1, epochs + 1):
-        time.sleep(per_epoch)
+        for _ in range(STEPS_PER_EPOCH):  # steps, as the core's, so `on_step` can stop the job between them
+            time.sleep(per_epoch / STEPS_PER_EPOCH)
+            if on_step is not None:
+                on_step(epoch, epochs)
         if progress is not None:
             progress.write_text(str(epoch))
         curve.append(
             {"epoch": epoch, "scores": {"validation": {"accuracy": fake_score(trial)}}, "loss_terms": {}}
         )
     scores = {"validation": {"accuracy": fake_score(trial)}}
+    pause_once = trial.option("test_pause_once")
+    if pause_once and not Path(pause_once).exists():
+        Path(pause_once).touch()
+        time.sleep(PAUSE_S)
     _log(trial, "end")
     return TrialResult(
         trial=trial,
@@ -131,6 +148,7 @@ def fake_run_job(
     checkpoint_dir: Path | None = None,
     device: str = "auto",
     on_result: Callable[[TrialResult], None] | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> list[TrialResult]:
     """`kdgrid.core.train.run_job`'s contract without training: one result per trial, failures isolated."""
     for job_log in sorted({str(t.option("test_job_log")) for t in trials if t.option("test_job_log")}):
@@ -139,7 +157,9 @@ def fake_run_job(
     results = []
     for trial in trials:
         try:
-            result = _run_one(trial, Path(checkpoint_dir) if checkpoint_dir is not None else None)
+            result = _run_one(trial, Path(checkpoint_dir) if checkpoint_dir is not None else None, on_step)
+        except ClaimsLost:
+            raise  # the worker stops the job (as the core lets an exception of on_step through)
         except Exception as error:
             result = TrialResult(
                 trial=trial,

@@ -57,7 +57,8 @@ def test_a_claim_is_written_whole_and_names_its_holder_and_a_second_claim_fails(
     assert mine is not None
     on_disk = json.loads(claim_path(tmp_path, TRIAL).read_text())
     assert on_disk == {"trial_id": TRIAL, "token": mine.token, "host": socket.gethostname(), "pid": os.getpid(),
-                       "job_id": f"local:{os.getpid()}", "started_at": mine.started_at}  # fmt: skip
+                       "job_id": f"local:{os.getpid()}", "started_at": mine.started_at,
+                       "generation": 1}  # fmt: skip
     assert try_claim(tmp_path, TRIAL) is None  # held by a live process (this one): never taken
     assert sorted(p.name for p in claim_path(tmp_path, TRIAL).parent.iterdir()) == [f"{TRIAL}.json"]
     release(tmp_path, mine)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,10 @@ def _file_format(path: Path, declared: str | None, where: str) -> str:
             f"{sorted(set(FORMATS.values()))}",
         )
     return FORMATS[suffix]
+
+
+CLASS_ID = re.compile(r"-?[0-9]+")  # ASCII digits only: str.isdigit also accepts "²", which int() refuses
+MAX_REGRESSION_LABEL = 1e6  # a score beyond it (1e308, inf) only makes the loss overflow: refused as input
 
 
 def _label_key(value: Any) -> str:
@@ -314,6 +319,12 @@ def _labels(task: TaskSpec, values: list[Any], where: str) -> list[float] | list
             raise ConfigError(f"{where}: regression labels must be numbers") from None
         if any(s != s for s in scores):
             raise ConfigError(f"{where}: regression labels contain NaN / empty values")
+        too_large = [v for v, s in zip(values, scores, strict=True) if not abs(s) <= MAX_REGRESSION_LABEL]
+        if too_large:
+            raise ConfigError(
+                f"{where}: regression label(s) {too_large[:5]} are invalid; allowed: finite numbers within "
+                f"+-{MAX_REGRESSION_LABEL:g}"
+            )
         return scores
     names = task.param("labels")
     if names is not None:
@@ -326,7 +337,7 @@ def _labels(task: TaskSpec, values: list[Any], where: str) -> list[float] | list
     ids: list[int] = []
     for value in values:
         key = _label_key(value)
-        if not key.lstrip("-").isdigit() or not 0 <= int(key) < task.num_labels:
+        if not CLASS_ID.fullmatch(key) or not 0 <= int(key) < task.num_labels:
             raise ConfigError(
                 f"{where}: label {value!r} is not a class id in 0..{task.num_labels - 1}; "
                 "list the label values in class-id order under `labels:` to map them"

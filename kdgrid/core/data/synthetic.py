@@ -37,6 +37,7 @@ from typing import Any
 from kdgrid.assets import teacher_dir
 from kdgrid.core.data.spec import TRAIN_SPLIT, TaskSpec
 from kdgrid.errors import ConfigError
+from kdgrid.trial import SEED_LIMIT
 
 GENERATOR_VERSION = 1  # bump when the generated data changes: it is part of the tokenization cache key
 SHAPES: tuple[str, ...] = ("single", "pair")
@@ -50,6 +51,7 @@ MARKERS_PER_CLASS = 4
 REGRESSION_MARKER_SLOTS = 4
 MAX_SCORE = 5.0  # regression labels lie in [0, MAX_SCORE], as STS-B's
 DEV_SPLIT = "validation"
+MAX_SYNTHETIC_EXAMPLES = 1_000_000  # per split: about 100 MB of generated text; a typo of 10^11 is refused
 
 NAME_PATTERN = re.compile(
     r"^synthetic-(?P<shape>single|pair)-(?P<kind>binary|3class|regression)"
@@ -87,6 +89,13 @@ def synthetic_task(
     for label, value in (("train_size", train_size), ("dev_size", dev_size)):
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"synthetic task {label} must be a positive integer, got {value!r}")
+        if value > MAX_SYNTHETIC_EXAMPLES:
+            raise ConfigError(
+                f"synthetic task {label} {value:,} is above the limit of {MAX_SYNTHETIC_EXAMPLES:,} examples "
+                "(a generated task is held in memory whole)"
+            )
+    if not 0 <= seed < SEED_LIMIT:
+        raise ConfigError(f"synthetic task seed {seed} is invalid; allowed: an integer in [0, 2^32)")
     num_labels = {"binary": 2, "3class": 3, "regression": 1}[kind]
     metrics = {"binary": ("accuracy", "f1"), "3class": ("accuracy",), "regression": ("pearson", "spearman")}[
         kind
