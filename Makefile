@@ -21,9 +21,10 @@ assets: install
 demo: assets
 	$(BIN)/kdgrid demo
 
-# The whole suite: fast tests and the ones marked slow.
+# The whole suite: the import contracts (pyproject.toml, [tool.importlinter]), then fast tests and the slow ones.
 test: assets
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -m "slow or not slow"
 
 test-fast: assets
@@ -31,3 +32,4 @@ test-fast: assets
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports

@@ -39,6 +39,7 @@ from typing import Any
 from kdgrid.bundled_sweeps import find_sweep
 from kdgrid.core.gate_preflight import gate_teachers_here
 from kdgrid.core.options import MAX_DEV_SAMPLES
+from kdgrid.core.pretrained.needed import needed_checkpoints
 from kdgrid.core.teacher_gate import cached_refusals
 from kdgrid.core.train import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
@@ -55,7 +56,6 @@ from kdgrid.pretrain.checkpoint_grid import (
     failure_message,
     make_missing,
 )
-from kdgrid.pretrain.needed import needed_checkpoints
 from kdgrid.store import compact
 from kdgrid.store.layout import rows_dir, visible_files
 from kdgrid.store.membership import record_membership
