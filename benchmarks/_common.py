@@ -13,7 +13,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,12 @@ from _machine import machine as torch_free_machine
 # The benchmark teachers have random classifier heads (they time steps, not accuracy): their trials say so, and
 # the teacher gate (`kdgrid.core.teacher_gate`) is skipped for them.
 from kdgrid.core.models import bert_config
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE  # noqa: F401 (re-exported to the benchmarks)
+from kdgrid.core.options import MAX_DEV_SAMPLES
+from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 
 BERT_BASE = "bert-base"
 MINILM = "minilm"
+TINY = "tiny"
 TEACHERS = (MINILM, BERT_BASE)
 RESULT_PREFIX = "BENCH-RESULT "
 
@@ -41,28 +43,45 @@ def bench_cache() -> Path:
     return path
 
 
+# The random teachers' shapes (layers, width, heads, FFN), each written once under the bench cache.
+RANDOM_TEACHERS = {BERT_BASE: (12, 768, 12, 3072), TINY: (4, 64, 2, 128)}
+
+
 def teacher_path(name: str) -> str:
-    """A local teacher directory for ``minilm`` (the offline MiniLM, 6 x 384, with a fresh 2-way head) or
-    ``bert-base`` (randomly initialised, 12 x 768, 12 heads, FFN 3072, eager attention; seed 0), both with the
-    MiniLM tokenizer. Written once, then reused."""
+    """A local teacher directory for ``minilm`` (the offline MiniLM, 6 x 384, with a fresh 2-way head),
+    ``bert-base`` (randomly initialised, 12 x 768, 12 heads, FFN 3072; seed 0) or ``tiny`` (random, 4 x 64, 2
+    heads, FFN 128: the smoke runs' teacher, which only shows that the code runs), all with the MiniLM tokenizer.
+    Written once, then reused."""
     from kdgrid.assets import teacher_dir
 
     if name == MINILM:
         return str(teacher_dir())
-    if name != BERT_BASE:
-        raise ValueError(f"unknown benchmark teacher {name!r}; known: {', '.join(TEACHERS)}")
-    path = bench_cache() / "bert-base-random"
+    if name not in RANDOM_TEACHERS:
+        raise ValueError(
+            f"unknown benchmark teacher {name!r}; known: {', '.join((MINILM, *RANDOM_TEACHERS))}"
+        )
+    path = bench_cache() / f"{name}-random"
     if not (path / "config.json").is_file() or not any(path.glob("*.safetensors")):
         from transformers import AutoTokenizer, BertForSequenceClassification
 
         from kdgrid.core.shapes import StudentShape
 
-        shape = StudentShape(layers=12, width=768, heads=12, ffn=3072)
+        layers, width, heads, ffn = RANDOM_TEACHERS[name]
+        shape = StudentShape(layers=layers, width=width, heads=heads, ffn=ffn)
         with torch.random.fork_rng():
             torch.manual_seed(0)
             BertForSequenceClassification(bert_config(shape, 2)).save_pretrained(path)
         AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
     return str(path)
+
+
+def bench_options(dev_examples: int) -> dict[str, Any]:
+    """The options of a benchmark trial that times training: its teacher is not meant to be accurate (random
+    head: the teacher gate is skipped), and every dev set is scored on its first ``dev_examples`` examples only
+    (the core's ``max_dev_samples``). The end-of-epoch evaluation, of each student and once per job of the
+    teacher, is not timed but runs; on 1,000 sentences it costs a BERT-base-shaped teacher a minute on one
+    thread, per job."""
+    return {**NOT_MEANT_TO_BE_ACCURATE, MAX_DEV_SAMPLES: dev_examples}
 
 
 def pad_batch(batch: dict[str, torch.Tensor], width: int) -> dict[str, torch.Tensor]:
@@ -78,46 +97,47 @@ def pad_batch(batch: dict[str, torch.Tensor], width: int) -> dict[str, torch.Ten
     return out
 
 
+_FIXED_BATCHES = [0]  # training batches served at the fixed width since `fix_batch_width` (this process)
+
+
 def fix_batch_width(width: int) -> None:
-    """Make every `kdgrid.core.data.train_batches` call (the core imports it at call time) return batches of
-    exactly ``width`` tokens, so each configuration computes on identical shapes."""
-    import kdgrid.core.data as data
+    """Make every training batch of this process exactly ``width`` tokens wide (`pad_batch`), so each
+    configuration computes on identical shapes.
 
-    original: Callable[..., Any] = data.train_batches
+    Patched on the class the core's `train_batches` returns (`kdgrid.core.data.batching.TrainBatches`), not on a
+    module attribute: a module that imported ``train_batches`` by name still gets the fixed batches (a patch of
+    ``kdgrid.core.data.train_batches`` silently stopped applying once the core imported it at the top of its
+    modules). `require_fixed_batches` checks that training really drew them."""
+    from kdgrid.core.data.batching import TrainBatches
 
-    def fixed(*args: Any, **kwargs: Any) -> list[dict[str, torch.Tensor]]:
-        return [pad_batch(b, width) for b in original(*args, **kwargs)]
+    original_getitem = TrainBatches.__getitem__
+    original_iter = TrainBatches.__iter__
 
-    data.train_batches = fixed  # type: ignore[assignment]
+    def fixed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        _FIXED_BATCHES[0] += 1
+        return pad_batch(batch, width)
+
+    def getitem(self: TrainBatches, index: Any) -> Any:
+        out = original_getitem(self, index)
+        return [fixed(b) for b in out] if isinstance(out, list) else fixed(out)
+
+    def iterate(self: TrainBatches) -> Any:
+        for batch in original_iter(self):
+            yield fixed(batch)
+
+    TrainBatches.__getitem__ = getitem  # type: ignore[method-assign,assignment]
+    TrainBatches.__iter__ = iterate  # type: ignore[method-assign]
 
 
-def trim_dev_sets(examples: int) -> None:
-    """Make every `kdgrid.core.data.tokenize_task` call keep only the first ``examples`` of each dev set.
-
-    For benchmarks that time training steps only: the end-of-epoch evaluation of each student, and of a teacher
-    without kdgrid's ``teacher.json`` (evaluated once per job), still run through the real code, on one batch
-    instead of 1,000 sentences (which costs a BERT-base-shaped teacher a minute on one thread)."""
-    import dataclasses
-
-    import kdgrid.core.data as data
-
-    original: Callable[..., Any] = data.tokenize_task
-
-    def trimmed(*args: Any, **kwargs: Any) -> Any:
-        tokenized = original(*args, **kwargs)
-        for name in tokenized.task.dev_sets:
-            split = tokenized[name]
-            end = int(split.offsets[min(examples, len(split))])
-            tokenized[name] = dataclasses.replace(
-                split,
-                input_ids=split.input_ids[:end],
-                token_type_ids=split.token_type_ids[:end],
-                offsets=split.offsets[: min(examples, len(split)) + 1],
-                labels=split.labels[:examples],
-            )
-        return tokenized
-
-    data.tokenize_task = trimmed  # type: ignore[assignment]
+def require_fixed_batches() -> int:
+    """The number of fixed-width training batches served so far; raises when none was (the figures would be of
+    other shapes than the benchmark says)."""
+    if _FIXED_BATCHES[0] == 0:
+        raise RuntimeError(
+            "no training batch went through fix_batch_width: the core no longer draws its batches "
+            "from kdgrid.core.data.batching.TrainBatches; fix the benchmark before reading its figures"
+        )
+    return _FIXED_BATCHES[0]
 
 
 def peak_rss_mb() -> float:

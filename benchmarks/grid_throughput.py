@@ -1,6 +1,6 @@
 """What a grid costs: per-trial training vs kdgrid's grouped jobs vs the lower bound.
 
-    .venv/bin/python benchmarks/grid_throughput.py [--quick | --smoke] [--cases grid,seeds] [--json PATH]
+    .venv/bin/python benchmarks/grid_throughput.py [--quick | --smoke] [--cases grid[,seeds]] [--json PATH]
 
 The grid: bert-tiny students (random init) x the paper's 10 knowledge types x its 5 matching strategies = 50 trials
 on the polarity task, batch 32, every batch padded/truncated to exactly 64 tokens, a fixed number of optimizer
@@ -13,7 +13,7 @@ steps, run three ways for each teacher (the offline MiniLM 6 x 384, and a random
   against precomputed teacher features (with the teacher-side loss targets of `kdgrid.core.teacher_targets`
   computed once per batch, by the first student that needs each), timed separately and summed.
 
-The seeds case (``--cases seeds``): the first ``--seed-students`` (10) trials of that grid, each with ``--seeds``
+The seeds case (``--cases seeds``, not run by default): the first ``--seed-students`` (10) trials of that grid, each with ``--seeds``
 (5) student seeds = 50 trials, run two ways:
 
 - ``seeds_one_job``: ``seeds: 5`` (`kdgrid.grid.expand.seed_variants`): the five seeds share one data order, so
@@ -24,7 +24,9 @@ The seeds case (``--cases seeds``): the first ``--seed-students`` (10) trials of
 Both are planned by `kdgrid.grid.plan.plan_jobs` (the worker checks the job counts: 1 and 5).
 
 Times are per optimizer step (the first step of each run is a warm-up and is left out of the mean), so loading,
-set-up and the end-of-epoch evaluation are not counted. ``per_trial`` may time a sample of the trials
+set-up and the end-of-epoch evaluation are not counted (the evaluation still runs, on one dev batch: the trials'
+``max_dev_samples``). Every worker checks that training drew its batches at the fixed width (``fixed_width_batches``
+in its JSON) and refuses to report otherwise. ``per_trial`` may time a sample of the trials
 (``--per-trial-sample``) and scale to the grid; the JSON says how many it timed. Each configuration runs in its
 own subprocess, so its peak RSS is its own.
 """
@@ -46,16 +48,17 @@ import itertools
 
 from _common import (
     BERT_BASE,
-    NOT_MEANT_TO_BE_ACCURATE,
     TEACHERS,
+    TINY,
+    bench_options,
     emit,
     fix_batch_width,
     machine,
     mean_step,
     memory_figures,
+    require_fixed_batches,
     run_worker,
     teacher_path,
-    trim_dev_sets,
     write_json,
 )
 
@@ -89,7 +92,7 @@ def grid_trials(teacher: str, n_trials: int, steps: int, batch_size: int, length
                 epochs=1,
                 max_train_samples=batch_size * steps,
                 seed=0,
-                options=NOT_MEANT_TO_BE_ACCURATE,
+                options=bench_options(batch_size),
             )
         )
     return trials
@@ -225,7 +228,6 @@ def worker_main(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)  # the teacher's fresh classifier head: the same in every worker
     fix_batch_width(args.length)
-    trim_dev_sets(args.batch_size)  # evaluation is not timed: one dev batch instead of 1,000 sentences
     if args.worker in SEED_MODES:
         shared = args.worker == "seeds_one_job"
         trials = seed_trials(
@@ -233,6 +235,7 @@ def worker_main(args: argparse.Namespace) -> None:
             shared=shared,
         )  # fmt: skip
         result = worker_seeds(trials, 1 if shared else args.seeds)
+        result["fixed_width_batches"] = require_fixed_batches()
         result.update(memory_figures())
         emit(result)
         return
@@ -243,6 +246,7 @@ def worker_main(args: argparse.Namespace) -> None:
         result = worker_grouped(trials)
     else:
         result = worker_lower_bound(trials, args.steps)
+    result["fixed_width_batches"] = require_fixed_batches()
     result.update(memory_figures())
     emit(result)
 
@@ -356,7 +360,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="5 trials, 2 steps, per-trial timed on 1, two workers at a time"
     )
-    parser.add_argument("--smoke", action="store_true", help="2 trials, 2 steps, batch 4 (tests)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tests: 2 trials, 2 steps (1 timed), batch 4 x 16 tokens, a tiny random teacher (4 x 64), two "
+        "workers at a time",
+    )
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--steps", type=int, default=4)
@@ -365,8 +374,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--length", type=int, default=64)
-    parser.add_argument("--teachers", default=",".join(TEACHERS), help="comma-separated: minilm,bert-base")
-    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated: grid,seeds")
+    parser.add_argument(
+        "--teachers",
+        default=",".join(TEACHERS),
+        help="comma-separated: minilm,bert-base (tiny: a 4 x 64 random teacher)",
+    )
+    parser.add_argument(
+        "--cases",
+        default="grid",
+        help="comma-separated: grid,seeds (the seeds case is opt-in; --smoke runs both)",
+    )
     parser.add_argument("--seeds", type=int, default=5, help="the seeds case: student seeds per student")
     parser.add_argument("--seed-students", type=int, default=10, help="the seeds case: students per seed")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (0: torch default)")
@@ -374,8 +391,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--teacher-path", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke:
-        args.trials, args.steps, args.per_trial_sample, args.batch_size = 2, 2, 1, 4
-        args.seeds, args.seed_students = 2, 2
+        args.trials, args.steps, args.per_trial_sample, args.batch_size, args.length = 2, 2, 1, 4, 16
+        args.seeds, args.seed_students, args.teachers, args.cases = 2, 2, TINY, ",".join(CASES)
     elif args.quick:
         args.trials, args.steps, args.per_trial_sample = 5, 2, 1
         args.seed_students = 2
@@ -408,9 +425,9 @@ def main(argv: list[str] | None = None) -> None:
         ]  # fmt: skip
         return run_worker(Path(__file__), ["--worker", mode, *common])
 
-    # A full run measures every (teacher, mode) one after the other. --quick runs two worker processes at a
-    # time, one per core (each on 1 thread), the BERT-base ones first, to stay under a minute.
-    side_by_side = args.quick and args.threads == 1 and (os.cpu_count() or 1) >= 2
+    # A full run measures every (teacher, mode) one after the other. --quick and --smoke run two worker
+    # processes at a time, one per core (each on 1 thread), the BERT-base ones first, to stay under a minute.
+    side_by_side = (args.quick or args.smoke) and args.threads == 1 and (os.cpu_count() or 1) >= 2
     config["workers_side_by_side"] = 2 if side_by_side else 1
     modes = [mode for case in cases for mode in CASES[case]]
     tasks = [(teacher, mode) for teacher in teachers for mode in modes]
@@ -433,7 +450,9 @@ def main(argv: list[str] | None = None) -> None:
             for teacher in teachers
         }
         for teacher in teachers:
-            ratios[teacher]["per_seed_jobs_over_one_job"] = report["seeds"][teacher]["per_seed_jobs_over_one_job"]
+            ratios[teacher]["per_seed_jobs_over_one_job"] = report["seeds"][teacher][
+                "per_seed_jobs_over_one_job"
+            ]
         print_seeds_table(report)
     write_json(args.json, report)
     if not args.json:

@@ -28,14 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     BERT_BASE,
     MINILM,
-    NOT_MEANT_TO_BE_ACCURATE,
+    bench_options,
     emit,
     fix_batch_width,
     machine,
     peak_rss_mb,
+    require_fixed_batches,
     run_worker,
     teacher_path,
-    trim_dev_sets,
     write_json,
 )
 
@@ -70,7 +70,7 @@ def group_trials(teacher: str, students: int, steps: int, batch_size: int, lengt
             epochs=1,
             max_train_samples=batch_size * steps,
             seed=0,
-            options=NOT_MEANT_TO_BE_ACCURATE,
+            options=bench_options(batch_size),
         )
         for i in range(students)
     ]
@@ -109,7 +109,6 @@ def worker_main(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     fix_batch_width(args.length)
-    trim_dev_sets(args.batch_size)
     trials = group_trials(args.teacher_path, args.students, args.steps, args.batch_size, args.length)
     warm_up(trials[0])
     gc.collect()
@@ -118,6 +117,7 @@ def worker_main(args: argparse.Namespace) -> None:
     failed = [r.error_message for r in results if r.status != "done"]
     if failed:
         raise RuntimeError(f"{len(failed)} trial(s) failed: {failed[0]}")
+    require_fixed_batches()
     measured = peak_rss_mb() - baseline
     estimate = estimate_job_memory_gb(trials) * 1024
     emit(

@@ -26,8 +26,7 @@ def run_script(name: str, tmp_path: Path) -> dict:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=600,
-    )
+    )  # no wall-clock limit: a loaded machine makes a script slow, not wrong
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -38,17 +37,21 @@ def positive(value: object) -> bool:
 
 def test_grid_throughput_smoke(tmp_path: Path) -> None:
     report = run_script("grid_throughput", tmp_path)
-    for teacher in ("minilm", "bert-base"):
+    config = report["config"]
+    # the smoke is tiny: 2 trials, 2 steps of batch 4 x 16 tokens, one tiny random teacher
+    assert (config["trials"], config["steps"], config["batch_size"], config["length"]) == (2, 2, 4, 16)
+    assert report["teachers"] == ["tiny"]
+    for teacher in report["teachers"]:
         figures = report[teacher]
         assert positive(figures["per_trial_over_grouped"])
         assert positive(figures["grouped_over_lower_bound"])
         for mode in ("per_trial", "grouped", "lower_bound"):
             assert positive(figures[mode]["grid_step_s"]) and figures[mode]["peak_rss_mb"] > 100
-    assert report["config"]["trials"] == 2
+            # every step trained on batches padded to the configured width (the benchmark's fixed shapes)
+            assert figures[mode]["fixed_width_batches"] > 0
     # the seeds case: N seeds x M students as one job (seeds: N) against one job per seed
-    config = report["config"]
     assert config["cases"] == ["grid", "seeds"] and (config["seeds"], config["seed_students"]) == (2, 2)
-    for teacher in ("minilm", "bert-base"):
+    for teacher in report["teachers"]:
         seeds = report["seeds"][teacher]
         assert positive(seeds["per_seed_jobs_over_one_job"])
         assert seeds["seeds_one_job"]["jobs"] == 1 and seeds["seeds_per_seed_jobs"]["jobs"] == 2
