@@ -15,8 +15,8 @@ def tiny_bert(
     layers: int = 2, width: int = 32, heads: int = 4, seed: int = 0
 ) -> BertForSequenceClassification:
     torch.manual_seed(seed)
-    config = bert_config(StudentShape(layers=layers, width=width, heads=heads, ffn=2 * width),
-        3, vocab_size=100
+    config = bert_config(
+        StudentShape(layers=layers, width=width, heads=heads, ffn=2 * width), 3, vocab_size=100
     )
     return BertForSequenceClassification(config).eval()
 
