@@ -53,7 +53,11 @@ SetOpt = Annotated[
     ),
 ]
 ProfileOpt = Annotated[
-    str | None, typer.Option("--profile", help="SLURM: a named profile (shipped in kdgrid/launch/slurm_profiles, or in $KDGRID_SLURM_PROFILES) or a YAML path.")
+    str | None,
+    typer.Option(
+        "--profile",
+        help="SLURM: a named profile (shipped in kdgrid/launch/slurm_profiles, or in $KDGRID_SLURM_PROFILES) or a YAML path.",
+    ),
 ]
 GroupOpt = Annotated[
     int, typer.Option("--max-group-size", help="At most this many trials per job (0 = no limit).")
@@ -216,11 +220,55 @@ def _print_degenerate(degenerate: list[dict[str, Any]], done: int) -> None:
 
     if not degenerate:
         return
-    typer.echo(f"degenerate: {len(degenerate):,} of {done:,} done trials (constant, majority-class or MCC <= 0)")
+    typer.echo(
+        f"degenerate: {len(degenerate):,} of {done:,} done trials (constant, majority-class or MCC <= 0)"
+    )
     for item in degenerate[:SHOWN_DEGENERATE]:
         typer.echo(f"degenerate {item['trial_id']} [{item['study']}]: {'; '.join(item['reasons'])}")
     if len(degenerate) > SHOWN_DEGENERATE:
         typer.echo(f"... and {len(degenerate) - SHOWN_DEGENERATE:,} more (--json lists them all)")
+
+
+SHOWN_RUNNING_PER_JOB = 8  # trials named under each running job; --json lists them all
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "?"
+    whole = int(value)
+    return f"{whole} s" if whole < 120 else f"{whole // 60} min" if whole < 7200 else f"{whole / 3600:.1f} h"
+
+
+def _print_running(running: list[dict[str, Any]]) -> None:
+    """The running trials by job: one line per job (holder, trials, epoch and step reached, time, heartbeat),
+    then its trials' labels, grouped when several trials share one."""
+    from kdgrid.grid.state import running_jobs
+
+    if not running:
+        return
+    jobs = running_jobs(running)
+    typer.echo(f"running: {len(running):,} trial(s) in {len(jobs):,} job(s)")
+    for job in jobs:
+        progress = job["progress"]
+        where = (
+            "before its first batch"
+            if progress is None
+            else f"epoch {progress['epoch']}/{progress['epochs']}, step {progress['step']:,}/{progress['steps']:,}"
+        )
+        typer.echo(
+            f"  {job['job_id']} on {job['host']} pid {job['pid']}: {len(job['trials'])} trial(s), {where}, "
+            f"running {_seconds(job['age_s'])}, heartbeat {_seconds(job['heartbeat_age_s'])} ago"
+        )
+        labels: dict[tuple[str, str], list[str]] = {}
+        for item in job["trials"]:
+            labels.setdefault((item["study"] or "", item["label"]), []).append(item["trial_id"])
+        shown = sorted(labels.items())
+        for (study, label), ids in shown[:SHOWN_RUNNING_PER_JOB]:
+            where = f" [{study}]" if study else ""
+            ids_text = ids[0] if len(ids) == 1 else f"{len(ids)} trials ({ids[0]}, ...)"
+            typer.echo(f"    {label}{where}: {ids_text}")
+        if len(shown) > SHOWN_RUNNING_PER_JOB:
+            typer.echo(f"    ... and {len(shown) - SHOWN_RUNNING_PER_JOB:,} more (--json lists them all)")
 
 
 def _print_summary(summary: dict[str, Any], title: str) -> None:
@@ -314,9 +362,7 @@ def _show(
         typer.echo(line)
     if with_failures:
         _print_degenerate(degenerate, len(state.done))
-    for item in running:
-        typer.echo(f"running {item['trial_id']} [{item['study']}] on {item['host']} pid {item['pid']} "
-                   f"({item['job_id']}) for {item['age_s']} s, heartbeat {item['heartbeat_age_s']} s ago")  # fmt: skip
+    _print_running(running)
     for item in failed:
         typer.echo(
             f"failed {item['trial_id']} [{item['study']}] attempts={item['attempts']}: {item['error']}"
@@ -401,7 +447,9 @@ def _run(
     from kdgrid.pretrain.checkpoint_grid import CheckpointJobSettings
     from kdgrid.sweep_run import run_sweep
 
-    checkpoint_settings = CheckpointJobSettings(**(pretrain or {}))  # bad values: refused before anything runs
+    checkpoint_settings = CheckpointJobSettings(
+        **(pretrain or {})
+    )  # bad values: refused before anything runs
 
     keep_report: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if report is not None:

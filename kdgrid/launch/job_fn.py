@@ -10,13 +10,12 @@ that run jobs in other processes (worker processes, Ray actors, SLURM tasks) nee
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from kdgrid.errors import ConfigError
 from kdgrid.launch.jobs import job_checkpoint_dir, not_done, row_studies
-from kdgrid.launch.worker import run_job_to_store
+from kdgrid.launch.worker import run_job_to_store, takes_on_step
 from kdgrid.plugins import load_plugins
 from kdgrid.trial import Trial
 
@@ -46,11 +45,7 @@ def resolve_job_fn(job_fn: JobFn | str | None) -> JobFn:
 
 def accepts_on_step(job_fn: JobFn) -> bool:
     """Whether a job function takes the ``on_step`` progress callback (the default one does)."""
-    try:
-        parameters = inspect.signature(job_fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "on_step" or p.kind is p.VAR_KEYWORD for p in parameters)
+    return takes_on_step(job_fn)
 
 
 def run_pending(

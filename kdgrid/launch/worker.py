@@ -8,7 +8,8 @@ shows why and ``kdgrid resume`` retries them. A job may mix studies: each row re
 
 Before training, the job claims its trials in the store (`kdgrid.store.claims`): it trains only the trials it
 claimed and that have no done row yet, leaves the others to their holders (one line on stderr says how many), keeps
-its claims alive while it runs and releases each as soon as its row is written. So two runs of one sweep, or a
+its claims alive while it runs (recording the step and epoch its job reached beside them, for ``kdgrid status``)
+and releases each as soon as its row is written. So two runs of one sweep, or a
 resume while an earlier submission still runs, share the work and no trial is trained twice.
 
 The core is a parameter (``run_job``): a test passes a fake core and still gets the real worker writing real rows.
@@ -16,6 +17,7 @@ The core is a parameter (``run_job``): a test passes a fake core and still gets 
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -32,6 +34,15 @@ from kdgrid.trial import Trial
 
 # The core's contract: `kdgrid.core.train.run_job(trials, *, checkpoint_dir, on_result, on_step, ...)`.
 RunJob = Callable[..., list[TrialResult]]
+
+
+def takes_on_step(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` (a job function or a core) takes the ``on_step`` progress callback."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "on_step" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def core_run_job(trials: list[Trial], **kwargs: Any) -> list[TrialResult]:
@@ -119,7 +130,9 @@ def _run_claimed(
     if checkpoints is not None:
         checkpoints.mkdir(parents=True, exist_ok=True)
     try:
-        progress = {} if on_step is None else {"on_step": on_step}
+        progress = (
+            {"on_step": _noting_progress(held, trials[0].epochs, on_step)} if takes_on_step(run_job) else {}
+        )
         results = run_job(list(trials), checkpoint_dir=checkpoints, on_result=write, **progress)
     except StoreWriteError:
         raise  # the store cannot take rows: stop the job (a failure row could not be written either)
@@ -132,3 +145,16 @@ def _run_claimed(
     # a core that forgot a trial must not make it look pending forever
     write_failure_rows(store, unwritten(), sweep=sweep, studies=study_of, error_type="MissingResult",
                        message="run_job returned no result for this trial")  # fmt: skip
+
+
+def _noting_progress(
+    held: HeldClaims, epochs: int, on_step: Callable[[int, int], None] | None
+) -> Callable[[int, int], None]:
+    """The core's ``on_step``: the step noted in the claims (shown by ``kdgrid status``), then ``on_step``."""
+
+    def noted(done: int, total: int) -> None:
+        held.note_progress(done, total, epochs)
+        if on_step is not None:
+            on_step(done, total)
+
+    return noted
