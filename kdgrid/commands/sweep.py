@@ -621,6 +621,52 @@ def resume(
     )
 
 
+def sweep_purpose(description: str, path: Path) -> str:
+    """A sweep's one-line purpose: its ``description:``, else the first line of its leading comment."""
+    if description.strip():
+        return " ".join(description.split())
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            if not line.startswith("#"):
+                break
+            text = line.lstrip("#").strip()
+            if text:
+                return text
+    return ""
+
+
+def sweeps(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON list (name, file, trials, studies, purpose).")
+    ] = False,
+) -> None:
+    """List the sweeps shipped with kdgrid: name, trials, studies and purpose. Name one in plan, run or status.
+
+    Example: kdgrid sweeps; then kdgrid plan table5_single_match
+    """
+    from kdgrid.bundled_sweeps import bundled_sweep_files
+    from kdgrid.grid import load_sweep
+
+    listed = []
+    for path in bundled_sweep_files():
+        sweep = load_sweep(path)
+        listed.append({"name": path.stem, "file": str(path), "trials": len(sweep.trials),
+                       "studies": sweep.studies, "purpose": sweep_purpose(sweep.description, path)})  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps(listed, indent=1))
+        return
+    table = Table(title="sweeps shipped with kdgrid (kdgrid plan NAME)", show_header=True)
+    table.add_column("sweep", no_wrap=True)
+    table.add_column("trials", justify="right")
+    table.add_column("studies", justify="right")
+    table.add_column("purpose")
+    for item in listed:
+        table.add_row(
+            Text(item["name"]), f"{item['trials']:,}", f"{len(item['studies'])}", Text(item["purpose"])
+        )
+    Console().print(table)
+
+
 def register(app: typer.Typer) -> None:
-    for command in (plan, run, status, resume):
+    for command in (plan, run, status, resume, sweeps):
         app.command()(command)

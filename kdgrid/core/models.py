@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kdgrid.core.teacher_cache import MINILM_ALIAS, finetuned_teacher_dir
 from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.suggest import did_you_mean
 
 # transformers (about 2 s) and huggingface_hub (about 0.2 s) are imported inside the functions that load models
 # or look up the Hub cache: sweep expansion (`kdgrid plan`) reads shapes and teachers from here without them.
@@ -412,7 +413,8 @@ def resolve_teacher(name: str, task: str) -> ResolvedTeacher:
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not name.startswith((".", "/")):
         return ResolvedTeacher(name, fetch_config(name, what="teacher").shape, False, task)
     raise KdgridError(
-        f"teacher {name!r} is neither a local directory, a Hub name (owner/model), nor one of the aliases "
+        f"teacher {name!r}{did_you_mean(name, [MINILM_ALIAS, *TEACHERS])} is neither a local directory, a Hub name "
+        "(owner/model), nor one of the aliases "
         f"{MINILM_ALIAS}, {', '.join(TEACHERS)}"
     )
 

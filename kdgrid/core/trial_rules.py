@@ -40,6 +40,7 @@ from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.pretrain.recipe_names import INIT_RECIPE
+from kdgrid.suggest import did_you_mean
 from kdgrid.trial import Trial
 
 INIT_SCHEMES = ("random", "pretrain", "general_distillation", "preload")  # see `kdgrid.core.init`
@@ -57,7 +58,7 @@ GENERAL_DISTILLATION_NEEDS_INIT_FROM = (
 
 def unknown_choice(field: str, value: str, allowed: tuple[str, ...]) -> str:
     """The message for a named choice (init, projection) that is not one of ``allowed``."""
-    return f"unknown {field} {value!r}; allowed: {', '.join(allowed)}"
+    return f"unknown {field} {value!r}{did_you_mean(value, allowed)}; allowed: {', '.join(allowed)}"
 
 
 def number_problems(trial: Trial) -> list[str]:
