@@ -403,10 +403,8 @@ def _run_loaded(
         with environment(worker_environment):  # the gate reads the caches as the jobs will
             check_trials_here(to_run, run_gate=gate_here, log=log)
         if executor != "local":
-            log(
-                f"teacher gate: {executor} jobs run elsewhere, so only verdicts cached here were checked; each job "
-                "gates its teacher when it starts (a refused teacher fails its job's trials)"
-            )
+            log(f"teacher gate: {executor} jobs run elsewhere, so only verdicts cached here were checked; each job "
+                "gates its teacher when it starts (a refused teacher fails its job's trials)")
     # Created only now: a run refused above leaves no trace in the store.
     problems = store_problems(store, create=True)
     if problems:
@@ -418,11 +416,7 @@ def _run_loaded(
 
     log(f"memory budget per job: {budget.basis}")
     if worker_environment:
-        log(
-            "every Hub item is cached: workers run offline ("
-            + ", ".join(f"{k}=1" for k in OFFLINE_ENVIRONMENT)
-            + ")"
-        )
+        log("every Hub item is cached: workers run offline (" + ", ".join(f"{k}=1" for k in OFFLINE_ENVIRONMENT) + ")")
     # One plan over every study: a job may mix studies, each row records its own (the executor gets study_of).
     jobs = plan_sweep_jobs(to_run, max_group_size, budget.gb)
     log(f"{len(jobs)} job(s), one teacher pass per batch each" + _per_study(spec, to_run, "running"))
@@ -596,14 +590,7 @@ def smoke_sweep(
         errors = [state.errors.get(i) or "no row (the job did not report)" for i in ids if i in failed_ids]
         first = trials[0]
         groups.append(
-            SmokeGroup(
-                first.task,
-                first.teacher,
-                data_order_seed(first),
-                len(ids),
-                len(errors),
-                tuple(dict.fromkeys(errors)),
-            )
+            SmokeGroup(first.task, first.teacher, data_order_seed(first), len(ids), len(errors), tuple(dict.fromkeys(errors)))
         )
     outcome = SmokeRun(spec.name, tuple(groups), store if keep else None)
     for group in groups:
