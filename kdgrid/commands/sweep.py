@@ -1,10 +1,11 @@
-"""`kdgrid plan | run | status | resume`: sweeps against the results store.
+"""`kdgrid plan | run | status | resume | sweeps`: sweeps against the results store.
 
 The commands parse options and print; what they do lives below the CLI: `kdgrid.sweep_run.run_sweep` runs a
 sweep (``run``: the trials without any row; ``resume``: also the failed ones, up to ``--max-attempts`` failed
 rows each; neither ever runs a done trial), and ``plan`` / ``status`` plan jobs with the same helpers
-(`kdgrid.sweep_run.executor_and_budget`, `plan_sweep_jobs`) and take the same ``--executor / --set /
---profile`` as ``run``, so that they show the jobs ``run`` will start.
+(`kdgrid.sweep_plan.executor_and_budget`, `plan_sweep_jobs`, which import no torch) and take the same
+``--executor / --set / --profile`` as ``run``, so that they show the jobs ``run`` will start. ``sweeps`` lists the
+sweeps shipped with kdgrid.
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ DEFAULT_MEMORY_BUDGET = "auto"
 
 # kdgrid.sweep_run (and with it torch, pandas and pyarrow) is imported inside the commands: `kdgrid --help`
 # takes 0.13 s with the imports above and about 3 s with kdgrid.sweep_run (measured on 2 shared CPU cores).
+# `plan` and `status` import only kdgrid.sweep_plan (no torch or transformers; benchmarks/cli_latency.py).
 
 
 def _print_json(payload: dict[str, Any]) -> None:
@@ -166,7 +168,7 @@ def _executor_settings(settings: list[str] | None, profile: str | None, executor
 def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: MemoryBudget) -> dict[str, Any]:
     """What ``plan`` and ``status`` show of a sweep (the keys of their ``--json`` object)."""
     from kdgrid.grid.state import estimate_cost
-    from kdgrid.sweep_run import count_by_study, plan_sweep_jobs
+    from kdgrid.sweep_plan import count_by_study, job_split, plan_sweep_jobs, sweep_axes
 
     all_trials = [p.trial for p in sweep.trials]
     jobs = plan_sweep_jobs(all_trials, max_group_size, budget.gb)
@@ -189,6 +191,8 @@ def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: Memor
         "pending": len(state.pending),
         "running": len(state.running),
         "estimate": estimate.to_dict(),
+        "axes": sweep_axes(all_trials),
+        "job_split": job_split(all_trials, jobs, max_group_size, budget.gb),
     }
 
 
@@ -271,6 +275,29 @@ def _print_running(running: list[dict[str, Any]]) -> None:
             typer.echo(f"    ... and {len(shown) - SHOWN_RUNNING_PER_JOB:,} more (--json lists them all)")
 
 
+SHOWN_AXIS_VALUES = 12  # values listed per axis; --json has them all
+
+
+def _print_axes_and_jobs(summary: dict[str, Any], console: Console) -> None:
+    """The axes (settings that vary, with their values), then why the trials run as the jobs they do."""
+    for name, values in summary["axes"].items():
+        shown = ", ".join(values[:SHOWN_AXIS_VALUES])
+        more = f", ... ({len(values) - SHOWN_AXIS_VALUES} more)" if len(values) > SHOWN_AXIS_VALUES else ""
+        console.print(
+            f"axis {name} ({len(values)}): {shown}{more}", markup=False, highlight=False, soft_wrap=True
+        )
+    split = summary["job_split"]
+    differing = ", ".join(f"{name} ({n})" for name, n in split["group_fields_differing"].items())
+    line = f"jobs: {split['groups']:,} group(s) of trials sharing one teacher pass"
+    line += f", apart because they differ in {differing}" if differing else ""
+    if split["split_groups"]:
+        line += (
+            f"; {split['split_groups']:,} group(s) split into {split['jobs_of_split_groups']:,} jobs by "
+            f"{split['split_by']}"
+        )
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def _print_summary(summary: dict[str, Any], title: str) -> None:
     table = Table(title=Text(title), show_header=True)  # Text: a sweep's name or path is never markup
     table.add_column("")
@@ -308,6 +335,7 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
     if len(summary["studies"]) > 1:
         studies = ", ".join(f"{k} {v:,}" for k, v in summary["studies"].items())
         console.print("studies: " + studies, markup=False, highlight=False)
+    _print_axes_and_jobs(summary, console)
     console.print(f"[dim]memory budget: {summary['memory_budget']}[/]", highlight=False)
     if estimate["seconds"] is not None:
         console.print(f"[dim]estimate: {estimate['basis']}[/]")
@@ -332,7 +360,7 @@ def _show(
     from kdgrid.grid import check_init_checkpoints
     from kdgrid.grid.state import running_trials, sweep_state
     from kdgrid.pretrain.needed import listing, needed_checkpoints
-    from kdgrid.sweep_run import executor_and_budget, load_named_sweep
+    from kdgrid.sweep_plan import executor_and_budget, load_named_sweep
 
     spec = load_named_sweep(sweep_path)
     pretrained: list[NeededCheckpoint] = []

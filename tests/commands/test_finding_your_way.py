@@ -96,3 +96,26 @@ def test_a_description_does_not_change_trial_ids(tmp_path: Path, name: str) -> N
     without = load_sweep(tmp_path / f"{name}.yaml")
     assert without.description == "" and with_description.description
     assert [p.trial.trial_id for p in without.trials] == [p.trial.trial_id for p in with_description.trials]
+
+
+def test_plan_shows_the_axes_and_why_trials_run_as_the_jobs_they_do(tmp_path: Path) -> None:
+    from tests.commands.test_sweep_commands import as_json, invoke, sweep_file
+
+    sweep, store = sweep_file(tmp_path), tmp_path / "store"  # task x temperature (2 x 3), and rte at T=8
+    plan = as_json("plan", sweep, "--store", store, "--memory-budget-gb", "0")
+    assert plan["axes"] == {"task": ["rte", "mrpc"], "temperature": ["1.0", "2.0", "4.0", "8.0"]}
+    assert plan["job_split"] == {"groups": 2, "group_fields_differing": {"task": 2}, "split_groups": 0,
+                                 "jobs_of_split_groups": 0, "split_by": None}  # fmt: skip
+    split = as_json("plan", sweep, "--store", store, "--memory-budget-gb", "0", "--max-group-size", "2")
+    assert split["jobs"] == 4  # rte: 4 trials -> 2 jobs; mrpc: 3 -> 2
+    assert split["job_split"]["split_groups"] == 2 and split["job_split"]["jobs_of_split_groups"] == 4
+    assert split["job_split"]["split_by"] == "--max-group-size 2"
+    tight = as_json("plan", sweep, "--store", store, "--memory-budget-gb", "0.5")
+    assert tight["jobs"] > 2 and tight["job_split"]["split_by"] == "the memory budget (0.5 GB per job)"
+    code, out = invoke("plan", sweep, "--store", store, "--memory-budget-gb", "0", "--max-group-size", "2")
+    assert code == 0
+    assert "axis task (2): rte, mrpc" in out and "axis temperature (4): 1.0, 2.0, 4.0, 8.0" in out
+    assert (
+        "jobs: 2 group(s) of trials sharing one teacher pass, apart because they differ in task (2); "
+        "2 group(s) split into 4 jobs by --max-group-size 2"
+    ) in out
