@@ -29,39 +29,50 @@ if TYPE_CHECKING:
     from kdgrid.launch.memory import MemoryBudget
     from kdgrid.pretrain.needed import NeededCheckpoint
 
+FLAG = ""  # the help of a flag shows no type (Typer would print <bool>)
 SweepArg = Annotated[
     Path,
     typer.Argument(
-        help="A sweep file (sweeps/*.yaml), or the name of a sweep shipped with kdgrid (e.g. demo).",
+        help="A sweep file (sweeps/*.yaml), or the name of a sweep shipped with kdgrid (`kdgrid sweeps` lists "
+        "them).",
         show_default=False,
+        metavar="SWEEP",
     ),
 ]
-StoreOpt = Annotated[Path, typer.Option("--store", help="The results store (a directory of Parquet files).")]
+StoreOpt = Annotated[
+    Path, typer.Option("--store", help="The results store (a directory of Parquet files).", metavar="DIR")
+]
 JsonOpt = Annotated[
     bool,
     typer.Option(
         "--json",
-        help="Print one JSON object (keys: trials, jobs, memory_budget_gb, memory_budget, done, failed, ...).",
+        help="Print one JSON object (keys: trials, jobs, axes, job_split, memory_budget_gb, done, failed, ...).",
+        metavar=FLAG,
     ),
 ]
-ExecutorOpt = Annotated[str, typer.Option("--executor", "-e", help="Where jobs run: local, ray or slurm.")]
+ExecutorOpt = Annotated[
+    str, typer.Option("--executor", "-e", help="Where jobs run: local, ray or slurm.", metavar="NAME")
+]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--set",
         help="An executor setting KEY=VALUE (repeatable), e.g. local_workers=2, ray_gpus_per_job=0.25, "
         "slurm_partition=gpu; VALUE is read as YAML.",
+        metavar="KEY=VALUE",
     ),
 ]
 ProfileOpt = Annotated[
     str | None,
     typer.Option(
         "--profile",
+        metavar="NAME|PATH",
         help="SLURM: a named profile (shipped in kdgrid/launch/slurm_profiles, or in $KDGRID_SLURM_PROFILES) or a YAML path.",
     ),
 ]
 GroupOpt = Annotated[
-    int, typer.Option("--max-group-size", help="At most this many trials per job (0 = no limit).")
+    int,
+    typer.Option("--max-group-size", help="At most this many trials per job (0 = no limit).", metavar="N"),
 ]
 MemoryOpt = Annotated[
     str,
@@ -72,12 +83,14 @@ MemoryOpt = Annotated[
         "memory (without a GPU the RAM, capped by the cgroup limit) / local_workers; slurm: slurm_mem_gb per "
         "task (RAM: a GPU's memory is unknown before submission unless slurm_gpu_mem_gb is set; no budget "
         "without slurm_mem_gb); ray: ray_gpus_per_job of a GPU, else RAM / concurrent jobs. 0 = no budget.",
+        metavar="GB|auto",
     ),
 ]
 PreflightOpt = Annotated[
     bool,
     typer.Option(
         "--preflight/--no-preflight",
+        metavar=FLAG,
         help="Check every trial against this machine (teachers, init checkpoints, and that what it needs from the "
         "Hugging Face Hub is cached) before submitting.",
     ),
@@ -86,19 +99,24 @@ OnlineOpt = Annotated[
     bool,
     typer.Option(
         "--online",
+        metavar=FLAG,
         help="Let every job fetch its models and datasets from the Hugging Face Hub itself. Without it, a sweep "
         "that needs the Hub runs only once `kdgrid prefetch SWEEP` has cached everything, and its workers run "
         "offline (HF_HUB_OFFLINE=1, HF_DATASETS_OFFLINE=1).",
     ),
 ]
 CompactOpt = Annotated[
-    bool, typer.Option("--compact/--no-compact", help="Merge the store's small files when the run ends.")
+    bool,
+    typer.Option(
+        "--compact/--no-compact", help="Merge the store's small files when the run ends.", metavar=FLAG
+    ),
 ]
 PRETRAIN_PANEL = "Pre-training checkpoints (--make-checkpoints)"
 MakeCheckpointsOpt = Annotated[
     bool,
     typer.Option(
         "--make-checkpoints",
+        metavar=FLAG,
         help="First make the pre-training checkpoints (init_recipe) that the trials to run need and that are "
         "missing, one job each through the executor (local: one after another over its GPUs; ray: one task "
         "each; slurm: one job each), then run the trials. If one cannot be made, no trial runs (exit status 1); "
@@ -110,6 +128,7 @@ PretrainMicroBatchOpt = Annotated[
     int | None,
     typer.Option(
         "--pretrain-micro-batch",
+        metavar="N",
         help="Sequences per forward pass of each pre-training process (default: the largest up to 32 that "
         "divides its share of the recipe's global batch).",
         rich_help_panel=PRETRAIN_PANEL,
@@ -119,6 +138,7 @@ PretrainCheckpointEveryOpt = Annotated[
     int | None,
     typer.Option(
         "--pretrain-checkpoint-every",
+        metavar="STEPS",
         help="A step checkpoint of each pre-training job every this many steps (what a killed job loses at most; "
         "default: kdgrid pretrain's, 1000).",
         rich_help_panel=PRETRAIN_PANEL,
@@ -128,6 +148,7 @@ PretrainNodesOpt = Annotated[
     int,
     typer.Option(
         "--pretrain-nodes",
+        metavar="N",
         help="slurm: nodes of each pre-training job (one task per GPU of the profile on each).",
         rich_help_panel=PRETRAIN_PANEL,
     ),
@@ -409,7 +430,10 @@ def plan(
 ) -> None:
     """Expand and validate a sweep: its trials, how they group into jobs sharing one teacher pass (planned for
     --executor as `kdgrid run` will), the memory budget per job and where it came from, how many trials are
-    already done / failed / pending in the store, and a cost estimate from the store's own timings."""
+    already done / failed / pending in the store, and a cost estimate from the store's own timings. It also lists
+    the axes (the settings that vary, with their values) and why the trials run as the jobs they do.
+
+    Example: kdgrid plan table5_single_match --store results"""
     _show(
         sweep,
         store,
@@ -436,7 +460,10 @@ def status(
     memory_budget_gb: MemoryOpt = DEFAULT_MEMORY_BUDGET,
 ) -> None:
     """Counts of a sweep's trials by state, and each failed trial with its error on one line (jobs counted as
-    `kdgrid plan` counts them)."""
+    `kdgrid plan` counts them). During a run, the running trials by job: their settings and the epoch and step
+    their job reached.
+
+    Example: kdgrid status demo --store results"""
     _show(
         sweep,
         store,
@@ -560,18 +587,23 @@ def run(
         bool,
         typer.Option(
             "--smoke",
+            metavar=FLAG,
             help="Do not run the sweep: run a few trials of every group (each student, init, knowledge and "
             "strategy of the group once) for a few steps into a throwaway store, and report per group what "
             "failed (exit status 1 if any). --store is not touched.",
         ),
     ] = False,
     keep: Annotated[
-        bool, typer.Option("--keep", help="With --smoke: keep the throwaway store (its path is printed).")
+        bool,
+        typer.Option(
+            "--keep", help="With --smoke: keep the throwaway store (its path is printed).", metavar=FLAG
+        ),
     ] = False,
     report: Annotated[
         Path | None,
         typer.Option(
             "--report",
+            metavar="DIR",
             help="Keep an HTML report of the store in this folder while the run goes on (as `kdgrid report "
             "--watch`); open <folder>/index.html.",
         ),
@@ -582,7 +614,9 @@ def run(
     pretrain_nodes: PretrainNodesOpt = 1,
 ) -> None:
     """Run every trial of a sweep that has no row in the store yet (never a done trial; failed trials are left
-    to `kdgrid resume`). Exits 1 if a trial of this run failed, or a checkpoint --make-checkpoints had to make."""
+    to `kdgrid resume`). Exits 1 if a trial of this run failed, or a checkpoint --make-checkpoints had to make.
+
+    Example: kdgrid run demo --store results --set local_workers=2"""
     if keep and not smoke:
         raise ConfigError("--keep goes with --smoke (it keeps the smoke run's throwaway store)")
     if smoke and make_checkpoints:
@@ -616,7 +650,7 @@ def resume(
     store: StoreOpt = DEFAULT_STORE,
     executor: ExecutorOpt = "local",
     max_attempts: Annotated[
-        int, typer.Option(help="Give up on a trial after this many failed attempts.")
+        int, typer.Option(help="Give up on a trial after this many failed attempts.", metavar="N")
     ] = 3,
     settings: SetOpt = None,
     profile: ProfileOpt = None,
@@ -631,7 +665,9 @@ def resume(
     pretrain_nodes: PretrainNodesOpt = 1,
 ) -> None:
     """Run what is missing plus what failed (up to --max-attempts failed rows per trial), nothing else.
-    A preempted trial continues from its last epoch checkpoint (under <store>/_checkpoints)."""
+    A preempted trial continues from its last epoch checkpoint (under <store>/_checkpoints).
+
+    Example: kdgrid resume table5_single_match --store results --max-attempts 2"""
     _run(
         sweep,
         store,
@@ -665,13 +701,15 @@ def sweep_purpose(description: str, path: Path) -> str:
 
 def sweeps(
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON list (name, file, trials, studies, purpose).")
+        bool,
+        typer.Option(
+            "--json", help="Print one JSON list (name, file, trials, studies, purpose).", metavar=FLAG
+        ),
     ] = False,
 ) -> None:
     """List the sweeps shipped with kdgrid: name, trials, studies and purpose. Name one in plan, run or status.
 
-    Example: kdgrid sweeps; then kdgrid plan table5_single_match
-    """
+    Example: kdgrid sweeps, then kdgrid plan table5_single_match"""
     from kdgrid.bundled_sweeps import bundled_sweep_files
     from kdgrid.grid import load_sweep
 

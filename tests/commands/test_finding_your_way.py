@@ -119,3 +119,12 @@ def test_plan_shows_the_axes_and_why_trials_run_as_the_jobs_they_do(tmp_path: Pa
         "jobs: 2 group(s) of trials sharing one teacher pass, apart because they differ in task (2); "
         "2 group(s) split into 4 jobs by --max-group-size 2"
     ) in out
+
+
+@pytest.mark.parametrize("command", ["plan", "status", "run", "resume", "sweeps"])
+def test_the_sweep_commands_help_shows_an_example_and_no_type_noise_on_their_flags(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0
+    assert f"Example: kdgrid {command}" in result.output
+    noisy = [line for line in result.output.splitlines() if "<bool>" in line and "--help" not in line]
+    assert noisy == [] and "<list[str]>" not in result.output
