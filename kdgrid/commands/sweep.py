@@ -188,6 +188,7 @@ def _executor_settings(settings: list[str] | None, profile: str | None, executor
 
 def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: MemoryBudget) -> dict[str, Any]:
     """What ``plan`` and ``status`` show of a sweep (the keys of their ``--json`` object)."""
+    from kdgrid.grid.prior_cost import prior_cost
     from kdgrid.grid.state import estimate_cost
     from kdgrid.sweep_plan import count_by_study, job_split, plan_sweep_jobs, sweep_axes
 
@@ -195,6 +196,7 @@ def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: Memor
     jobs = plan_sweep_jobs(all_trials, max_group_size, budget.gb)
     pending_jobs = plan_sweep_jobs(state.pending, max_group_size, budget.gb)
     estimate = estimate_cost(state.pending + state.failed, state.timings)
+    prior = prior_cost(plan_sweep_jobs(state.pending + state.failed, max_group_size, budget.gb))
     return {
         "sweep": sweep.name,
         "file": str(sweep.path),
@@ -212,6 +214,7 @@ def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: Memor
         "pending": len(state.pending),
         "running": len(state.running),
         "estimate": estimate.to_dict(),
+        "prior_estimate": prior.to_dict(),
         "axes": sweep_axes(all_trials),
         "job_split": job_split(all_trials, jobs, max_group_size, budget.gb),
     }
@@ -296,6 +299,10 @@ def _print_running(running: list[dict[str, Any]]) -> None:
             typer.echo(f"    ... and {len(shown) - SHOWN_RUNNING_PER_JOB:,} more (--json lists them all)")
 
 
+def _hours(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:,.1f} h"
+
+
 SHOWN_AXIS_VALUES = 12  # values listed per axis; --json has them all
 
 
@@ -342,11 +349,13 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         ("running (claimed by a live process)", f"{summary['running']:,}"),
         ("jobs to run for pending", f"{summary['pending_jobs']:,}"),
     ]
-    estimate = summary["estimate"]
+    estimate, prior = summary["estimate"], summary["prior_estimate"]
     rows.append(
         (
             "estimated cost of pending + failed",
-            "unknown" if estimate["seconds"] is None else f"{estimate['hours']:.2f} h",
+            f"{_hours(prior['seconds'])} a priori"
+            if estimate["seconds"] is None
+            else f"{estimate['hours']:.2f} h",
         )
     )
     for name, value in rows:
@@ -360,6 +369,15 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
     console.print(f"[dim]memory budget: {summary['memory_budget']}[/]", highlight=False)
     if estimate["seconds"] is not None:
         console.print(f"[dim]estimate: {estimate['basis']}[/]")
+    else:
+        unpriced = f"; {prior['unpriced_trials']:,} trial(s) not priced" if prior["unpriced_trials"] else ""
+        console.print(
+            f"a-priori estimate: {prior['flops']:.3g} FLOPs at {prior['speed_basis']}{unpriced} "
+            "(docs/finding-your-way.md)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _show(
