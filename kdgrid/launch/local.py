@@ -38,7 +38,7 @@ from kdgrid.launch.job_fn import DEFAULT_JOB_FN, JobFn, accepts_on_step, resolve
 from kdgrid.launch.jobs import job_checkpoint_dir, row_studies
 from kdgrid.launch.lost_trials import RunRows
 from kdgrid.launch.memory import MemoryBudget
-from kdgrid.launch.progress import EpochLines, PlainProgress, RunProgress, run_progress
+from kdgrid.launch.progress import EpochLines, PlainProgress, RunProgress, print_line, run_progress
 from kdgrid.launch.settings import ExecutorSettings, setting
 from kdgrid.plugins import load_plugins_or_exit, plugin_environment
 from kdgrid.store.write import StoreWriteError, rows_folder_for_writing
@@ -150,12 +150,8 @@ def _run_in_child(
     progress: dict[str, Any] = {}
     if epoch_lines is not None and accepts_on_step(job_fn):
         index, jobs = epoch_lines
-        progress["on_step"] = EpochLines(trials, index=index, jobs=jobs, emit=_print_flushed)
+        progress["on_step"] = EpochLines(trials, index=index, jobs=jobs, emit=print_line)
     job_fn(trials, Path(store), sweep=sweep, studies=studies, checkpoint_dir=Path(checkpoint_dir), **progress)
-
-
-def _print_flushed(line: str) -> None:
-    print(line, flush=True)
 
 
 def _exit_reason(exitcode: int | None) -> str:

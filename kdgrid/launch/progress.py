@@ -85,7 +85,8 @@ def job_label(job: Sequence[Trial]) -> str:
 
 
 class EpochLines:
-    """A job's ``on_step(done, total)`` turned into one line at the end of each of its epochs.
+    """A job's ``on_step(done, total)`` turned into one line at the end of each of its epochs (``index`` of
+    ``jobs`` in the line where the caller knows them; a Ray or SLURM job process does not).
 
     ``done`` counts the job's shared batches over all its epochs and ``total`` is epochs x batches per epoch
     (`kdgrid.core.train.run_job`), so epoch e ends at ``done == e * total / epochs``. Also remembers the last
@@ -96,13 +97,14 @@ class EpochLines:
         self,
         job: Sequence[Trial],
         *,
-        index: int,
-        jobs: int,
+        index: int | None,
+        jobs: int | None,
         emit: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.epochs = max(1, job[0].epochs)
-        self.where = f"job {index}/{jobs} ({job_label(job)})"
+        number = f" {index}/{jobs}" if index is not None and jobs is not None else ""
+        self.where = f"job{number} ({job_label(job)})"
         self.emit = emit
         self.clock = clock
         self.started = clock()
@@ -128,6 +130,11 @@ class EpochLines:
     def position(self) -> str:
         """``step s/S`` of the job so far (``starting`` before its first batch)."""
         return f"step {self.step:,}/{self.total:,}" if self.total else "starting"
+
+
+def print_line(line: str) -> None:
+    """Print ``line`` to stdout and flush it (a job process's output is a log)."""
+    print(line, flush=True)
 
 
 def counts(trial_states: Mapping[str, str], total: int) -> tuple[int, int, int]:

@@ -191,3 +191,19 @@ def test_the_epoch_of_a_step(tmp_path: Path) -> None:
     from kdgrid.store.claims import JobProgress
 
     assert [JobProgress(step, 30, 3).epoch for step in (0, 1, 10, 11, 20, 21, 30)] == [1, 1, 1, 2, 2, 3, 3]
+
+
+def test_a_ray_or_slurm_job_process_writes_its_epoch_lines_to_its_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kdgrid.launch.job_fn import run_pending
+    from tests.launch.fakes import stepping_job
+
+    trials = [_with_epochs(make_trial(0, test_steps=2), 2), _with_epochs(make_trial(0, test_steps=2, k=1), 2)]
+    ran = run_pending(
+        stepping_job, trials, tmp_path / "store", sweep="s", studies=None, done={trials[1].trial_id}
+    )
+    assert ran == trials[:1]
+    lines = [line for line in capsys.readouterr().out.splitlines() if ": epoch " in line]
+    assert [line.split(": epoch ")[1].split(",")[0] for line in lines] == ["1/2 done", "2/2 done"]
+    assert lines[0].startswith("kdgrid: job (1 student, synthetic-single-binary, teacher minilm-l6, seed 0)")
