@@ -97,7 +97,7 @@ def main() -> None:
         imports = figure.get("imports")
         shown = "" if imports is None else " / ".join("yes" if imports[h] else "no" for h in HEAVY)
         table.add_row(name, f"{figure['median_s']:.2f}", f"{figure['min_s']:.2f}", shown)
-    Console().print(table)
+    Console(width=110).print(table)  # a log or a pipe keeps whole rows
     if args.json:
         args.json.write_text(
             json.dumps({"machine": machine(), "sweep": args.sweep, "figures": figures}, indent=1)
