@@ -47,6 +47,7 @@ from kdgrid.paper import (
     DevSet,
     reported_metric,
 )
+from kdgrid.trial_labels import HARD_ONLY, SOFT_ONLY
 
 BoldScope = Literal["block", "row", "column", "none"]
 
@@ -367,8 +368,6 @@ def _place_table7(row: Any) -> Place | None:
 
 
 DEMO_BASELINES = "baselines"
-SOFT_ONLY = "soft labels only"
-HARD_ONLY = "hard labels only"
 
 
 def _place_demo(row: Any) -> Place | None:

@@ -6,15 +6,23 @@ latest done row, else its latest failed row), so a run is a done (``FINISHED``) 
 
 Names (the same in every run, so runs compare column by column):
 
-- params: every `Trial` field (``task``, ``student``, ``lr``, ...; lists as JSON, ``None`` as ``null``), each
+- the run's name: the trial's settings (`kdgrid.trial_labels.trial_title`) and the trial id's first 8 digits;
+- params: every `Trial` field (``task``, ``student``, ``lr``, ...; ``knowledge`` in words as the tables write it,
+  ``hidden_mse + pkd`` or a baseline's name; other lists as JSON, ``None`` as ``null``), each
   option as ``option.<name>``, and the student's derived shape (``student_layers``, ``student_width``,
   ``student_heads``, ``student_ffn``, ``student_params``, ``student_flops``) and ``layer_pairs`` (JSON);
 - final metrics (step 0): ``best/<dev_set>/<metric>`` (at the best epoch), ``last/<dev_set>/<metric>`` (after the
   last epoch), ``best_epoch``, ``wall_time_s``, ``weight/<term>`` (each loss term's weight, auto weights as
-  calibrated) and ``teacher_agreement/<dev_set>`` when the row has it;
+  calibrated), ``teacher_agreement/<dev_set>`` when the row has it, and from its per-example predictions (rows
+  that have them) ``ci_low/<dev_set>/<metric>`` and ``ci_high/<dev_set>/<metric>``, the 95% bootstrap interval
+  over dev examples of the metric the paper reports (`RunUncertainty`), and ``degenerate`` (1: the row records
+  reasons its number is not evidence, 0: none);
 - curves (step = the 1-based epoch): ``dev/<dev_set>/<metric>`` and ``loss/<term>`` (each term's unweighted mean
   over that epoch; the last step is the row's ``loss_terms``);
-- tags: `TRIAL_TAG`, `ROW_TAG` (what makes an export idempotent), ``kdgrid.sweep``, ``kdgrid.study``,
+- the run's times: it starts at its job's start and lasts its own ``wall_time_s`` (its share of the job), not
+  the whole job's time;
+- tags: `TRIAL_TAG`, `ROW_TAG` (what makes an export idempotent), ``kdgrid.degenerate`` (the reasons, for a
+  degenerate row), ``kdgrid.sweep``, ``kdgrid.study``,
   ``kdgrid.status``, ``kdgrid.device``, ``kdgrid.host``, ``kdgrid.version``, MLflow's own git commit tag and,
   for a failed trial, ``kdgrid.error_type``, ``kdgrid.error_message`` and the traceback as the run's note.
 
@@ -37,6 +45,7 @@ import pandas as pd
 
 from kdgrid.errors import KdgridError
 from kdgrid.store.read import latest_state
+from kdgrid.trial_labels import knowledge_text, trial_title
 
 TRIAL_TAG = "kdgrid.trial_id"
 ROW_TAG = "kdgrid.row_id"  # the store row a run shows; another row of the trial replaces the run
@@ -55,7 +64,8 @@ READ_COLUMNS: tuple[str, ...] = (
     "row_id", "trial_id", "sweep", "study", "status", "trial_json",
     "student_layers", "student_width", "student_heads", "student_ffn", "student_params", "student_flops",
     "layer_pairs_json", "scores_json", "last_scores_json", "best_epoch", "curve_json", "weights_json",
-    TEACHER_AGREEMENT_COLUMN, "error_type", "error_message", "traceback", "wall_time_s", "device",
+    TEACHER_AGREEMENT_COLUMN, "degenerate_json", "error_type", "error_message", "traceback", "wall_time_s",
+    "device",
     "started_at", "ended_at", "written_at", "host", "git_commit", "kdgrid_version",
 )  # fmt: skip
 _DERIVED_PARAMS = (
@@ -72,6 +82,20 @@ class MetricPoint:
     key: str
     value: float
     step: int
+
+
+@dataclass(frozen=True)
+class RunInterval:
+    """A run's score on one dev set with its 95% bootstrap interval over the dev examples."""
+
+    dev_set: str
+    metric: str
+    low: float
+    high: float
+
+
+# row id -> the intervals of that row's runs (rows without predictions are absent).
+RunUncertainty = Mapping[str, list[RunInterval]]
 
 
 @dataclass
@@ -109,30 +133,34 @@ def exported_rows(frame: pd.DataFrame, sweeps: Iterable[str] = ()) -> pd.DataFra
     return rows.sort_values("trial_id", kind="stable").reset_index(drop=True)
 
 
-def run_content(row: Mapping[str, Any]) -> RunContent:
-    """The run of one store row (a `read_store` row with at least `READ_COLUMNS` that its schema has)."""
+def run_content(row: Mapping[str, Any], intervals: list[RunInterval] | None = None) -> RunContent:
+    """The run of one store row (a `read_store` row with at least `READ_COLUMNS` that its schema has);
+    ``intervals``: its scores' intervals (`RunUncertainty`), when its predictions were read."""
     status = RUN_FINISHED if row["status"] == "done" else RUN_FAILED
     trial = json.loads(row["trial_json"])
     trial.pop("v", None)
+    start_ms = _milliseconds(_get(row, "started_at"))
+    end_ms = _milliseconds(_get(row, "ended_at") or _get(row, "written_at"))
+    wall = _get(row, "wall_time_s")
+    if start_ms is not None and wall is not None and math.isfinite(float(wall)):
+        end_ms = start_ms + round(float(wall) * 1000)  # its own share of the job, not the job's time
     content = RunContent(
         trial_id=str(row["trial_id"]),
         row_id=str(row["row_id"]),
         name=run_name(trial, str(row["trial_id"])),
         status=status,
         params=_params(row, trial),
-        metrics=_metrics(row),
+        metrics=_metrics(row, intervals or []),
         tags=_tags(row),
-        start_ms=_milliseconds(_get(row, "started_at")),
-        end_ms=_milliseconds(_get(row, "ended_at") or _get(row, "written_at")),
+        start_ms=start_ms,
+        end_ms=end_ms,
     )
     return content
 
 
 def run_name(trial: Mapping[str, Any], trial_id: str) -> str:
-    """A short readable name: task, student, knowledge and strategy, and the trial id's first 8 digits."""
-    knowledge = "+".join(trial.get("knowledge") or []) or "soft"
-    parts = [trial.get("task"), trial.get("student"), knowledge, trial.get("strategy"), trial_id[:8]]
-    return " ".join(str(part) for part in parts if part)
+    """The trial's settings in words (`kdgrid.trial_labels.trial_title`) and the trial id's first 8 digits."""
+    return f"{trial_title(trial)} · {trial_id[:8]}"
 
 
 def param_value(value: Any) -> str:
@@ -143,6 +171,7 @@ def param_value(value: Any) -> str:
 def _params(row: Mapping[str, Any], trial: dict[str, Any]) -> dict[str, str]:
     options = trial.pop("options", {}) or {}
     named: dict[str, Any] = dict(trial)
+    named["knowledge"] = knowledge_text(trial.get("knowledge"), trial.get("soft_weight"))
     named.update({f"option.{name}": value for name, value in options.items()})
     named.update({name: _get(row, name) for name in _DERIVED_PARAMS})
     named["layer_pairs"] = _json(row, "layer_pairs_json", [])
@@ -150,7 +179,16 @@ def _params(row: Mapping[str, Any], trial: dict[str, Any]) -> dict[str, str]:
     return {renamed[name]: param_value(value) for name, value in named.items()}
 
 
-def _metrics(row: Mapping[str, Any]) -> list[MetricPoint]:
+def degenerate_reasons(row: Mapping[str, Any]) -> list[str] | None:
+    """The reasons a done row records for distrusting its number (empty: healthy); None when the row has no
+    record (failed rows, rows of schema version 1)."""
+    if row["status"] != "done" or _get(row, "degenerate_json") is None:
+        return None
+    reasons = _json(row, "degenerate_json", [])
+    return [str(reason) for reason in reasons] if isinstance(reasons, list) else None
+
+
+def _metrics(row: Mapping[str, Any], intervals: list[RunInterval]) -> list[MetricPoint]:
     final: dict[str, float] = {}
     for kind, column in (("best", "scores_json"), ("last", "last_scores_json")):
         for dev_set, metrics in _json(row, column, {}).items():
@@ -162,6 +200,12 @@ def _metrics(row: Mapping[str, Any]) -> list[MetricPoint]:
     for dev_set, agreement in _json(row, TEACHER_AGREEMENT_COLUMN, {}).items():
         if agreement is not None and not math.isnan(agreement):  # NaN: the row has no teacher predictions
             final[f"teacher_agreement/{dev_set}"] = agreement
+    for interval in intervals:
+        final[f"ci_low/{interval.dev_set}/{interval.metric}"] = interval.low
+        final[f"ci_high/{interval.dev_set}/{interval.metric}"] = interval.high
+    reasons = degenerate_reasons(row)
+    if reasons is not None:
+        final["degenerate"] = float(bool(reasons))
     points = [MetricPoint(key, float(value), 0) for key, value in final.items() if value is not None]
     for entry in _json(row, "curve_json", []):
         epoch = int(entry["epoch"])
@@ -186,6 +230,9 @@ def _tags(row: Mapping[str, Any]) -> dict[str, str]:
         "kdgrid.version": _get(row, "kdgrid_version"),
         GIT_COMMIT_TAG: _get(row, "git_commit"),
     }
+    reasons = degenerate_reasons(row)
+    if reasons:
+        tags["kdgrid.degenerate"] = _tail("; ".join(reasons))
     if row["status"] != "done":
         tags["kdgrid.error_type"] = _get(row, "error_type")
         tags["kdgrid.error_message"] = _tail(_get(row, "error_message"))

@@ -39,6 +39,10 @@ td.missing { color: var(--muted); }
 .card { border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; min-width: 150px; background: var(--band); }
 .card .big { font-size: 22px; font-weight: 700; } .card .label { color: var(--muted); font-size: 12px; }
 .state-done { color: var(--ok); } .state-failed { color: var(--bad); }
+.warning { border-left: 4px solid var(--bad); background: #fdf0ef; padding: 6px 10px; margin: 8px 0; }
+.findings h3.better { color: var(--ok); } .findings h3.worse, .findings h3.degenerate { color: var(--bad); }
+.runs { font-size: 11px; color: var(--muted); white-space: nowrap; }
+table.settings td:last-child { font-variant-numeric: tabular-nums; }
 .state-pending, .state-running { color: var(--wait); }
 .bar { display: inline-flex; width: 160px; height: 10px; background: var(--line); border-radius: 3px; overflow: hidden;
   vertical-align: middle; }
@@ -65,6 +69,7 @@ TRIALS_JS = """\
 (function () {
   const blob = JSON.parse(document.getElementById("trial-data").textContent);
   const columns = blob.columns, headers = blob.headers, pageRows = blob.pageRows;
+  const digits = blob.digits || {};
   const pagePattern = new RegExp(blob.pagePattern);
   const numeric = columns.map((_, i) => blob.rows.some((r) => typeof r[i] === "number"));
   const table = document.getElementById("trials");
@@ -136,7 +141,8 @@ TRIALS_JS = """\
       const tr = document.createElement("tr");
       row.forEach((value, i) => {
         const td = document.createElement("td");
-        const text = value === null ? "" : String(value);
+        const fixed = digits[columns[i]];
+        const text = value === null ? "" : typeof value === "number" && fixed !== undefined ? value.toFixed(fixed) : String(value);
         if (i === 0 && pagePattern.test(text) && (row[1] === "done" || row[1] === "failed")) {
           const a = document.createElement("a");
           a.href = "trials/" + text + ".html";
@@ -146,6 +152,7 @@ TRIALS_JS = """\
           td.textContent = text;
         }
         if (i === 1) td.className = "state-" + text;
+        if (columns[i] === "flag" && text) td.className = "degenerate";
         if (numeric[i]) td.classList.add("num");
         tr.appendChild(td);
       });

@@ -53,6 +53,11 @@ class ReportUpdate:
     files: list[Path] = field(default_factory=list)
 
 
+def trial_of_row(data: ReportData) -> dict[str, str]:
+    """row id -> trial id of every row the report shows (how a table cell links to its trials' pages)."""
+    return dict(zip(data.rows["row_id"].astype(str), data.rows["trial_id"].astype(str), strict=True))
+
+
 def default_out(store: Path) -> Path:
     """Where a store's report goes unless told: beside the store, ``<store>-report`` (never inside it)."""
     store = Path(store)
@@ -171,7 +176,9 @@ class ReportWriter:
         refresh = self.refresh_s
         summary = {
             "index.html": overview_page(data, views, figures, refresh_s=refresh),
-            "tables.html": tables_page(views, missing, problem, refresh_s=refresh),
+            "tables.html": tables_page(
+                views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
+            ),
             "figures.html": figures_page(figures, self.out, refresh_s=refresh),
             "trials.html": trial_list_page(data, refresh_s=None),
             "failures.html": failures_page(data, refresh_s=refresh),

@@ -8,7 +8,9 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+from analysis.render import DEGENERATE_MARK
 from analysis.tables import TableView
+from kdgrid.report.findings import Finding, table_findings
 from kdgrid.report.gather import (
     FailureGroup,
     ReportData,
@@ -18,12 +20,26 @@ from kdgrid.report.gather import (
     study_counts,
 )
 from kdgrid.report.html import esc, page, table, text_of
+from kdgrid.report.labels import degenerate_reasons, score_text, trial_title
 from kdgrid.report.ledger import LedgerLine, cost_ledger
-from kdgrid.report.table_html import table_html
+from kdgrid.report.table_html import TrialOfRow, table_html
 from kdgrid.report.trial_page import trial_page_name
 
 # Trials named per error type on the failures page; the trial list (filter ``error:TYPE``) has them all.
 FAILURES_LISTED = 50
+# Cells named per kind of finding on the overview; the Tables page has them all.
+FINDINGS_LISTED = 10
+
+
+def degenerate_trials(data: ReportData) -> list[str]:
+    """The done trials whose rows record reasons to distrust their number, in id order."""
+    done = data.trials.index[data.trials["state"] == "done"]
+    return [str(t) for t in done if degenerate_reasons(data.record(str(t)))]
+
+
+def _trial_link(trial_id: str, depth_prefix: str = "") -> str:
+    name = trial_page_name(trial_id)
+    return f'<a href="{depth_prefix}{esc(name)}">{esc(trial_id)}</a>' if name else esc(trial_id)
 
 
 def _generated(refresh_s: int | None) -> str:
@@ -88,14 +104,18 @@ def overview_page(
     failed = sum(line.failed for line in lines)
     pending = sum(line.pending for line in lines)
     running = sum(line.running for line in lines)
+    degenerate = len(degenerate_trials(data))
+    pngs = sum(1 for f in figures if f.suffix == ".png")
     cards = "".join(
         [
             _card(f"{done:,}", "trials done", "state-done"),
-            _card(f"{failed:,}", "trials failed", "state-failed"),
-            _card(f"{pending:,}", f"pending ({running:,} running)", "state-pending"),
+            _card(f"{failed:,}", "trials failed", "state-failed" if failed else ""),
+            _card(f"{degenerate:,}", "done but degenerate", "degenerate" if degenerate else ""),
+            _card(f"{pending:,}", f"pending ({running:,} running)", "state-pending" if pending else ""),
             _card(_hours(total.device_hours), "device time spent"),
             _card(_hours(total.hours_saved), "device time saved by shared teacher passes"),
-            _card(f"{len(views)} / {len(figures)}", "tables / figures filled"),
+            _card(f"{len(views):,}", "tables with results"),
+            _card(f"{pngs:,}", "figures drawn"),
         ]
     )
     study_rows = [
@@ -109,6 +129,7 @@ def overview_page(
     body = (
         _generated(refresh_s)
         + f"<p>store <code>{esc(data.store)}</code></p>"
+        + findings_html(views)
         + f'<div class="cards">{cards}</div>'
         + "<h2>Sweeps and studies</h2>"
         + table(headers, study_rows, cls="overview")
@@ -125,20 +146,97 @@ def overview_page(
     return page("Overview", body, current="index.html", refresh_s=refresh_s)
 
 
+def _finding_line(finding: Finding) -> str:
+    interval = (
+        ""
+        if math.isnan(finding.ci_low)
+        else f" [{score_text(finding.ci_low)}, {score_text(finding.ci_high)}]"
+    )
+    p_value = "" if math.isnan(finding.p_value) else f", adjusted p = {finding.p_value:.3g}"
+    reasons = f" ({'; '.join(finding.degenerate)})" if finding.degenerate else ""
+    return (
+        f'<li><a href="tables.html#table-{esc(finding.table)}">{esc(finding.where)}</a>: '
+        f"{score_text(finding.value)}{interval}{esc(p_value)}{esc(reasons)}</li>"
+    )
+
+
+def _finding_list(title: str, found: list[Finding], cls: str) -> str:
+    if not found:
+        return ""
+    shown = "".join(_finding_line(f) for f in found[:FINDINGS_LISTED])
+    more = len(found) - FINDINGS_LISTED
+    tail = (
+        f'<li class="muted">and {more:,} more on the <a href="tables.html">Tables</a> page</li>'
+        if more > 0
+        else ""
+    )
+    return f'<h3 class="{cls}">{esc(title)} ({len(found):,})</h3><ul>{shown}{tail}</ul>'
+
+
+def findings_html(views: list[TableView]) -> str:
+    """The overview's lead: what beats its reference beyond noise, what is worse, what is degenerate."""
+    if not views:
+        return ""
+    found = table_findings(views)
+    body = (
+        _finding_list("Better than the reference", found.better, "better")
+        + _finding_list("Worse than the reference", found.worse, "worse")
+        + _finding_list(
+            f"{DEGENERATE_MARK} Degenerate: the number is not evidence", found.degenerate, "degenerate"
+        )
+    )
+    if not found.tested:
+        summary = "No cell of the tables could be tested against a reference (no stored predictions)."
+    elif not (found.better or found.worse):
+        summary = (
+            f"None of the {found.tested:,} cells tested differs from its reference beyond noise (the tables' "
+            "paired tests, adjusted for the number of cells)."
+        )
+    else:
+        summary = (
+            f"{len(found.better):,} better and {len(found.worse):,} worse than their reference, of "
+            f"{found.tested:,} cells tested (the tables' paired tests, adjusted for the number of cells; what "
+            "a mark does and does not test is in the notes under each table)."
+        )
+    return f'<section class="findings"><h2>Findings</h2><p>{esc(summary)}</p>{body}</section>'
+
+
 def tables_page(
-    views: list[TableView], missing: list[str], problem: str | None, *, refresh_s: int | None
+    views: list[TableView],
+    missing: list[str],
+    problem: str | None,
+    *,
+    refresh_s: int | None,
+    trial_of_row: TrialOfRow | None = None,
 ) -> str:
-    """Every paper table the store fills (compared with the published numbers where the report was asked to)."""
+    """Every paper table the store fills (compared with the published numbers where the report was asked to);
+    with ``trial_of_row``, each number links to the trial page(s) of its run(s)."""
     contents = "".join(f'<li><a href="#table-{esc(v.name)}">{esc(v.title)}</a></li>' for v in views)
     body = _generated(refresh_s)
     if problem:
         body += f'<p class="muted">{esc(problem)}</p>'
     if views:
-        body += f"<ul>{contents}</ul>" + "".join(table_html(v, f"table-{v.name}") for v in views)
+        body += f"<ul>{contents}</ul>" + "".join(
+            table_html(v, f"table-{v.name}", trial_of_row) for v in views
+        )
     if missing:
         labels = ", ".join("the demo table" if n == "demo" else f"Table {n}" for n in missing)
         body += f'<p class="muted">no trials in this store for {esc(labels)}.</p>'
     return page("Tables", body, current="tables.html", refresh_s=refresh_s)
+
+
+def figure_title(stem: str) -> str:
+    """The heading of a figure file (`analysis.figures` names them ``table<name>_<what>``), in words:
+    ``table5_mrpc_knowledge_x_strategy`` -> ``Table 5: mrpc, knowledge × strategy``."""
+    head, _, rest = stem.partition("_")
+    if not head.startswith("table"):
+        return stem.replace("_", " ")
+    name = head[len("table") :]
+    label = "The demo table" if name == "demo" else f"Table {name}"
+    words = rest.split("_")
+    described = f"{words[0]}, {' '.join(words[1:])}" if len(words) > 1 else " ".join(words)
+    described = described.replace(" x ", " × ")
+    return f"{label}: {described}" if described else label
 
 
 def figures_page(figures: list[Path], out: Path, *, refresh_s: int | None) -> str:
@@ -150,10 +248,11 @@ def figures_page(figures: list[Path], out: Path, *, refresh_s: int | None) -> st
     for figure in pngs:
         relative = figure.relative_to(out).as_posix()
         pdf = figure.with_suffix(".pdf")
-        link = f' · <a href="{esc(pdf.relative_to(out).as_posix())}">PDF</a>' if pdf in figures else ""
+        link = f'<p><a href="{esc(pdf.relative_to(out).as_posix())}">PDF</a></p>' if pdf in figures else ""
+        title = figure_title(figure.stem)
         body += (
-            f'<section class="figures"><h2>{esc(figure.stem)}</h2>{link}'
-            f'<img src="{esc(relative)}" alt="{esc(figure.stem)}"></section>'
+            f'<section class="figures"><h2>{esc(title)}</h2>'
+            f'<img src="{esc(relative)}" alt="{esc(title)}">{link}</section>'
         )
     return page("Figures", body, current="figures.html", refresh_s=refresh_s)
 
@@ -196,6 +295,22 @@ def _failure_section(data: ReportData, group: FailureGroup) -> str:
     )
 
 
+def _degenerate_section(data: ReportData) -> str:
+    """The done trials whose number is not evidence (constant predictions, majority class, MCC <= 0)."""
+    found = degenerate_trials(data)
+    if not found:
+        return ""
+    rows = []
+    for trial_id in found:
+        row = data.record(trial_id)
+        rows.append([_trial_link(trial_id), esc(trial_title(row)), esc("; ".join(degenerate_reasons(row)))])
+    return (
+        f'<h2 class="degenerate">{DEGENERATE_MARK} Degenerate students · {len(found):,} trial(s)</h2>'
+        "<p>Done, but their numbers are not evidence of anything: a rerun with another seed or learning rate, "
+        "not a resume, is what changes them.</p>" + table(["trial", "settings", "why"], rows, cls="failures")
+    )
+
+
 def failures_page(data: ReportData, *, refresh_s: int | None) -> str:
     """The failed trials grouped by error type, each group with its trials and the command that retries them."""
     groups = failure_groups(data)
@@ -203,4 +318,5 @@ def failures_page(data: ReportData, *, refresh_s: int | None) -> str:
     if not groups:
         body += "<p>No failed trial: every trial with a row is done.</p>"
     body += "".join(_failure_section(data, group) for group in groups)
+    body += _degenerate_section(data)
     return page("Failures", body, current="failures.html", refresh_s=refresh_s)

@@ -3,17 +3,22 @@
 Numbers use `analysis.render`'s conventions (4 decimals, ``mean±std`` over seeds, facts with 4 significant digits,
 ``-`` for missing, the best value of each block in bold, ``ours / published (difference)`` once compared). Where a
 cell carries an interval and a significance test, they are shown under its number: ``[low, high]``, a mark for a
-significant difference from the block's reference (▲ better, ▼ worse, its p-value in the tooltip) and ⚠ for a
+significant difference from the block's reference (▲ better, ▼ worse, its p-value in the tooltip) and † for a
 degenerate student (chance-level: its number is not evidence of anything).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from analysis.render import agreement_text, cell_parts, legend
 from analysis.tables import Block, Cell, Column, TableView
 from kdgrid.report.html import esc
+from kdgrid.report.trial_page import trial_page_name
+
+# row id -> trial id of the rows a report shows: how a table cell finds the trial pages of the runs it averages.
+TrialOfRow = Mapping[str, str]
 
 
 def uncertainty_html(cell: Cell, column: Column) -> str:
@@ -32,9 +37,21 @@ def uncertainty_html(cell: Cell, column: Column) -> str:
     return f'<div class="unc"><span class="ci"{title}>[{cell.ci_low:.4f}, {cell.ci_high:.4f}]</span></div>'
 
 
-def _cell_html(cell: Cell, column: Column, compared: bool) -> str:
+def _trial_links(cell: Cell, trial_of_row: TrialOfRow) -> list[str]:
+    """The trial pages of the runs a cell averages, in seed order (relative to the report's root)."""
+    pages = [trial_page_name(trial_of_row[row]) for row in cell.row_ids if row in trial_of_row]
+    return [name for name in pages if name]
+
+
+def _cell_html(cell: Cell, column: Column, compared: bool, trial_of_row: TrialOfRow) -> str:
     ours, suffix = cell_parts(cell, column, compared)
     text = f"<b>{esc(ours)}</b>" if cell.bold else esc(ours)
+    links = [] if cell.missing or column.fact else _trial_links(cell, trial_of_row)
+    if len(links) == 1:
+        text = f'<a href="{esc(links[0])}" title="this run\'s trial page">{text}</a>'
+    elif links:
+        seeds = " ".join(f'<a href="{esc(link)}">{n}</a>' for n, link in enumerate(links, start=1))
+        text += f'<div class="runs" title="the trial page of each seed">runs {seeds}</div>'
     if suffix:
         text += f'<span class="paper">{esc(suffix)}</span>'
     classes = ["num"] + (["missing"] if cell.missing else []) + (["fact"] if column.fact else [])
@@ -55,10 +72,12 @@ def _header_rows(block: Block) -> str:
     return top + "<tr><th></th>" + "".join(f"<th>{esc(c.label)}</th>" for c in block.columns) + "</tr>"
 
 
-def block_html(block: Block, compared: bool) -> str:
+def block_html(block: Block, compared: bool, trial_of_row: TrialOfRow | None = None) -> str:
+    """One block; with ``trial_of_row``, each number links to the trial page(s) of the run(s) it averages."""
+    links = trial_of_row or {}
     rows = "".join(
         f"<tr><th>{esc(row)}</th>"
-        + "".join(_cell_html(block.cell(row, column), column, compared) for column in block.columns)
+        + "".join(_cell_html(block.cell(row, column), column, compared, links) for column in block.columns)
         + "</tr>"
         for row in block.rows
     )
@@ -71,9 +90,10 @@ def block_html(block: Block, compared: bool) -> str:
     )
 
 
-def table_html(view: TableView, anchor: str) -> str:
-    """One table: its title, its blocks (side by side where the paper sets them so), its notes."""
-    blocks = "".join(block_html(block, view.compared) for block in view.blocks)
+def table_html(view: TableView, anchor: str, trial_of_row: TrialOfRow | None = None) -> str:
+    """One table: its title, its blocks (side by side where the paper sets them so), its notes; numbers link to
+    their trial pages where ``trial_of_row`` knows their rows."""
+    blocks = "".join(block_html(block, view.compared, trial_of_row) for block in view.blocks)
     layout = "blocks side" if view.side_by_side else "blocks"
     notes = "".join(f"<li>{esc(note)}</li>" for note in [*view.notes, *legend(view)])
     return (

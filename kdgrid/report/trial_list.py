@@ -16,14 +16,18 @@ import pandas as pd
 from kdgrid.paper import reported_metric
 from kdgrid.report.gather import ReportData, parse_json
 from kdgrid.report.html import ASSETS_DIR, json_script, page
+from kdgrid.report.labels import DEGENERATE_WORD, SCORE_DIGITS, degenerate_reasons, knowledge_text
 from kdgrid.report.trial_page import TRIAL_PAGE_PATTERN
 
 TRIAL_LIST_SCRIPT = f"{ASSETS_DIR}/trials.js"
 PAGE_ROWS = 200
+# Decimals the list prints a numeric column with (every score alike: 0.7100, never 0.71 beside 0.717).
+COLUMN_DIGITS = {"score": SCORE_DIGITS, "time": 1}
 # (key, header) of the list's columns, in order; "id" links to the trial's page.
 LIST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("id", "trial"),
     ("state", "state"),
+    ("flag", "flag"),
     ("sweep", "sweep"),
     ("study", "study"),
     ("task", "task"),
@@ -70,19 +74,17 @@ def list_records(data: ReportData) -> list[list[Any]]:
     records = []
     for trial_id in data.trials.index:
         row = data.record(str(trial_id))
-        knowledge = row["knowledge"]
-        if knowledge is not None and not isinstance(knowledge, str):
-            knowledge = "+".join(map(str, knowledge))
         wall = _plain(row["wall_time_s"])
         records.append(
             [
                 str(trial_id),
                 row["state"],
+                DEGENERATE_WORD if degenerate_reasons(row) else None,
                 _plain(row["sweep"]),
                 _plain(row["study"]),
                 _plain(row["task"]),
                 _plain(row["student"]),
-                knowledge or "",
+                knowledge_text(row["knowledge"], row.get("soft_weight")),
                 _plain(row["strategy"]),
                 _plain(row["seed"]),
                 primary_score(row["task"], row["scores_json"]) if row["state"] == "done" else None,
@@ -95,13 +97,13 @@ def list_records(data: ReportData) -> list[list[Any]]:
     for (sweep, study), ids in sorted(data.pending.items()):
         for trial_id in ids:
             state = "running" if trial_id in data.running else "pending"
-            records.append([trial_id, state, sweep, study, *([None] * (len(LIST_COLUMNS) - 4))])
+            records.append([trial_id, state, None, sweep, study, *([None] * (len(LIST_COLUMNS) - 5))])
     return records
 
 
 def trial_list_page(data: ReportData, *, refresh_s: int | None = None) -> str:
     blob = {"columns": [key for key, _ in LIST_COLUMNS], "headers": [h for _, h in LIST_COLUMNS],
-            "rows": list_records(data), "pageRows": PAGE_ROWS, "pagePattern": TRIAL_PAGE_PATTERN}  # fmt: skip
+            "rows": list_records(data), "pageRows": PAGE_ROWS, "digits": COLUMN_DIGITS, "pagePattern": TRIAL_PAGE_PATTERN}  # fmt: skip
     body = (
         '<div class="controls"><input id="filter" type="search" size="50" '
         'placeholder="filter: words that must all appear, or column:value (state:failed task:sst2)">'

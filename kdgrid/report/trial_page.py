@@ -15,6 +15,15 @@ from typing import Any
 
 from kdgrid.report.gather import ReportData, parse_json
 from kdgrid.report.html import definition_list, esc, is_null, number, page, table, text_of
+from kdgrid.report.labels import (
+    degenerate_badge,
+    degenerate_reasons,
+    knowledge_text,
+    real_text,
+    score_text,
+    settings_rows,
+    trial_title,
+)
 from kdgrid.report.svg import line_chart
 
 TRIALS_DIR = "trials"
@@ -47,7 +56,28 @@ def _value(value: Any) -> str:
         return '<span class="muted">-</span>'
     if not isinstance(value, str) and hasattr(value, "__len__"):
         return esc(", ".join(map(str, value)) or "(none)")
-    return esc(value)
+    return esc(real_text(value))
+
+
+def _config_value(row: dict[str, Any], key: str) -> str:
+    """A configuration value as the sweep file would spell it: ``beta`` ``auto`` when calibrated, the knowledge
+    or the baseline by name."""
+    if key == "beta" and row.get("beta_auto") is True:
+        return "auto"
+    if key == "knowledge":
+        return esc(knowledge_text(row.get("knowledge"), row.get("soft_weight")))
+    return _value(row.get(key))
+
+
+def _settings_table(text: Any, headers: tuple[str, str]) -> str:
+    """A JSON object column (weights, loss terms) as a two-column table, numbers to 4 significant digits;
+    anything else (a list, nested values) as indented JSON."""
+    value = parse_json(text, None)
+    if value in (None, {}, []):
+        return '<p class="muted">none recorded</p>'
+    if isinstance(value, dict) and all(not isinstance(v, (dict, list)) for v in value.values()):
+        return table(list(headers), settings_rows(value), cls="settings")
+    return _pretty_json(text)
 
 
 def _pretty_json(text: Any) -> str:
@@ -74,7 +104,12 @@ def curve_charts(curve: Any) -> str:
             for metric, value in (scores or {}).items():
                 if isinstance(value, (int, float)):
                     metrics.setdefault(str(dev_set), {}).setdefault(str(metric), []).append((epoch, value))
-    charts = [line_chart(sorted(terms.items()), title="loss terms (unweighted mean per epoch)")]
+    loss_series = sorted(terms.items())
+    title = "loss terms (unweighted mean per epoch), one line each"
+    charts = [line_chart(loss_series, title=title + ", log axis", log_y=True)]
+    linear = line_chart(loss_series, title=title + ", linear axis")
+    if charts[0] and linear:
+        charts.append(f"<details><summary>the loss terms on a linear axis</summary>{linear}</details>")
     charts += [
         line_chart(sorted(series.items()), title=f"dev metrics · {dev_set}")
         for dev_set, series in metrics.items()
@@ -97,7 +132,7 @@ def trial_page(data: ReportData, trial_id: str) -> str:
     """The page of ``trial_id`` (a trial with at least one row), links relative to ``trials/``."""
     row = data.record(trial_id)
     state = str(row["state"])
-    config = [(key, _value(row.get(key))) for key in _CONFIG_KEYS if key in row]
+    config = [(key, _config_value(row, key)) for key in _CONFIG_KEYS if key in row]
     config.append(("options", _value(row.get("options_json"))))
     shape = [(key, _value(row.get(key))) for key in ("student_layers", "student_width", "student_heads",
              "student_ffn", "student_params", "student_flops")]  # fmt: skip
@@ -109,14 +144,22 @@ def trial_page(data: ReportData, trial_id: str) -> str:
     )
     scores = parse_json(row.get("scores_json"), {})
     score_rows = [
-        [esc(dev), esc(metric), number(value)]
+        [esc(dev), esc(metric), score_text(value)]
         for dev, metrics in (scores.items() if isinstance(scores, dict) else [])
         for metric, value in (metrics.items() if isinstance(metrics, dict) else [])
     ]
+    reasons = degenerate_reasons(row)
     sections = [
-        f'<p>state <b class="state-{esc(state)}">{esc(state)}</b> · sweep {esc(text_of(row.get("sweep")))} · study '
+        f'<p>state <b class="state-{esc(state)}">{esc(state)}</b>{degenerate_badge(reasons)} · trial '
+        f"<code>{esc(trial_id)}</code> · sweep {esc(text_of(row.get('sweep')))} · study "
         f'{esc(text_of(row.get("study")))} · {int(row["attempts"])} attempt(s) · <a href="../trials.html">all trials</a></p>',
     ]
+    if reasons:
+        sections.append(
+            '<div class="warning"><b>Degenerate student</b>: its number is not evidence of anything ('
+            + esc("; ".join(reasons))
+            + ").</div>"
+        )
     if state == "failed":
         sections.append(
             f"<h2>Error</h2><p><b>{esc(text_of(row.get('error_type')))}</b>: "
@@ -132,8 +175,8 @@ def trial_page(data: ReportData, trial_id: str) -> str:
         "<h2>Curves</h2>" + curve_charts(parse_json(row.get("curve_json"), [])),
         "<h2>Configuration</h2>" + definition_list(config),
         "<h2>Student and layer pairs</h2>" + definition_list([*shape, ("layer pairs", pair_text)]),
-        "<h2>Weights</h2>" + _pretty_json(row.get("weights_json")),
-        "<h2>Loss terms (last epoch)</h2>" + _pretty_json(row.get("loss_terms_json")),
+        "<h2>Weights</h2>" + _settings_table(row.get("weights_json"), ("term", "weight")),
+        "<h2>Loss terms (last epoch)</h2>" + _settings_table(row.get("loss_terms_json"), ("term", "value")),
         "<h2>Provenance</h2>"
         + definition_list([(key, _value(row.get(key))) for key in _PROVENANCE_KEYS if key in row])
         + "<h3>Package versions</h3>"
@@ -142,4 +185,4 @@ def trial_page(data: ReportData, trial_id: str) -> str:
         "<h2>Attempts</h2>" + _attempts(data, trial_id),
         "<h2>Canonical configuration</h2>" + _pretty_json(row.get("trial_json")),
     ]
-    return page(f"Trial {trial_id}", "\n".join(sections), depth=1, current="trials.html")
+    return page(trial_title(row), "\n".join(sections), depth=1, current="trials.html")

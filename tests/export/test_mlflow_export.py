@@ -14,6 +14,7 @@ import time
 from contextlib import redirect_stderr
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,8 +24,11 @@ from kdgrid.cli import main
 from kdgrid.errors import KdgridError
 from kdgrid.export.mlflow import export_to_mlflow
 from kdgrid.export.run_content import READ_COLUMNS, ROW_TAG, TRIAL_TAG, run_content
+from kdgrid.predictions import DevSetPredictions
 from kdgrid.store import SCHEMA_VERSION, layout, read_store, write_result
 from kdgrid.store.schema import COLUMNS
+from kdgrid.trial import Trial
+from kdgrid.trial_labels import knowledge_text
 from tests.export.store_testing import BASELINE, BROKEN, DISTILLED, done_result, write_tiny_store
 
 if importlib.util.find_spec("mlflow") is None and not os.environ.get("CI"):
@@ -101,7 +105,9 @@ def test_each_trial_is_one_run_holding_the_stores_values(
         # params: the trial's fields as the store holds them
         trial_fields = json.loads(row["trial_json"])
         assert run.data.params["task"] == trial_fields["task"] == trial.task
-        assert json.loads(run.data.params["knowledge"]) == trial_fields["knowledge"]
+        assert run.data.params["knowledge"] == knowledge_text(
+            trial_fields["knowledge"], trial_fields["soft_weight"]
+        )
         assert float(run.data.params["lr"]) == row["lr"] and int(run.data.params["seed"]) == row["seed"]
         assert int(run.data.params["student_layers"]) == row["student_layers"]
         assert run.data.params == run_content(row[[c for c in READ_COLUMNS if c in COLUMNS]].to_dict()).params
@@ -250,3 +256,37 @@ def test_an_export_that_fails_half_way_says_so_and_finishes_when_run_again(
     report = export_to_mlflow(store, tracking_uri, experiment=experiment, progress=False)
     assert (report.created, report.replaced, report.unchanged) == (2, 0, 1)
     assert len(runs_of(tracking_uri, experiment, "ALL")) == 3
+
+
+def test_runs_carry_their_interval_and_degenerate_flag(
+    tmp_path: Path, tracking_uri: str, experiment: str
+) -> None:
+    """Rows with per-example predictions: each run holds its score's 95% interval over the dev examples and a
+    degenerate flag (a student that predicts one class is flagged, with its reasons as a tag)."""
+    gold = np.array([0, 1] * 50, dtype=np.int64)
+    good = gold.copy()
+    good[:10] = 1 - good[:10]  # 90 of 100 right
+    stuck = np.zeros_like(gold)  # one class for every example: 0.5, degenerate
+    store = tmp_path / "store"
+    trials = {}
+    for name, student in (("good", good), ("stuck", stuck)):
+        trial = Trial(task="rte", teacher="bert-base", student="bert-tiny", epochs=2, seed=len(trials))
+        result = done_result(trial, float(np.mean(student == gold)))
+        result.scores = {"validation": {"accuracy": float(np.mean(student == gold))}}
+        result.predictions = {"validation": DevSetPredictions(gold, student, gold.copy(), "fixed")}
+        write_result(store, result, sweep="mine", study="mine")
+        trials[name] = trial
+    export_to_mlflow(store, tracking_uri, experiment=experiment, progress=False)
+    runs = by_trial(runs_of(tracking_uri, experiment))
+    good_run, stuck_run = runs[trials["good"].trial_id], runs[trials["stuck"].trial_id]
+    low, high = (
+        good_run.data.metrics["ci_low/validation/accuracy"],
+        good_run.data.metrics["ci_high/validation/accuracy"],
+    )
+    # the normal approximation of a 95% interval of 0.9 on 100 examples: 0.9 +- 1.96 * sqrt(0.9 * 0.1 / 100) = +-0.059
+    assert low < 0.9 < high and 0.08 < high - low < 0.16
+    assert good_run.data.metrics["degenerate"] == 0 and "kdgrid.degenerate" not in good_run.data.tags
+    assert (
+        stuck_run.data.metrics["degenerate"] == 1 and "constant" in stuck_run.data.tags["kdgrid.degenerate"]
+    )
+    assert good_run.info.run_name.startswith("rte · bert-tiny · soft labels only · seed 0")

@@ -68,14 +68,19 @@ def test_a_done_run_holds_params_metrics_curves_and_tags(tiny_store: Path) -> No
     row = exported_rows(frame).set_index("trial_id", drop=False).loc[DISTILLED.trial_id].to_dict()
     content = run_content(row)
     assert content.status == RUN_FINISHED and content.row_id == row["row_id"]
-    assert content.name == f"mnli bert-mini attention_ce_mean+gram Last-1 {DISTILLED.trial_id[:8]}"
+    # named by its settings, the knowledge in words as the tables write it
+    assert (
+        content.name
+        == f"mnli · bert-mini · attention_ce_mean + gram · Last-1 · seed 0 · {DISTILLED.trial_id[:8]}"
+    )
     # params: every Trial field, each option, the derived shape
     expected = {k: param_value(v) for k, v in DISTILLED.to_dict().items() if k != "options"}
+    expected["knowledge"] = "attention_ce_mean + gram"
     expected |= {"option.pkd_scale": "mean", "layer_pairs": "[[4, 12]]", "student_layers": "4"}
     expected |= {"student_width": "256", "student_heads": "4", "student_ffn": "1024"}
     expected |= {"student_params": "11000000", "student_flops": "2000000000"}
     assert content.params == expected
-    assert content.params["knowledge"] == '["attention_ce_mean", "gram"]' and content.params["beta"] == "auto"
+    assert content.params["knowledge"] == "attention_ce_mean + gram" and content.params["beta"] == "auto"
     assert content.params["init_from"] == "null" and content.params["lr"] == "0.0001"
     # final metrics at step 0, curves at each epoch; the loss term's '@' is not an MLflow name character
     finals = {p.key: p.value for p in content.metrics if p.step == 0}
@@ -90,7 +95,8 @@ def test_a_done_run_holds_params_metrics_curves_and_tags(tiny_store: Path) -> No
     assert content.tags[TRIAL_TAG] == DISTILLED.trial_id and content.tags[ROW_TAG] == row["row_id"]
     assert content.tags["kdgrid.sweep"] == "table6" and content.tags["kdgrid.study"] == "main"
     assert content.tags["kdgrid.device"] == "cpu" and content.tags[GIT_COMMIT_TAG] == row["git_commit"]
-    assert (content.start_ms, content.end_ms) == (1_767_225_600_000, 1_767_225_612_000)
+    # the run lasts its own wall time (12.5 s, its share of the job), not the job's start to end
+    assert (content.start_ms, content.end_ms) == (1_767_225_600_000, 1_767_225_612_500)
 
 
 def test_a_failed_run_carries_its_error(tiny_store: Path) -> None:

@@ -13,13 +13,17 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pytest
 
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
-from kdgrid.store import write_result
+from kdgrid.result import TrialResult
+from kdgrid.store import read_store, write_result
+from kdgrid.store.predictions import read_predictions
 from kdgrid.store.write import failure_result
 from kdgrid.trial import Trial
 
@@ -89,18 +93,45 @@ def report(tmp_path_factory: pytest.TempPathFactory, teacher: str) -> tuple[Path
     broken = Trial(task=TASK, teacher=teacher, student="w32-l2-h2-f64", knowledge=["gram"], strategy="Last")
     write_result(store, failure_result(broken, error_type="OutOfMemoryError", message=FAILURE_MESSAGE),
                  sweep="browser-demo", study="demo")  # fmt: skip
+    stuck = write_degenerate_copy(store)
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["report", "--store", str(store), "--out", str(out)])
     assert exit_info.value.code in (0, None)
-    return out, {"failed": broken.trial_id}
+    rows = read_store(store)
+    flagged = rows[
+        (rows["status"] == "done")
+        & rows["degenerate_json"].map(lambda t: isinstance(t, str) and bool(json.loads(t)))
+    ]
+    return out, {"failed": broken.trial_id, "degenerate": stuck, "flagged": sorted(flagged["trial_id"])}
+
+
+def write_degenerate_copy(store: Path) -> str:
+    """A done row of a new trial (``mmd``, ``Last``) whose student predicts one class on every dev example, on
+    the very examples the sweep's trials were scored on: a degenerate trial the tables place in their grid."""
+    rows = read_store(store)
+    source = rows[rows["status"] == "done"].iloc[0]
+    [predictions] = read_predictions(store, [source["row_id"]]).values()
+    constant = {name: replace(dev, student=np.zeros_like(dev.student)) for name, dev in predictions.items()}
+    config = {k: v for k, v in json.loads(source["trial_json"]).items() if k != "v"}
+    trial = Trial.from_dict({**config, "knowledge": ["mmd"], "strategy": "Last"})
+    scores = {name: {"accuracy": float(np.mean(dev.gold == 0))} for name, dev in constant.items()}
+    result = TrialResult(trial=trial, status="done", scores=scores, last_scores=scores, best_epoch=1,
+                         curve=[{"epoch": 1, "scores": scores, "loss_terms": {"soft": 0.7}}], predictions=constant,
+                         wall_time_s=1.0, device="cpu")  # fmt: skip
+    write_result(store, result, sweep="browser-demo", study="demo")
+    return trial.trial_id
 
 
 def test_every_page_loads_without_console_messages_and_shows_the_store(report, tmp_path: Path) -> None:
     browser = chromium()
     out, ids = report
     trial_pages = sorted((out / "trials").glob("*.html"))
-    assert len(trial_pages) == 6  # 5 done trials and the failed one
-    done_page = next(p for p in trial_pages if p.stem != ids["failed"])
+    assert len(trial_pages) == 7  # 5 done trials, the degenerate one and the failed one
+    done_page = next(p for p in trial_pages if p.stem not in (ids["failed"], ids["degenerate"]))
+    flagged = ids[
+        "flagged"
+    ]  # the done trials whose rows record reasons (ours, and any tiny student that was stuck)
+    assert ids["degenerate"] in flagged
     pages = {
         "overview": out / "index.html",
         "tables": out / "tables.html",
@@ -109,6 +140,7 @@ def test_every_page_loads_without_console_messages_and_shows_the_store(report, t
         "failures": out / "failures.html",
         "trial": done_page,
         "failed trial": out / "trials" / f"{ids['failed']}.html",
+        "degenerate trial": out / "trials" / f"{ids['degenerate']}.html",
     }
     doms = {}
     for name, path in pages.items():
@@ -120,8 +152,19 @@ def test_every_page_loads_without_console_messages_and_shows_the_store(report, t
         doms[name] = dom
 
     overview = doms["overview"]
-    assert re.search(r"<td>browser-demo</td><td>demo</td>.*?<td>5</td><td>1</td><td>0</td>", overview)
+    assert re.search(r"<td>browser-demo</td><td>demo</td>.*?<td>6</td><td>1</td><td>0</td>", overview)
     assert "Cost ledger" in overview and "5.0×" in overview  # 5 students shared every teacher forward
+    # the overview leads with the findings, and counts the degenerate trial
+    assert overview.index("<h2>Findings</h2>") < overview.index("Sweeps and studies")
+    card = f'<div class="big degenerate">{len(flagged)}</div><div class="label">done but degenerate'
+    assert card in overview and "Degenerate: the number is not evidence (" in overview
+    # every table number links to its trial's page (the pages exist: checked above with every local reference)
+    tables = doms["tables"]
+    assert tables.count('href="trials/') == 6 and f'href="trials/{ids["degenerate"]}.html"' in tables
+    # the degenerate trial flagged on its page and on the failures page
+    assert "Degenerate student" in doms["degenerate trial"]
+    assert f"Degenerate students · {len(flagged)} trial(s)" in doms["failures"]
+    assert all(trial_id in doms["failures"] for trial_id in flagged)
     assert 'id="table-demo"' in doms["tables"] and "<th>value_relation</th>" in doms["tables"]
     assert re.search(r'<img src="figures/[^"]+\.png"', doms["figures"])
     assert (
@@ -130,8 +173,9 @@ def test_every_page_loads_without_console_messages_and_shows_the_store(report, t
     assert doms["trial"].count("<svg") >= 2  # loss terms and dev metrics, drawn inline
     assert "OutOfMemoryError" in doms["failures"] and "kdgrid resume browser-demo.yaml" in doms["failures"]
     assert "CUDA out of memory &lt;in the browser test&gt;" in doms["failed trial"]
-    # the list was drawn by its script: 6 trials, a link per trial page
-    assert "6 of 6 trials" in doms["trials"] and doms["trials"].count('href="trials/') == 6
+    # the list was drawn by its script: 7 trials, a link per trial page, each degenerate one flagged
+    assert "7 of 7 trials" in doms["trials"] and doms["trials"].count('href="trials/') == 7
+    assert doms["trials"].count('<td class="degenerate">degenerate</td>') == len(flagged)
 
 
 def test_the_trial_list_filters_in_the_browser(report) -> None:
@@ -139,4 +183,4 @@ def test_the_trial_list_filters_in_the_browser(report) -> None:
     out, ids = report
     dom, console = open_page(browser, out / "trials.html", query="q=state:failed")
     assert console == []
-    assert "1 of 6 trials" in dom and f'href="trials/{ids["failed"]}.html"' in dom
+    assert "1 of 7 trials" in dom and f'href="trials/{ids["failed"]}.html"' in dom

@@ -94,7 +94,7 @@ def test_a_done_trial_page(built) -> None:
     page = read(out, f"trials/{ids['done_last']}.html")
     assert "S2←T3" in page  # layer pairs
     assert "0.0123" in page  # the calibrated weight of cos@2-3
-    assert page.count("<svg") == 2  # loss terms, dev metrics of validation
+    assert page.count("<svg") == 3  # loss terms (log axis; linear in a fold), dev metrics of validation
     assert "cos@2-3" in page and "dev metrics · validation" in page
     assert "teacher_batches" in page and "Provenance" in page and "0.8000" in page
 
