@@ -28,6 +28,7 @@ from kdgrid.store import layout
 from kdgrid.store.claims import Claim, live_claims
 from kdgrid.store.read import latest_done_rows, latest_state, read_store, read_table
 from kdgrid.trial import Trial
+from kdgrid.trial_labels import HARD_ONLY, SOFT_ONLY, knowledge_text
 
 STATE_COLUMNS = (
     "trial_id",
@@ -162,10 +163,11 @@ def _move_running(state: SweepState, store: Path) -> None:
 
 
 def trial_label(trial: Trial) -> str:
-    """A trial in a few words: ``knowledge / strategy / student`` (``soft labels only`` without knowledge)."""
-    if not trial.knowledge:
-        return f"soft labels only / {trial.student}"
-    return f"{'+'.join(trial.knowledge)} / {trial.strategy} / {trial.student}"
+    """A trial in a few words, its seed left out (seeds of one cell share a label): ``knowledge / strategy /
+    student``, the baselines by name (`kdgrid.trial_labels.knowledge_text`: ``soft labels only / bert-tiny``)."""
+    knowledge = knowledge_text(trial.knowledge, trial.soft_weight)
+    matched = knowledge not in (SOFT_ONLY, HARD_ONLY) and trial.strategy
+    return " / ".join([knowledge, *([str(trial.strategy)] if matched else []), trial.student])
 
 
 def running_trials(state: SweepState, study_of: dict[str, str]) -> list[dict[str, Any]]:
