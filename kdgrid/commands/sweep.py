@@ -260,17 +260,11 @@ def _print_degenerate(degenerate: list[dict[str, Any]], done: int) -> None:
 SHOWN_RUNNING_PER_JOB = 8  # trials named under each running job; --json lists them all
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "?"
-    whole = int(value)
-    return f"{whole} s" if whole < 120 else f"{whole // 60} min" if whole < 7200 else f"{whole / 3600:.1f} h"
-
-
 def _print_running(running: list[dict[str, Any]]) -> None:
     """The running trials by job: one line per job (holder, trials, epoch and step reached, time, heartbeat),
     then its trials' labels, grouped when several trials share one."""
     from kdgrid.grid.state import running_jobs
+    from kdgrid.launch.progress import duration
 
     if not running:
         return
@@ -285,7 +279,7 @@ def _print_running(running: list[dict[str, Any]]) -> None:
         )
         typer.echo(
             f"  {job['job_id']} on {job['host']} pid {job['pid']}: {len(job['trials'])} trial(s), {where}, "
-            f"running {_seconds(job['age_s'])}, heartbeat {_seconds(job['heartbeat_age_s'])} ago"
+            f"running {duration(job['age_s'])}, heartbeat {duration(job['heartbeat_age_s'])} ago"
         )
         labels: dict[tuple[str, str], list[str]] = {}
         for item in job["trials"]:
@@ -297,10 +291,6 @@ def _print_running(running: list[dict[str, Any]]) -> None:
             typer.echo(f"    {label}{where}: {ids_text}")
         if len(shown) > SHOWN_RUNNING_PER_JOB:
             typer.echo(f"    ... and {len(shown) - SHOWN_RUNNING_PER_JOB:,} more (--json lists them all)")
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:,.1f} h"
 
 
 SHOWN_AXIS_VALUES = 12  # values listed per axis; --json has them all
@@ -349,11 +339,13 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         ("running (claimed by a live process)", f"{summary['running']:,}"),
         ("jobs to run for pending", f"{summary['pending_jobs']:,}"),
     ]
+    from kdgrid.launch.progress import duration
+
     estimate, prior = summary["estimate"], summary["prior_estimate"]
     rows.append(
         (
             "estimated cost of pending + failed",
-            f"{_hours(prior['seconds'])} a priori"
+            f"{duration(prior['seconds'])} a priori"
             if estimate["seconds"] is None
             else f"{estimate['hours']:.2f} h",
         )

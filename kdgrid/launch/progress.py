@@ -63,7 +63,8 @@ def heartbeat_s() -> float:
 
 
 def duration(seconds: float | None) -> str:
-    """A duration for a log line: ``42s``, ``3m05s``, ``2h07m``; ``?`` when unknown."""
+    """A duration for people (progress lines, ``status``, ``plan``): ``42s``, ``3m05s``, ``2h07m``; ``?`` when
+    unknown."""
     if seconds is None or seconds != seconds or seconds < 0:
         return "?"
     whole = round(seconds)
