@@ -68,6 +68,6 @@ def require_sweep(path_or_name: Path | str) -> Path:
     text = str(path_or_name)
     stem = Path(text).name.removesuffix(SWEEP_SUFFIX)
     raise ConfigError(
-        f"{text}: cannot read the file (there is none, and no sweep of that name ships with kdgrid)"
-        f"{did_you_mean(stem, bundled_sweep_names())}; `kdgrid sweeps` lists the bundled sweeps"
+        f"{text}: cannot read the file (there is none, and no sweep of that name ships with kdgrid; `kdgrid sweeps` "
+        f"lists them){did_you_mean(stem, bundled_sweep_names())}"
     )

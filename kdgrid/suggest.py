@@ -28,8 +28,9 @@ def close_names(name: str, known: Iterable[str], *, limit: int = MAX_SUGGESTIONS
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """``" (did you mean 'a' or 'b'?)"`` for the names close to ``name`` (`close_names`), or ``""``."""
+    """``"; did you mean 'a' or 'b'?"`` for the names close to ``name`` (`close_names`), or ``""``: the end of a
+    refusal message (appended, so the message's own wording is unchanged)."""
     names = close_names(name, known)
     if not names:
         return ""
-    return f" (did you mean {' or '.join(repr(n) for n in names)}?)"
+    return f"; did you mean {' or '.join(repr(n) for n in names)}?"

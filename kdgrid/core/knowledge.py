@@ -1050,8 +1050,9 @@ def canonical_knowledge(name: str) -> str:
     """
     if not isinstance(name, str) or _alias_key(name) not in _ALIASES:
         raise ConfigError(
-            f"unknown knowledge {name!r}{did_you_mean(str(name), KNOWLEDGE)}; valid names: {', '.join(KNOWLEDGE)} "
+            f"unknown knowledge {name!r}; valid names: {', '.join(KNOWLEDGE)} "
             f"(the paper's written names such as 'attention mse' or 'vr' are accepted too)"
+            f"{did_you_mean(str(name), KNOWLEDGE)}"
         )
     return _ALIASES[_alias_key(name)]
 

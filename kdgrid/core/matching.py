@@ -259,8 +259,8 @@ def canonical_strategy(name: str) -> str:
     if not isinstance(name, str) or _key(name) not in _KEYS:
         aliases = ", ".join(f"{alias} (= {target})" for alias, target in STRATEGY_ALIASES.items())
         raise ConfigError(
-            f"unknown matching strategy {name!r}{did_you_mean(str(name), [*STRATEGIES, *STRATEGY_ALIASES])}; "
-            f"valid strategies: {', '.join(STRATEGIES)}; aliases: {aliases}"
+            f"unknown matching strategy {name!r}; valid strategies: {', '.join(STRATEGIES)}; aliases: {aliases}"
+            f"{did_you_mean(str(name), [*STRATEGIES, *STRATEGY_ALIASES])}"
         )
     return _KEYS[_key(name)]
 

@@ -413,9 +413,8 @@ def resolve_teacher(name: str, task: str) -> ResolvedTeacher:
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not name.startswith((".", "/")):
         return ResolvedTeacher(name, fetch_config(name, what="teacher").shape, False, task)
     raise KdgridError(
-        f"teacher {name!r}{did_you_mean(name, [MINILM_ALIAS, *TEACHERS])} is neither a local directory, a Hub name "
-        "(owner/model), nor one of the aliases "
-        f"{MINILM_ALIAS}, {', '.join(TEACHERS)}"
+        f"teacher {name!r} is neither a local directory, a Hub name (owner/model), nor one of the aliases "
+        f"{MINILM_ALIAS}, {', '.join(TEACHERS)}{did_you_mean(name, [MINILM_ALIAS, *TEACHERS])}"
     )
 
 

@@ -58,7 +58,7 @@ GENERAL_DISTILLATION_NEEDS_INIT_FROM = (
 
 def unknown_choice(field: str, value: str, allowed: tuple[str, ...]) -> str:
     """The message for a named choice (init, projection) that is not one of ``allowed``."""
-    return f"unknown {field} {value!r}{did_you_mean(value, allowed)}; allowed: {', '.join(allowed)}"
+    return f"unknown {field} {value!r}; allowed: {', '.join(allowed)}{did_you_mean(value, allowed)}"
 
 
 def number_problems(trial: Trial) -> list[str]:

@@ -50,9 +50,9 @@ def get_task(name: str | Path | TaskSpec) -> TaskSpec:
     if isinstance(name, Path) or is_spec_path(text):
         return task_from_file(text)
     raise ConfigError(
-        f"unknown task {text!r}{did_you_mean(text, TASKS)}; known tasks: {', '.join(sorted(TASKS))}; "
+        f"unknown task {text!r}; known tasks: {', '.join(sorted(TASKS))}; "
         "or synthetic-{single|pair}-{binary|3class|regression}[-n<train>][-d<dev>][-s<seed>], "
-        "or the path of a local task spec (.yaml/.json)"
+        f"or the path of a local task spec (.yaml/.json){did_you_mean(text, TASKS)}"
     )
 
 
