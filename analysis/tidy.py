@@ -60,7 +60,6 @@ FACT_COLUMNS: tuple[str, ...] = ("params_m", "flops_g", "latency_ms")
 LABEL_COLUMNS: tuple[str, ...] = tuple(
     c for c in CONFIG_COLUMNS if c not in ("temperature", "alpha", "soft_weight")
 )
-TIDY_COLUMNS: tuple[str, ...] = (*CONFIG_COLUMNS, "value")
 
 # Per-seed facts of a store's rows, carried beside the number (`store_to_tidy` with ``per_seed``):
 #   row_id: the store row the number comes from (its predictions are read by it; `analysis.cell_stats`);

@@ -23,6 +23,7 @@ from _machine import machine as torch_free_machine
 
 # The benchmark teachers have random classifier heads (they time steps, not accuracy): their trials say so, and
 # the teacher gate (`kdgrid.core.teacher_gate`) is skipped for them.
+from kdgrid.core.models import bert_config
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE  # noqa: F401 (re-exported to the benchmarks)
 
 BERT_BASE = "bert-base"
@@ -54,12 +55,12 @@ def teacher_path(name: str) -> str:
     if not (path / "config.json").is_file() or not any(path.glob("*.safetensors")):
         from transformers import AutoTokenizer, BertForSequenceClassification
 
-        from kdgrid.core.models import StudentShape
+        from kdgrid.core.shapes import StudentShape
 
         shape = StudentShape(layers=12, width=768, heads=12, ffn=3072)
         with torch.random.fork_rng():
             torch.manual_seed(0)
-            BertForSequenceClassification(shape.bert_config(2)).save_pretrained(path)
+            BertForSequenceClassification(bert_config(shape, 2)).save_pretrained(path)
         AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
     return str(path)
 

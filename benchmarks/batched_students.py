@@ -127,13 +127,14 @@ class StudentObjective(nn.Module):
         from transformers import BertForSequenceClassification
 
         from kdgrid.core.capture import FeatureCapture
-        from kdgrid.core.models import StudentShape, student_shape
+        from kdgrid.core.models import bert_config
         from kdgrid.core.objective import Objective, knowledge_terms, teacher_needs
+        from kdgrid.core.shapes import StudentShape, student_shape
 
         shape = student_shape(trial.student)
         teacher = StudentShape(TEACHER_LAYERS, TEACHER_WIDTH, TEACHER_HEADS, 4 * TEACHER_WIDTH)
         terms = knowledge_terms(trial, [(shape.layers, TEACHER_LAYERS)], shape, teacher)
-        config = shape.bert_config(2)
+        config = bert_config(shape, 2)
         if not dropout:
             config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
         # The core's seeding (`setup_student`): the model from the seed, the projections from seed + 1.

@@ -84,14 +84,15 @@ def warm_up(trial: Any) -> None:
 
     from kdgrid.core.data import get_task
     from kdgrid.core.data.tokenization import tokenize_task
-    from kdgrid.core.models import load_tokenizer, resolve_teacher, student_shape
+    from kdgrid.core.models import bert_config, load_tokenizer
+    from kdgrid.core.shapes import resolve_teacher, student_shape
 
     task = get_task(trial.task)
     teacher = resolve_teacher(trial.teacher, trial.task)
     tokenize_task(task, load_tokenizer(teacher), trial.max_length, max_train_samples=trial.max_train_samples)
     from transformers import BertForSequenceClassification
 
-    model = BertForSequenceClassification(student_shape("w32-l1").bert_config(task.num_labels))
+    model = BertForSequenceClassification(bert_config(student_shape("w32-l1"), task.num_labels))
     ids = torch.ones(2, 8, dtype=torch.long)
     model(input_ids=ids, attention_mask=ids, output_hidden_states=True).logits.sum().backward()
 

@@ -84,7 +84,8 @@ def time_steps(task: str, batches: list[dict], width: int | None, batch_size: in
 
 def measure_task(task: str, batch_size: int, timed_batches: int) -> dict[str, Any]:
     from kdgrid.core.data import get_task, tokenize_task, train_batches
-    from kdgrid.core.models import load_tokenizer, resolve_teacher
+    from kdgrid.core.models import load_tokenizer
+    from kdgrid.core.shapes import resolve_teacher
 
     tokenizer = load_tokenizer(resolve_teacher(teacher_path(MINILM), task))
     train = tokenize_task(get_task(task), tokenizer, FIXED)["train"]

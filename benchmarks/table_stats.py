@@ -42,7 +42,7 @@ from analysis.replicate_bank import ReplicateBank
 from analysis.significant_claims import significant_claim_notes
 from analysis.tables import TableView, build_view, get_spec
 from analysis.tidy import CONFIG_COLUMNS, aggregate_seeds, store_to_tidy
-from kdgrid.core.metrics import ROW_METRICS
+from kdgrid.metrics import ROW_METRICS
 from kdgrid.paper import APPENDIX_DEV_SETS, PAPER_KNOWLEDGE, PAPER_STRATEGIES, PAPER_STUDENTS, reported_metric
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 

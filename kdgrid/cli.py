@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from kdgrid.commands import analysis, assets, core, export, prefetch, pretrain, report, store, sweep
-from kdgrid.errors import KdgridError
+from kdgrid.errors import EXIT_USER_ERROR, KdgridError
 from kdgrid.plugins import load_plugins
 
 app = typer.Typer(
@@ -37,9 +37,6 @@ app = typer.Typer(
 
 for area in (sweep, prefetch, core, pretrain, analysis, report, store, assets, export):
     area.register(app)
-
-
-EXIT_USER_ERROR = 2
 
 
 def error_message(error: BaseException) -> str:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# The exit status of a refusal a user can act on (a `KdgridError`, a filesystem error): the CLI's, and that of
+# a `kdgrid pretrain` process whose starting process prints the refusal.
+EXIT_USER_ERROR = 2
+
 
 class KdgridError(Exception):
     """Base of every error whose message tells the user what to do."""

@@ -140,7 +140,7 @@ TABLE7_DEV_SETS: tuple[DevSet, ...] = (
 TABLE7_AVERAGED: tuple[DevSet, ...] = tuple(d for d in TABLE7_DEV_SETS if d[0] != "mnli")
 
 # The metric the paper reports per task (Section 4.1): accuracy everywhere (both MNLI dev sets included) except
-# STS-B, where it is Pearson's r. Names as `kdgrid.core.metrics` gives them.
+# STS-B, where it is Pearson's r. Names as `kdgrid.metrics` gives them.
 DEFAULT_METRIC = "accuracy"
 REPORTED_METRIC: Mapping[str, str] = MappingProxyType({"stsb": "pearson"})
 

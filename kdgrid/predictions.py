@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kdgrid.core.metrics import pearson
+from kdgrid.metrics import pearson
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ TrialPredictions = dict[str, DevSetPredictions]
 def teacher_agreement(dev: DevSetPredictions) -> float:
     """How faithful the student is to its teacher on one dev set: the share of examples where their top-1 classes
     agree (classification), or Pearson's r between their scores (regression; 0.0 when either is constant, as
-    `kdgrid.core.metrics.pearson`). NaN when the row has no teacher predictions or the dev set is empty."""
+    `kdgrid.metrics.pearson`). NaN when the row has no teacher predictions or the dev set is empty."""
     if dev.teacher is None or len(dev.gold) == 0:
         return float("nan")
     if is_regression(dev):

@@ -29,11 +29,11 @@ import huggingface_hub
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
 from kdgrid.core.data import get_task
-from kdgrid.core.models import TEACHERS, student_shape
+from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
+from kdgrid.core.shapes import TEACHERS, student_shape, turc_hub_name
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.launch.environment import OFFLINE_ENVIRONMENT
-from kdgrid.pretrain.recipe_names import INIT_RECIPE
 from kdgrid.trial import Trial
 
 # What `transformers` reads of a BERT repo. Weights: safetensors where the repo has them (transformers prefers
@@ -119,7 +119,6 @@ def init_hub_id(trial: Trial) -> str | None:
     if trial.init == "pretrain" and trial.option(INIT_RECIPE) is None:  # a recipe's checkpoint is local
         if trial.init_from:
             return _hub_id(trial.init_from)
-        from kdgrid.core.init import turc_hub_name  # torch and transformers: only for pretrain trials
 
         return turc_hub_name(student_shape(trial.student))
     if trial.init == "preload":

@@ -37,6 +37,7 @@ from typing import Any
 
 from kdgrid.core.gate_preflight import gate_teachers_here
 from kdgrid.core.options import MAX_DEV_SAMPLES
+from kdgrid.core.pretrained.needed import needed_checkpoints
 from kdgrid.core.teacher_gate import cached_refusals
 from kdgrid.core.train import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
@@ -52,7 +53,6 @@ from kdgrid.pretrain.checkpoint_grid import (
     failure_message,
     make_missing,
 )
-from kdgrid.pretrain.needed import needed_checkpoints
 from kdgrid.store import compact
 from kdgrid.store.layout import rows_dir, visible_files
 from kdgrid.store.membership import record_membership

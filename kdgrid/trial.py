@@ -16,11 +16,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdgrid.core.options import DATA_SEED
-from kdgrid.core.teacher_options import teacher_pass_key
-
 # Bump only when the meaning of an existing field changes: every id changes with it.
 TRIAL_ID_VERSION = 1
+
+# The trial options that decide a trial's group, named here beside the grouping rule; their meaning and checks are
+# registered in `kdgrid.core.options` and `kdgrid.core.teacher_options`.
+DATA_SEED = "data_seed"
+TEACHER_LABEL_ORDER = "teacher_label_order"
+TEACHER_GATE = "teacher_gate"
+# Options that change the shared teacher pass: trials differing in one of them are different groups.
+TEACHER_PASS_OPTIONS: tuple[str, ...] = (TEACHER_GATE, TEACHER_LABEL_ORDER)
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,7 @@ GROUP_DESCRIPTION = ", ".join(
 def group_fields(trial: Trial) -> dict[str, Any]:
     """What trials sharing a teacher pass agree on, by name: the `GROUP_FIELDS` (``seed`` holding
     `data_order_seed`), then ``teacher_options`` when the trial sets an option that changes the teacher pass
-    (`kdgrid.core.teacher_options.TEACHER_PASS_OPTIONS`: its label order, its gate), so trials without them keep
+    (`TEACHER_PASS_OPTIONS`: its label order, its gate), so trials without them keep
     their groups."""
     fields = {name: getattr(trial, name) for name in GROUP_FIELDS}
     fields["seed"] = data_order_seed(trial)
@@ -168,6 +173,16 @@ def group_fields(trial: Trial) -> dict[str, Any]:
     if teacher_options:
         fields["teacher_options"] = teacher_options
     return fields
+
+
+def teacher_pass_key(trial: Any) -> tuple[tuple[str, Any], ...]:
+    """The options of ``trial`` (anything with a Trial's ``options`` pairs) that change the teacher pass, as a
+    hashable tuple in the trial's (sorted) option order; empty when it sets none."""
+    return tuple(
+        (name, tuple(value) if isinstance(value, list) else value)
+        for name, value in trial.options
+        if name in TEACHER_PASS_OPTIONS
+    )
 
 
 def group_key(trial: Trial) -> tuple[Any, ...]:

@@ -14,7 +14,8 @@ import torch
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 from kdgrid.assets import teacher_dir
-from kdgrid.core.models import StudentShape
+from kdgrid.core.models import bert_config
+from kdgrid.core.shapes import StudentShape
 
 SMALL_TEACHER_SHAPE = StudentShape(layers=3, width=64, heads=4, ffn=128)
 TINY_TEACHER_SHAPE = StudentShape(layers=2, width=32, heads=2, ffn=64)
@@ -27,6 +28,6 @@ def save_random_teacher(path: Path, shape: StudentShape, num_labels: int = 2) ->
     ``path``; return ``path`` as a string, as a trial's ``teacher`` field takes it."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        BertForSequenceClassification(shape.bert_config(num_labels)).save_pretrained(path)
+        BertForSequenceClassification(bert_config(shape, num_labels)).save_pretrained(path)
     AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
     return str(path)

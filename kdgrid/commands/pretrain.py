@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 import yaml
 
-from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.errors import EXIT_USER_ERROR, ConfigError, KdgridError
 from kdgrid.grid.expand import raise_problems
 from kdgrid.grid.spec import Problems, load_yaml
 from kdgrid.plugins import plugin_environment
-from kdgrid.pretrain import artifacts
 from kdgrid.pretrain.child import run_child, run_options, write_recipe
 from kdgrid.pretrain.preemption import signal_name, stopped_exit_status
 from kdgrid.pretrain.processes import process_place
-from kdgrid.pretrain.recipe import PretrainRecipe
 
 if TYPE_CHECKING:
     from kdgrid.pretrain.train import RunSettings
@@ -333,8 +333,6 @@ def pretrain(
             raise
         # One of the processes `--nproc-per-node` started: the starting process prints the message once.
         _record_refusal(Path(refusal_file), str(error))
-        from kdgrid.cli import EXIT_USER_ERROR  # kdgrid.cli imports this module: not at the top
-
         raise typer.Exit(EXIT_USER_ERROR) from None
     if process_place(os.environ).rank == 0:
         typer.echo(

@@ -24,10 +24,10 @@ from rich.text import Text
 from kdgrid.errors import ConfigError
 
 if TYPE_CHECKING:
+    from kdgrid.core.pretrained.needed import NeededCheckpoint
     from kdgrid.grid import Sweep
     from kdgrid.grid.state import SweepState
     from kdgrid.launch.memory import MemoryBudget
-    from kdgrid.pretrain.needed import NeededCheckpoint
 
 FLAG = ""  # the help of a flag shows no type (Typer would print <bool>)
 SweepArg = Annotated[
@@ -388,9 +388,9 @@ def _show(
 ) -> None:
     """The body of ``plan`` and ``status``: the sweep's summary against the store, and with ``with_failures``
     each failed trial with its error. ``title`` is formatted with ``sweep`` (its name) and ``store``."""
+    from kdgrid.core.pretrained.needed import listing, needed_checkpoints
     from kdgrid.grid import check_init_checkpoints
     from kdgrid.grid.state import running_trials, sweep_state
-    from kdgrid.pretrain.needed import listing, needed_checkpoints
     from kdgrid.sweep_plan import executor_and_budget, load_named_sweep
 
     spec = load_named_sweep(sweep_path)

@@ -16,7 +16,7 @@ from torch import nn
 
 from kdgrid.core.data.batching import eval_batches
 from kdgrid.core.data.tokenization import TokenizedSplit
-from kdgrid.core.metrics import compute_metrics
+from kdgrid.metrics import compute_metrics
 
 LATENCY_REPEATS = 10  # timed forward passes (after two warm-up passes); the median is reported
 

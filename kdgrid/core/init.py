@@ -12,7 +12,7 @@
   describes the run (teacher, corpus, steps); it is copied into the trial's result (``extra``).
 - ``general_distillation`` or ``pretrain`` with the trial option ``init_recipe`` (a recipe name or file): the
   content-addressed checkpoint of that pre-training recipe completed by the trial's student and teacher
-  (`kdgrid.pretrain.needed.recipe_for_trial`, `kdgrid.pretrain.artifacts.artifact_dir`), made by
+  (`kdgrid.core.pretrained.needed.recipe_for_trial`, `kdgrid.core.pretrained.artifacts.artifact_dir`), made by
   ``kdgrid pretrain``; its key is recorded in the result (``extra["init_recipe"]``).
 - ``preload``: the embeddings, the pooler and chosen teacher layers copied into a student of the teacher's width,
   head count and FFN size (DistilBERT's scheme). The layers are the trial option ``preload_layers`` (1-based
@@ -30,48 +30,22 @@ from pathlib import Path
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core.models import (
-    ATTENTION_IMPLEMENTATION,
+from kdgrid.core.choices import INIT_SCHEMES, unknown_choice
+from kdgrid.core.models import ATTENTION_IMPLEMENTATION, bert_config, load_pretrained_bert
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.needed import recipe_for_trial
+from kdgrid.core.shapes import (
     VOCAB_SIZE,
     ResolvedTeacher,
     StudentShape,
     cached_config,
-    load_pretrained_bert,
     local_config,
     shape_of_config,
+    turc_hub_name,
 )
-from kdgrid.core.trial_rules import (
-    GENERAL_DISTILLATION_NEEDS_INIT_FROM,
-    INIT_SCHEMES,
-    preload_problems,
-    unknown_choice,
-)
+from kdgrid.core.trial_rules import GENERAL_DISTILLATION_NEEDS_INIT_FROM, preload_problems
 from kdgrid.errors import ConfigError
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.needed import recipe_for_trial
 from kdgrid.trial import Trial
-
-GENERAL_DISTILLATION_INFO = "general_distillation.json"
-
-# Turc et al. (2019) released compact BERTs for every L in TURC_LAYERS and H in TURC_WIDTHS, with H/64 heads.
-TURC_LAYERS = (2, 4, 6, 8, 10, 12)
-TURC_WIDTHS = (128, 256, 512, 768)
-
-
-def turc_hub_name(shape: StudentShape) -> str:
-    """The Hub name of Turc et al.'s compact BERT of a shape; `ConfigError` if they released none."""
-    if (
-        shape.layers not in TURC_LAYERS
-        or shape.width not in TURC_WIDTHS
-        or shape.heads != shape.width // 64
-        or shape.ffn != 4 * shape.width
-    ):
-        raise ConfigError(
-            f"init 'pretrain': Turc et al. released no compact BERT of shape {shape.name} (layers in "
-            f"{TURC_LAYERS}, width in {TURC_WIDTHS}, width/64 heads, ffn 4 x width); set init_from to a "
-            "pretrained checkpoint of this shape"
-        )
-    return f"google/bert_uncased_L-{shape.layers}_H-{shape.width}_A-{shape.heads}"
 
 
 def preload_layers(trial: Trial, student_layers: int, teacher_layers: int) -> list[int]:
@@ -189,7 +163,7 @@ def build_student(
         torch.manual_seed(trial.seed)
         if trial.init == "random":
             model = BertForSequenceClassification(
-                shape.bert_config(num_labels, vocab_size=vocab_size or VOCAB_SIZE)
+                bert_config(shape, num_labels, vocab_size=vocab_size or VOCAB_SIZE)
             )
         elif trial.init in ("pretrain", "general_distillation"):
             assert source is not None
@@ -198,7 +172,7 @@ def build_student(
             )
             _check_same_shape(shape, shape_of_config(model.config), trial.init, source)
             _fresh_classifier(model)
-            info_file = Path(source).expanduser() / GENERAL_DISTILLATION_INFO
+            info_file = Path(source).expanduser() / artifacts.GENERAL_DISTILLATION_INFO
             if trial.init == "general_distillation" and info_file.is_file():
                 info["general_distillation"] = json.loads(info_file.read_text())
         else:
@@ -252,7 +226,7 @@ def _preload(
     donor_shape = shape_of_config(donor.config)
     _refuse_preload(shape, donor_shape, source)
     layers = preload_layers(trial, shape.layers, donor_shape.layers)
-    model = BertForSequenceClassification(shape.bert_config(num_labels, vocab_size=donor.config.vocab_size))
+    model = BertForSequenceClassification(bert_config(shape, num_labels, vocab_size=donor.config.vocab_size))
     with torch.no_grad():
         model.bert.embeddings.load_state_dict(donor.bert.embeddings.state_dict())
         if donor.bert.pooler is not None and model.bert.pooler is not None:

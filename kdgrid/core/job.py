@@ -28,9 +28,10 @@ from kdgrid.core.data.batching import train_batches
 from kdgrid.core.data.tokenization import tokenize_task
 from kdgrid.core.evaluate import dev_fingerprint, evaluate_dev_sets, gold_labels
 from kdgrid.core.label_order import LabelOrder, resolve_label_order
-from kdgrid.core.models import ResolvedTeacher, load_teacher, load_tokenizer, resolve_teacher
+from kdgrid.core.models import load_teacher, load_tokenizer
 from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.runtime import Runtime
+from kdgrid.core.shapes import ResolvedTeacher, resolve_teacher
 from kdgrid.core.teacher_cache import TEACHER_INFO
 from kdgrid.core.teacher_gate import check_teacher
 from kdgrid.core.teacher_options import declared_label_order, gate_enabled, teacher_option_problems

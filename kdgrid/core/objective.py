@@ -29,8 +29,8 @@ from torch import nn
 
 from kdgrid.core.capture import Features
 from kdgrid.core.knowledge import compute_knowledge, get_knowledge, term_name, term_pairs
-from kdgrid.core.models import StudentShape
 from kdgrid.core.projection import Projection
+from kdgrid.core.shapes import StudentShape
 from kdgrid.core.teacher_targets import teacher_side
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial

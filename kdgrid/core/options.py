@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
-from kdgrid.pretrain.recipe_names import INIT_RECIPE, init_recipe_problem
+from kdgrid.trial import DATA_SEED
 
 # What a value of each kind of option must be, and how a message names it.
 OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "labels"]
@@ -37,9 +38,6 @@ KIND_WORDS: dict[str, str] = {
 
 # Option name: score each dev set on its first N examples only (smoke runs; `kdgrid.sweep_run.smoke_trial`).
 MAX_DEV_SAMPLES = "max_dev_samples"
-
-# Option name: the data-order seed (`kdgrid.trial.data_order_seed`); unset, the data order follows the trial's seed.
-DATA_SEED = "data_seed"
 
 # Warm-up batches that calibrate ``beta: auto`` knowledge weights (option ``auto_batches``).
 DEFAULT_AUTO_BATCHES = 10
@@ -154,7 +152,7 @@ register_option(
     "text",
     None,
     "init general_distillation / pretrain: start from the checkpoint of this pre-training recipe (a bundled "
-    "name or a recipe file; kdgrid.pretrain.needed), completed by the trial's student and teacher",
+    "name or a recipe file; kdgrid.core.pretrained.needed), completed by the trial's student and teacher",
     check=init_recipe_problem,
 )
 register_option(

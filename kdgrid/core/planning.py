@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 from kdgrid.core.data import get_task
 from kdgrid.core.init import check_init
-from kdgrid.core.models import (
+from kdgrid.core.objective import Term, knowledge_terms
+from kdgrid.core.shapes import (
     ResolvedTeacher,
     StudentShape,
     check_teacher_config,
     resolve_teacher,
     student_shape,
 )
-from kdgrid.core.objective import Term, knowledge_terms
 from kdgrid.core.trial_rules import matched_pairs, trial_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.trial import GROUP_DESCRIPTION, Trial, group_key

@@ -28,7 +28,6 @@ from kdgrid.core.data import get_task, load_splits
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.data.tokenization import tokenize_task
 from kdgrid.core.evaluate import evaluate
-from kdgrid.core.metrics import majority_baseline
 from kdgrid.core.models import load_pretrained_bert
 from kdgrid.core.optim import build_optimizer
 from kdgrid.core.teacher_cache import (
@@ -41,6 +40,7 @@ from kdgrid.core.teacher_cache import (
     teacher_key,
 )
 from kdgrid.errors import KdgridError
+from kdgrid.metrics import majority_baseline
 
 
 def finetune_teacher(

@@ -53,11 +53,11 @@ from kdgrid.core.data import get_task
 from kdgrid.core.data.batching import eval_batches
 from kdgrid.core.data.tokenization import TokenizedSplit, task_fingerprint
 from kdgrid.core.label_order import BASIS_WORDS, LabelOrder, resolve_label_order
-from kdgrid.core.metrics import pearson
-from kdgrid.core.models import CONFIG_FILE, ResolvedTeacher, resolve_teacher
+from kdgrid.core.shapes import CONFIG_FILE, ResolvedTeacher, resolve_teacher
 from kdgrid.core.teacher_cache import TEACHER_INFO, base_digest, teacher_cache_root
 from kdgrid.core.teacher_options import TEACHER_GATE, declared_label_order, gate_enabled
 from kdgrid.errors import KdgridError
+from kdgrid.metrics import pearson
 
 if TYPE_CHECKING:
     from kdgrid.trial import Trial

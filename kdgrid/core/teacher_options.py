@@ -2,7 +2,7 @@
 
 Both are trial options (``options:`` in a sweep or trial file), so they are part of the trial id only when a
 trial sets them: trials without them keep the ids they always had. Both change what a job's shared teacher pass
-is, so trials that differ in one of them never share a job (`TEACHER_PASS_OPTIONS`, read by
+is, so trials that differ in one of them never share a job (`kdgrid.trial.TEACHER_PASS_OPTIONS`, read by
 `kdgrid.trial.group_key`).
 
 - ``teacher_label_order``: a list, one entry per teacher output, naming the task's label that output means:
@@ -22,17 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-TEACHER_LABEL_ORDER = "teacher_label_order"
-TEACHER_GATE = "teacher_gate"
-
+from kdgrid.trial import TEACHER_GATE, TEACHER_LABEL_ORDER
 
 # The options of a trial whose teacher is not meant to be accurate (a random teacher that only exercises the
 # machinery: tests, benchmarks): the gate is skipped, and every row records that it was.
 NOT_MEANT_TO_BE_ACCURATE: dict[str, bool] = {TEACHER_GATE: False}
-
-# Options that change the shared teacher pass: trials differing in one of them are different groups. Both are
-# registered, with their meaning, in `kdgrid.core.options` (the one list of trial options).
-TEACHER_PASS_OPTIONS: tuple[str, ...] = (TEACHER_GATE, TEACHER_LABEL_ORDER)
 
 
 class HasOptions(Protocol):
@@ -60,15 +54,6 @@ def gate_enabled(trial: HasOptions) -> bool:
     return _option(trial, TEACHER_GATE) is not False
 
 
-def teacher_pass_key(trial: HasOptions) -> tuple[tuple[str, Any], ...]:
-    """The trial's teacher-pass options as a hashable, sorted tuple (empty when it sets none)."""
-    return tuple(
-        (name, tuple(value) if isinstance(value, list) else value)
-        for name, value in trial.options
-        if name in TEACHER_PASS_OPTIONS
-    )
-
-
 def label_order_problem(order: Any) -> str | None:
     """Why ``order`` is not a valid ``teacher_label_order`` (None when it is): a list of at least two label
     names or ids, none named twice."""
@@ -87,7 +72,9 @@ def label_order_problem(order: Any) -> str | None:
 
 def gate_problem(gate: Any) -> str | None:
     """Why ``gate`` is not a valid ``teacher_gate`` (None when it is)."""
-    return None if isinstance(gate, bool) else f"option {TEACHER_GATE}={gate!r} is invalid; allowed: true, false"
+    return (
+        None if isinstance(gate, bool) else f"option {TEACHER_GATE}={gate!r} is invalid; allowed: true, false"
+    )
 
 
 def teacher_option_problems(trial: HasOptions) -> list[str]:

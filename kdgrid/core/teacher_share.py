@@ -22,12 +22,6 @@ TEACHER_BATCHES = "teacher_batches"
 TEACHER_BATCHES_SHARED = "teacher_batches_shared"
 TEACHER_SECONDS = "teacher_s"
 TEACHER_SHARE_SECONDS = "teacher_share_s"
-TEACHER_SHARE_KEYS: tuple[str, ...] = (
-    TEACHER_BATCHES,
-    TEACHER_BATCHES_SHARED,
-    TEACHER_SECONDS,
-    TEACHER_SHARE_SECONDS,
-)
 
 
 def record_teacher_pass(extra: dict[str, Any], seconds: float, students: int) -> None:

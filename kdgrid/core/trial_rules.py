@@ -23,10 +23,13 @@ from pathlib import Path
 
 import huggingface_hub.constants
 
+from kdgrid.core.choices import PROJECTIONS
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.matching import canonical_strategy, layer_pairs
-from kdgrid.core.models import (
+from kdgrid.core.options import option_problems as options_problems
+from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
+from kdgrid.core.shapes import (
     MAX_POSITIONS,
     TEACHERS,
     ModelConfig,
@@ -35,16 +38,11 @@ from kdgrid.core.models import (
     is_local_source,
     teacher_head_problems,
 )
-from kdgrid.core.options import option_problems as options_problems
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
-from kdgrid.pretrain.recipe_names import INIT_RECIPE
-from kdgrid.suggest import did_you_mean
 from kdgrid.trial import Trial
 
-INIT_SCHEMES = ("random", "pretrain", "general_distillation", "preload")  # see `kdgrid.core.init`
-PROJECTIONS = ("linear", "mlp", "none")
 NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to learn from"
 # The smallest temperature allowed: the soft labels are softmax(logits / T), and below this T the logits of a
 # trained classifier (magnitudes up to about 20) give a one-hot target, or overflow float16 (max 65504) under AMP
@@ -54,11 +52,6 @@ GENERAL_DISTILLATION_NEEDS_INIT_FROM = (
     "init 'general_distillation' needs init_from (the directory of a general-distillation checkpoint) or "
     "init_recipe (a pre-training recipe whose checkpoint kdgrid makes)"
 )
-
-
-def unknown_choice(field: str, value: str, allowed: tuple[str, ...]) -> str:
-    """The message for a named choice (init, projection) that is not one of ``allowed``."""
-    return f"unknown {field} {value!r}; allowed: {', '.join(allowed)}{did_you_mean(value, allowed)}"
 
 
 def number_problems(trial: Trial) -> list[str]:

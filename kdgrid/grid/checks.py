@@ -17,7 +17,8 @@ from pathlib import Path
 
 import huggingface_hub.constants
 
-from kdgrid.core.models import (
+from kdgrid.core.pretrained.needed import missing_message, needed_checkpoints
+from kdgrid.core.shapes import (
     TEACHERS,
     StudentShape,
     cached_config,
@@ -28,7 +29,6 @@ from kdgrid.core.models import (
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.core.trial_rules import combination_problems as combination_rules
 from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.pretrain.needed import missing_message, needed_checkpoints
 from kdgrid.trial import Trial
 
 # all-MiniLM-L6-v2's shape: the offline alias is resolved to a fine-tuned copy only at run time, but its shape is
@@ -100,8 +100,8 @@ def missing_init_checkpoints(trials: Iterable[Trial]) -> list[str]:
 def check_init_checkpoints(trials: Iterable[Trial], *, recipes: bool = True) -> None:
     """Refuse, in one `ConfigError` naming every one, trials whose ``init_from`` checkpoint is missing here;
     then (with ``recipes``) trials whose ``init_recipe`` checkpoint is not made yet, each with the
-    ``kdgrid pretrain`` command that makes it (`kdgrid.pretrain.needed`). ``recipes=False``: `kdgrid plan`, which
-    lists those instead (`kdgrid.pretrain.needed.listing`)."""
+    ``kdgrid pretrain`` command that makes it (`kdgrid.core.pretrained.needed`). ``recipes=False``: `kdgrid plan`, which
+    lists those instead (`kdgrid.core.pretrained.needed.listing`)."""
     trials = list(trials)
     missing = missing_init_checkpoints(trials)
     if missing:

@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kdgrid.core.options import DATA_SEED
 from kdgrid.core.trial_rules import value_problems
 from kdgrid.errors import ConfigError
 from kdgrid.grid.checks import combination_problems
 from kdgrid.grid.spec import SEEDS_KEY, Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
 from kdgrid.grid.values import InvalidValue, drop_unused_fields, normalize, rule_candidates
-from kdgrid.trial import REQUIRED_FIELDS, Trial
+from kdgrid.trial import DATA_SEED, REQUIRED_FIELDS, Trial
 
 MAX_LISTED_PROBLEMS = 60
 _TEMPLATE = re.compile(r"\{(\w+)\}")

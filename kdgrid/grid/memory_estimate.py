@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kdgrid.core.matching import layer_pairs
-from kdgrid.core.models import TEACHERS, StudentShape, student_shape
+from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 

@@ -1,6 +1,6 @@
 """Reading a sweep file: YAML to a `SweepSpec`, every structural problem collected (never the first one only).
 
-A sweep file (see README "Sweep files") has these top-level keys:
+A sweep file (the reference: docs/sweeps.md) has these top-level keys:
 
 ``name``         the sweep's name (default: the file name without suffix)
 ``description``  free text

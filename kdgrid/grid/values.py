@@ -13,10 +13,10 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+from kdgrid.core.choices import INIT_SCHEMES, PROJECTIONS, unknown_choice
 from kdgrid.core.data import TASKS, get_task
 from kdgrid.core.matching import canonical_strategy
-from kdgrid.core.models import STUDENTS, student_shape
-from kdgrid.core.trial_rules import INIT_SCHEMES, PROJECTIONS, unknown_choice
+from kdgrid.core.shapes import STUDENTS, student_shape
 from kdgrid.errors import KdgridError
 
 FLOAT_FIELDS = ("soft_weight", "temperature", "alpha", "lr", "warmup_ratio", "weight_decay")

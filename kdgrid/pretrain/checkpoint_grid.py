@@ -29,15 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kdgrid.assets import cache_dir
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.needed import NeededCheckpoint
+from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.launch.environment import job_variables
 from kdgrid.launch.local import LocalExecutor
 from kdgrid.launch.ray import RayExecutor
 from kdgrid.plugins import plugin_environment
-from kdgrid.pretrain import artifacts
 from kdgrid.pretrain.child import ChildOutcome, pretrain_command, run_child, write_recipe
-from kdgrid.pretrain.needed import NeededCheckpoint
-from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.pretrain.train import RunSettings
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.pretrain.preemption import STOP_SIGNALS
-from kdgrid.pretrain.recipe import PretrainRecipe
 
 if TYPE_CHECKING:
     from kdgrid.pretrain.train import RunSettings

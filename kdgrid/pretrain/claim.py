@@ -2,7 +2,7 @@
 once (two `kdgrid run --make-checkpoints`, a run and a `kdgrid pretrain`, two SLURM jobs) never train it twice
 nor write into one work folder together.
 
-The lock is ``fcntl.flock`` on ``<cache>/pretrained/<key>.lock`` (`kdgrid.pretrain.artifacts.lock_path`), taken
+The lock is ``fcntl.flock`` on ``<cache>/pretrained/<key>.lock`` (`kdgrid.core.pretrained.artifacts.lock_path`), taken
 by process 0 of a run where the run executes (on the node of a SLURM job), held until the run returns, and
 released by the kernel when its holder dies (a crash or an out-of-memory kill leaves no stale lock; on NFS, the
 lock daemon releases a dead client's locks). The file is never removed: removing it would let a process holding

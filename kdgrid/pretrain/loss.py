@@ -24,21 +24,21 @@ from transformers import BertForMaskedLM
 
 from kdgrid.assets import teacher_dir
 from kdgrid.core.capture import FeatureCapture, Features
-from kdgrid.core.models import (
+from kdgrid.core.models import bert_config, load_pretrained_bert
+from kdgrid.core.objective import Objective, Term, captured_layers, knowledge_terms, teacher_needs
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.core.shapes import (
     StudentShape,
     cached_config,
     fetch_config,
     is_local_source,
-    load_pretrained_bert,
     local_config,
     student_shape,
 )
-from kdgrid.core.objective import Objective, Term, captured_layers, knowledge_terms, teacher_needs
 from kdgrid.core.teacher_cache import MINILM_ALIAS, base_source
 from kdgrid.core.trial_rules import matched_pairs, relation_heads_problems
 from kdgrid.errors import ConfigError
 from kdgrid.pretrain.data import IGNORE_INDEX
-from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.trial import Trial
 
 PRETRAIN_TASK = "pretrain"  # the task name of the trial that carries a recipe's distillation settings
@@ -119,7 +119,7 @@ def plan_distillation(
 
 def build_student(recipe: PretrainRecipe, vocab_size: int) -> BertForMaskedLM:
     """A randomly initialised `BertForMaskedLM` of the recipe's shape (the global RNG decides its weights)."""
-    config = student_shape(recipe.student).bert_config(num_labels=2, vocab_size=vocab_size)
+    config = bert_config(student_shape(recipe.student), num_labels=2, vocab_size=vocab_size)
     config.hidden_dropout_prob = recipe.dropout
     config.attention_probs_dropout_prob = recipe.dropout
     return BertForMaskedLM(config)

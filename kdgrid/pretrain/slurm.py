@@ -33,6 +33,8 @@ from typing import Any
 import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission
 
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch.environment import job_variables
 from kdgrid.launch.slurm import (
@@ -43,9 +45,7 @@ from kdgrid.launch.slurm import (
     submitit_parameters,
 )
 from kdgrid.plugins import load_plugins_or_exit
-from kdgrid.pretrain import artifacts
 from kdgrid.pretrain.processes import slurm_rendezvous
-from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.pretrain.train import RunSettings, preflight, run_pretrain
 
 LOG_SUFFIX = ".slurm"

@@ -1,6 +1,6 @@
 """Step checkpoints of a pre-training run, so a stopped, preempted or timed-out run resumes where it stopped.
 
-A checkpoint is a folder ``step-<9 digits>/`` in the run's work folder (`kdgrid.pretrain.artifacts.work_dir`)
+A checkpoint is a folder ``step-<9 digits>/`` in the run's work folder (`kdgrid.core.pretrained.artifacts.work_dir`)
 with ``state.pt`` (the model with its projections, the optimizer, the scheduler, the step) and
 ``checkpoint.json`` (the recipe's manifest: its key, the steps done). It is written by process 0 under a
 temporary name and renamed, so a checkpoint is whole or absent; the newest `KEEP` are kept.
@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.recipe import PretrainRecipe
-from kdgrid.store.layout import fsync_dir
+from kdgrid.atomic_files import fsync_dir
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.recipe import PretrainRecipe
 
 STATE = "state.pt"
 INFO = "checkpoint.json"

@@ -12,7 +12,7 @@ checkpoint (`kdgrid.pretrain.step_checkpoint`); a new run of the same recipe res
 ``SIGUSR2`` or ``SIGTERM`` (a SLURM time limit or preemption, `kdgrid.pretrain.preemption`) stops the run at the
 next step boundary that all processes agree on, with a step checkpoint; the outcome says which signal. Once
 all steps are done, process 0 publishes the student's ``save_pretrained`` checkpoint and the tokenizer as the
-recipe's artifact (`kdgrid.pretrain.artifacts.publish`) and removes the work folder. Every refusal (a global
+recipe's artifact (`kdgrid.core.pretrained.artifacts.publish`) and removes the work folder. Every refusal (a global
 batch the processes do not divide, a work folder of another recipe, a student the teacher cannot be matched to,
 an empty corpus) happens before anything is written.
 
@@ -41,11 +41,14 @@ import torch.distributed as dist
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.nn.parallel import DistributedDataParallel
 
-from kdgrid.core.models import ATTENTION_BY_DEVICE, VOCAB_SIZE, StudentShape, student_shape
+from kdgrid.core.models import ATTENTION_BY_DEVICE
 from kdgrid.core.objective import Objective
 from kdgrid.core.optim import build_optimizer
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.core.shapes import VOCAB_SIZE, StudentShape, student_shape
 from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.pretrain import artifacts, claim, step_checkpoint
+from kdgrid.pretrain import claim, step_checkpoint
 from kdgrid.pretrain.corpus import PackedCorpus, load_tokenizer, packed_corpus
 from kdgrid.pretrain.data import IGNORE_INDEX, BlockOrder, Masker, split_global_batch
 from kdgrid.pretrain.loss import (
@@ -59,7 +62,6 @@ from kdgrid.pretrain.loss import (
 )
 from kdgrid.pretrain.preemption import StopSignals
 from kdgrid.pretrain.processes import process_place
-from kdgrid.pretrain.recipe import PretrainRecipe
 
 T = TypeVar("T")
 MAX_GRAD_NORM = 1.0  # BERT's gradient clipping
@@ -75,7 +77,7 @@ class RunSettings:
         checkpoint_every: write a step checkpoint every this many optimizer steps.
         stop_after: stop after this many steps of this run, with a checkpoint (a time-limited job); ``None``: go
             on to the recipe's last step.
-        work_dir: where step checkpoints go; ``None``: the recipe's (`kdgrid.pretrain.artifacts.work_dir`).
+        work_dir: where step checkpoints go; ``None``: the recipe's (`kdgrid.core.pretrained.artifacts.work_dir`).
         device: ``auto`` (this process's GPU where there is one, else the CPU), ``cpu`` or ``cuda``.
         progress: show a progress bar (process 0).
     """

@@ -7,7 +7,6 @@ so a filter keystroke over 30,000 trials re-renders 200 rows, not 30,000.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -114,8 +113,3 @@ def trial_list_page(data: ReportData, *, refresh_s: int | None = None) -> str:
         + f'<script src="{TRIAL_LIST_SCRIPT}"></script>'
     )
     return page("Trials", body, current="trials.html", refresh_s=refresh_s)
-
-
-def blob_size(data: ReportData) -> int:
-    """Bytes of the list's JSON (for the benchmark's account of the page size)."""
-    return len(json.dumps(list_records(data), separators=(",", ":")))

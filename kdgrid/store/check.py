@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from kdgrid.atomic_files import fsync_dir
 from kdgrid.errors import KdgridError
 from kdgrid.store import layout
 from kdgrid.store.compact import maintenance_lock
@@ -84,5 +85,5 @@ def quarantine(store_dir: Path | str, strays: list[StrayFile]) -> list[tuple[Pat
                 ) from error
             moved.append((stray.path, target))
         for folder in sorted({target.parent for _, target in moved} | {source.parent for source, _ in moved}):
-            layout.fsync_dir(folder)
+            fsync_dir(folder)
     return moved

@@ -435,16 +435,6 @@ def release(store: Path | str, claim: Claim) -> None:
         progress_path(path).unlink(missing_ok=True)
 
 
-def release_stale(store: Path | str, trial_id: str, *, finished_jobs: Collection[str] = ()) -> Claim | None:
-    """Delete the claim of ``trial_id`` if it is stale (its trial got a row from someone else, e.g. a
-    ``JobLost`` row); returns the claim deleted."""
-    current = read_claim(store, trial_id)
-    if current is None or stale_reason(current, finished_jobs=finished_jobs) is None:
-        return None
-    release(store, current)
-    return current
-
-
 class HeldClaims:
     """The claims a job process holds, kept alive by a background heartbeat thread until released.
 

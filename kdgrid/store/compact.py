@@ -40,6 +40,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kdgrid.atomic_files import TMP_PREFIX, fsync_dir
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.store import layout, read_cache
 from kdgrid.store.listing import StrayFile, list_store, report_strays
@@ -197,7 +198,7 @@ def delete_inputs(store: Path, inputs: Sequence[Path]) -> None:
             f"drop the repeated rows, and the next `kdgrid store compact --store {store}` removes them"
         ) from error
     for folder in sorted({path.parent for path in inputs}):
-        layout.fsync_dir(folder)
+        fsync_dir(folder)
     read_cache.clear(store)
 
 
@@ -209,7 +210,7 @@ def _remove_stale_tmp(folder: Path, now: float) -> int:
     removed = 0
     if not folder.is_dir():
         return 0
-    for path in folder.glob(f"{layout.TMP_PREFIX}*"):
+    for path in folder.glob(f"{TMP_PREFIX}*"):
         try:
             if now - path.stat().st_mtime > STALE_TMP_SECONDS:
                 path.unlink()
@@ -255,12 +256,10 @@ def compact(
     store_dir: Path | str,
     *,
     target_rows: int = DEFAULT_TARGET_ROWS,
-    _crash_before_delete: bool = False,
 ) -> CompactionReport:
     """Merge every per-trial file, and every compacted part below ``target_rows`` rows, into parts of at most
     ``target_rows`` rows (>= 1, else `ConfigError`); then, once the parts read back whole, delete what was
     merged. Also removes temporary files older than an hour (left by writers that crashed).
-    ``_crash_before_delete`` stops after the verification, as a crash there would (for tests).
 
     Raises `StoreMaintenanceError` (nothing deleted) for a store that cannot be written, a failed write or
     verification, or rows without a row id."""
@@ -285,7 +284,5 @@ def compact(
         writes = [(new_part_path(store), chunk) for chunk in chunks(table, target_rows)]
         write_verified(store, writes, expected)
         report = CompactionReport(len(inputs), table.num_rows, len(writes), stale)
-        if _crash_before_delete:
-            return report
         delete_inputs(store, inputs)
         return report

@@ -22,17 +22,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 ROWS_DIR = "rows"
 COMPACTED_DIR = "compacted"
 CHECKPOINTS_DIR = "_checkpoints"
 READ_CACHE_DIR = "_read_cache"
 SUFFIX = ".parquet"
-TMP_PREFIX = ".tmp-"
 
 
 @dataclass(frozen=True)
@@ -90,41 +87,3 @@ def visible_names(folder: Path) -> list[str]:
 def visible_files(folder: Path) -> list[Path]:
     """The finished Parquet files of a folder (temporary and hidden names skipped), sorted by name."""
     return [folder / n for n in visible_names(folder)]
-
-
-def temporary_path(final: Path) -> Path:
-    """A unique hidden name beside ``final`` (same folder, so the rename is atomic)."""
-    return final.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex}-{final.name}")
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable; a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_file_atomically(final: Path, fill: Callable[[BinaryIO], None]) -> Path:
-    """Write ``final`` whole or not at all: ``fill(handle)`` writes a hidden temporary file beside it, which is
-    fsynced and renamed into place, then the folder is fsynced. A failure removes the temporary file and raises.
-    Returns ``final``."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_path(final)
-    try:
-        with open(tmp, "wb") as handle:
-            fill(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(final.parent)
-    return final

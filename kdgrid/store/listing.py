@@ -37,6 +37,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kdgrid.atomic_files import write_file_atomically
 from kdgrid.errors import KdgridError
 from kdgrid.store import layout
 from kdgrid.store.schema import SCHEMA, STATUSES
@@ -203,7 +204,7 @@ class VerifiedFiles:
         text = "".join(f"{key}\n" for key in keys).encode()
         try:
             final = self.folder / f"{self.prefix}{uuid.uuid4().hex[:12]}.txt"
-            layout.write_file_atomically(final, lambda handle: handle.write(text))
+            write_file_atomically(final, lambda handle: handle.write(text))
         except OSError:
             return False  # a read-only store (or a full disk): verify again next time
         return True

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from kdgrid.atomic_files import write_file_atomically
 from kdgrid.errors import KdgridError
-from kdgrid.store import layout
 
 MEMBERSHIPS_DIR = "memberships"
 SUFFIX = ".json"
@@ -69,7 +69,7 @@ def record_membership(store: Path | str, sweep: str, trials: Mapping[str, str]) 
     final = folder / _file_name(sweep, content)
     if final.is_file():
         return final
-    return layout.write_file_atomically(final, lambda handle: handle.write(content))
+    return write_file_atomically(final, lambda handle: handle.write(content))
 
 
 def read_memberships(store: Path | str) -> list[SweepMembership]:

@@ -62,7 +62,9 @@ class UnreadableFilesError(StoreSchemaError):
     def __init__(self, strays: list[StrayFile]) -> None:
         self.strays = strays
         named = "; ".join(f"{s.path}: {s.reason}" for s in strays)
-        super().__init__(f"{named}. Run `{CHECK_COMMAND}` to list such files and `--quarantine` to move them aside")
+        super().__init__(
+            f"{named}. Run `{CHECK_COMMAND}` to list such files and `--quarantine` to move them aside"
+        )
 
 
 def _listing(store: Path) -> tuple[list[str], list[str]]:

@@ -37,6 +37,7 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kdgrid.atomic_files import TMP_PREFIX, write_file_atomically
 from kdgrid.store import layout
 from kdgrid.store.schema import READ_SCHEMA, SCHEMA_VERSION
 
@@ -175,7 +176,7 @@ class ReadCache:
                 writer.write_table(rows)
 
         try:
-            layout.write_file_atomically(final, fill)
+            write_file_atomically(final, fill)
         except OSError:
             self.writable = False  # a read-only store (or a full disk): read without caching
             return None
@@ -194,7 +195,7 @@ def clear(store: Path | str, *, now: float | None = None) -> int:
         return 0
     for entry in entries:
         try:
-            if entry.name.startswith(layout.TMP_PREFIX):
+            if entry.name.startswith(TMP_PREFIX):
                 if now - entry.stat().st_mtime <= STALE_TMP_SECONDS:
                     continue
             elif not entry.name.endswith((".arrow", ".txt")):

@@ -24,8 +24,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kdgrid.atomic_files import write_file_atomically
 from kdgrid.core.data import get_task
 from kdgrid.core.degenerate import degenerate_reasons
+from kdgrid.core.shapes import student_shape
 from kdgrid.errors import KdgridError
 from kdgrid.predictions import encode_predictions, teacher_agreements
 from kdgrid.result import TrialResult
@@ -86,10 +88,6 @@ def _student_shape_columns(student: str) -> dict[str, int | None]:
     """The student's layers / width / heads / ffn, or nulls when the name cannot be parsed (a failed trial may
     have failed for exactly that reason)."""
     try:
-        # Local: kdgrid.core.models imports torch and transformers (seconds), which a row writer (a test fake, a
-        # failure row written by the submitting host) need not pay for.
-        from kdgrid.core.models import student_shape
-
         shape = student_shape(student)
     except Exception:
         return {"student_layers": None, "student_width": None, "student_heads": None, "student_ffn": None}
@@ -192,7 +190,7 @@ def write_table_atomically(
     """Write ``table`` to ``final`` through a hidden temporary file, fsync, rename. Returns ``final``.
 
     ``compression`` and ``statistics`` go to `pyarrow.parquet.write_table` (``write_statistics``)."""
-    return layout.write_file_atomically(
+    return write_file_atomically(
         final,
         lambda handle: pq.write_table(table, handle, compression=compression, write_statistics=statistics),
     )

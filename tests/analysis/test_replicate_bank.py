@@ -11,7 +11,7 @@ import pytest
 from analysis import stats
 from analysis.cell_stats import attach_uncertainty, compare_cells
 from analysis.replicate_bank import ReplicateBank
-from kdgrid.core.metrics import ROW_METRICS
+from kdgrid.metrics import ROW_METRICS
 from tests.analysis.test_cell_stats import GOLD, N, correct_on, demo_row, demo_view, outcome
 
 

@@ -7,14 +7,15 @@ import torch
 from transformers import BertForSequenceClassification
 
 from kdgrid.core.capture import PAD_BIAS, FeatureCapture, attention_scores
-from kdgrid.core.models import StudentShape
+from kdgrid.core.models import bert_config
+from kdgrid.core.shapes import StudentShape
 
 
 def tiny_bert(
     layers: int = 2, width: int = 32, heads: int = 4, seed: int = 0
 ) -> BertForSequenceClassification:
     torch.manual_seed(seed)
-    config = StudentShape(layers=layers, width=width, heads=heads, ffn=2 * width).bert_config(
+    config = bert_config(StudentShape(layers=layers, width=width, heads=heads, ffn=2 * width),
         3, vocab_size=100
     )
     return BertForSequenceClassification(config).eval()

@@ -119,7 +119,7 @@ def test_register_task_refuses_to_shadow_a_different_task() -> None:
 
 
 def test_polarity_majority_baseline_is_one_half() -> None:
-    from kdgrid.core.metrics import majority_baseline
+    from kdgrid.metrics import majority_baseline
 
     splits = load_splits("polarity")
     assert majority_baseline(

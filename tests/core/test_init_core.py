@@ -9,8 +9,9 @@ import pytest
 import torch
 from transformers import BertForMaskedLM, BertForSequenceClassification
 
-from kdgrid.core.init import build_student, check_init, preload_layers, turc_hub_name
-from kdgrid.core.models import ATTENTION_IMPLEMENTATION, ResolvedTeacher, StudentShape
+from kdgrid.core.init import build_student, check_init, preload_layers
+from kdgrid.core.models import ATTENTION_IMPLEMENTATION, bert_config
+from kdgrid.core.shapes import ResolvedTeacher, StudentShape, turc_hub_name
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.trial import Trial
 
@@ -22,7 +23,7 @@ VOCAB = 200
 @pytest.fixture
 def teacher(tmp_path: Path) -> tuple[ResolvedTeacher, BertForSequenceClassification]:
     torch.manual_seed(7)
-    model = BertForSequenceClassification(TEACHER_SHAPE.bert_config(2, vocab_size=VOCAB))
+    model = BertForSequenceClassification(bert_config(TEACHER_SHAPE, 2, vocab_size=VOCAB))
     model.save_pretrained(tmp_path / "teacher")
     return ResolvedTeacher(str(tmp_path / "teacher"), TEACHER_SHAPE, True), model
 
@@ -52,7 +53,7 @@ def test_random_init_is_seeded_and_leaves_the_global_rng_alone(teacher) -> None:
 def test_pretrain_loads_a_checkpoint_of_the_students_shape(teacher, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     resolved, teacher_model = teacher
     torch.manual_seed(3)
-    pretrained = BertForMaskedLM(STUDENT.bert_config(2, vocab_size=VOCAB))
+    pretrained = BertForMaskedLM(bert_config(STUDENT, 2, vocab_size=VOCAB))
     pretrained.save_pretrained(tmp_path / "pre")
     model, info = build_student(
         trial("pretrain", init_from=str(tmp_path / "pre")), STUDENT, 3, resolved, teacher_model
@@ -65,7 +66,7 @@ def test_pretrain_loads_a_checkpoint_of_the_students_shape(teacher, tmp_path: Pa
 
 def test_pretrain_failures(teacher, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     resolved, teacher_model = teacher
-    BertForMaskedLM(StudentShape(3, 32, 2, 64).bert_config(2, vocab_size=VOCAB)).save_pretrained(
+    BertForMaskedLM(bert_config(StudentShape(3, 32, 2, 64), 2, vocab_size=VOCAB)).save_pretrained(
         tmp_path / "deep"
     )
     with pytest.raises(ConfigError, match=r"has shape w32-l3-h2-f64, the student is w32-l2-h2-f64"):
@@ -84,7 +85,7 @@ def test_pretrain_failures(teacher, tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_general_distillation_loads_a_local_checkpoint_and_records_its_info(teacher, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     resolved, teacher_model = teacher
     torch.manual_seed(4)
-    source = BertForSequenceClassification(STUDENT.bert_config(2, vocab_size=VOCAB))
+    source = BertForSequenceClassification(bert_config(STUDENT, 2, vocab_size=VOCAB))
     source.bert.save_pretrained(tmp_path / "gd")  # a bare BertModel, as a general-distillation run saves it
     (tmp_path / "gd" / "general_distillation.json").write_text(
         json.dumps({"teacher": "bert-base", "steps": 10})

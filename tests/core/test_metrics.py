@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kdgrid.core.data import get_task
-from kdgrid.core.metrics import (
+from kdgrid.metrics import (
     METRIC_NAMES,
     METRICS,
     REGRESSION_METRICS,

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from transformers import BertForSequenceClassification
 
-from kdgrid.core.models import STUDENTS, TEACHERS, StudentShape, resolve_teacher, student_shape
+from kdgrid.core.models import bert_config
+from kdgrid.core.shapes import STUDENTS, TEACHERS, StudentShape, resolve_teacher, student_shape
 from kdgrid.errors import ConfigError, KdgridError
 
 
@@ -22,7 +23,7 @@ def test_parameter_counts_match_the_known_sizes(name: str, millions: float) -> N
 
 def test_parameter_count_formula_equals_the_real_model() -> None:
     shape = student_shape("w48-l3-h4-f80")
-    model = BertForSequenceClassification(shape.bert_config(3, vocab_size=1000))
+    model = BertForSequenceClassification(bert_config(shape, 3, vocab_size=1000))
     assert shape.param_count(3, vocab_size=1000) == sum(p.numel() for p in model.parameters())
 
 

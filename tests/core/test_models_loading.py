@@ -11,22 +11,20 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core import models
+from kdgrid.core import shapes
 from kdgrid.core.data import get_task
-from kdgrid.core.models import (
+from kdgrid.core.models import bert_config, check_torch_version, load_pretrained_bert, load_teacher
+from kdgrid.core.planning import validate_trials
+from kdgrid.core.shapes import (
     TEACHERS,
     ResolvedTeacher,
     StudentShape,
     cached_config,
-    check_torch_version,
     fetch_config,
-    load_pretrained_bert,
-    load_teacher,
     local_config,
     parse_model_config,
     resolve_teacher,
 )
-from kdgrid.core.planning import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.trial import Trial
 from tests.hub import conftest as hub_conftest
@@ -89,7 +87,7 @@ def test_torch_below_2_6_is_one_message() -> None:
 
 
 def test_a_bf16_directory_loads_as_float32(tmp_path: Path) -> None:
-    model = BertForSequenceClassification(TINY_TEACHER_SHAPE.bert_config(2, vocab_size=100)).to(
+    model = BertForSequenceClassification(bert_config(TINY_TEACHER_SHAPE, 2, vocab_size=100)).to(
         torch.bfloat16
     )
     model.save_pretrained(tmp_path / "bf16")
@@ -125,7 +123,7 @@ def test_a_local_teacher_with_the_wrong_label_count_is_refused_before_loading(
 def test_regression_and_classification_heads_are_not_mixed(
     tmp_path: Path, num_labels: int, problem_type: str | None, task: str, found: str, needed: str
 ) -> None:
-    model = BertForSequenceClassification(TINY_TEACHER_SHAPE.bert_config(num_labels, vocab_size=100))
+    model = BertForSequenceClassification(bert_config(TINY_TEACHER_SHAPE, num_labels, vocab_size=100))
     model.config.problem_type = problem_type
     model.save_pretrained(tmp_path / "t")
     with pytest.raises(ConfigError, match=rf"{re.escape(found)}.*task {task} {re.escape(needed)}"):
@@ -213,4 +211,4 @@ def test_an_unknown_hub_id_is_one_message(monkeypatch: pytest.MonkeyPatch) -> No
         fetch_config("someone/no-such-model", what="teacher")
     with pytest.raises(KdgridError, match=r"neither a directory here nor a model"):
         resolve_teacher("someone/no-such-model", "mrpc")
-    assert not models.hub_offline()
+    assert not shapes.hub_offline()

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from kdgrid.core.capture import Features
-from kdgrid.core.models import StudentShape
 from kdgrid.core.objective import DivergenceError, Objective, knowledge_terms
+from kdgrid.core.shapes import StudentShape
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from kdgrid.core.knowledge import hidden_mse
-from kdgrid.core.models import StudentShape
 from kdgrid.core.objective import Objective, knowledge_terms
 from kdgrid.core.projection import PROJECTION_KINDS, Projection
+from kdgrid.core.shapes import StudentShape
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from kdgrid.cli import app
 from kdgrid.core.data import get_task
-from kdgrid.core.models import StudentShape, resolve_teacher
+from kdgrid.core.models import bert_config
+from kdgrid.core.shapes import StudentShape, resolve_teacher
 from kdgrid.core.teacher import finetune_teacher
 from kdgrid.core.teacher_cache import TeacherRecipe, cached_teacher, teacher_cache_root
 from kdgrid.errors import KdgridError
@@ -74,7 +75,7 @@ def test_the_minilm_alias_resolves_to_the_finetuned_teacher(
     target = teacher_cache_root() / key
     target.mkdir(parents=True)
     (target / "teacher.json").write_text(json.dumps({"key": key, "dev_scores": {}}))
-    BertForSequenceClassification(StudentShape(2, 32, 2, 64).bert_config(2)).config.save_pretrained(target)
+    BertForSequenceClassification(bert_config(StudentShape(2, 32, 2, 64), 2)).config.save_pretrained(target)
     resolved = resolve_teacher("minilm-l6", TASK)
     assert resolved.source == str(target) and resolved.is_local and resolved.shape.width == 32
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core.models import StudentShape
+from kdgrid.core.models import bert_config
+from kdgrid.core.shapes import StudentShape
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
@@ -123,7 +124,7 @@ def test_a_trial_reading_teacher_targets_computed_by_a_mate_equals_the_trial_alo
 def test_the_runtime_places_models_with_the_attention_kernel_of_its_device() -> None:
     from kdgrid.core.train import make_runtime
 
-    model = BertForSequenceClassification(TEACHER_SHAPE.bert_config(2))
+    model = BertForSequenceClassification(bert_config(TEACHER_SHAPE, 2))
     model.config._attn_implementation = "sdpa"
     placed = make_runtime("cpu").place(model)
     assert placed.config._attn_implementation == "eager" and next(placed.parameters()).device.type == "cpu"

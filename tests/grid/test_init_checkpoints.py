@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kdgrid.cli import main
-from kdgrid.core import models
+from kdgrid.core import models, shapes
 from kdgrid.errors import ConfigError
 from kdgrid.grid import check_init_checkpoints, load_sweep, missing_init_checkpoints
 from kdgrid.trial import Trial
@@ -32,7 +32,7 @@ def _refuse_teacher_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a teacher was read before the checkpoints were checked")
 
-    monkeypatch.setattr(models, "fetch_config", refuse)
+    monkeypatch.setattr(shapes, "fetch_config", refuse)
     monkeypatch.setattr(models, "load_pretrained_bert", refuse)
 
 

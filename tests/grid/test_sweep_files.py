@@ -105,7 +105,7 @@ def test_table1_init_schemes() -> None:
     preload = {t.student for t in trials if t.init == "preload"}
     assert preload == {"w768-l2-h12-f3072", "w768-l4-h12-f3072"}
     gd = [t for t in trials if t.init == "general_distillation"]
-    # general distillation starts from the `paper` recipe's checkpoint of each student (kdgrid.pretrain.needed)
+    # general distillation starts from the `paper` recipe's checkpoint of each student (kdgrid.core.pretrained.needed)
     assert len(gd) == 24 and all(t.init_from is None and t.option("init_recipe") == "paper" for t in gd)
     _best_cell_applies(trials)
 

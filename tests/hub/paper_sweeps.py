@@ -30,12 +30,13 @@ import torch
 import yaml
 from transformers import BertForPreTraining
 
-from kdgrid.core.init import GENERAL_DISTILLATION_INFO
-from kdgrid.core.models import student_shape
+from kdgrid.core.models import bert_config
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.artifacts import GENERAL_DISTILLATION_INFO
+from kdgrid.core.pretrained.needed import recipe_for_trial
+from kdgrid.core.shapes import student_shape
 from kdgrid.grid import Sweep
 from kdgrid.grid.spec import Problems, load_yaml
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.needed import recipe_for_trial
 from tests.hub.hub_cache import BASE_TEACHER_SHAPE
 
 SWEEPS_DIR = Path(__file__).resolve().parents[2] / "sweeps"
@@ -230,7 +231,7 @@ def write_general_distillation_checkpoints(sweep: Sweep, working_dir: Path) -> l
         if folder.is_dir():
             continue
         torch.manual_seed(len(folders))
-        model = BertForPreTraining(student_shape(trial.student).bert_config(num_labels=2))
+        model = BertForPreTraining(bert_config(student_shape(trial.student), num_labels=2))
         if use is not None:
             artifacts.publish(use.recipe, model.save_pretrained, steps_done=0, made_by="tests.hub.paper_sweeps")
         else:

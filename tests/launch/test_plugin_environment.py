@@ -18,6 +18,7 @@ import pytest
 import typer
 
 from kdgrid.commands import pretrain as pretrain_command
+from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.errors import LaunchError
 from kdgrid.launch import slurm
 from kdgrid.launch.local import _run_in_child
@@ -26,7 +27,6 @@ from kdgrid.launch.slurm import ArrayTask, SlurmExecutor, SlurmSettings
 from kdgrid.plugins import PLUGINS_VARIABLE, load_plugins, loaded_plugins
 from kdgrid.pretrain import child as pretrain_child
 from kdgrid.pretrain import slurm as pretrain_slurm
-from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.pretrain.train import RunSettings
 from kdgrid.store import read_table
 from slurm.local_cluster import LocalCluster

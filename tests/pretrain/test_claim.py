@@ -14,9 +14,11 @@ import pytest
 import torch
 from transformers import BertForMaskedLM
 
-from kdgrid.core.models import student_shape
-from kdgrid.pretrain import artifacts, claim
-from kdgrid.pretrain.recipe import PretrainRecipe
+from kdgrid.core.models import bert_config
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.core.shapes import student_shape
+from kdgrid.pretrain import claim
 from kdgrid.pretrain.train import RunOutcome, RunSettings, run_pretrain
 
 HOLD_AND_WAIT = """
@@ -80,7 +82,7 @@ def test_a_run_waits_for_the_holder_and_takes_its_checkpoint(
         assert waiting.is_alive() and not outcomes  # it waits ...
         assert not artifacts.work_dir(recipe).exists()  # ... without writing anything
         torch.manual_seed(0)
-        model = BertForMaskedLM(student_shape(recipe.student).bert_config(2))
+        model = BertForMaskedLM(bert_config(student_shape(recipe.student), 2))
         # the holder finishes
         made = artifacts.publish(recipe, model.save_pretrained, steps_done=recipe.steps)
     finally:

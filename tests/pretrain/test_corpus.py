@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kdgrid.core.pretrained.corpus_spec import HUB_PRESETS, parse_corpus
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.pretrain import corpus as corpus_module
 from kdgrid.pretrain.corpus import documents, load_tokenizer, pack, packed_corpus
-from kdgrid.pretrain.corpus_spec import HUB_PRESETS, parse_corpus
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ checkpoint is made here, in a temporary kdgrid cache.
 
 The task stage is Table 1's setting (soft labels, hard-label weight 0.1, 3 epochs, batch 32) at lr 3e-4, for
 two student seeds of each init sharing one data order (a paired design, docs/seeds.md). The measured numbers and
-the other settings tried (task lr 1e-3 and 1e-4, other recipes) are in README.md, "General distillation".
+the other settings tried (task lr 1e-3 and 1e-4, other recipes) are in docs/pretrain.md, "Quality on the offline assets".
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import torch
 
 from analysis.stats import paired_bootstrap_test
 from kdgrid import assets
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.needed import recipe_for_trial
 from kdgrid.core.teacher import finetune_teacher
 from kdgrid.core.teacher_cache import TeacherRecipe
 from kdgrid.core.train import run_job
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.needed import recipe_for_trial
 from kdgrid.pretrain.train import RunSettings, run_pretrain
 from kdgrid.trial import Trial
 

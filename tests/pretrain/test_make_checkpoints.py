@@ -12,13 +12,14 @@ from types import SimpleNamespace
 import pytest
 
 from kdgrid.cli import main
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.needed import needed_checkpoints, recipe_for_trial
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.errors import ConfigError
 from kdgrid.grid import load_sweep
-from kdgrid.pretrain import artifacts, checkpoint_grid
+from kdgrid.pretrain import checkpoint_grid
 from kdgrid.pretrain import slurm as pretrain_slurm
 from kdgrid.pretrain.checkpoint_grid import CheckpointJobSettings, auto_micro_batch
-from kdgrid.pretrain.needed import needed_checkpoints, recipe_for_trial
 from kdgrid.store import latest_state, read_store
 from kdgrid.sweep_run import run_sweep
 from tests.launch.fakes import job_to_store

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.needed import recipe_for_trial
+from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.grid import load_sweep
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.needed import recipe_for_trial
-from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.store import latest_state, read_store
 from kdgrid.sweep_run import run_sweep
 from slurm.local_cluster import LocalCluster

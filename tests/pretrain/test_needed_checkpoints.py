@@ -13,18 +13,19 @@ import torch
 from transformers import BertForMaskedLM, BertForSequenceClassification
 
 from kdgrid.cli import main
-from kdgrid.core import models
+from kdgrid.core import shapes
 from kdgrid.core.init import build_student, check_init
-from kdgrid.core.models import ResolvedTeacher, StudentShape, student_shape
-from kdgrid.errors import ConfigError
-from kdgrid.grid import check_init_checkpoints, load_sweep
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.needed import (
+from kdgrid.core.models import bert_config
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.needed import (
     general_distillation_teacher,
     recipe_for_trial,
 )
-from kdgrid.pretrain.recipe import PretrainRecipe
-from kdgrid.pretrain.recipe_names import RECIPES_DIR, bundled_recipe_names
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.core.pretrained.recipe_names import RECIPES_DIR, bundled_recipe_names
+from kdgrid.core.shapes import ResolvedTeacher, StudentShape, student_shape
+from kdgrid.errors import ConfigError
+from kdgrid.grid import check_init_checkpoints, load_sweep
 from kdgrid.trial import Trial
 
 SWEEP = """name: gd
@@ -54,7 +55,7 @@ def gd_trial(student: str = "bert-tiny", teacher: str = "bert-base", **options: 
 def fake_artifact(recipe: PretrainRecipe) -> Path:
     """A finished checkpoint of ``recipe`` as `artifacts.publish` leaves it (a random BERT of its shape)."""
     torch.manual_seed(0)
-    model = BertForMaskedLM(student_shape(recipe.student).bert_config(2))
+    model = BertForMaskedLM(bert_config(student_shape(recipe.student), 2))
     return artifacts.publish(recipe, model.save_pretrained, steps_done=recipe.steps)
 
 
@@ -200,7 +201,7 @@ def test_run_refuses_while_a_checkpoint_is_missing_and_writes_nothing(
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a teacher was read before the checkpoints were checked")
 
-    monkeypatch.setattr(models, "fetch_config", refuse)
+    monkeypatch.setattr(shapes, "fetch_config", refuse)
     store = tmp_path / "store"
     with pytest.raises(SystemExit) as exit_info:
         main(["run", str(sweep), "--store", str(store)])
@@ -219,7 +220,7 @@ def test_run_refuses_while_a_checkpoint_is_missing_and_writes_nothing(
 def test_build_student_starts_from_the_recipe_artifact_and_records_its_key(tmp_path: Path) -> None:
     shape = StudentShape(layers=2, width=32, heads=2, ffn=64)
     torch.manual_seed(3)
-    teacher_model = BertForSequenceClassification(StudentShape(4, 32, 2, 64).bert_config(2, vocab_size=200))
+    teacher_model = BertForSequenceClassification(bert_config(StudentShape(4, 32, 2, 64), 2, vocab_size=200))
     teacher_model.save_pretrained(tmp_path / "teacher")
     resolved = ResolvedTeacher(str(tmp_path / "teacher"), StudentShape(4, 32, 2, 64), True)
     trial = Trial("mrpc", str(tmp_path / "teacher"), shape.name, init="general_distillation",
@@ -231,7 +232,7 @@ def test_build_student_starts_from_the_recipe_artifact_and_records_its_key(tmp_p
         match=rf"recipe 'offline' .*key {use.recipe.key}\) is not made yet; make it with: kdgrid pretrain",
     ):
         check_init(trial, shape, resolved)
-    source = BertForMaskedLM(shape.bert_config(2, vocab_size=200))
+    source = BertForMaskedLM(bert_config(shape, 2, vocab_size=200))
     made = artifacts.publish(use.recipe, source.save_pretrained, steps_done=use.recipe.steps)
     model, info = build_student(trial, shape, 2, resolved, teacher_model)
     assert info["init_source"] == str(made)

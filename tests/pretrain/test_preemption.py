@@ -17,9 +17,10 @@ import torch.multiprocessing as mp
 
 from kdgrid.cli import main
 from kdgrid.commands import pretrain as pretrain_command
-from kdgrid.pretrain import artifacts, step_checkpoint, train
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.pretrain import step_checkpoint, train
 from kdgrid.pretrain.preemption import StopSignals, stopped_exit_status
-from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.pretrain.train import RunSettings, run_pretrain
 from tests.pretrain.test_train import _free_port, _recipe, _weights
 

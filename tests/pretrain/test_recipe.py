@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.corpus_spec import parse_corpus
+from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.errors import ConfigError
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.corpus_spec import parse_corpus
-from kdgrid.pretrain.recipe import PretrainRecipe
 
 
 @pytest.fixture(autouse=True)
@@ -154,7 +154,7 @@ def test_recipes_and_artifacts_import_neither_torch_nor_datasets() -> None:
     import sys
 
     code = (
-        "import sys, kdgrid.pretrain.artifacts, kdgrid.pretrain.recipe, kdgrid.commands.pretrain; "
+        "import sys, kdgrid.core.pretrained.artifacts, kdgrid.core.pretrained.recipe, kdgrid.commands.pretrain; "
         "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kdgrid.pretrain import artifacts, slurm, step_checkpoint
+from kdgrid.core.pretrained import artifacts
+from kdgrid.pretrain import slurm, step_checkpoint
 from kdgrid.pretrain.train import RunSettings, run_pretrain
 from slurm.local_cluster import LocalCluster
 from tests.launch.conftest import REPO_ROOT

@@ -17,9 +17,10 @@ import torch
 from submitit.helpers import DelayedSubmission
 
 from kdgrid.cli import main
+from kdgrid.core.pretrained import artifacts
 from kdgrid.errors import ConfigError
 from kdgrid.launch.slurm import SlurmSettings
-from kdgrid.pretrain import artifacts, slurm, step_checkpoint, train
+from kdgrid.pretrain import slurm, step_checkpoint, train
 from kdgrid.pretrain.processes import RENDEZVOUS_PORTS, slurm_rendezvous
 from kdgrid.pretrain.train import RunSettings, run_pretrain
 from tests.pretrain.test_preemption import _signal_during

@@ -18,11 +18,12 @@ from safetensors.torch import load_file
 
 from kdgrid.cli import main
 from kdgrid.core.init import build_student
-from kdgrid.core.models import VOCAB_SIZE, ResolvedTeacher, StudentShape, student_shape
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.core.shapes import VOCAB_SIZE, ResolvedTeacher, StudentShape, student_shape
 from kdgrid.errors import ConfigError
-from kdgrid.pretrain import artifacts, step_checkpoint
+from kdgrid.pretrain import step_checkpoint
 from kdgrid.pretrain.loss import plan_distillation, relation_heads
-from kdgrid.pretrain.recipe import PretrainRecipe
 from kdgrid.pretrain.train import RunSettings, run_pretrain
 from kdgrid.trial import Trial
 

@@ -18,7 +18,8 @@ from kdgrid.core.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from kdgrid.core.models import StudentShape
+from kdgrid.core.models import bert_config
+from kdgrid.core.shapes import StudentShape
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.trial import Trial
 
@@ -35,7 +36,7 @@ def teacher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with torch.random.fork_rng():
         torch.manual_seed(0)
         BertForSequenceClassification(
-            StudentShape(layers=3, width=64, heads=4, ffn=128).bert_config(2)
+            bert_config(StudentShape(layers=3, width=64, heads=4, ffn=128), 2)
         ).save_pretrained(path)
     AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
     yield str(path)

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from kdgrid.atomic_files import TMP_PREFIX
 from kdgrid.cli import main
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
@@ -21,6 +22,7 @@ from kdgrid.store import read as read_module
 from kdgrid.store.compact import StoreMaintenanceError
 from kdgrid.store.schema import SCHEMA
 from kdgrid.trial import Trial
+from tests.store.compaction_crash import compact_crashing_before_delete
 
 # the module itself: `kdgrid.store.compact` is also the name of its function
 compact_module = importlib.import_module("kdgrid.store.compact")
@@ -65,7 +67,7 @@ def test_new_rows_after_compaction_are_merged_next_time(tmp_path: Path) -> None:
 
 def test_a_crash_before_deleting_the_originals_shows_no_row_twice(tmp_path: Path) -> None:
     ids = fill(tmp_path, range(10))
-    compact(tmp_path, _crash_before_delete=True)
+    compact_crashing_before_delete(tmp_path)
     # the rows are now in the originals and in the merged part: a reader sees each once
     assert len(layout.visible_files(layout.rows_dir(tmp_path))) == 10
     assert sorted(row_ids(tmp_path)) == sorted(ids)
@@ -96,10 +98,10 @@ def test_a_reader_whose_listing_went_stale_reads_again(
 
 def test_stale_temporary_files_are_removed(tmp_path: Path) -> None:
     fill(tmp_path, range(2))
-    old = layout.rows_dir(tmp_path) / f"{layout.TMP_PREFIX}dead-writer.parquet"
+    old = layout.rows_dir(tmp_path) / f"{TMP_PREFIX}dead-writer.parquet"
     old.write_bytes(b"half")
     os.utime(old, (time.time() - 7200, time.time() - 7200))
-    fresh = layout.rows_dir(tmp_path) / f"{layout.TMP_PREFIX}live-writer.parquet"
+    fresh = layout.rows_dir(tmp_path) / f"{TMP_PREFIX}live-writer.parquet"
     fresh.write_bytes(b"half")
     assert compact(tmp_path).stale_tmp_removed == 1
     assert not old.exists() and fresh.exists()

@@ -21,6 +21,7 @@ from kdgrid.store import read as read_module
 from kdgrid.store.read import StoreSchemaError
 from kdgrid.store.schema import READ_SCHEMA, SCHEMA_VERSION
 from kdgrid.trial import Trial
+from tests.store.compaction_crash import compact_crashing_before_delete
 
 
 def trial(seed: int) -> Trial:
@@ -89,7 +90,7 @@ def mixed_store(store: Path) -> None:
     fill(store, range(0, 10))
     compact(store, target_rows=6)  # two parts
     fill(store, range(10, 16))
-    compact(store, _crash_before_delete=True)  # rows 10-15 now both loose and in a part
+    compact_crashing_before_delete(store)  # rows 10-15 now both loose and in a part
     fill(store, range(16, 30))
     write_result(store, failure_result(trial(99), error_type="OOM", message="out"), sweep="s", study="t")
     older = fill(store, range(30, 31))[0]

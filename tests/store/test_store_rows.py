@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from kdgrid.atomic_files import TMP_PREFIX
 from kdgrid.result import TrialResult
 from kdgrid.store import (
     COLUMNS,
@@ -19,7 +20,6 @@ from kdgrid.store import (
     done_trial_ids,
     failure_result,
     latest_state,
-    layout,
     read_store,
     scores_long,
     trial_states,
@@ -131,7 +131,7 @@ def test_a_crash_while_writing_leaves_no_row_and_no_temporary_file(tmp_path: Pat
 
 def test_a_half_written_temporary_file_is_invisible(tmp_path: Path) -> None:
     write_result(tmp_path, done_result(), sweep="s", study="t")
-    (tmp_path / "rows" / f"{layout.TMP_PREFIX}abc-{MNLI.trial_id}.done.x.parquet").write_bytes(b"PAR1 half")
+    (tmp_path / "rows" / f"{TMP_PREFIX}abc-{MNLI.trial_id}.done.x.parquet").write_bytes(b"PAR1 half")
     assert len(read_store(tmp_path)) == 1
 
 

@@ -31,8 +31,8 @@ import yaml
 
 from kdgrid.assets import polarity_files
 from kdgrid.core.data.spec import TRAIN_SPLIT, TaskSpec
-from kdgrid.core.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS
 from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS
 
 SPEC_KEYS: tuple[str, ...] = (
     "name",

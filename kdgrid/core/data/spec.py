@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdgrid.core.metrics import METRIC_NAMES, REGRESSION_METRICS
 from kdgrid.errors import ConfigError
+from kdgrid.metrics import METRIC_NAMES, REGRESSION_METRICS
 
 SOURCES: tuple[str, ...] = ("glue", "local", "synthetic")
 TRAIN_SPLIT = "train"
@@ -36,7 +36,7 @@ class TaskSpec:
             joins them (``[CLS] a [SEP] b [SEP]``).
         label_key: the label column.
         num_labels: number of classes; 1 means regression (a float label, MSE losses).
-        metrics: every metric `kdgrid.core.metrics.compute_metrics` reports for this task.
+        metrics: every metric `kdgrid.metrics.compute_metrics` reports for this task.
         primary_metric: the one the paper reports and best-epoch selection uses.
         dev_sets: the evaluation split names (MNLI: ``validation_matched``, ``validation_mismatched``; others:
             ``validation``); the first one selects the best epoch.

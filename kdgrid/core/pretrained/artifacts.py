@@ -30,11 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from kdgrid.assets import cache_dir
+from kdgrid.atomic_files import fsync_dir, write_file_atomically
+from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.errors import ConfigError
-from kdgrid.pretrain.recipe import PretrainRecipe
-from kdgrid.store.layout import fsync_dir, write_file_atomically
 
 MANIFEST = "pretrain.json"
+# The note a general-distillation checkpoint carries (its manifest again): `kdgrid.core.init` reads it to tell a
+# general-distillation folder from any other checkpoint.
+GENERAL_DISTILLATION_INFO = "general_distillation.json"
 MANIFEST_FORMAT = 1
 WORK_SUFFIX = ".work"
 LOCK_SUFFIX = ".lock"
@@ -143,9 +146,6 @@ def publish(recipe: PretrainRecipe, fill: Callable[[Path], None], steps_done: in
     """Make the finished checkpoint of ``recipe`` appear whole: ``fill(folder)`` writes the model and the
     tokenizer into a fresh temporary folder beside the final one, the manifest is added, and the folder is
     renamed into place. A checkpoint already there (another process finished first) is kept. Returns it."""
-    # Imported here: kdgrid.core.init imports torch, which `exists` (for `kdgrid plan`) must not pay for.
-    from kdgrid.core.init import GENERAL_DISTILLATION_INFO
-
     final = artifact_dir(recipe)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".{final.name}.{uuid.uuid4().hex}.tmp"

@@ -1,8 +1,8 @@
 """The pre-training recipes a sweep can name (trial option ``init_recipe``): bundled YAML files in
-``kdgrid/pretrain/recipes/`` by their name, or any recipe YAML by its path.
+``kdgrid/core/pretrained/recipes/`` by their name, or any recipe YAML by its path.
 
-A recipe file holds the fields of a `kdgrid.pretrain.recipe.PretrainRecipe` except ``student`` and ``objective``:
-a trial completes it with its student shape and its init scheme (`kdgrid.pretrain.needed.recipe_for_trial`).
+A recipe file holds the fields of a `kdgrid.core.pretrained.recipe.PretrainRecipe` except ``student`` and ``objective``:
+a trial completes it with its student shape and its init scheme (`kdgrid.core.pretrained.needed.recipe_for_trial`).
 
 Light on import (no torch, no recipe): the option's value check (`kdgrid.core.options`) uses it.
 """

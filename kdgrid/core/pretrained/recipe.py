@@ -1,5 +1,5 @@
 """`PretrainRecipe`: everything that decides a pre-trained or general-distilled student's weights, its canonical
-JSON, and its content key (the name of its artifact, `kdgrid.pretrain.artifacts`).
+JSON, and its content key (the name of its artifact, `kdgrid.core.pretrained.artifacts`).
 
 Two objectives (the paper's section 3.1): ``pretrain`` (no teacher: the masked-LM loss alone) and
 ``general_distillation`` (the masked-LM loss plus the teacher's knowledge, through the same knowledge functions,
@@ -10,7 +10,7 @@ every student shape of Tables 1 and 2 can be general-distilled.
 
 The key is the first 16 hex digits of the SHA-256 of the canonical JSON plus what the names stand for: the
 teacher's weight bytes (a local teacher; a Hub teacher by its name, `kdgrid.core.teacher_cache.base_digest`) and
-the corpus's identity (`kdgrid.pretrain.corpus_spec`). How a run is executed (processes, micro-batch, checkpoint
+the corpus's identity (`kdgrid.core.pretrained.corpus_spec`). How a run is executed (processes, micro-batch, checkpoint
 interval) is not part of it: those do not change the result beyond float rounding.
 """
 
@@ -25,12 +25,12 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdgrid.core.choices import PROJECTIONS, unknown_choice
 from kdgrid.core.matching import canonical_strategy
-from kdgrid.core.models import student_shape
+from kdgrid.core.pretrained.corpus_spec import CORPUS_FORMAT_VERSION, parse_corpus
+from kdgrid.core.shapes import student_shape
 from kdgrid.core.teacher_cache import MINILM_ALIAS, base_digest
-from kdgrid.core.trial_rules import PROJECTIONS, unknown_choice
 from kdgrid.errors import ConfigError
-from kdgrid.pretrain.corpus_spec import CORPUS_FORMAT_VERSION, parse_corpus
 
 # Bump only when the meaning of an existing field changes: every key changes with it.
 RECIPE_VERSION = 1
@@ -68,7 +68,7 @@ class PretrainRecipe:
         teacher: ``None`` for plain pre-training; else a Hub name, a local ``save_pretrained`` directory or
             ``minilm-l6`` (the offline MiniLM's base weights, not a task-fine-tuned copy).
         objective: ``pretrain`` | ``general_distillation``; follows from ``teacher`` when left ``None``.
-        corpus: a corpus spelling (`kdgrid.pretrain.corpus_spec.parse_corpus`).
+        corpus: a corpus spelling (`kdgrid.core.pretrained.corpus_spec.parse_corpus`).
         max_documents: read at most this many documents of the corpus (``None``: all).
         tokenizer: where the WordPiece tokenizer comes from; ``None``: the teacher's, or without a teacher the
             offline MiniLM's (bert-base-uncased's vocabulary, which every teacher and student here shares).

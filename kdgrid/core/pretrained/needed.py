@@ -1,5 +1,5 @@
 """Which pre-training checkpoints a sweep needs: each trial with the option ``init_recipe`` starts from the
-artifact of one `PretrainRecipe` (`kdgrid.pretrain.artifacts`), its recipe file completed by the trial.
+artifact of one `PretrainRecipe` (`kdgrid.core.pretrained.artifacts`), its recipe file completed by the trial.
 
 How a trial completes a recipe file (`recipe_for_trial`):
 
@@ -10,7 +10,7 @@ How a trial completes a recipe file (`recipe_for_trial`):
   none (the same file without a teacher is plain masked-LM pre-training).
 
 `kdgrid plan` lists these checkpoints, present or missing, with the command that makes each
-(`kdgrid.pretrain.recipe.PretrainRecipe.command`); `kdgrid run` refuses while any is missing (`kdgrid.grid.checks.check_init_checkpoints`), or with
+(`kdgrid.core.pretrained.recipe.PretrainRecipe.command`); `kdgrid run` refuses while any is missing (`kdgrid.grid.checks.check_init_checkpoints`), or with
 ``--make-checkpoints`` makes them first (`kdgrid.pretrain.checkpoint_grid`).
 Nothing here imports torch.
 """
@@ -24,12 +24,12 @@ from typing import Any
 
 import yaml
 
-from kdgrid.core.models import TEACHERS
+from kdgrid.core.pretrained import artifacts
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, allowed_recipes, recipe_path
+from kdgrid.core.shapes import TEACHERS
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError
-from kdgrid.pretrain import artifacts
-from kdgrid.pretrain.recipe import PretrainRecipe
-from kdgrid.pretrain.recipe_names import INIT_RECIPE, allowed_recipes, recipe_path
 from kdgrid.trial import Trial
 
 # The init schemes that can start from a recipe's checkpoint, and the objective each asks of the recipe.

@@ -1,0 +1,186 @@
+"""The README stays a front door, and what it and docs/ say about the code stays true.
+
+- README.md is at most `MAX_README_LINES` lines; everything else lives in docs/.
+- Every docs/ page or image the README (or a docs/ page) names exists.
+- The row schema version the docs state is `kdgrid.store.schema.SCHEMA_VERSION`.
+- docs/design.md's module list ("Where things live") has a line for every module of `kdgrid` and `analysis`, and
+  names no file that does not exist.
+- README command 1 (`make demo`) installs kdgrid without the test, benchmark and MLflow extras, and command 2
+  (`make test`, what `.ci/run` runs) installs them (read from `make --dry-run`, nothing is executed).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kdgrid.store.schema import SCHEMA_VERSION
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MAX_README_LINES = 300
+
+# A path into docs/ as the README writes it, in a Markdown link or in backticks: docs/sweeps.md,
+# docs/images/report-overview.png (an anchor after `#` is not part of the path).
+DOCS_PATH = re.compile(r"\bdocs/[\w./-]*\w")
+# A Markdown link target relative to a docs/ page: [running.md](running.md), [x](images/y.png#z).
+RELATIVE_LINK = re.compile(r"\]\((?!https?://|#|/)([^)#\s]+)(?:#[^)]*)?\)")
+# How the docs state the row schema's version: "schema version 2", "row schema (version 2)",
+# "`SCHEMA_VERSION = 2`".
+SCHEMA_STATEMENT = re.compile(r"schema \(?version (\d+)|SCHEMA_VERSION = (\d+)", re.IGNORECASE)
+
+
+def _stated_versions(text: str) -> list[int]:
+    return [int(a or b) for a, b in SCHEMA_STATEMENT.findall(text)]
+
+
+def test_readme_is_a_front_door() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_README_LINES, (
+        f"README.md has {len(lines)} lines (at most {MAX_README_LINES}): move details to docs/"
+    )
+
+
+def test_every_docs_path_the_readme_names_exists() -> None:
+    named = sorted(set(DOCS_PATH.findall(README.read_text(encoding="utf-8"))))
+    assert "docs/sweeps.md" in named and "docs/design.md" in named  # the index of docs/ is there
+    missing = [path for path in named if not (ROOT / path).exists()]
+    assert not missing, f"README.md names docs/ paths that do not exist: {missing}"
+
+
+def test_every_relative_link_of_a_docs_page_exists() -> None:
+    missing = []
+    for page in sorted(DOCS.glob("*.md")):
+        for target in RELATIVE_LINK.findall(page.read_text(encoding="utf-8")):
+            if not (page.parent / target).exists():
+                missing.append(f"{page.name} -> {target}")
+    assert not missing, f"docs/ links to files that do not exist: {missing}"
+
+
+def test_the_pattern_finds_a_missing_link() -> None:
+    # The link checks above are only worth something if they see links: a made-up page with one good and one
+    # broken link gives exactly the broken one.
+    text = "see [sweeps](sweeps.md), [gone](no_such_page.md#anchor) and [web](https://example.org/x.md)"
+    targets = RELATIVE_LINK.findall(text)
+    assert targets == ["sweeps.md", "no_such_page.md"]
+    assert [t for t in targets if not (DOCS / t).exists()] == ["no_such_page.md"]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/design.md"])
+def test_the_schema_version_the_docs_state_is_the_codes(page: str) -> None:
+    versions = _stated_versions((ROOT / page).read_text(encoding="utf-8"))
+    assert versions, f"{page} does not state the row schema version"
+    assert set(versions) == {SCHEMA_VERSION}, (
+        f"{page} states row schema version(s) {sorted(set(versions))}; the code's is {SCHEMA_VERSION} "
+        "(kdgrid.store.schema.SCHEMA_VERSION)"
+    )
+
+
+def test_schema_statements_are_recognised() -> None:
+    text = "Rows are schema version 2; the row schema (version 3); `SCHEMA_VERSION = 4`"
+    assert _stated_versions(text) == [2, 3, 4]
+    assert _stated_versions("rows from a newer schema version are refused") == []
+
+
+def _dry_run(target: str) -> list[str]:
+    """The commands ``make TARGET`` would run in a fresh checkout (a virtual environment that does not exist
+    yet), without running any."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    done = subprocess.run(
+        ["make", "--dry-run", "--always-make", target, "VENV=/nonexistent-kdgrid-venv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def _pip_installs(commands: list[str]) -> list[str]:
+    return [line for line in commands if " -m pip install " in line]
+
+
+def test_make_demo_installs_only_what_the_demo_needs() -> None:
+    commands = _dry_run("demo")
+    installs = _pip_installs(commands)
+    assert installs, commands
+    for line in installs:
+        assert "-c constraints.txt" in line, line  # torch pinned to its CPU build
+        assert "[" not in line, f"make demo installs extras: {line}"
+    assert any(line.endswith(" -e .") for line in installs), installs
+    assert commands[-1].endswith("kdgrid demo")
+
+
+def test_make_test_installs_the_test_extras_and_ci_runs_it() -> None:
+    installs = _pip_installs(_dry_run("test"))
+    assert any("dev" in line and "-c constraints.txt" in line for line in installs), installs
+    readme = README.read_text(encoding="utf-8")
+    assert re.search(r"^make demo +# 1\.", readme, re.MULTILINE)
+    assert re.search(r"^make test +# 2\.", readme, re.MULTILINE)
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^make test$", ci, re.MULTILINE), ".ci/run must run README command 2 exactly"
+
+
+DESIGN = DOCS / "design.md"
+PACKAGE_HEADER = re.compile(r"^\| `([\w/]+/)` \|")  # a table of one package: | `grid/` | what it is |
+
+
+def _module_list() -> list[str]:
+    """The files docs/design.md's "Where things live" lists, as paths below the repository root: each row's first
+    cell, under its table's package (`| `grid/` | ... |` heads a table of `grid/`'s modules); a bare name after
+    a path in one cell (`analysis/claims.py`, `tables_claims.py`) is in that path's folder."""
+    text = DESIGN.read_text(encoding="utf-8")
+    section = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
+    listed: list[str] = []
+    base = "kdgrid/"
+    lines = section.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("### "):
+            base = "kdgrid/" if "`kdgrid/`" in line else ""
+        heads_a_table = index + 1 < len(lines) and lines[index + 1].startswith("| ---")
+        header = PACKAGE_HEADER.match(line) if heads_a_table else None
+        if header:
+            prefix = base + header.group(1)
+            continue
+        if heads_a_table:  # | file | ... | or | `export/`, `report/` | ... |: rows name their own folders
+            prefix = base
+            continue
+        if not line.startswith("| `"):
+            continue
+        folder = ""
+        for token in re.findall(r"`([^`]+)`", line.split(" | ")[0]):
+            if "/" in token.rstrip("/"):
+                folder = token[: token.rstrip("/").rfind("/") + 1]
+                listed.append(prefix + token)
+            else:
+                listed.append(prefix + folder + token)
+    return listed
+
+
+def _modules() -> list[str]:
+    found = []
+    for package in ("kdgrid", "analysis"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.name not in ("__init__.py", "__main__.py"):
+                found.append(path.relative_to(ROOT).as_posix())
+    return found
+
+
+def test_the_module_list_has_every_module() -> None:
+    listed = _module_list()
+    folders = tuple(entry for entry in listed if entry.endswith("/"))
+    missing = [m for m in _modules() if m not in listed and not m.startswith(folders)]
+    assert not missing, f"docs/design.md, 'Where things live', has no line for: {missing}"
+
+
+def test_the_module_list_names_only_files_that_exist() -> None:
+    listed = _module_list()
+    assert "kdgrid/grid/spec.py" in listed and "analysis/tidy.py" in listed  # the parser reads the tables
+    stale = [entry for entry in listed if "*" not in entry and not (ROOT / entry).exists()]
+    assert not stale, f"docs/design.md, 'Where things live', names files that do not exist: {stale}"
