@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kdgrid.core.models import STUDENTS
+from kdgrid.core.shapes import STUDENTS
 from kdgrid.errors import ConfigError
 from kdgrid.grid.checks import teacher_shape
 from kdgrid.grid.prior_cost import (
