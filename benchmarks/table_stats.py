@@ -1,5 +1,5 @@
 """How long the uncertainty of a full-size Table 5 takes (intervals + paired tests + Holm), one cell at a time
-(before) and with the replicates shared per dev set (`analysis.replicate_bank`, after); and `store_to_tidy` on a
+(before) and with the replicates shared per dev set (`kdgrid.analysis.replicate_bank`, after); and `store_to_tidy` on a
 store of 30,000 rows.
 
     .venv/bin/python benchmarks/table_stats.py [--quick | --smoke] [--json PATH] [--threads 1] [--seeds 1]
@@ -10,9 +10,9 @@ STS-B 1,500, CoLA 1,043, SST-2 872, MRPC 408, RTE 277), predictions right on ~80
 per cell, each cell tested against ``knowledge=hidden_mse,strategy=Last-1`` with 10,000 resamples and given a
 1,000-resample interval (the defaults of `kdgrid tables`).
 
-- ``after``: `analysis.cell_stats.attach_uncertainty` on the whole table (what `kdgrid tables 5` and the report
+- ``after``: `kdgrid.analysis.cell_stats.attach_uncertainty` on the whole table (what `kdgrid tables 5` and the report
   run; ``after_cpu_s``: its CPU time, steadier than wall time on a shared machine), then the
-  significance-counting claims under Table 5 (`analysis.significant_claims`, reusing the tests' replicates).
+  significance-counting claims under Table 5 (`kdgrid.analysis.significant_claims`, reusing the tests' replicates).
 - ``before``: the per-cell path it replaced - `stats.bootstrap_interval` / `stats.paired_bootstrap_test` per
   cell, each drawing its own samples, with accuracy scored by a gather per run (the metric passed as a plain
   function, which takes the general path) - timed on ``--before-cells`` cells per dev set and extrapolated to
@@ -36,12 +36,12 @@ import pandas as pd
 from _machine import machine
 from threadpoolctl import threadpool_limits
 
-from analysis import stats
-from analysis.cell_stats import attach_uncertainty, parse_reference
-from analysis.replicate_bank import ReplicateBank
-from analysis.significant_claims import significant_claim_notes
-from analysis.tables import TableView, build_view, get_spec
-from analysis.tidy import CONFIG_COLUMNS, aggregate_seeds, store_to_tidy
+from kdgrid.analysis import stats
+from kdgrid.analysis.cell_stats import attach_uncertainty, parse_reference
+from kdgrid.analysis.replicate_bank import ReplicateBank
+from kdgrid.analysis.significant_claims import significant_claim_notes
+from kdgrid.analysis.tables import TableView, build_view, get_spec
+from kdgrid.analysis.tidy import CONFIG_COLUMNS, aggregate_seeds, store_to_tidy
 from kdgrid.metrics import ROW_METRICS
 from kdgrid.paper import APPENDIX_DEV_SETS, PAPER_KNOWLEDGE, PAPER_STRATEGIES, PAPER_STUDENTS, reported_metric
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
@@ -123,7 +123,7 @@ def scored_cells(view: TableView) -> list[Any]:
 
 
 def plain_function(metric: str) -> Any:
-    """The metric as a plain function: `analysis.stats` then scores it by a gather per run (the path before)."""
+    """The metric as a plain function: `kdgrid.analysis.stats` then scores it by a gather per run (the path before)."""
     row_metric = ROW_METRICS[metric]
     return lambda predictions, labels: row_metric(predictions, labels)
 
@@ -253,8 +253,14 @@ def main() -> None:
         reference = parse_reference(REFERENCE)
         bank = ReplicateBank(tests)  # shared by the tests and the claims, as `kdgrid tables` shares it
         started, cpu_started = time.perf_counter(), time.process_time()
-        summary = attach_uncertainty(
-            view, predictions, reference=reference, resamples=resamples, test_resamples=tests, test_bank=bank
+        summary = attach_uncertainty(  # the bootstrap tests and intervals: what the before path computes
+            view,
+            predictions,
+            reference=reference,
+            resamples=resamples,
+            test_resamples=tests,
+            test_bank=bank,
+            test="bootstrap",
         )
         after_s, after_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
         for cell, low, high, _ in sampled:  # the same numbers: the raw p is checked through the claims below

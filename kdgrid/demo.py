@@ -16,9 +16,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from analysis.figures import write_store_figures
-from analysis.tables_report import demo_table
 from kdgrid import assets
+from kdgrid.analysis.figures import write_store_figures
+from kdgrid.analysis.tables_report import demo_table
 from kdgrid.bundled_sweeps import bundled_sweep
 from kdgrid.core.teacher import finetune_teacher
 from kdgrid.errors import ConfigError

@@ -5,7 +5,7 @@ Names: ``accuracy``, ``f1`` (binary, positive class 1), ``matthews_corrcoef`` (C
 [-1, 1]; nothing is scaled to percent.
 
 Each metric has one formula, written over rows (`ROW_METRICS`: predictions and labels ``[R, N]`` -> values
-``[R]``), so that a bootstrap scores thousands of resamples of a dev set in one call (`analysis/stats.py`); the
+``[R]``), so that a bootstrap scores thousands of resamples of a dev set in one call (`kdgrid/analysis/stats.py`); the
 scalar functions (`METRICS`) are that formula on one row. The tests check both against scikit-learn and SciPy.
 
 A correlation is undefined when either side is constant (e.g. a regression student that predicts one value);

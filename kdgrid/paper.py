@@ -4,7 +4,7 @@ Revisited" as its tables print them, in one place.
 Everything here is a fact of the paper, written in the names the rest of kdgrid uses: knowledge types as
 `kdgrid.core.knowledge` registers them, strategies as `kdgrid.core.matching` does, tasks and dev sets as
 `kdgrid.core.data` names them (``("mnli", "validation_matched")``), students as `kdgrid.core.models` does. The
-transcribed tables (``analysis/paper/table*.csv``) are the authority: ``tests/test_paper.py`` checks every order
+transcribed tables (``kdgrid/analysis/paper/table*.csv``) are the authority: ``tests/test_paper.py`` checks every order
 below against them and that the registries know every name.
 
 A leaf module (no imports beyond the standard library), so the core, the grid and the analysis can all import it.
@@ -17,6 +17,14 @@ from types import MappingProxyType
 
 # A dev set as the core names it: (task, dev set), e.g. ("mnli", "validation_mismatched").
 DevSet = tuple[str, str]
+
+# --- tables ----------------------------------------------------------------------------------------------------
+
+# The paper's tables, and every table kdgrid lays out: those and the demo's (Table 5 in miniature). A sweep
+# file's ``table:`` key names one of `TABLES`.
+PAPER_TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8")
+DEMO_TABLE = "demo"
+TABLES: tuple[str, ...] = (*PAPER_TABLES, DEMO_TABLE)
 
 # --- knowledge and matching (Tables 5, 6, 8) ------------------------------------------------------------------
 
@@ -101,7 +109,7 @@ APPENDIX_DEV_SETS: tuple[DevSet, ...] = (
     ("mnli", "validation_mismatched"),
     ("mnli", "validation_matched"),
 )
-# Table 1's rows (its unlabelled second MNLI row read as mismatched; analysis/paper/NOTES.md).
+# Table 1's rows (its unlabelled second MNLI row read as mismatched; kdgrid/analysis/paper/NOTES.md).
 TABLE1_DEV_SETS: tuple[DevSet, ...] = (
     ("qnli", "validation"),
     ("mrpc", "validation"),
@@ -136,7 +144,7 @@ TABLE7_DEV_SETS: tuple[DevSet, ...] = (
     ("qnli", "validation"),
 )
 # What Table 7's "average" column averages: MNLI left out. This mean reproduces all three printed averages; the
-# mean of all eight numbers does not (analysis/paper/NOTES.md).
+# mean of all eight numbers does not (kdgrid/analysis/paper/NOTES.md).
 TABLE7_AVERAGED: tuple[DevSet, ...] = tuple(d for d in TABLE7_DEV_SETS if d[0] != "mnli")
 
 # The metric the paper reports per task (Section 4.1): accuracy everywhere (both MNLI dev sets included) except

@@ -2,7 +2,7 @@
 
 The core fills one `DevSetPredictions` per dev set when it scores a trial at its best epoch; the store keeps them
 in the trial's row (schema version 2 and later; see `kdgrid.store.schema`) and `kdgrid.store.predictions` reads
-them back; `analysis.stats` resamples them. Conventions:
+them back; `kdgrid.analysis.stats` resamples them. Conventions:
 
 - ``gold``, ``student`` and ``teacher`` are aligned example by example, in the dev set's own order;
 - classification: int64 class ids in the *task's* label order (a teacher whose head orders classes otherwise is

@@ -341,7 +341,7 @@ def _run_loaded(
     if problems:
         raise ConfigError("; ".join(problems))
     study_of = spec.study_of()
-    record_membership(store, spec.name, study_of)
+    record_membership(store, spec.name, study_of, table=spec.table)
     if not to_run:
         return SweepRun(spec.name, len(spec.trials), before, before, (), 0, budget, 0, ())
 

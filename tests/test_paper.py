@@ -1,4 +1,4 @@
-"""`kdgrid.paper`: every order equals the transcribed tables (analysis/paper/table*.csv), the registries know
+"""`kdgrid.paper`: every order equals the transcribed tables (kdgrid/analysis/paper/table*.csv), the registries know
 every name, the paper's sweeps cover exactly its vocabulary, and the module stays a leaf."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import analysis.paper
+import kdgrid.analysis.paper
 from kdgrid.core.data.glue import GLUE_TASKS
 from kdgrid.core.init import INIT_SCHEMES
 from kdgrid.core.knowledge import DOUBLE_MATCH_REGIONS, KNOWLEDGE, canonical_pair
@@ -35,7 +35,7 @@ from kdgrid.paper import (
     reported_metric,
 )
 
-PAPER_DIR = Path(analysis.paper.__file__).resolve().parent
+PAPER_DIR = Path(kdgrid.analysis.paper.__file__).resolve().parent
 SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 MATCH_TABLES = ("5", "6", "8")
 
@@ -202,7 +202,7 @@ def test_table_1_sweep_names_the_papers_schemes_and_students():
 def test_the_module_imports_nothing_heavy():
     code = (
         "import sys, kdgrid.paper; "
-        "heavy = {'torch', 'numpy', 'pandas', 'kdgrid.core', 'analysis'} & set(sys.modules); "
+        "heavy = {'torch', 'numpy', 'pandas', 'kdgrid.core', 'kdgrid.analysis'} & set(sys.modules); "
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

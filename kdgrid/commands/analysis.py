@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from kdgrid.errors import KdgridError
+from kdgrid.errors import ConfigError, KdgridError
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="The results store.")]
 KindOpt = Annotated[
@@ -62,12 +62,51 @@ def tables(
     values: Annotated[
         str, typer.Option(help="`score`, or `agreement`: the student's agreement with its teacher on dev.")
     ] = "score",
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            help="Lay out this sweep's trials (any sweep, by its name) instead of a paper table; its axes are "
+            "the trial fields that vary between its trials (docs/tables.md)."
+        ),
+    ] = None,
+    rows: Annotated[
+        str | None,
+        typer.Option(help="With --sweep: the axis (or AXIS,AXIS) down the rows (default: the first)."),
+    ] = None,
+    cols: Annotated[
+        str | None, typer.Option(help="With --sweep: the axis across the columns (default: the second).")
+    ] = None,
+    pairs: Annotated[
+        bool,
+        typer.Option(
+            "--pairs",
+            help="With --sweep: compare every two values of each axis (paired tests, Holm-adjusted).",
+        ),
+    ] = False,
+    family: Annotated[
+        str,
+        typer.Option(
+            help="Family of the multiple-comparison correction: `condition` (one per task x dev set x student x "
+            "teacher) or `table` (all tests of a table at once)."
+        ),
+    ] = "condition",
+    correction: Annotated[
+        str,
+        typer.Option(help="`holm` (family-wise error) or `fdr` (Benjamini-Hochberg false discovery rate)."),
+    ] = "holm",
+    test: Annotated[
+        str,
+        typer.Option(
+            help="`auto`: exact McNemar / z-tests one seed a side, t-tests over seeds with two or more; "
+            "`bootstrap`: the paired bootstrap test everywhere (its p cannot go below 2/(R+1))."
+        ),
+    ] = "auto",
 ) -> None:
     """Regenerate the paper's tables from the store (best value per block in bold; missing cells as '-';
     mean±std where several seeds ran; a 95% interval, ▲/▼ against the reference and † for degenerate runs
     where the rows carry predictions; docs/uncertainty.md)."""
-    from analysis.render import check_format, to_rich
-    from analysis.tables_report import (
+    from kdgrid.analysis.render import check_format, to_rich
+    from kdgrid.analysis.tables_report import (
         UncertaintyOptions,
         build_report,
         load_tidy,
@@ -77,14 +116,50 @@ def tables(
     )
 
     check_format(fmt)
+    counts = {
+        "resamples": resamples,
+        "test_resamples": test_resamples,
+    }  # unset: kdgrid.analysis.stats' defaults
+    counts = {name: count for name, count in counts.items() if count is not None}
+    if sweep is not None:
+        _sweep_tables(
+            table,
+            store,
+            fmt,
+            compare,
+            out,
+            kind,
+            intervals,
+            reference,
+            counts,
+            where,
+            values,
+            sweep,
+            rows,
+            cols,
+            pairs,
+        )
+        return
+    for option, given in (("--rows", rows), ("--cols", cols), ("--pairs", pairs or None)):
+        if given is not None:
+            raise ConfigError(f"{option} lays out a sweep's own table: give it with --sweep NAME")
     table_names(table)  # an unknown table is refused before the store is read
-    counts = {"resamples": resamples, "test_resamples": test_resamples}  # unset: analysis.stats' defaults
+    counts = {"resamples": resamples, "test_resamples": test_resamples}  # unset: kdgrid.analysis.stats' defaults
     uncertainty = UncertaintyOptions(
-        intervals, reference, **{name: count for name, count in counts.items() if count is not None}
+        intervals,
+        reference,
+        **{name: count for name, count in counts.items() if count is not None},
+        family=family,
+        correction=correction,
+        test=test,
+        kind=kind,
     )
     uncertainty.check()
     tidy = load_tidy(store, kind, where or ())
-    report = build_report(tidy, table, store, compare=compare, uncertainty=uncertainty, values=values)
+    try:
+        report = build_report(tidy, table, store, compare=compare, uncertainty=uncertainty, values=values)
+    except KdgridError as error:
+        raise _with_sweep_hint(error, store) from error
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(render_report(report, fmt, store))
@@ -107,13 +182,124 @@ def tables(
         console.print(line, style="dim", markup=False, highlight=False)
 
 
+def _with_sweep_hint(error: KdgridError, store: Path) -> KdgridError:
+    """``error`` (a store without trials of a paper table) with the sweeps the store does have, each of which
+    `kdgrid tables --sweep NAME` lays out."""
+    from kdgrid.analysis.sweep_tables import store_sweeps
+    from kdgrid.store import read_store
+    from kdgrid.store.membership import read_memberships
+
+    if not store.exists():
+        return error
+    sweeps = store_sweeps(read_store(store), read_memberships(store))
+    if not sweeps:
+        return error
+    return KdgridError(
+        f"{error}. Any sweep gets its own table: kdgrid tables --sweep NAME (this store's sweeps: {', '.join(sweeps)})"
+    )
+
+
+def _sweep_tables(
+    table: str,
+    store: Path,
+    fmt: str,
+    compare: str | None,
+    out: Path | None,
+    kind: str,
+    intervals: str,
+    reference: str | None,
+    counts: dict[str, int],
+    where: list[str] | None,
+    values: str,
+    sweep: str,
+    rows: str | None,
+    cols: str | None,
+    pairs: bool,
+) -> None:
+    """`kdgrid tables --sweep NAME`: the sweep's own table (`kdgrid.analysis.sweep_tables`)."""
+    from kdgrid.analysis.render import render, to_rich
+    from kdgrid.analysis.sweep_tables import sweep_table
+    from kdgrid.analysis.tables_report import UncertaintyOptions
+
+    if table.strip().lower() != "all":
+        raise ConfigError(f"give a paper table ({table}) or --sweep {sweep}, not both")
+    if compare is not None:
+        raise ConfigError(
+            f"--compare paper: sweep {sweep!r} is not one of the paper's tables, it has no published numbers"
+        )
+    if values != "score":
+        raise ConfigError(
+            f"--values {values}: a sweep's table shows scores only (allowed with --sweep: score)"
+        )
+    UncertaintyOptions(intervals, None, **counts).check()
+    built = sweep_table(
+        store,
+        sweep,
+        kind=kind,
+        where=where or (),
+        rows=rows,
+        cols=cols,
+        reference=reference,
+        intervals=intervals,
+        pairs=pairs,
+        **counts,
+    )
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render(built.view, fmt))
+        Console(stderr=True).print(
+            f"wrote the table of sweep {sweep} to {out}", markup=False, highlight=False
+        )
+    elif fmt != "terminal":
+        typer.echo(render(built.view, fmt), nl=False)
+    else:
+        console = Console() if sys.stdout.isatty() else Console(width=250)
+        console.print(to_rich(built.view))
+
+
 def figures(
     store: StoreOpt = Path("results"),
-    out: Annotated[Path, typer.Option(help="Folder for the PNG and PDF files.")] = Path("results/figures"),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for the PNG and PDF files (default: results/figures; with --sweep: NAME-figures)."
+        ),
+    ] = None,
     kind: KindOpt = "best",
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            help="A forest plot of this sweep's table: each cell's difference from the reference (docs/tables.md)."
+        ),
+    ] = None,
+    rows: Annotated[str | None, typer.Option(help="With --sweep: as `kdgrid tables --rows`.")] = None,
+    cols: Annotated[str | None, typer.Option(help="With --sweep: as `kdgrid tables --cols`.")] = None,
+    reference: Annotated[
+        str | None, typer.Option(help="With --sweep: as `kdgrid tables --reference`.")
+    ] = None,
 ) -> None:
-    """Heat maps of knowledge x strategy, temperature x hard-label weight, score vs size, ours vs published."""
-    from analysis.figures import write_store_figures
+    """Heat maps of knowledge x strategy, temperature x hard-label weight, score vs size, ours vs published; with
+    --sweep, forest plots of any sweep's table."""
+    if sweep is not None:
+        from kdgrid.analysis.sweep_figures import forest_plots
+        from kdgrid.analysis.sweep_tables import sweep_table
+
+        folder = out or Path(f"{sweep}-figures")
+        built = sweep_table(
+            store, sweep, kind=kind, rows=rows, cols=cols, reference=reference, intervals="on"
+        )
+        written = forest_plots(built, folder)
+        if not written:
+            raise KdgridError(f"sweep {sweep!r} has no cell tested against a reference: nothing to plot")
+        for path in written:
+            typer.echo(str(path))
+        typer.echo(f"{len(written)} file(s) in {folder}")
+        return
+    for option, given in (("--rows", rows), ("--cols", cols), ("--reference", reference)):
+        if given is not None:
+            raise ConfigError(f"{option} lays out a sweep's own figures: give it with --sweep NAME")
+    out = out or Path("results/figures")
+    from kdgrid.analysis.figures import write_store_figures
 
     written = write_store_figures(store, out, kind=kind)
     if not written:

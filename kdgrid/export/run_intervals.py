@@ -1,5 +1,5 @@
 """The intervals an exported run carries: each done row's score on each dev set with its 95% bootstrap interval
-over the dev examples, from the row's stored per-example predictions (`analysis.stats.bootstrap_interval`, the
+over the dev examples, from the row's stored per-example predictions (`kdgrid.analysis.stats.bootstrap_interval`, the
 metric the paper reports for the task: `kdgrid.paper.reported_metric`).
 
 This is one run's interval (examples resampled, this run's seed fixed); the tables' cell intervals, over seeds
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from analysis.stats import bootstrap_interval
-from analysis.store_predictions import load_predictions
+from kdgrid.analysis.stats import bootstrap_interval
+from kdgrid.analysis.store_predictions import load_predictions
 from kdgrid.export.run_content import RunInterval
 from kdgrid.paper import reported_metric
 

@@ -49,6 +49,7 @@ class Sweep:
             times ``seeds``).
         repeated: grid points that were the same trial as an earlier one and were merged.
         seeds: the sweep's ``seeds: N`` (student seeds per cell, sharing one data order), None when not set.
+        table: the table the sweep file declares (its ``table:`` key: ``"5"``, ``"demo"``), None when none.
     """
 
     name: str
@@ -59,6 +60,7 @@ class Sweep:
     grid_points: int
     repeated: int
     seeds: int | None = None
+    table: str | None = None
 
     def trials_of(self, study: str) -> list[Trial]:
         return [p.trial for p in self.trials if p.study == study]
@@ -369,6 +371,7 @@ def expand(spec: SweepSpec, problems: Problems) -> Sweep:
         grid_points=grid_points,
         repeated=grid_points - len(trials),
         seeds=spec.seeds,
+        table=spec.table,
     )
 
 

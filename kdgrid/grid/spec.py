@@ -15,6 +15,8 @@ A sweep file (the reference: docs/sweeps.md) has these top-level keys:
 ``seeds``        N >= 1: every trial becomes N student seeds (seed, seed + 1, ..., seed + N - 1) sharing the data
                  order of the first (``data_seed``), so they train in one job on identical batches
                  (`kdgrid.grid.expand.seed_variants`, docs/seeds.md); not with a ``seed`` axis
+``table``        the table its trials are laid out in: one of `kdgrid.paper.TABLES` (``5``, ``"demo"``); recorded
+                 in the store with the sweep's membership (`kdgrid.store.membership`). Not part of any trial
 ``plugins``      list of module names imported (`kdgrid.plugins.load_plugins`) as the file is read, before any
                  name is checked: the modules that register the sweep's own knowledge functions, strategies or
                  options; the executors hand them to every job's process. Not part of any trial (nor its id)
@@ -34,11 +36,13 @@ from typing import Any
 
 import yaml
 
+from kdgrid.paper import TABLES
 from kdgrid.plugins import load_plugins
 from kdgrid.trial import Trial
 
 SEEDS_KEY = "seeds"
 PLUGINS_KEY = "plugins"
+TABLE_KEY = "table"
 TOP_KEYS = (
     "name",
     "description",
@@ -51,6 +55,7 @@ TOP_KEYS = (
     "studies",
     SEEDS_KEY,
     PLUGINS_KEY,
+    TABLE_KEY,
 )
 STUDY_KEYS = ("description", "fixed", "axes", "overrides", "include", "exclude")
 OVERRIDE_KEYS = ("when", "set")
@@ -229,7 +234,8 @@ class StudySpec:
 
 @dataclass
 class SweepSpec:
-    """A parsed sweep. ``seeds``: the student seeds per trial (the ``seeds`` key; None when not written)."""
+    """A parsed sweep. ``seeds``: the student seeds per trial (the ``seeds`` key; None when not written);
+    ``table``: the table it declares (the ``table`` key as text, ``"5"``; None when not written)."""
 
     name: str
     path: Path
@@ -237,6 +243,23 @@ class SweepSpec:
     studies: list[StudySpec]
     seeds: int | None = None
     plugins: tuple[str, ...] = ()
+    table: str | None = None
+
+
+def _table(data: Mapping[str, Any], source: str, problems: Problems) -> str | None:
+    """The ``table`` key as the table's name (``5`` -> ``"5"``), None when absent or not one of `TABLES`."""
+    if TABLE_KEY not in data:
+        return None
+    value = data[TABLE_KEY]
+    name = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    if name in TABLES:
+        return name
+    problems.add(
+        source,
+        TABLE_KEY,
+        f"must be one of {', '.join(TABLES)} (the table this sweep's trials are laid out in), got {value!r}",
+    )
+    return None
 
 
 def _seeds(data: Mapping[str, Any], source: str, problems: Problems) -> int | None:
@@ -515,4 +538,5 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
         studies=studies,
         seeds=seeds,
         plugins=plugins,
+        table=_table(data, source, problems),
     )

@@ -23,17 +23,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.figures import write_figures
-from analysis.tables_report import build_report
-from analysis.tidy import membership_tables, store_to_tidy
+from kdgrid.analysis.figures import write_figures
+from kdgrid.analysis.tables_report import build_report
+from kdgrid.analysis.tidy import declared_tables, membership_tables, store_to_tidy
 from kdgrid.errors import KdgridError
+from kdgrid.paper import TABLES
 from kdgrid.report.assets import asset_paths
 from kdgrid.report.gather import ReportData, gather
 from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
 from kdgrid.report.rows import StoreRows
 from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
-from kdgrid.store.read import scores_long
+from kdgrid.store.read import done_rows, scores_long
 
 MANIFEST = "_report.json"
 FIGURES_DIR = "figures"
@@ -220,7 +221,10 @@ class ReportWriter:
     def _tidy(self, data: ReportData) -> pd.DataFrame:
         rows = data.rows
         tables = membership_tables(data.memberships)
-        return store_to_tidy(rows, scores_long(rows), kind="best", table_trials=tables)
+        declared = declared_tables(data.memberships)
+        return store_to_tidy(
+            rows, scores_long(rows), kind="best", table_trials=tables, declared=declared, tables=TABLES
+        )
 
     def _tables(self, tidy: pd.DataFrame, update: ReportUpdate):
         """(views, tables asked for with no trials, why none could be laid out)."""
@@ -237,7 +241,7 @@ class ReportWriter:
         """The figures, drawn again only when a done row arrived, and then at most every ``figures_every_s``."""
         if not self.draw_figures:
             return []
-        done = data.rows.loc[data.rows["status"] == "done", "row_id"]
+        done = done_rows(data.rows)["row_id"]
         key = ",".join(sorted(map(str, done)))
         if key == self._figures_key:
             self._figures_pending = False

@@ -1,8 +1,8 @@
 """What the overview says first: the cells of the report's tables that differ from their reference beyond noise
 (better or worse), and the cells whose runs are degenerate.
 
-A finding is read off the laid-out tables (`analysis.tables.TableView` with the cells' uncertainty attached by
-`analysis.cell_stats`), so the overview states exactly what the Tables page marks, by the same test and the same
+A finding is read off the laid-out tables (`kdgrid.analysis.tables.TableView` with the cells' uncertainty attached by
+`kdgrid.analysis.cell_stats`), so the overview states exactly what the Tables page marks, by the same test and the same
 correction; nothing is recomputed here. Better and worse findings are sorted by their adjusted p-value, then by
 value (the largest gain, the deepest loss first).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from analysis.tables import TableView
+from kdgrid.analysis.tables import TableView
 
 
 @dataclass(frozen=True)

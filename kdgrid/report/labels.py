@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from analysis.render import DEGENERATE_MARK
+from kdgrid.analysis.render import DEGENERATE_MARK
 from kdgrid.report.gather import parse_json
 from kdgrid.report.html import esc, is_null
 from kdgrid.trial_labels import knowledge_text, trial_title

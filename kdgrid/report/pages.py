@@ -8,8 +8,8 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analysis.render import DEGENERATE_MARK
-from analysis.tables import TableView
+from kdgrid.analysis.render import DEGENERATE_MARK
+from kdgrid.analysis.tables import TableView
 from kdgrid.report.findings import Finding, table_findings
 from kdgrid.report.gather import (
     FailureGroup,
@@ -226,7 +226,7 @@ def tables_page(
 
 
 def figure_title(stem: str) -> str:
-    """The heading of a figure file (`analysis.figures` names them ``table<name>_<what>``), in words:
+    """The heading of a figure file (`kdgrid.analysis.figures` names them ``table<name>_<what>``), in words:
     ``table5_mrpc_knowledge_x_strategy`` -> ``Table 5: mrpc, knowledge × strategy``."""
     head, _, rest = stem.partition("_")
     if not head.startswith("table"):

@@ -1,6 +1,6 @@
-"""A paper table (`analysis.tables.TableView`) as HTML, laid out as `kdgrid tables` prints it.
+"""A paper table (`kdgrid.analysis.tables.TableView`) as HTML, laid out as `kdgrid tables` prints it.
 
-Numbers use `analysis.render`'s conventions (4 decimals, ``mean±std`` over seeds, facts with 4 significant digits,
+Numbers use `kdgrid.analysis.render`'s conventions (4 decimals, ``mean±std`` over seeds, facts with 4 significant digits,
 ``-`` for missing, the best value of each block in bold, ``ours / published (difference)`` once compared). Where a
 cell carries an interval and a significance test, they are shown under its number: ``[low, high]``, a mark for a
 significant difference from the block's reference (▲ better, ▼ worse, its p-value in the tooltip) and † for a
@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from analysis.render import agreement_text, cell_parts, legend
-from analysis.tables import Block, Cell, Column, TableView
+from kdgrid.analysis.render import agreement_text, cell_parts, legend
+from kdgrid.analysis.stats import TEST_METHODS
+from kdgrid.analysis.tables import Block, Cell, Column, TableView
 from kdgrid.report.html import esc
 from kdgrid.report.trial_page import trial_page_name
 
@@ -23,14 +24,15 @@ TrialOfRow = Mapping[str, str]
 
 def uncertainty_html(cell: Cell, column: Column) -> str:
     """The cell's 95% interval under its number, with the paired test's p-value and any degenerate run's reasons
-    in its tooltip (the marks themselves come from `analysis.render.marks_text`, as in every other format);
+    in its tooltip (the marks themselves come from `kdgrid.analysis.render.marks_text`, as in every other format);
     empty when the cell has no interval."""
     if cell.missing or column.fact or math.isnan(cell.ci_low) or math.isnan(cell.ci_high):
         return ""
     notes = []
     if not math.isnan(cell.p_vs_reference):
         verdict = "significant" if cell.significant else "not significant"
-        notes.append(f"vs the reference: p = {cell.p_vs_reference:.3g} (Holm-adjusted), {verdict}")
+        test = TEST_METHODS.get(cell.test_method, "paired test")
+        notes.append(f"vs the reference: p = {cell.p_vs_reference:.3g} (adjusted; {test}), {verdict}")
     if cell.degenerate:
         notes.append("degenerate: " + "; ".join(cell.degenerate))
     title = f' title="{esc(" | ".join(notes))}"' if notes else ""

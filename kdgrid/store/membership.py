@@ -1,12 +1,16 @@
 """Which trials each sweep lists, and the study of each, recorded in the store when the sweep runs.
 
 ```
-<store>/memberships/<sweep name>.<content hash>.json   {"sweep": name, "trials": {trial_id: study, ...}}
+<store>/memberships/<sweep name>.<content hash>.json   {"sweep": name, "table": "5", "trials": {trial_id: study}}
 ```
+
+``table``: the table the sweep file declares (its ``table:`` key, `kdgrid.grid.spec`); absent when it declares
+none, and in files written before the key existed (analysis then maps the sweep's name to its table,
+`kdgrid.analysis.tidy.legacy_table_of`).
 
 A trial two sweeps share runs once (the second sweep finds it done), so its rows name only the sweep that ran
 it; the membership files let analysis count it in both sweeps' tables without reading any sweep file
-(`analysis.tidy.membership_tables`). `kdgrid run` and `kdgrid resume` (`kdgrid.sweep_run.run_sweep`) record a
+(`kdgrid.analysis.tidy.membership_tables`). `kdgrid run` and `kdgrid resume` (`kdgrid.sweep_run.run_sweep`) record a
 sweep's membership before they run anything, also when there is nothing left to run. A store written before
 memberships were recorded has none: analysis then goes by the ``sweep`` and ``study`` columns of the rows alone,
 and running each sweep again (`kdgrid resume`, which reruns nothing done) records its membership.
@@ -42,10 +46,13 @@ class SweepMembership:
     Attributes:
         sweep: the sweep's name, as its rows record it in the ``sweep`` column.
         trials: trial id -> the study (of that sweep) the trial belongs to.
+        table: the table the sweep file declares (``"5"``, ``"demo"``); None when it declares none or the file
+            was written before sweeps declared their table.
     """
 
     sweep: str
     trials: Mapping[str, str]
+    table: str | None = None
 
 
 def memberships_dir(store: Path | str) -> Path:
@@ -60,11 +67,18 @@ def _file_name(sweep: str, content: bytes) -> str:
     return f"{safe}.{hashlib.sha256(content).hexdigest()[:16]}{SUFFIX}"
 
 
-def record_membership(store: Path | str, sweep: str, trials: Mapping[str, str]) -> Path:
-    """Record that sweep ``sweep`` lists ``trials`` (trial id -> study) in ``store``; returns the file.
+def record_membership(
+    store: Path | str, sweep: str, trials: Mapping[str, str], table: str | None = None
+) -> Path:
+    """Record that sweep ``sweep`` (declaring ``table``, if any) lists ``trials`` (trial id -> study) in
+    ``store``; returns the file.
 
-    Idempotent: the file is named by its content, and an existing one is left as it is."""
-    content = json.dumps({"sweep": sweep, "trials": dict(sorted(trials.items()))}, indent=0).encode()
+    Idempotent: the file is named by its content, and an existing one is left as it is. Without a table the
+    content is what it was before sweeps declared tables (the same file name for the same membership)."""
+    declared = {"table": table} if table is not None else {}
+    content = json.dumps(
+        {"sweep": sweep, **declared, "trials": dict(sorted(trials.items()))}, indent=0
+    ).encode()
     folder = memberships_dir(store)
     final = folder / _file_name(sweep, content)
     if final.is_file():
@@ -92,14 +106,16 @@ def read_memberships(store: Path | str) -> list[SweepMembership]:
         except (OSError, ValueError) as error:
             raise KdgridError(f"{path}: not a sweep membership file of a kdgrid store ({error})") from error
         sweep, trials = (data.get("sweep"), data.get("trials")) if isinstance(data, dict) else (None, None)
+        table = data.get("table") if isinstance(data, dict) else None
         if not (
             isinstance(sweep, str)
             and isinstance(trials, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in trials.items())
+            and (table is None or isinstance(table, str))
         ):
             raise KdgridError(
                 f'{path}: not a sweep membership file of a kdgrid store (expected {{"sweep": name, '
-                '"trials": {trial_id: study}})'
+                '"table": table (optional), "trials": {trial_id: study}})'
             )
-        found.append(SweepMembership(sweep, trials))
+        found.append(SweepMembership(sweep, trials, table))
     return found

@@ -404,11 +404,19 @@ def _order_by_time(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def done_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Every done row of ``df`` (rows of the store's schema; a frame without a ``status`` column is taken as done
+    rows already), failed ones dropped: the rows a trial that `trial_states` calls done is done by."""
+    if "status" not in df.columns:
+        return df
+    return df[df["status"] == "done"]
+
+
 def latest_done_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The latest done row of each trial of ``df`` (rows of the store's schema): a trial run twice (a forced
     re-run) has two done rows and the one written last counts (by ``written_at``, then by order in ``df``).
     Failed rows are dropped. The frame keeps ``df``'s columns."""
-    done = _order_by_time(df[df["status"] == "done"])
+    done = _order_by_time(done_rows(df))
     return done.drop_duplicates("trial_id", keep="last").drop(columns="_order", errors="ignore")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.tidy import CONFIG_COLUMNS
+from kdgrid.analysis.schema import CONFIG_COLUMNS
 from kdgrid.cli import main
 from kdgrid.result import TrialResult
 from kdgrid.store import write_result

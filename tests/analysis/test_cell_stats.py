@@ -1,4 +1,4 @@
-"""Intervals, paired tests against a reference and Holm over a table, cell by cell (`analysis.cell_stats`), on
+"""Intervals, paired tests against a reference and Holm over a table, cell by cell (`kdgrid.analysis.cell_stats`), on
 hand-made cells whose predictions are built directly, and through `build_report` on a store's real rows."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import stats
-from analysis.cell_stats import Reference, attach_uncertainty, parse_reference
-from analysis.render import BETTER_MARK, REFERENCE_MARK, WORSE_MARK, render
-from analysis.significant_claims import significant_claim_notes
-from analysis.tables import HARD_ONLY, SOFT_ONLY, Column, TableView, build_view, get_spec
-from analysis.tables_report import UncertaintyOptions, build_report, load_tidy
-from analysis.tidy import aggregate_seeds
+from kdgrid.analysis import stats
+from kdgrid.analysis.cell_stats import Reference, attach_uncertainty, parse_reference
+from kdgrid.analysis.render import BETTER_MARK, REFERENCE_MARK, WORSE_MARK, render
+from kdgrid.analysis.significant_claims import significant_claim_notes
+from kdgrid.analysis.tables import HARD_ONLY, SOFT_ONLY, Column, TableView, build_view, get_spec
+from kdgrid.analysis.tables_report import UncertaintyOptions, build_report, load_tidy
+from kdgrid.analysis.tidy import aggregate_seeds
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 from kdgrid.store import read_store
@@ -106,7 +106,7 @@ def test_one_seed_cell_gets_the_plain_bootstrap_interval(three_against_soft):
 
 def test_identical_is_not_significant_flipped_is_and_holm_runs_over_the_table(three_against_soft):
     view, predictions, students = three_against_soft
-    summary = attach(view, predictions)
+    summary = attach(view, predictions, test="bootstrap")
     same, flip, close = cell(view, "cos"), cell(view, "pkd"), cell(view, "mmd")
     soft = cell(view, SOFT_ONLY, "score")
     assert soft.is_reference and math.isnan(soft.p_vs_reference) and not soft.significant
@@ -138,7 +138,7 @@ def test_several_seeds_get_the_seed_and_example_interval():
     students = {f"s{k}": correct_on(0.7 + 0.05 * k, offset=7 * k) for k in range(3)}
     rows = [demo_row(f"s{k}", seed=k) for k in range(3)]
     view = demo_view(students, rows)
-    attach(view, {k: outcome(v) for k, v in students.items()})
+    attach(view, {k: outcome(v) for k, v in students.items()}, test="bootstrap")
     soft = cell(view, SOFT_ONLY, "score")
     runs = np.stack([students[f"s{k}"] for k in range(3)])
     expected = stats.seed_bootstrap_interval("accuracy", GOLD, runs, resamples=RESAMPLES)
@@ -159,7 +159,7 @@ def test_seeds_are_paired_only_when_both_cells_ran_the_same_seeds():
     runs_a, runs_b = np.stack(list(other.values())), np.stack(list(base.values()))
     for rows, pair in ((paired, True), (unpaired, False)):
         view = demo_view(students, rows)
-        attach(view, predictions)
+        attach(view, predictions, test="bootstrap")
         expected = stats.paired_bootstrap_test(
             "accuracy", GOLD, runs_a, runs_b, resamples=TEST_RESAMPLES, pair_seeds=pair
         )

@@ -1,4 +1,4 @@
-"""`analysis.figures`: every figure is written as a real PNG and PDF, drawn from the table's own numbers."""
+"""`kdgrid.analysis.figures`: every figure is written as a real PNG and PDF, drawn from the table's own numbers."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from analysis.figures import block_matrix, draw_heatmap, paper_scatter, slug, write_figures
-from analysis.tables import build_view, get_spec
-from analysis.tidy import aggregate_seeds
+from kdgrid.analysis.figures import block_matrix, draw_heatmap, paper_scatter, slug, write_figures
+from kdgrid.analysis.tables import build_view, get_spec
+from kdgrid.analysis.tidy import aggregate_seeds
 from tests.analysis.tables_testing import tidy_rows
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import claims
-from analysis.paper_numbers import paper_numbers
+from kdgrid.analysis import claims
+from kdgrid.analysis.paper_numbers import paper_numbers
 from kdgrid.errors import ConfigError
 
 
@@ -142,7 +142,7 @@ def test_single_and_double_match_selection() -> None:
     assert claims.double_match(rows)["knowledge"].tolist() == ["cos+mmd"]
 
 
-# --- the paper's own tables (numbers recorded in analysis/paper/NOTES.md) -----------------------------------------
+# --- the paper's own tables (numbers recorded in kdgrid/analysis/paper/NOTES.md) -----------------------------------------
 
 
 @pytest.fixture(scope="module")

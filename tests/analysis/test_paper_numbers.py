@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.paper import transcribe
-from analysis.paper_numbers import COLUMNS, paper_numbers
+from kdgrid.analysis.paper_numbers import COLUMNS, paper_numbers
 from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_KNOWLEDGE
+from tools import transcribe_paper as transcribe
 
 SOURCE = transcribe.default_source()
 SOURCE_FOUND = SOURCE is not None and SOURCE.is_file()
@@ -554,3 +554,14 @@ def test_paper_numbers_returns_a_copy() -> None:
 def test_paper_numbers_rejects_unknown_tables(bad: object) -> None:
     with pytest.raises(ConfigError, match="tables: 1, 2, 3, 4, 5, 6, 7, 8"):
         paper_numbers(bad)  # type: ignore[arg-type]
+
+
+def test_the_cell_key_has_one_home() -> None:
+    # the published numbers, the tidy format and the transcription name a number's place with the same columns
+    from kdgrid.analysis import schema, tidy
+
+    assert tidy.CONFIG_COLUMNS is schema.CONFIG_COLUMNS and transcribe.KEY_COLUMNS is schema.PAPER_KEY
+    assert [c for c in COLUMNS if c in schema.CONFIG_COLUMNS] == [
+        c for c in schema.CONFIG_COLUMNS if c != "soft_weight"
+    ]
+    assert set(schema.PAPER_KEY) < set(COLUMNS)

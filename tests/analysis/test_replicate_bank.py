@@ -1,4 +1,4 @@
-"""Shared replicates (`analysis.replicate_bank`) and the scoring shortcuts of `analysis.stats`: the same numbers
+"""Shared replicates (`kdgrid.analysis.replicate_bank`) and the scoring shortcuts of `kdgrid.analysis.stats`: the same numbers
 as scoring one cell at a time, bit for bit."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ from dataclasses import astuple
 import numpy as np
 import pytest
 
-from analysis import stats
-from analysis.cell_stats import attach_uncertainty, compare_cells
-from analysis.replicate_bank import ReplicateBank
+from kdgrid.analysis import stats
+from kdgrid.analysis.cell_stats import attach_uncertainty, compare_cells
+from kdgrid.analysis.replicate_bank import ReplicateBank
 from kdgrid.metrics import ROW_METRICS
 from tests.analysis.test_cell_stats import GOLD, N, correct_on, demo_row, demo_view, outcome
 
 
 def plain(metric: str):
-    """The metric as a plain function: `analysis.stats` then scores it by a gather per run, without shortcuts."""
+    """The metric as a plain function: `kdgrid.analysis.stats` then scores it by a gather per run, without shortcuts."""
     row_metric = ROW_METRICS[metric]
     return lambda predictions, labels: row_metric(predictions, labels)
 

@@ -1,4 +1,4 @@
-"""`analysis.stats`: bootstrap intervals, paired tests and Holm-Bonferroni against hand-computed cases."""
+"""`kdgrid.analysis.stats`: bootstrap intervals, paired tests and Holm-Bonferroni against hand-computed cases."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from analysis.stats import (
+from kdgrid.analysis.stats import (
     bootstrap_interval,
     holm_bonferroni,
     paired_bootstrap_test,

@@ -10,7 +10,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import kdgrid.bundled_sweeps as bundled_sweeps
-from analysis.tables_report import demo_table
+from kdgrid.analysis.tables_report import demo_table
 from kdgrid.cli import app, main
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.store.membership import record_membership
@@ -69,7 +69,11 @@ def test_terminal_and_out_file(store, tmp_path):
     target = tmp_path / "t" / "table4.tex"
     out = invoke("tables", "4", "--store", str(store), "--format", "latex", "--out", str(target))
     assert out.exit_code == 0, out.output
-    assert target.read_text().startswith("\\begin{table}") and "\\textbf{0.7181}" in target.read_text()
+    text = target.read_text()
+    # the packages it needs are said first (booktabs for the rules, amssymb for the marks), then the table
+    assert text.startswith("% needs \\usepackage{booktabs} (the rules: \\toprule")
+    assert text.splitlines()[1].startswith("% needs \\usepackage{amssymb} (the marks: \\blacktriangle")
+    assert text.splitlines()[2] == "\\begin{table}[t]" and "\\textbf{0.7181}" in text
 
 
 def test_all_renders_what_is_there_and_lists_what_is_not(store):
@@ -202,8 +206,8 @@ def test_demo_table_from_a_real_run_of_the_core(tmp_path):
     assert "synthetic-single-binary · bert-tiny" in text
     assert "soft labels only" in text and "hard labels only" in text
     # every trial's number is in its place, a real accuracy
-    from analysis.tables import HARD_ONLY, SOFT_ONLY, Column, build_view, get_spec
-    from analysis.tables_report import load_tidy
+    from kdgrid.analysis.tables import HARD_ONLY, SOFT_ONLY, Column, build_view, get_spec
+    from kdgrid.analysis.tables_report import load_tidy
 
     view = build_view(get_spec("demo"), load_tidy(store))
     main_block, baselines = view.blocks

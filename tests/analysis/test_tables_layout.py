@@ -1,4 +1,4 @@
-"""`analysis.tables`: where each number goes, what is bold, what is missing."""
+"""`kdgrid.analysis.tables`: where each number goes, what is bold, what is missing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from analysis.tables import (
+from kdgrid.analysis.tables import (
     EXTRA_STRATEGIES,
     HARD_ONLY,
     SOFT_ONLY,

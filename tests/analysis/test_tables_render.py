@@ -1,4 +1,4 @@
-"""`analysis.render`: the four output formats, checked against golden files and by their conventions."""
+"""`kdgrid.analysis.render`: the four output formats, checked against golden files and by their conventions."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.render import latex_escape, number_text, render
-from analysis.tables import Column, build_view, get_spec
-from analysis.tidy import aggregate_seeds
+from kdgrid.analysis.render import latex_escape, number_text, render
+from kdgrid.analysis.tables import Column, build_view, get_spec
+from kdgrid.analysis.tidy import aggregate_seeds
 from kdgrid.errors import ConfigError
 from tests.analysis.tables_testing import tidy_rows
 

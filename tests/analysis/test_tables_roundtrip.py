@@ -23,11 +23,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from analysis import claims
-from analysis.compare import compare_with_paper
-from analysis.paper_numbers import paper_numbers
-from analysis.tables import AVERAGE, build_view, get_spec
-from analysis.tidy import normalise, store_to_tidy
+from kdgrid.analysis import claims
+from kdgrid.analysis.compare import compare_with_paper
+from kdgrid.analysis.paper_numbers import paper_numbers
+from kdgrid.analysis.tables import AVERAGE, build_view, get_spec
+from kdgrid.analysis.tidy import normalise, store_to_tidy
 from kdgrid.result import TrialResult
 from kdgrid.store import read_store, result_row, scores_long, write_result
 from kdgrid.store.layout import compacted_dir
@@ -203,7 +203,7 @@ def test_table7_averages_come_back_and_the_baseline_row_is_the_papers_own(paper,
 def test_derived_claims_from_the_store_equal_those_from_the_paper(paper, paper_tidy):
     # The claims computed from the regenerated store must be the claims of the transcription itself; what the
     # paper's text says about them (25 of 27, 22 of 27, ~0.00045) is checked against the transcription by
-    # tests/analysis/test_paper_claims.py and explained in analysis/paper/NOTES.md.
+    # tests/analysis/test_paper_claims.py and explained in kdgrid/analysis/paper/NOTES.md.
     for table, select in (("5", claims.single_match), ("6", claims.double_match)):
         ours = select(paper_tidy[paper_tidy["table"] == table])
         theirs = select(paper[paper["table"] == table])
@@ -230,12 +230,12 @@ def test_round_trip_through_the_per_trial_write_api(tmp_path, paper):
 
 
 def test_claim_notes_under_the_tables_are_the_same_from_the_store(paper, paper_tidy):
-    from analysis.tables_claims import claim_notes
+    from kdgrid.analysis.tables_claims import claim_notes
 
     for table in ("5", "6", "8"):
         assert claim_notes(table, paper_tidy) == claim_notes(table, paper), table
     five = " ".join(claim_notes("5", paper_tidy))
-    # What the printed Table 5 gives, beside what the text says (analysis/paper/NOTES.md explains the gap).
+    # What the printed Table 5 gives, beside what the text says (kdgrid/analysis/paper/NOTES.md explains the gap).
     assert "in 19 of 27" in five and "The paper: 25 of 27" in five
     assert "0.000268" in five and "0.000458" in five
     assert "752 better, 76 equal, 522 worse" in claim_notes("8", paper_tidy)[0]

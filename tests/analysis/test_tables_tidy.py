@@ -1,4 +1,4 @@
-"""`analysis.tidy`: the store, read back with its own reader, adapted to the tidy format."""
+"""`kdgrid.analysis.tidy`: the store, read back with its own reader, adapted to the tidy format."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from analysis.tidy import (
+from kdgrid.analysis.tidy import (
     aggregate_seeds,
     knowledge_label,
     reasons_of_dev_set,

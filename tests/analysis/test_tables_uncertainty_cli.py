@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import kdgrid.bundled_sweeps as bundled_sweeps
-from analysis.tidy import aggregate_seeds, trial_setting
+from kdgrid.analysis.tidy import aggregate_seeds, trial_setting
 from kdgrid.errors import ConfigError
 from kdgrid.store import read_store
 from tests.analysis.tables_testing import result, run_kdgrid, tidy_rows, write
@@ -85,6 +85,10 @@ def test_the_data_order_seed_is_a_seed_too():
         (["--where", "lr"], "--where takes FIELD=VALUE"),
         (["--values", "agreement", "--compare", "paper"], "nothing to --compare with the paper"),
         (["--where", "colour=blue"], "no trial field or option 'colour'"),
+        (["--family", "all"], "unknown --family 'all'; allowed: condition, table"),
+        (["--correction", "bonferroni"], "unknown --correction 'bonferroni'; allowed: holm, fdr"),
+        (["--test", "magic"], "unknown --test 'magic'; allowed: auto, bootstrap"),
+        (["--kind", "last", "--intervals", "on"], "--kind last with --intervals on"),
     ],
 )
 def test_bad_input_gets_one_message_and_exit_2(tmp_path, capsys, args, message):

@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 import kdgrid.bundled_sweeps as bundled_sweeps
-from analysis.tables_report import demo_table
+from kdgrid.analysis.tables_report import demo_table
 from kdgrid.predictions import DevSetPredictions
 from kdgrid.store import layout
 from tests.analysis.tables_testing import result, run_kdgrid, write
@@ -146,3 +146,31 @@ def test_a_store_of_version_1_rows_refuses_intervals_and_still_prints_its_number
     assert code == 0, err
     (line,) = [r for r in csv.DictReader(io.StringIO(out)) if r["value"]]
     assert line["value"] == "0.6913" and line["ci_low"] == "" and line["p_vs_reference"] == ""
+
+
+def test_the_table_names_its_tests_family_and_correction(store, capsys):
+    code, out, err = run_kdgrid(capsys, "tables", "demo", "--store", str(store), "--format", "markdown")
+    assert code == 0, err
+    assert (
+        "exact McNemar test" in out
+        and "one family per condition" in out
+        and "Holm (family-wise error)" in out
+    )
+    assert "run-to-run comparison" in out
+    code, out, err = run_kdgrid(
+        capsys, "tables", "demo", "--store", str(store), "--format", "markdown",
+        "--family", "table", "--correction", "fdr",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "one family: the whole table" in out and "Benjamini-Hochberg (false discovery rate)" in out
+
+
+def test_kind_last_prints_the_last_epochs_values_without_another_epochs_interval(store, capsys):
+    code, out, err = run_kdgrid(
+        capsys, "tables", "demo", "--store", str(store), "--format", "csv", "--kind", "last"
+    )
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rows and all(r["ci_low"] == "" and r["significant"] in ("", "0") for r in rows)
+    code, out, err = run_kdgrid(capsys, "tables", "demo", "--store", str(store), "--kind", "last")
+    assert "best epoch only" in out

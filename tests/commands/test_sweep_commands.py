@@ -163,8 +163,8 @@ def test_a_killed_worker_then_resume_completes_exactly_the_missing_trials(tmp_pa
 
 
 def test_a_trial_two_sweeps_share_runs_once_and_counts_in_both_tables(tmp_path: Path) -> None:
-    from analysis.tables import tables_in
-    from analysis.tables_report import load_tidy
+    from kdgrid.analysis.tables import tables_in
+    from kdgrid.analysis.tables_report import load_tidy
 
     fixed = {"task": "mrpc", "teacher": "bert-base", "student": "bert-mini", "alpha": 0.1}
     table4, table1 = tmp_path / "table4_t.yaml", tmp_path / "table1_i.yaml"

@@ -64,7 +64,7 @@ PRELOAD_STUDENTS = {
 
 @dataclass(frozen=True)
 class Cell:
-    """A cell of a laid-out table (`analysis.tables.Block.cell`): block title, row label, column label and
+    """A cell of a laid-out table (`kdgrid.analysis.tables.Block.cell`): block title, row label, column label and
     group."""
 
     block: str
@@ -233,7 +233,9 @@ def write_general_distillation_checkpoints(sweep: Sweep, working_dir: Path) -> l
         torch.manual_seed(len(folders))
         model = BertForPreTraining(bert_config(student_shape(trial.student), num_labels=2))
         if use is not None:
-            artifacts.publish(use.recipe, model.save_pretrained, steps_done=0, made_by="tests.hub.paper_sweeps")
+            artifacts.publish(
+                use.recipe, model.save_pretrained, steps_done=0, made_by="tests.hub.paper_sweeps"
+            )
         else:
             model.save_pretrained(folder)
             (folder / GENERAL_DISTILLATION_INFO).write_text(json.dumps({"made_by": "tests.hub.paper_sweeps"}))

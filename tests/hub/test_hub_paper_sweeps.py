@@ -1,6 +1,6 @@
 """Every paper sweep (Tables 1-8), sliced (`tests.hub.paper_sweeps`), runs through kdgrid's unchanged Hub loading
 code against the fixture, offline, with the local executor and with Ray: every trial ends done, and the paper's
-table fills from the rows (`analysis.tables_report`, and `kdgrid tables` through the CLI).
+table fills from the rows (`kdgrid.analysis.tables_report`, and `kdgrid tables` through the CLI).
 
 Tables 1 and 2 name their general-distillation checkpoints by recipe (``init_recipe: paper``): stand-ins are
 published as those recipes' artifacts in the test's kdgrid cache, and the test runs in a fresh working directory.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analysis.tables_report import build_report, load_tidy
+from kdgrid.analysis.tables_report import build_report, load_tidy
 from kdgrid.cli import app
 from kdgrid.grid import load_sweep
 from kdgrid.sweep_run import SweepRun, run_sweep

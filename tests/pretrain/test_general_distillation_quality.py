@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.stats import paired_bootstrap_test
 from kdgrid import assets
+from kdgrid.analysis.stats import paired_bootstrap_test
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.needed import recipe_for_trial
 from kdgrid.core.teacher import finetune_teacher

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.render import DEGENERATE_MARK
-from analysis.tables import HARD_ONLY, SOFT_ONLY, Block, Cell, Column, TableView
+from kdgrid.analysis.render import DEGENERATE_MARK
+from kdgrid.analysis.tables import HARD_ONLY, SOFT_ONLY, Block, Cell, Column, TableView
 from kdgrid.predictions import DevSetPredictions
 from kdgrid.report.build import ReportWriter
 from kdgrid.report.findings import table_findings

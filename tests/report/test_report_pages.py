@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from analysis.render import BETTER_MARK, DEGENERATE_MARK
-from analysis.tables import Block, Cell, Column, TableView
+from kdgrid.analysis.render import BETTER_MARK, DEGENERATE_MARK
+from kdgrid.analysis.tables import Block, Cell, Column, TableView
 from kdgrid.cli import app
 from kdgrid.report.build import ReportWriter
 from kdgrid.report.gather import gather

@@ -4,9 +4,11 @@ Conventions shared by every format: scores with 4 decimals (``0.8137``), ``mean�
 several seeds, facts (params in M, FLOPs in G, latency in ms) with 4 significant digits, missing cells as ``-``
 (never 0), the best value of each block in bold. A compared view puts the published value and the difference
 beside ours (``0.8137 / 0.8134 (+0.0003)``) and ends each block with its agreement (mean |difference|,
-Spearman's rank correlation). CSV is long: one line per cell, every number in its own column.
+Spearman's rank correlation). CSV is long: one line per cell, every number in its own column (rounded to 10
+decimals: float noise such as ``0.6809750000000001`` never reaches a file), one column per axis of the table
+(task, student, knowledge, ...: the cell's own settings) and the cell's trial ids.
 
-Uncertainty (`analysis.cell_stats`): a cell with an interval shows it as ``[low, high]`` (under the number in
+Uncertainty (`kdgrid.analysis.cell_stats`): a cell with an interval shows it as ``[low, high]`` (under the number in
 the terminal); ``▲``/``▼`` mark cells significantly better/worse than their condition's reference (marked
 ``ref``), ``†`` a cell with a degenerate run; compared, ``∈``/``∉`` say whether the published value lies in
 our interval. A legend under the table explains the marks it uses.
@@ -24,7 +26,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from analysis.tables import Agreement, Block, Cell, Column, TableView
+from kdgrid.analysis.tables import Agreement, Block, Cell, Column, TableView
 from kdgrid.errors import ConfigError
 
 FORMATS: tuple[str, ...] = ("terminal", "markdown", "latex", "csv")
@@ -50,7 +52,7 @@ def number_text(value: float, column: Column, std: float = math.nan, n_seeds: in
     return text
 
 
-BETTER_MARK = "▲"  # significantly better than the reference (Holm-adjusted paired bootstrap test)
+BETTER_MARK = "▲"  # significantly better than the reference (adjusted paired test; docs/uncertainty.md)
 WORSE_MARK = "▼"  # significantly worse
 REFERENCE_MARK = "ref"  # the reference cell of its condition
 DEGENERATE_MARK = "†"  # a degenerate run among the cell's seeds (majority class, constant predictions, ...)
@@ -106,7 +108,19 @@ def legend(view: TableView) -> list[str]:
         )
     if any(cell.paper_inside is not None for *_, cell in cells):
         lines.append(
-            f"{INSIDE_MARK}/{OUTSIDE_MARK}: the published value lies inside/outside our 95% interval"
+            f"{INSIDE_MARK}/{OUTSIDE_MARK}: the published value lies inside/outside our 95% interval (where one "
+            "more run of the cell would fall, from its seeds)"
+        )
+    methods = {cell.test_method for *_, cell in cells if cell.test_method}
+    if methods - {"t"}:
+        lines.append(
+            "better/worse marks with one seed a side: a run-to-run comparison on the same dev examples; it "
+            "leaves training-seed variance out, so it does not show that the methods differ"
+        )
+    if "t" in methods:
+        lines.append(
+            "better/worse marks with two or more seeds a side: a method-level t-test over the seeds' scores on "
+            "this dev set"
         )
     return lines
 
@@ -198,9 +212,17 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
 
 
+LATEX_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("booktabs", "the rules: \\toprule, \\midrule, \\cmidrule, \\bottomrule"),
+    ("amssymb", "the marks: \\blacktriangle, \\blacktriangledown"),
+)
+
+
 def to_latex(view: TableView) -> str:
-    """One ``tabular`` (booktabs) per block inside one ``table`` float; needs ``\\usepackage{booktabs}``."""
-    out = ["\\begin{table}[t]", "\\centering", "\\small", f"\\caption{{{latex_escape(view.title)}}}"]
+    """One ``tabular`` (booktabs) per block inside one ``table`` float, after a comment naming the packages it
+    needs (`LATEX_PACKAGES`: booktabs, amssymb)."""
+    out = [f"% needs \\usepackage{{{name}}} ({why})" for name, why in LATEX_PACKAGES]
+    out += ["\\begin{table}[t]", "\\centering", "\\small", f"\\caption{{{latex_escape(view.title)}}}"]
     for block in view.blocks:
         spec = "l" + "r" * len(block.columns)
         out.append(f"\\begin{{tabular}}{{{spec}}}")
@@ -276,18 +298,52 @@ CSV_COLUMNS = (
     "is_reference",
     "degenerate",
 )
+# The axes of a paper table (`kdgrid.analysis.tidy.CONFIG_COLUMNS` but the table, role and block, which are
+# columns already or say nothing): one CSV column each, the cell's own value. A sweep's table names its own
+# (`TableView.axes`).
+CSV_AXES: tuple[str, ...] = (
+    "task",
+    "dev_set",
+    "student",
+    "teacher",
+    "init",
+    "knowledge",
+    "strategy",
+    "temperature",
+    "alpha",
+    "beta",
+    "soft_weight",
+    "metric",
+)
+CSV_TRIAL_COLUMN = "trial_ids"  # the cell's trials, ";"-separated
 CSV_COMPARE_COLUMNS = ("paper_inside", "paper", "diff")
 
 
 def _csv_number(value: float) -> str:
-    return "" if math.isnan(value) else repr(float(value))
+    """A number rounded to 10 decimals (``0.6809750000000001`` -> ``0.680975``), ``""`` when missing."""
+    return "" if math.isnan(value) else repr(round(float(value), 10) + 0.0)
+
+
+def _csv_axis(value: object) -> str:
+    """A cell's axis value: numbers as `_csv_number`, nothing (None, NaN) as ``""``, text as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _csv_number(float(value))
+    return str(value)
+
+
+def csv_axes(view: TableView) -> tuple[str, ...]:
+    """The axis columns of ``view``'s CSV: its own (`TableView.axes`) or the paper tables' (`CSV_AXES`)."""
+    return view.axes or CSV_AXES
 
 
 def to_csv(view: TableView) -> str:
     """One line per cell of the layout (missing ones with an empty ``value``), in display order."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    header = list(CSV_COLUMNS) + (list(CSV_COMPARE_COLUMNS) if view.compared else [])
+    axes = csv_axes(view)
+    header = [*CSV_COLUMNS, *axes, CSV_TRIAL_COLUMN, *(CSV_COMPARE_COLUMNS if view.compared else ())]
     writer.writerow(header)
     for block in view.blocks:
         for row in block.rows:
@@ -310,6 +366,8 @@ def to_csv(view: TableView) -> str:
                     cell.direction,
                     int(cell.is_reference),
                     ";".join(cell.degenerate),
+                    *(_csv_axis(cell.config.get(axis)) for axis in axes),
+                    ";".join(cell.trial_ids),
                 ]
                 if view.compared:
                     inside = "" if cell.paper_inside is None else int(cell.paper_inside)

@@ -1,9 +1,9 @@
 """The paper's published numbers (Tables 1-8) as a pandas DataFrame in the tidy format.
 
-The numbers live in ``analysis/paper/table{1..8}.csv`` (written by ``analysis/paper/transcribe.py`` from the OCR
-of the paper; every judgement behind them is in ``analysis/paper/NOTES.md``). One row per published number:
+The numbers live in ``kdgrid/analysis/paper/table{1..8}.csv`` (written by ``tools/transcribe_paper.py`` from the OCR
+of the paper; every judgement behind them is in ``kdgrid/analysis/paper/NOTES.md``). One row per published number:
 
-    table        "1" .. "8" (text, as the tidy format of `analysis.tidy` has it)
+    table        "1" .. "8" (text, as the tidy format of `kdgrid.analysis.tidy` has it)
     task         cola, mrpc, stsb, rte, qqp, mnli, sst2, qnli; "" for Table 7's average column
     dev_set      validation; MNLI: validation_matched / validation_mismatched; "" for the average
     student      bert-tiny, bert-mini, bert-small, a shape "w{width}-l{layers}" (Table 2), electra-small (Table 7
@@ -33,10 +33,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from kdgrid.analysis.schema import CONFIG_COLUMNS, FACT_COLUMNS
 from kdgrid.errors import ConfigError
+from kdgrid.paper import PAPER_TABLES
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
-TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8")
+TABLES: tuple[str, ...] = PAPER_TABLES
 
 TEXT_COLUMNS: tuple[str, ...] = (
     "table",
@@ -57,23 +59,11 @@ TEXT_COLUMNS: tuple[str, ...] = (
 FLOAT_COLUMNS: tuple[str, ...] = ("temperature", "alpha", "params_m", "flops_g", "latency_ms", "value")
 BOOL_COLUMNS: tuple[str, ...] = ("bold", "doubtful")
 INT_COLUMNS: tuple[str, ...] = ("source_line",)
+# The CSV's columns, in order: the cell key (`kdgrid.analysis.schema`; soft_weight is never printed, the metric
+# comes after the facts), the facts, then the number and what was judged about it.
 COLUMNS: tuple[str, ...] = (
-    "table",
-    "task",
-    "dev_set",
-    "student",
-    "teacher",
-    "role",
-    "knowledge",
-    "strategy",
-    "init",
-    "temperature",
-    "alpha",
-    "beta",
-    "block",
-    "params_m",
-    "flops_g",
-    "latency_ms",
+    *(c for c in CONFIG_COLUMNS if c not in ("soft_weight", "metric")),
+    *FACT_COLUMNS,
     "metric",
     "value_text",
     "value",
@@ -85,7 +75,7 @@ COLUMNS: tuple[str, ...] = (
 
 
 def table_path(table: str) -> Path:
-    """The CSV of one table (``"5"`` -> ``analysis/paper/table5.csv``)."""
+    """The CSV of one table (``"5"`` -> ``kdgrid/analysis/paper/table5.csv``)."""
     return PAPER_DIR / f"table{table}.csv"
 
 
@@ -99,7 +89,7 @@ def _table_label(table: int | str) -> str:
 def _read_table(table: str) -> pd.DataFrame:
     path = table_path(table)
     if not path.is_file():
-        raise ConfigError(f"{path} is missing; regenerate it with `python -m analysis.paper.transcribe`")
+        raise ConfigError(f"{path} is missing; regenerate it with `python tools/transcribe_paper.py`")
     # Everything as text first so empty cells stay "" and printed numbers keep their digits.
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     missing = sorted(set(COLUMNS) - set(frame.columns))
@@ -128,7 +118,7 @@ def paper_numbers(
 
     Args:
         table: ``5``, ``"5"``, ``"table5"``, a list of those, or None for all eight tables.
-        include_doubtful: False drops the numbers flagged ``doubtful`` (see ``analysis/paper/NOTES.md``).
+        include_doubtful: False drops the numbers flagged ``doubtful`` (see ``kdgrid/analysis/paper/NOTES.md``).
 
     Returns:
         A fresh DataFrame (safe to modify) with the columns described in this module's docstring; text columns

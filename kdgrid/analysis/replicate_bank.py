@@ -1,6 +1,6 @@
 """Bootstrap replicate scores of many runs on one dev set, drawn once and shared by every interval and test.
 
-`analysis.stats` draws a replicate's example sample from ``numpy.random.default_rng(seed)``, and the samples
+`kdgrid.analysis.stats` draws a replicate's example sample from ``numpy.random.default_rng(seed)``, and the samples
 depend only on the seed, the number of examples N and the number of resamples R (never on the runs scored). So
 every cell of a table on one dev set sees the same samples: a `ReplicateBank` draws them once per dev set
 (fingerprint), scores every registered run on them in one pass (`stats.replicate_scores`: one matrix product per
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis import stats
+from kdgrid.analysis import stats
 
 RunKey = Hashable
 """What names one run on one dev set, e.g. (row id, dev set)."""

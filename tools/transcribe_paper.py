@@ -1,17 +1,17 @@
 """Transcribe Tables 1-8 of the paper (an OCR of the PDF, Markdown with HTML tags) into tidy CSV files.
 
-One row per published number, written to ``analysis/paper/table{1..8}.csv``. Every value is kept exactly as
+One row per published number, written to ``kdgrid/analysis/paper/table{1..8}.csv``. Every value is kept exactly as
 printed (``value_text``) and parsed into ``value``; bold markers become the ``bold`` column; numbers that cannot be
 what the authors measured are flagged ``doubtful`` with the reason in ``note``. The judgements this script
 encodes (which unlabelled row is which task, how drifting headers are read, ...) are written down in
-``analysis/paper/NOTES.md``; the constants below carry the same reasoning in short.
+``kdgrid/analysis/paper/NOTES.md``; the constants below carry the same reasoning in short.
 
 Run from the repository root::
 
-    .venv/bin/python -m analysis.paper.transcribe [--source PATH] [--out DIR] [--check]
+    .venv/bin/python tools/transcribe_paper.py [--source PATH] [--out DIR] [--check]
 
 ``--check`` re-parses and fails if the committed CSVs differ from what the source gives (a CI guard against
-hand edits). The OCR text is not part of the repository: give it with ``--source`` or
+hand edits). A one-off tool kept beside the package, not installed with it. The OCR text is not part of the repository: give it with ``--source`` or
 ``$KDGRID_PAPER_TEXT`` (CI sets it where its machine keeps a copy).
 """
 
@@ -28,7 +28,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from analysis.paper_numbers import COLUMNS as PAPER_COLUMNS
+from kdgrid.analysis.paper_numbers import COLUMNS as PAPER_COLUMNS
+from kdgrid.analysis.schema import PAPER_KEY
 from kdgrid.paper import (
     APPENDIX_DEV_SETS,
     DEFAULT_INIT,
@@ -40,7 +41,8 @@ from kdgrid.paper import (
     reported_metric,
 )
 
-PAPER_DIR = Path(__file__).resolve().parent
+# Where the CSVs are kept: package data of `kdgrid.analysis` (this tool lives outside the package, in tools/).
+PAPER_DIR = Path(__file__).resolve().parent.parent / "kdgrid" / "analysis" / "paper"
 
 
 def default_source() -> Path | None:
@@ -162,20 +164,7 @@ class Row:
 
 
 # What identifies a published number inside its table.
-KEY_COLUMNS: tuple[str, ...] = (
-    "table",
-    "task",
-    "dev_set",
-    "student",
-    "teacher",
-    "role",
-    "knowledge",
-    "strategy",
-    "init",
-    "temperature",
-    "alpha",
-    "block",
-)
+KEY_COLUMNS: tuple[str, ...] = PAPER_KEY
 
 
 class TranscriptionError(ValueError):

@@ -1,4 +1,4 @@
-"""The per-example dev predictions of a store's rows, for `analysis.cell_stats`: the analysis's one door to them.
+"""The per-example dev predictions of a store's rows, for `kdgrid.analysis.cell_stats`: the analysis's one door to them.
 
 Rows of schema version 1 (written before predictions were kept) and failed rows have none: they are absent from
 the answer, and their cells simply get no interval.

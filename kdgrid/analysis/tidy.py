@@ -3,7 +3,7 @@
 One row per number: ``table, task, dev_set, student, teacher, role, knowledge, strategy, init, temperature,
 alpha, beta, soft_weight, block, metric, value`` plus the facts ``params_m, flops_g, latency_ms`` (+ ``seed``
 before seeds are aggregated; ``std`` and ``n_seeds`` after). The transcribed paper numbers
-(`analysis.paper_numbers`) use the same column names.
+(`kdgrid.analysis.paper_numbers`) use the same column names.
 
 Conventions:
     role: ``student`` (a distilled student's score), ``teacher`` (the teacher's own score; ``student`` is ``""``)
@@ -33,41 +33,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kdgrid.analysis.schema import CONFIG_COLUMNS, FACT_COLUMNS, LABEL_COLUMNS
 from kdgrid.errors import ConfigError
+from kdgrid.paper import TABLES as TABLE_CHOICES
 from kdgrid.store.membership import SweepMembership
-from kdgrid.store.read import latest_done_rows
-
-# Columns that identify a configuration (a number's place); ``seed`` is aggregated away.
-CONFIG_COLUMNS: tuple[str, ...] = (
-    "table",
-    "task",
-    "dev_set",
-    "student",
-    "teacher",
-    "role",
-    "knowledge",
-    "strategy",
-    "init",
-    "temperature",
-    "alpha",
-    "beta",
-    "soft_weight",
-    "block",
-    "metric",
-)
-# Optional per-trial facts carried beside the score (Table 2): parameters, FLOPs, latency.
-FACT_COLUMNS: tuple[str, ...] = ("params_m", "flops_g", "latency_ms")
-LABEL_COLUMNS: tuple[str, ...] = tuple(
-    c for c in CONFIG_COLUMNS if c not in ("temperature", "alpha", "soft_weight")
-)
+from kdgrid.store.read import done_rows, latest_done_rows
 
 # Per-seed facts of a store's rows, carried beside the number (`store_to_tidy` with ``per_seed``):
-#   row_id: the store row the number comes from (its predictions are read by it; `analysis.cell_stats`);
+#   row_id: the store row the number comes from (its predictions are read by it; `kdgrid.analysis.cell_stats`);
+#   trial_id: the trial that row is an attempt of;
 #   setting: the trial's configuration apart from its seeds (canonical JSON, `trial_setting`): rows of one cell
 #       must agree on it, or they are not seeds of one configuration (`aggregate_seeds` refuses);
 #   degenerate: the row's reasons to distrust the number (majority class, constant predictions, ...), a tuple;
 #   teacher_agreement: the student's top-1 agreement (correlation, regression) with its teacher on this dev set.
-ROW_FACT_COLUMNS: tuple[str, ...] = ("row_id", "setting", "degenerate", "teacher_agreement")
+ROW_FACT_COLUMNS: tuple[str, ...] = ("row_id", "trial_id", "setting", "degenerate", "teacher_agreement")
 # Fields that tell seeds of one configuration apart: the trial's seed and its data-order seed (a trial option;
 # trials sharing a data order are still seeds of one cell).
 SEED_FIELDS: tuple[str, ...] = ("seed", "data_seed")
@@ -103,25 +82,36 @@ def table_name(value: Any) -> str:
     return (match.group(1) or match.group(2)) if match else text
 
 
-# Tables the analysis lays out (`analysis.tables.TABLE_CHOICES`).
-KNOWN_TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8", "demo")
-
-
-def table_of(study: Any, sweep: Any) -> str:
-    """The table a (study, sweep) pair belongs to, a store row's or a recorded membership's: its study if that
-    names a table (``table5``, ``demo``), else its sweep if that does (``table5_single_match``, or a file name
-    ``sweeps/table5_single_match.yaml``), else the study (or sweep) name as it is. The one rule from names to
-    tables: a sweep file's name says which table it produces."""
+def legacy_table_of(study: Any, sweep: Any) -> str:
+    """The table of a (study, sweep) pair by their names, for stores written before sweep files declared their
+    table (rows and memberships without one): its study if that names a table (``table5``, ``demo``), else its
+    sweep if that does (``table5_single_match``, or a file name ``sweeps/table5_single_match.yaml``), else the
+    study (or sweep) name as it is. The only place a name decides a table."""
     names = [table_name(study), table_name(Path(_text(sweep)).stem) if _text(sweep) else ""]
     for name in names:
-        if name in KNOWN_TABLES:
+        if name in TABLE_CHOICES:
             return name
     return names[0] or names[1]
 
 
+def declared_tables(memberships: Iterable[SweepMembership]) -> dict[str, str]:
+    """Sweep name -> the table its file declares (``table:``), from the memberships recorded with one."""
+    return {m.sweep: m.table for m in memberships if m.table is not None}
+
+
+def table_of(study: Any, sweep: Any, declared: Mapping[str, str] | None = None) -> str:
+    """The table a store row's (study, sweep) belongs to: the table its sweep declared (``declared``, from the
+    store's memberships: `declared_tables`), else, for a store written before sweeps declared tables, the name
+    rule `legacy_table_of`."""
+    name = _text(sweep)
+    table = (declared or {}).get(name) or (declared or {}).get(Path(name).stem if name else "")
+    return table or legacy_table_of(study, sweep)
+
+
 def membership_tables(memberships: Iterable[SweepMembership]) -> dict[str, set[str]]:
     """Table -> the trial ids that the recorded sweep memberships (`kdgrid.store.membership`) put in it, for the
-    tables the analysis lays out (`KNOWN_TABLES`); each (study, sweep) pair is mapped by `table_of`.
+    tables the analysis lays out (`TABLE_CHOICES`): the table the membership records (its sweep file's
+    ``table:``), else, for a membership written before, its (study, sweep) by `legacy_table_of`.
 
     A store written before memberships were recorded has none: its trials then count only in the tables of
     the rows' own ``study`` and ``sweep`` columns (`store_to_tidy`), so a trial two sweeps share counts in the
@@ -130,8 +120,8 @@ def membership_tables(memberships: Iterable[SweepMembership]) -> dict[str, set[s
     tables: dict[str, set[str]] = {}
     for membership in memberships:
         for trial_id, study in membership.trials.items():
-            table = table_of(study, membership.sweep)
-            if table in KNOWN_TABLES:
+            table = membership.table or legacy_table_of(study, membership.sweep)
+            if table in TABLE_CHOICES:
                 tables.setdefault(table, set()).add(trial_id)
     return tables
 
@@ -238,7 +228,9 @@ def _extra(value: Any) -> dict[str, Any]:
 
 
 def _trial_rows(
-    store_df: pd.DataFrame, table_trials: Mapping[str, Iterable[str]] | None = None
+    store_df: pd.DataFrame,
+    table_trials: Mapping[str, Iterable[str]] | None = None,
+    declared: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """The done rows of the store with the config columns of the tidy format: one row per (trial, table).
 
@@ -249,9 +241,7 @@ def _trial_rows(
     missing = required - set(store_df.columns)
     if missing:
         raise ConfigError(f"the store has no column(s) {sorted(missing)}: is it a kdgrid results store?")
-    rows = store_df
-    if "status" in rows.columns:
-        rows = rows[rows["status"] == "done"]
+    rows = done_rows(store_df)
     memberships: dict[str, set[str]] = {}
     blank = [""] * len(rows)
     study = _values(rows["study"]) if "study" in rows.columns else blank
@@ -261,7 +251,7 @@ def _trial_rows(
         pair = (s, w) if type(s) is str and type(w) is str else None
         table = tables_of.get(pair) if pair else None
         if table is None:
-            table = table_of(s, w)
+            table = table_of(s, w, declared)
             if pair:
                 tables_of[pair] = table
         memberships.setdefault(str(trial_id), set()).add(table)
@@ -270,7 +260,7 @@ def _trial_rows(
             if str(trial_id) in memberships:
                 memberships[str(trial_id)].add(table_name(table))
     # A trial run twice (a forced re-run) has two done rows: the latest counts (the store's one rule).
-    rows = latest_done_rows(rows if "status" in rows.columns else rows.assign(status="done"))
+    rows = latest_done_rows(rows)
     blank = [""] * len(rows)
     rows_study = _values(rows["study"]) if "study" in rows.columns else blank
     trials = pd.DataFrame({"trial_id": [str(v) for v in _values(rows["trial_id"])]})
@@ -286,7 +276,7 @@ def _trial_rows(
     trials["role"] = "student"
     # A sub-study of a table's sweep (Table 2's fixed_params / fixed_flops) is the block it is printed in.
     trials["block"] = [
-        "" if table_name(s) in KNOWN_TABLES or _text(s) in ("", "main") else _text(s) for s in rows_study
+        "" if table_name(s) in TABLE_CHOICES or _text(s) in ("", "main") else _text(s) for s in rows_study
     ]
     trials["params_m"] = [v / 1e6 for v in _column_or_nan(rows, "student_params")]
     trials["flops_g"] = [v / 1e9 for v in _column_or_nan(rows, "student_flops")]
@@ -372,6 +362,8 @@ def store_to_tidy(
     *,
     per_seed: bool = False,
     table_trials: Mapping[str, Iterable[str]] | None = None,
+    declared: Mapping[str, str] | None = None,
+    tables: Iterable[str] | None = None,
 ) -> pd.DataFrame:
     """The store's done trials as tidy numbers.
 
@@ -385,6 +377,11 @@ def store_to_tidy(
         table_trials: table name -> trial ids of its sweep(s) (`membership_tables` of the store's recorded
             memberships): a trial listed there counts in that table even when the row in the store was written
             by another study's sweep. Without it a trial counts only in the table of its rows' study/sweep.
+        declared: sweep name -> the table its file declares (`declared_tables` of the memberships): a row of
+            such a sweep counts in that table; rows of other sweeps by their names (`legacy_table_of`).
+        tables: keep only the numbers of these tables (e.g. `TABLE_CHOICES`, what the tables and the report lay
+            out), before seeds are aggregated: another sweep's trials that differ in more than their seed (any
+            sweep's own table keeps them apart, `kdgrid.analysis.sweep_tables`) are then never averaged together.
 
     Returns:
         One row per (configuration, dev set, metric) with ``value`` the mean over seeds, ``std`` the sample
@@ -398,7 +395,7 @@ def store_to_tidy(
     columns = [*CONFIG_COLUMNS, "seed", *FACT_COLUMNS, "value"]
     if store_df.empty or scores_df.empty:
         return empty_tidy(per_seed)
-    trials = _trial_rows(store_df, table_trials)
+    trials = _trial_rows(store_df, table_trials, declared)
     scores = scores_df
     if "kind" in scores.columns:
         scores = scores[scores["kind"] == kind]
@@ -423,6 +420,8 @@ def store_to_tidy(
     if not teachers.empty:
         frames.append(normalise(_with_row_facts(teachers))[columns])
     tidy = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if tables is not None:
+        tidy = tidy[tidy["table"].isin(set(tables))]
     if per_seed:
         return tidy.reset_index(drop=True)
     return _aggregate_normalised(tidy)  # normalised above: `aggregate_seeds` would normalise it again
@@ -431,7 +430,13 @@ def store_to_tidy(
 def _with_row_facts(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with the `ROW_FACT_COLUMNS` it lacks (no row, no setting, nothing degenerate, no agreement)."""
     out = frame.copy()
-    defaults: dict[str, Any] = {"row_id": "", "setting": "", "degenerate": (), "teacher_agreement": math.nan}
+    defaults: dict[str, Any] = {
+        "row_id": "",
+        "trial_id": "",
+        "setting": "",
+        "degenerate": (),
+        "teacher_agreement": math.nan,
+    }
     for column, default in defaults.items():
         if column not in out.columns:
             out[column] = [default] * len(out)
@@ -460,7 +465,7 @@ def reasons_tuple(value: Any) -> tuple[str, ...]:
 
 
 # Columns `aggregate_seeds` adds: the cell's store rows and seeds (in seed order), the union of their degenerate
-# reasons, and the mean teacher agreement over seeds.
+# reasons, the mean teacher agreement over seeds, and the cell's trials (in seed order, each once).
 AGGREGATE_COLUMNS: tuple[str, ...] = (
     "value",
     "std",
@@ -469,6 +474,7 @@ AGGREGATE_COLUMNS: tuple[str, ...] = (
     "seeds",
     "degenerate",
     "teacher_agreement",
+    "trial_ids",
 )
 
 
@@ -516,7 +522,8 @@ def aggregate_seeds(tidy: pd.DataFrame) -> pd.DataFrame:
     epochs, an option) are never averaged: `ConfigError` naming the fields and how to keep one value. Facts
     (params, FLOPs, latency) are averaged too (params and FLOPs are the same for every seed; latency is a
     measurement). Also kept per configuration: ``row_ids`` and ``seeds`` (tuples in seed order), ``degenerate``
-    (the sorted union of the rows' reasons) and ``teacher_agreement`` (mean over seeds)."""
+    (the sorted union of the rows' reasons), ``teacher_agreement`` (mean over seeds) and ``trial_ids`` (in seed
+    order, each once)."""
     if tidy.empty:
         return empty_tidy()
     return _aggregate_normalised(_with_row_facts(normalise(tidy)))
@@ -555,4 +562,6 @@ def _aggregate_normalised(tidy: pd.DataFrame) -> pd.DataFrame:
     out["seeds"] = [tuple(seed_values[a:b]) for a, b in spans]
     out["degenerate"] = [tuple(sorted({r for row in reasons[a:b] for r in row})) for a, b in spans]
     out["teacher_agreement"] = grouped["teacher_agreement"].mean().to_numpy()
+    trial_ids = [_text(v) for v in ordered["trial_id"]]
+    out["trial_ids"] = [tuple(dict.fromkeys(t for t in trial_ids[a:b] if t)) for a, b in spans]
     return out[[*CONFIG_COLUMNS, *FACT_COLUMNS, *AGGREGATE_COLUMNS]]

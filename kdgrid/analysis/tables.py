@@ -1,9 +1,9 @@
-"""The paper's tables laid out from tidy numbers (the store's, via `analysis.tidy`, or the paper's own).
+"""The paper's tables laid out from tidy numbers (the store's, via `kdgrid.analysis.tidy`, or the paper's own).
 
 A table is a `TableView`: blocks (one per task, per task and student, ...), each a grid of rows x columns of
 `Cell`s. One `TableSpec` per table says where a tidy row goes (block, row, column), the paper's order of
 blocks, rows and columns, and over what the best value is bolded. The same spec lays out our numbers and the
-published ones, so `analysis.compare` can put them side by side cell by cell.
+published ones, so `kdgrid.analysis.compare` can put them side by side cell by cell.
 
 Layouts (as in section 4 and Appendix A.3 of the paper):
     1: tasks x initialization scheme, columns grouped by student; best per task and student in bold.
@@ -14,7 +14,7 @@ Layouts (as in section 4 and Appendix A.3 of the paper):
     5, 6, 8: knowledge (6: knowledge pair) x matching strategy, one block per task and student; best per block.
     7: systems (teacher, previous SOTA, ours) x tasks, with #params and the average; best per task. The
        average is the paper's: the mean of SST-2, STS-B, QQP, MRPC, RTE and QNLI, MNLI left out (that mean
-       reproduces all three printed averages; the mean of all eight numbers does not; analysis/paper/NOTES.md).
+       reproduces all three printed averages; the mean of all eight numbers does not; kdgrid/analysis/paper/NOTES.md).
     demo: knowledge x strategy for each student and task of the demo study, with the soft-label-only and
        hard-label-only baselines as a block beside it.
 """
@@ -29,7 +29,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from analysis.tidy import CONFIG_COLUMNS, knowledge_label, normalise, table_name
+from kdgrid.analysis.schema import CONFIG_COLUMNS
+from kdgrid.analysis.tidy import knowledge_label, normalise, table_name
 from kdgrid.core.matching import STRATEGIES, get_strategy
 from kdgrid.errors import ConfigError
 from kdgrid.paper import (
@@ -44,6 +45,7 @@ from kdgrid.paper import (
     TABLE2_DEV_SETS,
     TABLE7_AVERAGED,
     TABLE7_DEV_SETS,
+    TABLES,
     DevSet,
     reported_metric,
 )
@@ -60,13 +62,13 @@ class Cell:
     """One number of a table: our value (mean over seeds), its std and seed count; the published value and the
     difference once compared. NaN means missing: shown as ``-``, never as zero.
 
-    Uncertainty (filled by `analysis.cell_stats.attach_uncertainty`; docs/uncertainty.md has the conventions):
-    ``ci_low``/``ci_high`` the 95% bootstrap interval of the value (NaN when none), ``p_vs_reference`` the
-    Holm-adjusted p of the paired test against the reference cell (NaN when none), ``significant`` whether that p
-    is at most 0.05, ``direction`` the sign of (value - reference value) (+1 better, -1 worse, 0 equal or no
+    Uncertainty (filled by `kdgrid.analysis.cell_stats.attach_uncertainty`; docs/uncertainty.md has the conventions):
+    ``ci_low``/``ci_high`` the 95% interval of the value (NaN when none), ``p_vs_reference`` the adjusted p of
+    the paired test against the reference cell (NaN when none), ``significant`` whether that p is at most 0.05, ``direction`` the sign of (value - reference value) (+1 better, -1 worse, 0 equal or no
     reference), ``is_reference`` whether this cell is the reference of its condition. ``degenerate``: the
     reasons to distrust a number (majority class, constant predictions, ...) of any of its seeds. ``row_ids`` and
-    ``seeds``: the store rows averaged here, in seed order. ``teacher_agreement``: mean student-teacher agreement.
+    ``seeds``: the store rows averaged here, in seed order; ``trial_ids`` their trials (in the same order, each
+    once). ``teacher_agreement``: mean student-teacher agreement.
     ``paper_inside``: whether the published value lies in our interval (None unless compared with an interval).
     """
 
@@ -84,9 +86,16 @@ class Cell:
     degenerate: tuple[str, ...] = ()
     row_ids: tuple[str, ...] = ()
     seeds: tuple[float, ...] = ()
+    trial_ids: tuple[str, ...] = ()
     teacher_agreement: float = math.nan
     paper_inside: bool | None = None
     config: dict[str, Any] = field(default_factory=dict, repr=False)  # the tidy row's config columns
+    selected_over: tuple[str, ...] = ()  # config fields this cell picked its best configuration over
+    paper_low: float = (
+        math.nan
+    )  # where one more run of this cell would fall (>= 2 seeds), for --compare paper
+    paper_high: float = math.nan
+    test_method: str = ""  # which test gave p_vs_reference (`kdgrid.analysis.stats.TEST_METHODS`)
 
     @property
     def has_interval(self) -> bool:
@@ -149,7 +158,8 @@ class Block:
 
 @dataclass
 class TableView:
-    """A table ready to render: its name (``"5"``), title, blocks, notes for the reader."""
+    """A table ready to render: its name (``"5"``), title, blocks, notes for the reader. ``axes``: the config
+    fields a CSV export gives a column each (empty: `kdgrid.analysis.render.CSV_AXES`, the paper tables')."""
 
     name: str
     title: str
@@ -157,6 +167,7 @@ class TableView:
     notes: list[str] = field(default_factory=list)
     side_by_side: bool = False
     compared: bool = False
+    axes: tuple[str, ...] = ()
 
     def block(self, title: str) -> Block:
         for block in self.blocks:
@@ -483,8 +494,7 @@ SPECS: dict[str, TableSpec] = {
         ),
     )
 }
-PAPER_TABLES: tuple[str, ...] = ("1", "2", "3", "4", "5", "6", "7", "8")
-TABLE_CHOICES: tuple[str, ...] = (*PAPER_TABLES, "demo")
+TABLE_CHOICES: tuple[str, ...] = TABLES  # the paper's (`PAPER_TABLES`) and the demo's
 
 
 def get_spec(name: str) -> TableSpec:
@@ -512,7 +522,7 @@ def _column_key(column: Column) -> tuple[str, str]:
 
 def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
     """Lay out the rows of ``tidy`` whose ``table`` is ``spec.name`` (aggregated over seeds, as
-    `analysis.tidy.store_to_tidy` returns them, or the paper's rows).
+    `kdgrid.analysis.tidy.store_to_tidy` returns them, or the paper's rows).
 
     Where several configurations land in one cell (e.g. a study run at two temperatures), the best mean is shown
     and a note says so: a table cell is one number, as in the paper."""
@@ -540,12 +550,18 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
             degenerate=tuple(getattr(row, "degenerate", ()) or ()),
             row_ids=tuple(r for r in (getattr(row, "row_ids", ()) or ()) if r),
             seeds=tuple(getattr(row, "seeds", ()) or ()),
+            trial_ids=tuple(t for t in (getattr(row, "trial_ids", ()) or ()) if t),
             teacher_agreement=float(getattr(row, "teacher_agreement", math.nan)),
             config={column: getattr(row, column) for column in CONFIG_COLUMNS},
         )
         if key in cells:
             collisions += 1
-            if cells[key].value >= cell.value:
+            previous = cells[key]
+            over = {c for c in CONFIG_COLUMNS if _differs(previous.config.get(c), cell.config.get(c))}
+            over |= set(previous.selected_over)
+            winner = previous if previous.value >= cell.value else cell
+            winner.selected_over = tuple(sorted(over))
+            if winner is previous:
                 continue
         cells[key] = cell
         for column, attribute in spec.facts:
@@ -554,7 +570,10 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
                 facts.setdefault((place.block, place.row), {}).setdefault(column, float(value))
     if collisions:
         notes.append(
-            f"{collisions} cell(s) had more than one configuration in the store; each shows the best mean."
+            f"{collisions} cell(s) had more than one configuration in the store; each shows the best mean "
+            "(fields: "
+            + ", ".join(sorted({f for c in cells.values() for f in c.selected_over}))
+            + "; keep one with --where FIELD=VALUE)."
         )
     for (block, row_label), values in facts.items():
         for column, value in values.items():
@@ -566,6 +585,14 @@ def build_view(spec: TableSpec, tidy: pd.DataFrame) -> TableView:
         view.notes.append(f"average: the mean of {', '.join(spec.average)} (as the paper's printed averages)")
     mark_best(view, spec.bold)
     return view
+
+
+def _differs(a: Any, b: Any) -> bool:
+    """Two config values differ (NaN equals NaN: a field neither configuration sets)."""
+    missing_a, missing_b = (v is None or (isinstance(v, float) and math.isnan(v)) for v in (a, b))
+    if missing_a or missing_b:
+        return missing_a != missing_b
+    return str(a) != str(b)
 
 
 def _assemble(spec: TableSpec, cells: dict[tuple[str, str, Column], Cell]) -> TableView:

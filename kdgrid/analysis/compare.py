@@ -1,7 +1,7 @@
 """``--compare paper``: the published value and the difference beside each reproduced one, and how well each block
 agrees (mean absolute difference, Spearman's rank correlation over the cells where both numbers exist); where our
-cells have intervals (`analysis.cell_stats`), whether each published value lies inside ours and the share per
-block that does.
+cells ran two or more seeds (`kdgrid.analysis.cell_stats`), whether each published value lies where one more run of ours
+would (a t prediction interval over the seeds) and the share per block that does; one seed cannot say.
 
 Both sides are laid out by the same `TableSpec`, so cells meet by their place in the table (block, row, column),
 not by configuration fields the paper does not print (its temperature in Table 5, say). A published number with no
@@ -15,10 +15,9 @@ import math
 
 import pandas as pd
 
-from analysis.paper_numbers import paper_numbers
-from analysis.tables import (
+from kdgrid.analysis.paper_numbers import paper_numbers
+from kdgrid.analysis.tables import (
     AVERAGE,
-    PAPER_TABLES,
     Agreement,
     Block,
     Cell,
@@ -29,6 +28,7 @@ from analysis.tables import (
     ordered,
 )
 from kdgrid.errors import ConfigError
+from kdgrid.paper import PAPER_TABLES
 
 
 def agreement(pairs: list[tuple[float, float]]) -> Agreement:
@@ -70,8 +70,8 @@ def attach_paper(ours: TableView, paper: TableView) -> TableView:
         for key, published in theirs.cells.items():
             cell = mine.cells.setdefault(key, Cell())
             cell.paper = published.value
-            if cell.has_interval and not math.isnan(cell.paper) and _scored(key[1]):
-                cell.paper_inside = cell.ci_low <= cell.paper <= cell.ci_high
+            if not math.isnan(cell.paper) and _scored(key[1]) and _has_run_interval(cell):
+                cell.paper_inside = cell.paper_low <= cell.paper <= cell.paper_high
     order = [b.title for b in ours.blocks] + [b.title for b in paper.blocks if b.title not in ours.titles()]
     view = TableView(
         ours.name,
@@ -110,13 +110,29 @@ def attach_paper(ours: TableView, paper: TableView) -> TableView:
     if judged:
         view.notes.append(
             f"the published value lies inside our 95% interval in {sum(judged)} of {len(judged)} cells "
-            f"({sum(judged) / len(judged):.0%})"
+            f"({sum(judged) / len(judged):.0%}); ∈/∉ use where one more run of the cell would fall (a t "
+            "prediction interval over its seeds: the published number is one run, with its own training noise)"
+        )
+    one_seed = sum(
+        c.has_interval and not _has_run_interval(c) and not math.isnan(c.paper) and _scored(col)
+        for b in view.blocks
+        for (_, col), c in b.cells.items()
+    )
+    if one_seed:
+        view.notes.append(
+            f"{one_seed} cell(s) ran one seed: their interval is over dev examples only, and one seed cannot say "
+            "whether the published number is within training noise of ours (no ∈/∉); run two or more seeds"
         )
     return view
 
 
+def _has_run_interval(cell: Cell) -> bool:
+    """Whether the cell has the interval a published run is judged against (two or more seeds)."""
+    return not (math.isnan(cell.paper_low) or math.isnan(cell.paper_high))
+
+
 def paper_view(name: str, paper: pd.DataFrame | None = None) -> TableView:
-    """Table ``name`` laid out from the published numbers (`analysis.paper_numbers`, or ``paper`` if given)."""
+    """Table ``name`` laid out from the published numbers (`kdgrid.analysis.paper_numbers`, or ``paper`` if given)."""
     spec = get_spec(name)
     if paper is None:
         paper = paper_numbers(spec.name)

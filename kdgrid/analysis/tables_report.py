@@ -16,28 +16,30 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import stats
-from analysis.cell_stats import attach_uncertainty, parse_reference
-from analysis.compare import compare_with_paper
-from analysis.render import check_format, render, to_rich
-from analysis.replicate_bank import ReplicateBank
-from analysis.significant_claims import significant_claim_notes
-from analysis.store_predictions import load_predictions
-from analysis.tables import (
-    PAPER_TABLES,
+from kdgrid.analysis import stats
+from kdgrid.analysis.cell_stats import attach_uncertainty, check_choices, parse_reference
+from kdgrid.analysis.compare import compare_with_paper
+from kdgrid.analysis.render import check_format, render, to_rich
+from kdgrid.analysis.replicate_bank import ReplicateBank
+from kdgrid.analysis.seed_power import seeds_needed_notes
+from kdgrid.analysis.significant_claims import significant_claim_notes
+from kdgrid.analysis.store_predictions import load_predictions
+from kdgrid.analysis.tables import (
     TABLE_CHOICES,
     Block,
     Cell,
+    Column,
     TableView,
     build_view,
     get_spec,
     mark_best,
     tables_in,
 )
-from analysis.tables_claims import claim_notes
-from analysis.tidy import knowledge_label, membership_tables, store_to_tidy
+from kdgrid.analysis.tables_claims import claim_notes
+from kdgrid.analysis.tidy import declared_tables, knowledge_label, membership_tables, store_to_tidy
 from kdgrid.bundled_sweeps import bundled_sweep_files
 from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.paper import PAPER_TABLES
 from kdgrid.predictions import TrialPredictions
 from kdgrid.store import read_store, scores_long
 from kdgrid.store.membership import read_memberships
@@ -98,9 +100,9 @@ def filter_rows(store_df: pd.DataFrame, where: Iterable[str]) -> pd.DataFrame:
 
 
 def load_tidy(store_dir: Path, kind: str = "best", where: Iterable[str] = ()) -> pd.DataFrame:
-    """The store at ``store_dir`` in the tidy format, seeds aggregated (`analysis.tidy.store_to_tidy`); a trial
+    """The store at ``store_dir`` in the tidy format, seeds aggregated (`kdgrid.analysis.tidy.store_to_tidy`); a trial
     counts in every table whose sweep lists it, as the sweeps' memberships recorded in the store say
-    (`analysis.tidy.membership_tables`; a store written before memberships were recorded falls back to each
+    (`kdgrid.analysis.tidy.membership_tables`; a store written before memberships were recorded falls back to each
     row's own study and sweep). No sweep file is read. ``where``: keep only rows with these trial field values
     (`filter_rows`)."""
     store_dir = Path(store_dir)
@@ -111,8 +113,15 @@ def load_tidy(store_dir: Path, kind: str = "best", where: Iterable[str] = ()) ->
         return store_to_tidy(
             store_df, pd.DataFrame(columns=["trial_id", "dev_set", "metric", "value", "kind"])
         )
-    tables = membership_tables(read_memberships(store_dir))
-    return store_to_tidy(store_df, scores_long(store_df), kind=kind, table_trials=tables)
+    memberships = read_memberships(store_dir)
+    return store_to_tidy(
+        store_df,
+        scores_long(store_df),
+        kind=kind,
+        table_trials=membership_tables(memberships),
+        declared=declared_tables(memberships),
+        tables=TABLE_CHOICES,
+    )
 
 
 def table_names(which: str) -> list[str]:
@@ -136,22 +145,35 @@ VALUE_KINDS: tuple[str, ...] = ("score", "agreement")
 
 @dataclass(frozen=True)
 class UncertaintyOptions:
-    """How cells get intervals and tests (`analysis.cell_stats`).
+    """How cells get intervals and tests (`kdgrid.analysis.cell_stats`).
 
     ``intervals``: ``auto`` where the rows carry predictions, ``on`` (a store with none is refused), ``off``.
-    ``reference``: `analysis.cell_stats.parse_reference`'s text (None: soft labels only). ``resamples`` and
-    ``test_resamples``: bootstrap resamples of an interval and of a paired test; ``seed``: the bootstrap's."""
+    ``reference``: `kdgrid.analysis.cell_stats.parse_reference`'s text (None: soft labels only). ``resamples`` and
+    ``test_resamples``: bootstrap resamples of an interval and of a paired test; ``seed``: the bootstrap's.
+    ``family``, ``correction``, ``test``: `kdgrid.analysis.cell_stats.attach_uncertainty`'s. ``kind``: the score kind
+    the values are (``last`` has no predictions of its own epoch, so it gets no intervals: refused with ``on``)."""
 
     intervals: str = "auto"
     reference: str | None = None
     resamples: int = stats.DEFAULT_RESAMPLES
     test_resamples: int = stats.DEFAULT_TEST_RESAMPLES
     seed: int = 0
+    family: str = "condition"
+    correction: str = "holm"
+    test: str = "auto"
+    kind: str = "best"
 
     def check(self) -> None:
         """Refuse bad settings before any store is read."""
         if self.intervals not in INTERVAL_MODES:
             raise ConfigError(f"unknown --intervals {self.intervals!r}; allowed: {', '.join(INTERVAL_MODES)}")
+        check_choices(self.family, self.correction, self.test)
+        if self.kind == "last" and self.intervals == "on":
+            raise ConfigError(
+                "--kind last with --intervals on: the store keeps per-example predictions of the best epoch only, "
+                "so an interval or test would be another epoch's than the value printed; use --kind best, or "
+                "--intervals off (or auto: the values without intervals)"
+            )
         for name, count in (("--resamples", self.resamples), ("--test-resamples", self.test_resamples)):
             if count < 1:
                 raise ConfigError(
@@ -173,17 +195,31 @@ def _cell_row_ids(views: Iterable[TableView]) -> set[str]:
     }
 
 
+def _agreement_column(column: Column) -> Column:
+    """A column that says ``score`` (the demo's baselines) says ``agreement`` in the agreement view."""
+    return dataclasses.replace(column, label=AGREEMENT_COLUMN) if column.label == SCORE_COLUMN else column
+
+
+SCORE_COLUMN, AGREEMENT_COLUMN = "score", "agreement"
+
+
 def agreement_view(view: TableView) -> TableView:
     """The same layout with each cell's student-teacher agreement (top-1 agreement; correlation for regression)
     instead of its score; cells without a recorded agreement are missing."""
     blocks = []
     for block in view.blocks:
         cells = {
-            key: Cell(value=cell.teacher_agreement, n_seeds=cell.n_seeds, degenerate=cell.degenerate)
-            for key, cell in block.cells.items()
-            if not key[1].fact
+            (row, _agreement_column(column)): dataclasses.replace(
+                Cell(value=cell.teacher_agreement, n_seeds=cell.n_seeds, degenerate=cell.degenerate),
+                row_ids=cell.row_ids,
+                trial_ids=cell.trial_ids,
+                config=cell.config,
+            )
+            for (row, column), cell in block.cells.items()
+            if not column.fact
         }
-        blocks.append(Block(block.title, list(block.rows), [c for c in block.columns if not c.fact], cells))
+        columns = [_agreement_column(c) for c in block.columns if not c.fact]
+        blocks.append(Block(block.title, list(block.rows), columns, cells))
     out = TableView(
         view.name, view.title + " — student-teacher agreement on dev", blocks, side_by_side=view.side_by_side
     )
@@ -219,8 +255,12 @@ def _attach_statistics(
             test_resamples=uncertainty.test_resamples,
             seed=uncertainty.seed,
             test_bank=bank,
+            family=uncertainty.family,
+            correction=uncertainty.correction,
+            test=uncertainty.test,
         )
         view.notes.extend(summary.notes)
+        view.notes.extend(seeds_needed_notes(view))  # where cells ran >= 2 seeds: the measured seed variance
         view.notes.extend(
             significant_claim_notes(
                 view.name,
@@ -230,6 +270,7 @@ def _attach_statistics(
                 resamples=uncertainty.test_resamples,
                 seed=uncertainty.seed,
                 bank=bank,
+                correction=uncertainty.correction,
             )
         )
     if uncertainty.intervals == "on" and not found:
@@ -268,6 +309,11 @@ def build_report(
     uncertainty = uncertainty or UncertaintyOptions()
     uncertainty.check()
     names = table_names(which)
+    if compare == "paper" and len(names) == 1 and names[0] not in PAPER_TABLES:
+        raise ConfigError(
+            f"--compare paper: table {names[0]} is not one of the paper's, it has no published numbers "
+            f"(tables with them: {', '.join(PAPER_TABLES)})"
+        )
     present = set(tables_in(tidy))
     views, missing = [], []
     for name in names:
@@ -278,7 +324,14 @@ def build_report(
         view.notes.extend(claim_notes(name, tidy))
         views.append(view)
     if uncertainty.intervals != "off" and values == "score" and views:
-        _attach_statistics(views, tidy, store_dir, uncertainty, load)
+        if uncertainty.kind == "last":  # the stored predictions are the best epoch's: never mix epochs
+            for view in views:
+                view.notes.append(
+                    "no intervals or tests: the values are the last epoch's and the store keeps per-example "
+                    "predictions of the best epoch only (--kind best has them)"
+                )
+        else:
+            _attach_statistics(views, tidy, store_dir, uncertainty, load)
     if values == "agreement":
         views = [agreement_view(view) for view in views]
     if compare == "paper":

@@ -7,7 +7,7 @@
     reproduced against published: one scatter of every cell with both numbers, one colour per table, y = x.
 
 Figures are drawn from the same `TableView`s as the tables, so a figure shows exactly the table's numbers
-(missing cells blank, never 0). A cell with a degenerate run (`analysis.tidy`'s ``degenerate``) carries the
+(missing cells blank, never 0). A cell with a degenerate run (`kdgrid.analysis.tidy`'s ``degenerate``) carries the
 tables' mark ``†`` in a heat map (with the reasons under the figure) and a red cross in the scatter.
 """
 
@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.compare import compare_with_paper
-from analysis.render import DEGENERATE_MARK
-from analysis.tables import Block, TableView, build_view, get_spec, tables_in
-from analysis.tables_report import load_tidy
+from kdgrid.analysis.compare import compare_with_paper
+from kdgrid.analysis.render import DEGENERATE_MARK
+from kdgrid.analysis.tables import Block, TableView, build_view, get_spec, tables_in
+from kdgrid.analysis.tables_report import load_tidy
 
 PAGE_WIDTH_IN = 6.75
 STYLE = {
@@ -220,7 +220,7 @@ def size_figure(view: TableView, out_dir: Path) -> list[Path]:
 
 def paper_scatter(views: list[TableView], out_dir: Path) -> list[Path]:
     """Every cell with a reproduced and a published score, reproduced (y) against published (x), one colour per
-    table, with the y = x line. ``views`` must be compared views (`analysis.compare.attach_paper`)."""
+    table, with the y = x line. ``views`` must be compared views (`kdgrid.analysis.compare.attach_paper`)."""
     points = [
         (view.name, cell.paper, cell.value, bool(cell.degenerate))
         for view in views
@@ -268,7 +268,7 @@ FIGURES: dict[str, Callable[[TableView, Path], list[Path]]] = {
 def write_figures(tidy: pd.DataFrame, out_dir: Path, *, paper: pd.DataFrame | None = None) -> list[Path]:
     """Every figure the tidy numbers allow, under ``out_dir``; returns the files written (PNG and PDF).
 
-    ``paper``: the published numbers to scatter against (default: `analysis.paper_numbers`)."""
+    ``paper``: the published numbers to scatter against (default: `kdgrid.analysis.paper_numbers`)."""
     out_dir = Path(out_dir)
     written: list[Path] = []
     compared = []

@@ -1,13 +1,13 @@
 """The paper's derived claims (Section 4.4), recomputed from whatever numbers a table is laid out from, as notes
-printed under Tables 5, 6 and 8. The computations are `analysis.claims`; this module only words them, with both
-readings where the paper's text is ambiguous (see analysis/paper/NOTES.md, "The paper's derived claims")."""
+printed under Tables 5, 6 and 8. The computations are `kdgrid.analysis.claims`; this module only words them, with both
+readings where the paper's text is ambiguous (see kdgrid/analysis/paper/NOTES.md, "The paper's derived claims")."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from analysis import claims
-from analysis.tidy import normalise
+from kdgrid.analysis import claims
+from kdgrid.analysis.tidy import normalise
 from kdgrid.errors import ConfigError
 
 PAPER_SHARE = {"5": "25 of 27", "6": "22 of 27"}

@@ -20,11 +20,13 @@ Conventions (every function here):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import stats as scipy_stats
 
 from kdgrid.metrics import (
     ROW_METRICS,
@@ -39,8 +41,23 @@ DEFAULT_RESAMPLES = 1000
 """Resamples of an interval: the percentile bounds' Monte-Carlo error is then about a tenth of their width."""
 
 DEFAULT_TEST_RESAMPLES = 10_000
-"""Resamples of a paired test. The smallest p it can give is 2 / (R + 1) (about 0.0002), so a Holm correction
-over the cells of a table (up to ~200 cells at 0.05) can still find a difference."""
+"""Resamples of a paired bootstrap test (and of the bootstrap standard error `normal_test` uses). A bootstrap p
+cannot fall below 2 / (R + 1) (about 0.0002), so a Holm correction over more than ~250 of them can never reject:
+the tables' marks use floor-free tests instead (`mcnemar_test`, `normal_test`, `seed_t_test`)."""
+
+CORRECTIONS: tuple[str, ...] = ("holm", "fdr")
+"""Multiple-comparison corrections: Holm-Bonferroni (family-wise error) or Benjamini-Hochberg (false discovery
+rate)."""
+
+CORRECTION_LABELS = {"holm": "Holm (family-wise error)", "fdr": "Benjamini-Hochberg (false discovery rate)"}
+
+TEST_METHODS = {
+    "bootstrap": "paired bootstrap over dev examples",
+    "mcnemar": "exact McNemar test (paired accuracy on the same examples, one run each)",
+    "normal": "paired z-test on the bootstrap standard error over dev examples",
+    "t": "t-test over seeds (paired by seed where both ran the same seeds, else Welch)",
+}
+"""What each `PairedTest.method` is, in words (for the notes under a table)."""
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -71,6 +88,7 @@ class SeedInterval:
     n_seeds: int
     resamples: int
     confidence: float
+    kind: str = "bootstrap"  # "bootstrap" (seeds, then examples) or "t" (`seed_t_interval`)
 
     @property
     def value(self) -> float:
@@ -86,6 +104,8 @@ class PairedTest:
     p_value: float  # two-sided, for "a and b differ"; see `paired_bootstrap_test`
     resamples: int
     seeds_paired: bool  # whether seed j of a was resampled together with seed j of b
+    method: str = "bootstrap"  # which test gave ``p_value`` (`TEST_METHODS`)
+    floor: float = 0.0  # the smallest p this test could give on these data (a family's reachability)
 
 
 def bootstrap_interval(
@@ -184,8 +204,11 @@ def paired_bootstrap_test(
     (ties at 0 count on both sides), with the +1 correction, ``p = min(1, 2 (1 + min(#{d <= 0}, #{d >= 0})) /
     (R + 1))``. Why this form: it is the smallest alpha at which the (1 - alpha) percentile interval of the
     difference excludes 0, so a cell marked significant is one whose difference interval excludes 0, as printed;
-    the +1 counts the observed data as one resample, so a Monte-Carlo p is never 0 and never below the true one
-    by chance (its floor is 2 / (R + 1)). Identical sides give p = 1.
+    the +1 keeps a Monte-Carlo p off 0 (its floor is 2 / (R + 1)). Unlike a permutation p, a percentile
+    bootstrap p is not exact: the +1 does not make it conservative, only finite. The floor also means that a
+    correction over m tests cannot reach alpha once m * 2 / (R + 1) > alpha; the tables use the floor-free tests
+    below (`mcnemar_test`, `normal_test`, `seed_t_test`) and keep this one for explicit use. Identical sides
+    give p = 1.
     """
     _check_settings(resamples)
     score = _row_metric(metric)
@@ -229,7 +252,13 @@ def paired_test_from_replicates(
     far_side = min(int((differences <= 0).sum()), int((differences >= 0).sum()))
     p_value = min(1.0, 2.0 * (1 + far_side) / (resamples + 1))
     difference = float(per_seed_a.mean() - per_seed_b.mean())
-    return PairedTest(difference=difference, p_value=p_value, resamples=resamples, seeds_paired=seeds_paired)
+    return PairedTest(
+        difference=difference,
+        p_value=p_value,
+        resamples=resamples,
+        seeds_paired=seeds_paired,
+        floor=min(1.0, 2.0 / (resamples + 1)),
+    )
 
 
 def holm_bonferroni(p_values: Sequence[float]) -> list[float]:
@@ -251,6 +280,214 @@ def holm_bonferroni(p_values: Sequence[float]) -> list[float]:
     adjusted = np.empty(m)
     adjusted[order] = np.maximum.accumulate(scaled)
     return [float(p) for p in adjusted]
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (false discovery rate), in the order given: the i-th smallest becomes
+    ``min over j >= i of min(1, m p_(j) / j)`` (`scipy.stats.false_discovery_control`). Cells with adjusted p <=
+    q keep the expected share of false discoveries among those marked at most q (independent or positively
+    dependent tests)."""
+    values = _p_values(p_values)
+    if not len(values):
+        return []
+    return [float(p) for p in scipy_stats.false_discovery_control(values, method="bh")]
+
+
+def adjust(p_values: Sequence[float], correction: str = "holm") -> list[float]:
+    """`holm_bonferroni` or `benjamini_hochberg` (``correction`` in `CORRECTIONS`)."""
+    if correction not in CORRECTIONS:
+        raise ValueError(f"unknown correction {correction!r}; allowed: {', '.join(CORRECTIONS)}")
+    return holm_bonferroni(p_values) if correction == "holm" else benjamini_hochberg(p_values)
+
+
+def family_can_reject(floors: Sequence[float], alpha: float) -> bool:
+    """Whether a family of tests whose smallest attainable p-values are ``floors`` can mark any test at ``alpha``:
+    Holm and Benjamini-Hochberg both need the smallest p to be at most alpha / m for a first rejection."""
+    return bool(floors) and min(floors) * len(floors) <= alpha
+
+
+def mcnemar_test(gold: ArrayLike, prediction_a: ArrayLike, prediction_b: ArrayLike) -> PairedTest:
+    """Exact McNemar test of "a and b have the same accuracy" for one run each ``[N]`` on the same examples.
+
+    Only the discordant examples count: b01 where a is right and b wrong, b10 the reverse; under the null each
+    discordant example is a fair coin, so p is the two-sided exact binomial p of b01 in b01 + b10 trials at 1/2
+    (`scipy.stats.binomtest`'s, computed as twice the smaller tail). No resampling, so no floor beyond the data's own: ``2 * 0.5 ** (b01 + b10)``.
+    Identical runs give p = 1."""
+    labels = _gold(gold)
+    a = _runs(prediction_a, labels, "prediction_a", allow_seeds=False)[0]
+    b = _runs(prediction_b, labels, "prediction_b", allow_seeds=False)[0]
+    right_a, right_b = a == labels, b == labels
+    a_only = int(np.sum(right_a & ~right_b))
+    discordant = a_only + int(np.sum(right_b & ~right_a))
+    # At probability 1/2 the binomial is symmetric, so binomtest's two-sided p is twice the smaller tail.
+    smaller_tail = scipy_stats.binom.cdf(min(a_only, discordant - a_only), discordant, 0.5)
+    p_value = 1.0 if discordant == 0 else float(min(1.0, 2.0 * smaller_tail))
+    return PairedTest(
+        difference=float(right_a.mean() - right_b.mean()),
+        p_value=min(1.0, p_value),
+        resamples=0,
+        seeds_paired=False,
+        method="mcnemar",
+        floor=min(1.0, 2.0 * 0.5**discordant) if discordant else 1.0,
+    )
+
+
+def normal_test(difference: float, replicate_differences: np.ndarray) -> PairedTest:
+    """Paired z-test of a difference of two runs on the same examples: ``z = difference / se`` with ``se`` the
+    standard deviation of the paired bootstrap replicates of the difference ``[R]`` (both sides scored on the
+    same example samples), two-sided normal p. For metrics without an exact paired test (F1, MCC, Pearson); the
+    bootstrap only estimates the standard error, so p has no resampling floor. A zero standard error gives p = 1
+    for a zero difference and 0 otherwise."""
+    se = float(np.std(replicate_differences, ddof=1)) if len(replicate_differences) > 1 else 0.0
+    if se <= 0.0:
+        p_value = 1.0 if abs(difference) < 1e-12 else 0.0
+    else:
+        p_value = float(2.0 * scipy_stats.norm.sf(abs(difference) / se))
+    return PairedTest(
+        difference=difference,
+        p_value=p_value,
+        resamples=len(replicate_differences),
+        seeds_paired=False,
+        method="normal",
+    )
+
+
+def seed_t_test(per_seed_a: ArrayLike, per_seed_b: ArrayLike, *, paired: bool) -> PairedTest:
+    """Method-level test of "a and b have the same expected score over training seeds" from each side's
+    per-seed scores (``[K_a]``, ``[K_b]``, at least 2 each): the paired t-test over seed differences when seed j
+    of a goes with seed j of b (``paired``, equal K), else Welch's t-test. The seeds' spread contains the
+    training variance and the run-to-run example noise, so the test counts both; the dev set is held fixed.
+    Zero spread on both sides gives p = 1 for equal means and 0 otherwise."""
+    a, b = np.asarray(per_seed_a, dtype=np.float64), np.asarray(per_seed_b, dtype=np.float64)
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"a t-test over seeds needs at least 2 seeds a side, got {len(a)} and {len(b)}")
+    paired = paired and len(a) == len(b)
+    difference = float(a.mean() - b.mean())
+    spread = np.std(a - b, ddof=1) if paired else math.hypot(np.std(a, ddof=1), np.std(b, ddof=1))
+    if spread <= 1e-15:
+        p_value = 1.0 if abs(difference) < 1e-12 else 0.0
+    elif paired:
+        p_value = float(scipy_stats.ttest_rel(a, b).pvalue)
+    else:
+        p_value = float(scipy_stats.ttest_ind(a, b, equal_var=False).pvalue)
+    return PairedTest(difference=difference, p_value=p_value, resamples=0, seeds_paired=paired, method="t")
+
+
+def seed_t_interval(per_seed: ArrayLike, confidence: float = DEFAULT_CONFIDENCE) -> SeedInterval:
+    """Method-level interval over K >= 2 seeds' scores ``[K]``: ``mean +- t_{K-1} s / sqrt(K)`` (Student's t,
+    sample standard deviation s). It covers the method's expected score on this dev set over training seeds
+    (seed variance and run-to-run example noise), not the dev set's own sampling error."""
+    _check_settings(1, confidence)
+    values = np.asarray(per_seed, dtype=np.float64)
+    if values.ndim != 1 or len(values) < 2:
+        raise ValueError(f"a t interval over seeds needs at least 2 seeds, got shape {values.shape}")
+    mean, std = float(values.mean()), float(np.std(values, ddof=1))
+    half = float(scipy_stats.t.ppf((1 + confidence) / 2, len(values) - 1)) * std / math.sqrt(len(values))
+    return SeedInterval(
+        mean=mean,
+        std=std,
+        low=mean - half,
+        high=mean + half,
+        n_seeds=len(values),
+        resamples=0,
+        confidence=confidence,
+        kind="t",
+    )
+
+
+def seed_prediction_interval(
+    per_seed: ArrayLike, confidence: float = DEFAULT_CONFIDENCE
+) -> tuple[float, float]:
+    """Where one more run's score is expected to fall, from K >= 2 seeds' scores: ``mean +- t_{K-1} s sqrt(1 +
+    1/K)``. A published single-run number is such a run (of the same method, on the same dev set)."""
+    values = np.asarray(per_seed, dtype=np.float64)
+    if len(values) < 2:
+        raise ValueError("a prediction interval needs at least 2 seeds")
+    mean, std = float(values.mean()), float(np.std(values, ddof=1))
+    half = (
+        float(scipy_stats.t.ppf((1 + confidence) / 2, len(values) - 1)) * std * math.sqrt(1 + 1 / len(values))
+    )
+    return mean - half, mean + half
+
+
+@dataclass(frozen=True)
+class OmnibusTest:
+    """One test of "every candidate has the same expected score" over k >= 2 candidates (strategies)."""
+
+    statistic: float
+    p_value: float
+    method: str  # "cochran" (Friedman over examples), "anova" (over seeds), "wald" (bootstrap covariance)
+    floor: float = 0.0
+
+
+def friedman_over_examples(scores: ArrayLike) -> OmnibusTest:
+    """Friedman test of k candidates scored per example ``[k, N]`` (e.g. 0/1 correctness, or its mean over
+    seeds): examples are the blocks. On 0/1 data with ties corrected this is Cochran's Q, the k-sample McNemar;
+    the p is the chi-square approximation with k - 1 degrees of freedom (good for the hundreds to thousands of
+    discordant examples of a dev set). Examples where all candidates agree carry no information; none left: p 1.
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    if values.ndim != 2 or values.shape[0] < 2:
+        raise ValueError(f"scores must be [k >= 2 candidates, N examples], got shape {values.shape}")
+    informative = values[:, np.ptp(values, axis=0) > 0]
+    k, n = informative.shape
+    if n == 0:
+        return OmnibusTest(0.0, 1.0, "cochran")
+    ranks = scipy_stats.rankdata(informative, axis=0)  # within each example, over candidates
+    rank_sums = ranks.sum(axis=1)
+    # Tie correction: the sum over each example's tie groups of t^3 - t, i.e. over its candidates of t^2 - 1
+    # with t the size of the candidate's tie group.
+    group_sizes = (informative[:, None, :] == informative[None, :, :]).sum(axis=1)  # [k, N]
+    ties = float(np.sum(group_sizes.astype(np.float64) ** 2 - 1))
+    denominator = 1.0 - ties / (n * k * (k * k - 1))
+    statistic = 12.0 / (n * k * (k + 1)) * float(np.sum((rank_sums - n * (k + 1) / 2) ** 2)) / denominator
+    return OmnibusTest(statistic, float(scipy_stats.chi2.sf(statistic, k - 1)), "cochran")
+
+
+def anova_over_seeds(per_seed: Sequence[ArrayLike]) -> OmnibusTest:
+    """One-way ANOVA F-test of k candidates from their per-seed scores (a list of ``[K_i]``, K_i >= 2): the
+    method-level test of equal expected scores (seed variance counted). Zero within-candidate spread: p is 1 for
+    equal means, 0 otherwise."""
+    groups = [np.asarray(g, dtype=np.float64) for g in per_seed]
+    if len(groups) < 2 or any(len(g) < 2 for g in groups):
+        raise ValueError("an ANOVA over seeds needs >= 2 candidates of >= 2 seeds each")
+    within = sum(float(np.sum((g - g.mean()) ** 2)) for g in groups)
+    if within <= 1e-15:
+        means = [g.mean() for g in groups]
+        return OmnibusTest(math.inf, 1.0 if np.ptp(means) < 1e-12 else 0.0, "anova")
+    result = scipy_stats.f_oneway(*groups)
+    return OmnibusTest(float(result.statistic), float(result.pvalue), "anova")
+
+
+def wald_equal(values: ArrayLike, replicates: ArrayLike) -> OmnibusTest:
+    """Wald chi-square test that k scores ``[k]`` are equal, with their covariance estimated from paired
+    bootstrap replicates ``[R, k]`` (all k scored on the same example samples): ``W = d' S^+ d`` for the k - 1
+    differences d from the first score and S their bootstrap covariance (pseudo-inverse), chi-square with its
+    rank as degrees of freedom. For metrics without a rank test over examples (Pearson); no resampling floor."""
+    scores = np.asarray(values, dtype=np.float64)
+    draws = np.asarray(replicates, dtype=np.float64)
+    if scores.ndim != 1 or len(scores) < 2 or draws.ndim != 2 or draws.shape[1] != len(scores):
+        raise ValueError(
+            f"values must be [k >= 2] and replicates [R, k], got {scores.shape} and {draws.shape}"
+        )
+    contrast = np.hstack([-np.ones((len(scores) - 1, 1)), np.eye(len(scores) - 1)])
+    differences = contrast @ scores
+    covariance = np.atleast_2d(np.cov(draws @ contrast.T, rowvar=False))
+    rank = int(np.linalg.matrix_rank(covariance, tol=1e-14))
+    if rank == 0:
+        return OmnibusTest(0.0, 1.0 if np.allclose(differences, 0.0) else 0.0, "wald")
+    statistic = float(differences @ np.linalg.pinv(covariance, hermitian=True) @ differences)
+    return OmnibusTest(statistic, float(scipy_stats.chi2.sf(statistic, rank)), "wald")
+
+
+def _p_values(p_values: Sequence[float]) -> np.ndarray:
+    values = np.asarray(p_values, dtype=np.float64)
+    if values.ndim != 1:
+        raise ValueError(f"p-values must be a flat sequence, got shape {values.shape}")
+    bad = [float(p) for p in values if not 0.0 <= p <= 1.0]  # NaN fails the comparison too
+    if bad:
+        raise ValueError(f"p-values must lie in [0, 1], got {bad}")
+    return values
 
 
 def _check_settings(resamples: int, confidence: float | None = None) -> None:
@@ -302,7 +539,7 @@ def replicate_scores(
     all K runs, drawn from ``rng`` (which is left where the seed draws of an interval or test continue).
 
     The example samples depend only on the generator's state, N and R, never on the runs: scoring runs in one
-    call or in several calls from equal states gives the same columns (`analysis.cell_stats` relies on it to
+    call or in several calls from equal states gives the same columns (`kdgrid.analysis.cell_stats` relies on it to
     score every cell on a dev set at once)."""
     _check_settings(resamples)
     labels = _gold(gold)

@@ -1,7 +1,7 @@
 """The paper's derived claims about matching strategies, computed from any tidy DataFrame.
 
-The same functions run on the transcribed paper numbers (`analysis.paper_numbers.paper_numbers`) and on a
-results store brought to the tidy format (`analysis.tidy.store_to_tidy`), so a reproduction can be checked
+The same functions run on the transcribed paper numbers (`kdgrid.analysis.paper_numbers.paper_numbers`) and on a
+results store brought to the tidy format (`kdgrid.analysis.tidy.store_to_tidy`), so a reproduction can be checked
 against the claims the paper makes in Section 4.4:
 
 * "among all experimental conditions in the single-match setting (3 model size x 9 downstream tasks), the best
@@ -12,7 +12,7 @@ against the claims the paper makes in Section 4.4:
 * "the roughly selected loss weight improves the performance of over 80% of the student models" (Table 8 against
   Table 5): `improvement_share`.
 
-Definitions (what "best configuration" means here; see ``analysis/paper/NOTES.md`` for the numbers):
+Definitions (what "best configuration" means here; see ``kdgrid/analysis/paper/NOTES.md`` for the numbers):
 
 * A *condition* is one (student, task, dev set): 3 students x 9 dev sets (MNLI matched and mismatched count
   separately, as the paper's 27 does). A *configuration* is one (knowledge, strategy) cell of the condition.

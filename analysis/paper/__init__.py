@@ -1,1 +1,0 @@
-"""The paper's published numbers: ``table{1..8}.csv`` (data), ``NOTES.md`` (how they were read), ``transcribe.py``."""
