@@ -6,13 +6,17 @@ the link, in an installed wheel (``pyproject.toml`` lists ``sweeps/*.yaml`` as k
 real files beside the package. No code looks for a checkout.
 
 A sweep may therefore be named by a path (``sweeps/table5_single_match.yaml``) or, when no such file exists, by
-the bare name of a bundled one (``table5_single_match`` or ``demo.yaml``).
+the bare name of a bundled one (``table5_single_match`` or ``demo.yaml``); a name that is neither is refused with
+the bundled names close to it (`require_sweep`).
 """
 
 from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
+
+from kdgrid.errors import ConfigError
+from kdgrid.suggest import did_you_mean
 
 SWEEP_SUFFIX = ".yaml"
 # Where the bundled sweep files are: a folder inside the installed package (a plain directory in every
@@ -44,3 +48,26 @@ def find_sweep(path_or_name: Path | str) -> Path:
     if path.exists():
         return path
     return bundled_sweep(str(path_or_name)) or path
+
+
+def bundled_sweep_names() -> list[str]:
+    """The names of the bundled sweeps (file names without ``.yaml``), sorted."""
+    return [path.stem for path in bundled_sweep_files()]
+
+
+def require_sweep(path_or_name: Path | str) -> Path:
+    """`find_sweep`, refusing a path or name that is neither a file nor a bundled sweep, with the bundled
+    sweeps whose names are close (``table5`` -> ``table5_single_match``).
+
+    Raises:
+        ConfigError: no such file and no bundled sweep of that name.
+    """
+    path = find_sweep(path_or_name)
+    if path.exists():
+        return path
+    text = str(path_or_name)
+    stem = Path(text).name.removesuffix(SWEEP_SUFFIX)
+    raise ConfigError(
+        f"{text}: cannot read the file (there is none, and no sweep of that name ships with kdgrid; `kdgrid sweeps` "
+        f"lists them){did_you_mean(stem, bundled_sweep_names())}"
+    )

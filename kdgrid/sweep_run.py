@@ -27,7 +27,6 @@ and reports per group what failed, before a cluster spends hours on the real gri
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import shutil
 import tempfile
@@ -37,17 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kdgrid.bundled_sweeps import find_sweep
 from kdgrid.core.gate_preflight import gate_teachers_here
 from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.pretrained.needed import needed_checkpoints
 from kdgrid.core.teacher_gate import cached_refusals
 from kdgrid.core.train import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.grid import PlannedTrial, Sweep, check_init_checkpoints, load_sweep, plan_jobs, store_problems
+from kdgrid.grid import PlannedTrial, Sweep, check_init_checkpoints, store_problems
 from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
 from kdgrid.grid.state import SweepState, sweep_state
-from kdgrid.launch import Executor, get_executor
 from kdgrid.launch.environment import CACHE_LOCATION_VARIABLES, OFFLINE_ENVIRONMENT, environment
 from kdgrid.launch.job_fn import DEFAULT_JOB_FN
 from kdgrid.launch.memory import MemoryBudget
@@ -63,9 +60,17 @@ from kdgrid.store.layout import rows_dir, visible_files
 from kdgrid.store.membership import record_membership
 from kdgrid.store.run_ledger import RUN_ENV, read_ledger, remove_ledger
 from kdgrid.store.schema import SUPERSEDED
+from kdgrid.sweep_plan import (  # noqa: F401 (part of this module's interface, as before)
+    AUTO_MEMORY_BUDGET,
+    check_limits,
+    count_by_study,
+    executor_and_budget,
+    load_named_sweep,
+    memory_budget,
+    plan_sweep_jobs,
+)
 from kdgrid.trial import Trial, data_order_seed, group_key
 
-AUTO_MEMORY_BUDGET = "auto"
 # Compact the store after a run once its loose per-trial files reach this many (reading them gets slow).
 COMPACT_ABOVE_FILES = 500
 
@@ -74,82 +79,6 @@ Log = Callable[[str], None]
 
 def _quiet(_line: str) -> None:
     """The default ``log`` of `run_sweep`: a library call prints nothing unless asked to."""
-
-
-def load_named_sweep(
-    sweep: Path | str, *, store_dir: Path | str | None = None, max_trials: int = DEFAULT_MAX_TRIALS
-) -> Sweep:
-    """`kdgrid.grid.load_sweep` of a sweep file, or of the sweep shipped with kdgrid that a bare name names
-    (`kdgrid.bundled_sweeps.find_sweep`); ``max_trials``: the most grid points it may have."""
-    return load_sweep(find_sweep(sweep), store_dir=store_dir, max_trials=max_trials)
-
-
-def memory_budget(value: float | str, executor: Executor) -> MemoryBudget:
-    """The memory budget of one job: ``auto`` (the executor's `Executor.memory_budget`), 0 (no budget) or a
-    number of GB (a float or its text, as ``--memory-budget-gb`` gives it).
-
-    Raises:
-        ConfigError: anything else (a negative number, NaN, a word), naming the option.
-    """
-    text = str(value).strip().lower()
-    if text == AUTO_MEMORY_BUDGET:
-        return executor.memory_budget()
-    try:
-        gb = float(text)
-    except ValueError:
-        gb = math.nan
-    if not math.isfinite(gb) or gb < 0:
-        raise ConfigError(
-            f"--memory-budget-gb: expected a number of GB >= 0 (0 = off) or 'auto', got {value!r}"
-        )
-    if gb == 0:
-        return MemoryBudget(None, "off (--memory-budget-gb 0)")
-    return MemoryBudget(gb, f"given: --memory-budget-gb {gb:g}")
-
-
-def executor_and_budget(
-    executor: str, settings: Mapping[str, Any] | None, memory_budget_gb: float | str
-) -> tuple[Executor, MemoryBudget]:
-    """The executor ``executor`` with ``settings`` (built, not started) and the memory budget of one of its
-    jobs (`memory_budget`)."""
-    runner = get_executor(executor, **dict(settings or {}))
-    return runner, memory_budget(memory_budget_gb, runner)
-
-
-def check_limits(max_group_size: int, max_attempts: int | None = None) -> None:
-    """``--max-group-size`` (0 = no limit) and ``--max-attempts`` (None: not retrying) must not be negative.
-
-    Raises:
-        ConfigError: naming the option and what it allows.
-    """
-    if max_group_size < 0:
-        raise ConfigError(
-            f"--max-group-size: expected a number of trials >= 0 (0 = no limit), got {max_group_size}"
-        )
-    if max_attempts is not None and max_attempts < 0:
-        raise ConfigError(f"--max-attempts: expected a number of failed attempts >= 0, got {max_attempts}")
-
-
-def plan_sweep_jobs(
-    trials: Iterable[Trial], max_group_size: int, budget_gb: float | None
-) -> list[list[Trial]]:
-    """`kdgrid.grid.plan_jobs` with the commands' conventions: ``max_group_size`` 0 and ``budget_gb`` None
-    mean no limit.
-
-    Raises:
-        ConfigError: a negative ``max_group_size``, naming the option.
-    """
-    check_limits(max_group_size)
-    return plan_jobs(trials, max_group_size=max_group_size or None, memory_budget_gb=budget_gb)
-
-
-def count_by_study(sweep: Sweep, trials: Iterable[Trial]) -> dict[str, int]:
-    """How many of ``trials`` each study of ``sweep`` holds (studies without any left out; sweep order)."""
-    study_of = sweep.study_of()
-    counts = dict.fromkeys(sweep.studies, 0)
-    for trial in trials:
-        counts[study_of[trial.trial_id]] += 1
-    return {name: count for name, count in counts.items() if count}
 
 
 def check_trials_here(trials: list[Trial], *, run_gate: bool = False, log: Log = _quiet) -> None:

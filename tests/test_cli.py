@@ -22,6 +22,7 @@ COMMANDS = [
     "run",
     "status",
     "resume",
+    "sweeps",
     "prefetch",
     "tables",
     "figures",

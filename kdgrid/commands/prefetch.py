@@ -38,7 +38,7 @@ CheckOpt = Annotated[
 def _needs(sweeps: list[Path]) -> tuple[list[str], list[HubItem]]:
     """The sweeps' names and what their trials need from the Hub."""
     from kdgrid.prefetch import sweep_needs
-    from kdgrid.sweep_run import load_named_sweep
+    from kdgrid.sweep_plan import load_named_sweep
 
     loaded = [load_named_sweep(sweep) for sweep in sweeps]
     return [s.name for s in loaded], sweep_needs(p.trial for s in loaded for p in s.trials)

@@ -1,10 +1,11 @@
-"""`kdgrid plan | run | status | resume`: sweeps against the results store.
+"""`kdgrid plan | run | status | resume | sweeps`: sweeps against the results store.
 
 The commands parse options and print; what they do lives below the CLI: `kdgrid.sweep_run.run_sweep` runs a
 sweep (``run``: the trials without any row; ``resume``: also the failed ones, up to ``--max-attempts`` failed
 rows each; neither ever runs a done trial), and ``plan`` / ``status`` plan jobs with the same helpers
-(`kdgrid.sweep_run.executor_and_budget`, `plan_sweep_jobs`) and take the same ``--executor / --set /
---profile`` as ``run``, so that they show the jobs ``run`` will start.
+(`kdgrid.sweep_plan.executor_and_budget`, `plan_sweep_jobs`, which import no torch) and take the same
+``--executor / --set / --profile`` as ``run``, so that they show the jobs ``run`` will start. ``sweeps`` lists the
+sweeps shipped with kdgrid.
 """
 
 from __future__ import annotations
@@ -30,19 +31,25 @@ if TYPE_CHECKING:
     from kdgrid.grid.state import SweepState
     from kdgrid.launch.memory import MemoryBudget
 
+FLAG = ""  # the help of a flag shows no type (Typer would print <bool>)
 SweepArg = Annotated[
     Path,
     typer.Argument(
-        help="A sweep file (sweeps/*.yaml), or the name of a sweep shipped with kdgrid (e.g. demo).",
+        help="A sweep file (sweeps/*.yaml), or the name of a sweep shipped with kdgrid (`kdgrid sweeps` lists "
+        "them).",
         show_default=False,
+        metavar="SWEEP",
     ),
 ]
-StoreOpt = Annotated[Path, typer.Option("--store", help="The results store (a directory of Parquet files).")]
+StoreOpt = Annotated[
+    Path, typer.Option("--store", help="The results store (a directory of Parquet files).", metavar="DIR")
+]
 JsonOpt = Annotated[
     bool,
     typer.Option(
         "--json",
-        help="Print one JSON object (keys: trials, jobs, memory_budget_gb, memory_budget, done, failed, ...).",
+        help="Print one JSON object (keys: trials, jobs, axes, job_split, memory_budget_gb, done, failed, ...).",
+        metavar=FLAG,
     ),
 ]
 MaxTrialsOpt = Annotated[
@@ -52,20 +59,29 @@ MaxTrialsOpt = Annotated[
         help="The most trials (grid points) the sweep may expand to; a larger sweep is refused.",
     ),
 ]
-ExecutorOpt = Annotated[str, typer.Option("--executor", "-e", help="Where jobs run: local, ray or slurm.")]
+ExecutorOpt = Annotated[
+    str, typer.Option("--executor", "-e", help="Where jobs run: local, ray or slurm.", metavar="NAME")
+]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--set",
         help="An executor setting KEY=VALUE (repeatable), e.g. local_workers=2, ray_gpus_per_job=0.25, "
         "slurm_partition=gpu; VALUE is read as YAML.",
+        metavar="KEY=VALUE",
     ),
 ]
 ProfileOpt = Annotated[
-    str | None, typer.Option("--profile", help="SLURM: a named profile (shipped in kdgrid/launch/slurm_profiles, or in $KDGRID_SLURM_PROFILES) or a YAML path.")
+    str | None,
+    typer.Option(
+        "--profile",
+        metavar="NAME|PATH",
+        help="SLURM: a named profile (shipped in kdgrid/launch/slurm_profiles, or in $KDGRID_SLURM_PROFILES) or a YAML path.",
+    ),
 ]
 GroupOpt = Annotated[
-    int, typer.Option("--max-group-size", help="At most this many trials per job (0 = no limit).")
+    int,
+    typer.Option("--max-group-size", help="At most this many trials per job (0 = no limit).", metavar="N"),
 ]
 MemoryOpt = Annotated[
     str,
@@ -76,12 +92,14 @@ MemoryOpt = Annotated[
         "memory (without a GPU the RAM, capped by the cgroup limit) / local_workers; slurm: slurm_mem_gb per "
         "task (RAM: a GPU's memory is unknown before submission unless slurm_gpu_mem_gb is set; no budget "
         "without slurm_mem_gb); ray: ray_gpus_per_job of a GPU, else RAM / concurrent jobs. 0 = no budget.",
+        metavar="GB|auto",
     ),
 ]
 PreflightOpt = Annotated[
     bool,
     typer.Option(
         "--preflight/--no-preflight",
+        metavar=FLAG,
         help="Check every trial against this machine (teachers, init checkpoints, and that what it needs from the "
         "Hugging Face Hub is cached) before submitting.",
     ),
@@ -90,19 +108,24 @@ OnlineOpt = Annotated[
     bool,
     typer.Option(
         "--online",
+        metavar=FLAG,
         help="Let every job fetch its models and datasets from the Hugging Face Hub itself. Without it, a sweep "
         "that needs the Hub runs only once `kdgrid prefetch SWEEP` has cached everything, and its workers run "
         "offline (HF_HUB_OFFLINE=1, HF_DATASETS_OFFLINE=1).",
     ),
 ]
 CompactOpt = Annotated[
-    bool, typer.Option("--compact/--no-compact", help="Merge the store's small files when the run ends.")
+    bool,
+    typer.Option(
+        "--compact/--no-compact", help="Merge the store's small files when the run ends.", metavar=FLAG
+    ),
 ]
 PRETRAIN_PANEL = "Pre-training checkpoints (--make-checkpoints)"
 MakeCheckpointsOpt = Annotated[
     bool,
     typer.Option(
         "--make-checkpoints",
+        metavar=FLAG,
         help="First make the pre-training checkpoints (init_recipe) that the trials to run need and that are "
         "missing, one job each through the executor (local: one after another over its GPUs; ray: one task "
         "each; slurm: one job each), then run the trials. If one cannot be made, no trial runs (exit status 1); "
@@ -114,6 +137,7 @@ PretrainMicroBatchOpt = Annotated[
     int | None,
     typer.Option(
         "--pretrain-micro-batch",
+        metavar="N",
         help="Sequences per forward pass of each pre-training process (default: the largest up to 32 that "
         "divides its share of the recipe's global batch).",
         rich_help_panel=PRETRAIN_PANEL,
@@ -123,6 +147,7 @@ PretrainCheckpointEveryOpt = Annotated[
     int | None,
     typer.Option(
         "--pretrain-checkpoint-every",
+        metavar="STEPS",
         help="A step checkpoint of each pre-training job every this many steps (what a killed job loses at most; "
         "default: kdgrid pretrain's, 1000).",
         rich_help_panel=PRETRAIN_PANEL,
@@ -132,6 +157,7 @@ PretrainNodesOpt = Annotated[
     int,
     typer.Option(
         "--pretrain-nodes",
+        metavar="N",
         help="slurm: nodes of each pre-training job (one task per GPU of the profile on each).",
         rich_help_panel=PRETRAIN_PANEL,
     ),
@@ -143,6 +169,7 @@ DEFAULT_MEMORY_BUDGET = "auto"
 
 # kdgrid.sweep_run (and with it torch, pandas and pyarrow) is imported inside the commands: `kdgrid --help`
 # takes 0.13 s with the imports above and about 3 s with kdgrid.sweep_run (measured on 2 shared CPU cores).
+# `plan` and `status` import only kdgrid.sweep_plan (no torch or transformers; benchmarks/cli_latency.py).
 
 
 def _print_json(payload: dict[str, Any]) -> None:
@@ -174,13 +201,15 @@ def _executor_settings(settings: list[str] | None, profile: str | None, executor
 
 def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: MemoryBudget) -> dict[str, Any]:
     """What ``plan`` and ``status`` show of a sweep (the keys of their ``--json`` object)."""
+    from kdgrid.grid.prior_cost import prior_cost
     from kdgrid.grid.state import estimate_cost
-    from kdgrid.sweep_run import count_by_study, plan_sweep_jobs
+    from kdgrid.sweep_plan import count_by_study, job_split, plan_sweep_jobs, sweep_axes
 
     all_trials = [p.trial for p in sweep.trials]
     jobs = plan_sweep_jobs(all_trials, max_group_size, budget.gb)
     pending_jobs = plan_sweep_jobs(state.pending, max_group_size, budget.gb)
     estimate = estimate_cost(state.pending + state.failed, state.timings)
+    prior = prior_cost(plan_sweep_jobs(state.pending + state.failed, max_group_size, budget.gb))
     return {
         "sweep": sweep.name,
         "file": str(sweep.path),
@@ -198,6 +227,9 @@ def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: Memor
         "pending": len(state.pending),
         "running": len(state.running),
         "estimate": estimate.to_dict(),
+        "prior_estimate": prior.to_dict(),
+        "axes": sweep_axes(all_trials),
+        "job_split": job_split(all_trials, jobs, max_group_size, budget.gb),
     }
 
 
@@ -229,11 +261,72 @@ def _print_degenerate(degenerate: list[dict[str, Any]], done: int) -> None:
 
     if not degenerate:
         return
-    typer.echo(f"degenerate: {len(degenerate):,} of {done:,} done trials (constant, majority-class or MCC <= 0)")
+    typer.echo(
+        f"degenerate: {len(degenerate):,} of {done:,} done trials (constant, majority-class or MCC <= 0)"
+    )
     for item in degenerate[:SHOWN_DEGENERATE]:
         typer.echo(f"degenerate {item['trial_id']} [{item['study']}]: {'; '.join(item['reasons'])}")
     if len(degenerate) > SHOWN_DEGENERATE:
         typer.echo(f"... and {len(degenerate) - SHOWN_DEGENERATE:,} more (--json lists them all)")
+
+
+SHOWN_RUNNING_PER_JOB = 8  # trials named under each running job; --json lists them all
+
+
+def _print_running(running: list[dict[str, Any]]) -> None:
+    """The running trials by job: one line per job (holder, trials, epoch and step reached, time, heartbeat),
+    then its trials' labels, grouped when several trials share one."""
+    from kdgrid.grid.state import running_jobs
+    from kdgrid.launch.progress import duration
+
+    if not running:
+        return
+    jobs = running_jobs(running)
+    typer.echo(f"running: {len(running):,} trial(s) in {len(jobs):,} job(s)")
+    for job in jobs:
+        progress = job["progress"]
+        where = (
+            "before its first batch"
+            if progress is None
+            else f"epoch {progress['epoch']}/{progress['epochs']}, step {progress['step']:,}/{progress['steps']:,}"
+        )
+        typer.echo(
+            f"  {job['job_id']} on {job['host']} pid {job['pid']}: {len(job['trials'])} trial(s), {where}, "
+            f"running {duration(job['age_s'])}, heartbeat {duration(job['heartbeat_age_s'])} ago"
+        )
+        labels: dict[tuple[str, str], list[str]] = {}
+        for item in job["trials"]:
+            labels.setdefault((item["study"] or "", item["label"]), []).append(item["trial_id"])
+        shown = sorted(labels.items())
+        for (study, label), ids in shown[:SHOWN_RUNNING_PER_JOB]:
+            where = f" [{study}]" if study else ""
+            ids_text = ids[0] if len(ids) == 1 else f"{len(ids)} trials ({ids[0]}, ...)"
+            typer.echo(f"    {label}{where}: {ids_text}")
+        if len(shown) > SHOWN_RUNNING_PER_JOB:
+            typer.echo(f"    ... and {len(shown) - SHOWN_RUNNING_PER_JOB:,} more (--json lists them all)")
+
+
+SHOWN_AXIS_VALUES = 12  # values listed per axis; --json has them all
+
+
+def _print_axes_and_jobs(summary: dict[str, Any], console: Console) -> None:
+    """The axes (settings that vary, with their values), then why the trials run as the jobs they do."""
+    for name, values in summary["axes"].items():
+        shown = ", ".join(values[:SHOWN_AXIS_VALUES])
+        more = f", ... ({len(values) - SHOWN_AXIS_VALUES} more)" if len(values) > SHOWN_AXIS_VALUES else ""
+        console.print(
+            f"axis {name} ({len(values)}): {shown}{more}", markup=False, highlight=False, soft_wrap=True
+        )
+    split = summary["job_split"]
+    differing = ", ".join(f"{name} ({n})" for name, n in split["group_fields_differing"].items())
+    line = f"jobs: {split['groups']:,} group(s) of trials sharing one teacher pass"
+    line += f", apart because they differ in {differing}" if differing else ""
+    if split["split_groups"]:
+        line += (
+            f"; {split['split_groups']:,} group(s) split into {split['jobs_of_split_groups']:,} jobs by "
+            f"{split['split_by']}"
+        )
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_summary(summary: dict[str, Any], title: str) -> None:
@@ -259,11 +352,15 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         ("running (claimed by a live process)", f"{summary['running']:,}"),
         ("jobs to run for pending", f"{summary['pending_jobs']:,}"),
     ]
-    estimate = summary["estimate"]
+    from kdgrid.launch.progress import duration
+
+    estimate, prior = summary["estimate"], summary["prior_estimate"]
     rows.append(
         (
             "estimated cost of pending + failed",
-            "unknown" if estimate["seconds"] is None else f"{estimate['hours']:.2f} h",
+            f"{duration(prior['seconds'])} a priori"
+            if estimate["seconds"] is None
+            else f"{estimate['hours']:.2f} h",
         )
     )
     for name, value in rows:
@@ -273,9 +370,19 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
     if len(summary["studies"]) > 1:
         studies = ", ".join(f"{k} {v:,}" for k, v in summary["studies"].items())
         console.print("studies: " + studies, markup=False, highlight=False)
+    _print_axes_and_jobs(summary, console)
     console.print(f"[dim]memory budget: {plain(summary['memory_budget'])}[/]", highlight=False)
     if estimate["seconds"] is not None:
         console.print(f"[dim]estimate: {plain(estimate['basis'])}[/]")
+    else:
+        unpriced = f"; {prior['unpriced_trials']:,} trial(s) not priced" if prior["unpriced_trials"] else ""
+        console.print(
+            f"a-priori estimate: {prior['flops']:.3g} FLOPs at {prior['speed_basis']}{unpriced} "
+            "(docs/finding-your-way.md)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _show(
@@ -298,7 +405,7 @@ def _show(
     from kdgrid.core.pretrained.needed import listing, needed_checkpoints
     from kdgrid.grid import check_init_checkpoints
     from kdgrid.grid.state import running_trials, sweep_state
-    from kdgrid.sweep_run import executor_and_budget, load_named_sweep
+    from kdgrid.sweep_plan import executor_and_budget, load_named_sweep
 
     check_max_trials(max_trials)
     spec = load_named_sweep(sweep_path, max_trials=max_trials)
@@ -329,9 +436,7 @@ def _show(
         typer.echo(line)
     if with_failures:
         _print_degenerate(degenerate, len(state.done))
-    for item in running:
-        typer.echo(f"running {item['trial_id']} [{item['study']}] on {item['host']} pid {item['pid']} "
-                   f"({item['job_id']}) for {item['age_s']} s, heartbeat {item['heartbeat_age_s']} s ago")  # fmt: skip
+    _print_running(running)
     for item in failed:
         typer.echo(
             f"failed {item['trial_id']} [{item['study']}] attempts={item['attempts']}: {item['error']}"
@@ -351,7 +456,10 @@ def plan(
 ) -> None:
     """Expand and validate a sweep: its trials, how they group into jobs sharing one teacher pass (planned for
     --executor as `kdgrid run` will), the memory budget per job and where it came from, how many trials are
-    already done / failed / pending in the store, and a cost estimate from the store's own timings."""
+    already done / failed / pending in the store, and a cost estimate from the store's own timings. It also lists
+    the axes (the settings that vary, with their values) and why the trials run as the jobs they do.
+
+    Example: kdgrid plan table5_single_match --store results"""
     _show(
         sweep,
         store,
@@ -380,7 +488,10 @@ def status(
     max_trials: MaxTrialsOpt = DEFAULT_MAX_TRIALS,
 ) -> None:
     """Counts of a sweep's trials by state, and each failed trial with its error on one line (jobs counted as
-    `kdgrid plan` counts them)."""
+    `kdgrid plan` counts them). During a run, the running trials by job: their settings and the epoch and step
+    their job reached.
+
+    Example: kdgrid status demo --store results"""
     _show(
         sweep,
         store,
@@ -506,18 +617,23 @@ def run(
         bool,
         typer.Option(
             "--smoke",
+            metavar=FLAG,
             help="Do not run the sweep: run a few trials of every group (each student, init, knowledge and "
             "strategy of the group once) for a few steps into a throwaway store, and report per group what "
             "failed (exit status 1 if any). Refused with --store (it is never touched).",
         ),
     ] = False,
     keep: Annotated[
-        bool, typer.Option("--keep", help="With --smoke: keep the throwaway store (its path is printed).")
+        bool,
+        typer.Option(
+            "--keep", help="With --smoke: keep the throwaway store (its path is printed).", metavar=FLAG
+        ),
     ] = False,
     report: Annotated[
         Path | None,
         typer.Option(
             "--report",
+            metavar="DIR",
             help="Keep an HTML report of the store in this folder while the run goes on (as `kdgrid report "
             "--watch`); open <folder>/index.html.",
         ),
@@ -529,7 +645,9 @@ def run(
     max_trials: MaxTrialsOpt = DEFAULT_MAX_TRIALS,
 ) -> None:
     """Run every trial of a sweep that has no row in the store yet (never a done trial; failed trials are left
-    to `kdgrid resume`). Exits 1 if a trial of this run failed, or a checkpoint --make-checkpoints had to make."""
+    to `kdgrid resume`). Exits 1 if a trial of this run failed, or a checkpoint --make-checkpoints had to make.
+
+    Example: kdgrid run demo --store results --set local_workers=2"""
     if keep and not smoke:
         raise ConfigError("--keep goes with --smoke (it keeps the smoke run's throwaway store)")
     if smoke and make_checkpoints:
@@ -569,7 +687,7 @@ def resume(
     store: StoreOpt = DEFAULT_STORE,
     executor: ExecutorOpt = "local",
     max_attempts: Annotated[
-        int, typer.Option(help="Give up on a trial after this many failed attempts.")
+        int, typer.Option(help="Give up on a trial after this many failed attempts.", metavar="N")
     ] = 3,
     settings: SetOpt = None,
     profile: ProfileOpt = None,
@@ -585,7 +703,9 @@ def resume(
     max_trials: MaxTrialsOpt = DEFAULT_MAX_TRIALS,
 ) -> None:
     """Run what is missing plus what failed (up to --max-attempts failed rows per trial), nothing else.
-    A preempted trial continues from its last epoch checkpoint (under <store>/_checkpoints)."""
+    A preempted trial continues from its last epoch checkpoint (under <store>/_checkpoints).
+
+    Example: kdgrid resume table5_single_match --store results --max-attempts 2"""
     _run(
         sweep,
         store,
@@ -604,6 +724,54 @@ def resume(
     )
 
 
+def sweep_purpose(description: str, path: Path) -> str:
+    """A sweep's one-line purpose: its ``description:``, else the first line of its leading comment."""
+    if description.strip():
+        return " ".join(description.split())
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            if not line.startswith("#"):
+                break
+            text = line.lstrip("#").strip()
+            if text:
+                return text
+    return ""
+
+
+def sweeps(
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print one JSON list (name, file, trials, studies, purpose).", metavar=FLAG
+        ),
+    ] = False,
+) -> None:
+    """List the sweeps shipped with kdgrid: name, trials, studies and purpose. Name one in plan, run or status.
+
+    Example: kdgrid sweeps, then kdgrid plan table5_single_match"""
+    from kdgrid.bundled_sweeps import bundled_sweep_files
+    from kdgrid.grid import load_sweep
+
+    listed = []
+    for path in bundled_sweep_files():
+        sweep = load_sweep(path)
+        listed.append({"name": path.stem, "file": str(path), "trials": len(sweep.trials),
+                       "studies": sweep.studies, "purpose": sweep_purpose(sweep.description, path)})  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps(listed, indent=1))
+        return
+    table = Table(title="sweeps shipped with kdgrid (kdgrid plan NAME)", show_header=True)
+    table.add_column("sweep", no_wrap=True)
+    table.add_column("trials", justify="right")
+    table.add_column("studies", justify="right")
+    table.add_column("purpose")
+    for item in listed:
+        table.add_row(
+            Text(item["name"]), f"{item['trials']:,}", f"{len(item['studies'])}", Text(item["purpose"])
+        )
+    Console().print(table)
+
+
 def register(app: typer.Typer) -> None:
-    for command in (plan, run, status, resume):
+    for command in (plan, run, status, resume, sweeps):
         app.command()(command)

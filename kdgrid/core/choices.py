@@ -3,10 +3,12 @@ is not among them. Torch-free: sweep expansion, the trial rules and pre-training
 
 from __future__ import annotations
 
+from kdgrid.suggest import did_you_mean
+
 INIT_SCHEMES = ("random", "pretrain", "general_distillation", "preload")  # see `kdgrid.core.init`
 PROJECTIONS = ("linear", "mlp", "none")  # see `kdgrid.core.projection`
 
 
 def unknown_choice(field: str, value: str, allowed: tuple[str, ...]) -> str:
     """The message for a named choice (init, projection) that is not one of ``allowed``."""
-    return f"unknown {field} {value!r}; allowed: {', '.join(allowed)}"
+    return f"unknown {field} {value!r}; allowed: {', '.join(allowed)}{did_you_mean(value, allowed)}"

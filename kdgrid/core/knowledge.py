@@ -38,6 +38,7 @@ from torch import Tensor
 
 from kdgrid.core.teacher_targets import teacher_side
 from kdgrid.errors import ConfigError
+from kdgrid.suggest import did_you_mean
 
 FEATURES: frozenset[str] = frozenset(
     {"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"}
@@ -1051,6 +1052,7 @@ def canonical_knowledge(name: str) -> str:
         raise ConfigError(
             f"unknown knowledge {name!r}; valid names: {', '.join(KNOWLEDGE)} "
             f"(the paper's written names such as 'attention mse' or 'vr' are accepted too)"
+            f"{did_you_mean(str(name), KNOWLEDGE)}"
         )
     return _ALIASES[_alias_key(name)]
 

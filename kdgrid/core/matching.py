@@ -64,6 +64,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kdgrid.errors import ConfigError
+from kdgrid.suggest import did_you_mean
 
 LayerPairs = list[tuple[int, int]]
 
@@ -259,6 +260,7 @@ def canonical_strategy(name: str) -> str:
         aliases = ", ".join(f"{alias} (= {target})" for alias, target in STRATEGY_ALIASES.items())
         raise ConfigError(
             f"unknown matching strategy {name!r}; valid strategies: {', '.join(STRATEGIES)}; aliases: {aliases}"
+            f"{did_you_mean(str(name), [*STRATEGIES, *STRATEGY_ALIASES])}"
         )
     return _KEYS[_key(name)]
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kdgrid.core.teacher_cache import MINILM_ALIAS, finetuned_teacher_dir
 from kdgrid.errors import ConfigError, KdgridError
+from kdgrid.suggest import did_you_mean
 
 # huggingface_hub (about 0.2 s) is imported inside the functions that look up the Hub cache: sweep expansion
 # (`kdgrid plan`) reads shapes and teachers from here without it.
@@ -390,7 +391,7 @@ def resolve_teacher(name: str, task: str) -> ResolvedTeacher:
         return ResolvedTeacher(name, fetch_config(name, what="teacher").shape, False, task)
     raise KdgridError(
         f"teacher {name!r} is neither a local directory, a Hub name (owner/model), nor one of the aliases "
-        f"{MINILM_ALIAS}, {', '.join(TEACHERS)}"
+        f"{MINILM_ALIAS}, {', '.join(TEACHERS)}{did_you_mean(name, [MINILM_ALIAS, *TEACHERS])}"
     )
 
 

@@ -28,6 +28,7 @@ from kdgrid.store import layout
 from kdgrid.store.claims import Claim, live_claims
 from kdgrid.store.read import latest_done_rows, latest_state, read_store, read_table
 from kdgrid.trial import Trial
+from kdgrid.trial_labels import HARD_ONLY, SOFT_ONLY, knowledge_text
 
 STATE_COLUMNS = (
     "trial_id",
@@ -161,18 +162,49 @@ def _move_running(state: SweepState, store: Path) -> None:
     state.failed = [t for t in state.failed if t.trial_id not in state.claims]
 
 
+def trial_label(trial: Trial) -> str:
+    """A trial in a few words, its seed left out (seeds of one cell share a label): ``knowledge / strategy /
+    student``, the baselines by name (`kdgrid.trial_labels.knowledge_text`: ``soft labels only / bert-tiny``)."""
+    knowledge = knowledge_text(trial.knowledge, trial.soft_weight)
+    matched = knowledge not in (SOFT_ONLY, HARD_ONLY) and trial.strategy
+    return " / ".join([knowledge, *([str(trial.strategy)] if matched else []), trial.student])
+
+
 def running_trials(state: SweepState, study_of: dict[str, str]) -> list[dict[str, Any]]:
-    """The running trials as `kdgrid status` shows them: id, study, holder (host, pid, executor job), seconds
-    since the claim was made and since its last heartbeat."""
+    """The running trials as `kdgrid status` shows them: id, study, label (`trial_label`) with its knowledge,
+    strategy, student and task, holder (host, pid, executor job), seconds since the claim was made and since its
+    last heartbeat, and how far its job got at that heartbeat (``progress``: step, steps, epoch, epochs; None
+    before the first batch)."""
     shown = []
     for trial in state.running:
         claim = state.claims[trial.trial_id]
         age, beat = claim.age_s(), claim.heartbeat_age_s
-        shown.append({"trial_id": trial.trial_id, "study": study_of.get(trial.trial_id), "host": claim.host,
-                      "pid": claim.pid, "job_id": claim.job_id, "started_at": claim.started_at,
-                      "age_s": None if age is None else round(age, 1),
-                      "heartbeat_age_s": None if beat is None else round(max(beat, 0.0), 1)})  # fmt: skip
+        shown.append({"trial_id": trial.trial_id, "study": study_of.get(trial.trial_id),
+                      "label": trial_label(trial), "knowledge": list(trial.knowledge),
+                      "strategy": trial.strategy, "student": trial.student, "task": trial.task,
+                      "host": claim.host, "pid": claim.pid, "job_id": claim.job_id,
+                      "started_at": claim.started_at, "age_s": None if age is None else round(age, 1),
+                      "heartbeat_age_s": None if beat is None else round(max(beat, 0.0), 1),
+                      "progress": claim.progress})  # fmt: skip
     return shown
+
+
+def running_jobs(running: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The running trials (`running_trials`) by the job holding them (host, pid, executor job), most trials
+    first: the holder, its trials, the furthest progress any of them recorded, its age and last heartbeat."""
+    by_holder: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
+    for item in running:
+        by_holder[(item["host"], item["pid"], item["job_id"])].append(item)
+    jobs = []
+    for (host, pid, job_id), items in by_holder.items():
+        progress = [item["progress"] for item in items if item["progress"]]
+        ages = [item["age_s"] for item in items if item["age_s"] is not None]
+        beats = [item["heartbeat_age_s"] for item in items if item["heartbeat_age_s"] is not None]
+        jobs.append({"host": host, "pid": pid, "job_id": job_id, "trials": items,
+                     "progress": max(progress, key=lambda p: p["step"]) if progress else None,
+                     "age_s": max(ages) if ages else None,
+                     "heartbeat_age_s": min(beats) if beats else None})  # fmt: skip
+    return sorted(jobs, key=lambda job: (-len(job["trials"]), job["job_id"]))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kdgrid.errors import ConfigError
 from kdgrid.launch.jobs import job_checkpoint_dir, not_done, row_studies
+from kdgrid.launch.progress import EpochLines, print_line
 from kdgrid.launch.worker import accepts_on_step, run_job_to_store
 from kdgrid.plugins import load_plugins
 from kdgrid.trial import Trial
@@ -56,11 +57,19 @@ def run_pending(
     """Run ``job_fn`` on the trials of one job not in ``done`` (ids of done trials, from
     `kdgrid.store.done_trial_ids`), with the job's checkpoint folder (created) and the studies of those trials
     only. Shared by the Ray trainable and the SLURM array task (a retried or requeued job skips the trials it
-    finished before). Returns the trials it ran (none: ``job_fn`` was not called)."""
+    finished before). A job function that takes ``on_step`` writes a line per epoch to this process's output
+    (a Ray actor's or SLURM task's log: `kdgrid.launch.progress.EpochLines`). Returns the trials it ran (none:
+    ``job_fn`` was not called)."""
     load_plugins()  # this job's process (a Ray actor, a SLURM task) knows the plugins before the job function runs
     todo = not_done(trials, done)
     if todo:
         folder = job_checkpoint_dir(store_dir, trials)
         folder.mkdir(parents=True, exist_ok=True)
-        job_fn(todo, Path(store_dir), sweep=sweep, studies=row_studies(todo, studies), checkpoint_dir=folder)
+        progress = (
+            {"on_step": EpochLines(todo, index=None, jobs=None, emit=print_line)}
+            if accepts_on_step(job_fn)
+            else {}
+        )
+        job_fn(todo, Path(store_dir), sweep=sweep, studies=row_studies(todo, studies), checkpoint_dir=folder,
+               **progress)  # fmt: skip
     return todo

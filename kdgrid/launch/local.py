@@ -10,9 +10,11 @@
   process starts, so ceil(N / G) jobs share a GPU at most and the memory budget per job follows from that.
   ``local_jobs_per_gpu=K`` asks for K jobs per GPU (N defaults to K x G). Without workers, jobs run here on the
   default device, as without GPUs.
-- A progress bar shows trials done / failed / remaining and an ETA; it is computed from the rows appearing in
-  the store, so it counts exactly what ``kdgrid status`` will. One bar covers every job of the call, whichever
-  studies their trials belong to (a job may mix studies; each row records its own).
+- Progress (`kdgrid.launch.progress`): trials done / failed / remaining and an ETA, computed from the rows
+  appearing in the store, so it counts exactly what ``kdgrid status`` will; one count covers every job of the
+  call, whichever studies their trials belong to (a job may mix studies; each row records its own). On a
+  terminal it is a live bar; otherwise (a log file, CI, SLURM) plain lines: one per epoch of each job, one per
+  job that ends, and a heartbeat at a fixed interval.
 """
 
 from __future__ import annotations
@@ -29,15 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
 from kdgrid.cpus import threads_per_worker
 from kdgrid.device_sharing import EXCLUSIVE, SHARING_VARIABLE, local_sharing
 from kdgrid.errors import ConfigError
@@ -47,8 +40,8 @@ from kdgrid.launch.job_fn import DEFAULT_JOB_FN, JobFn, accepts_on_step, resolve
 from kdgrid.launch.jobs import job_checkpoint_dir, row_studies
 from kdgrid.launch.lost_trials import RunRows
 from kdgrid.launch.memory import MemoryBudget
+from kdgrid.launch.progress import EpochLines, PlainProgress, RunProgress, print_line, run_progress
 from kdgrid.launch.settings import ExecutorSettings, setting
-from kdgrid.markup import plain
 from kdgrid.plugins import load_plugins_or_exit, plugin_environment
 from kdgrid.store.run_ledger import current_run
 from kdgrid.store.write import StoreWriteError, rows_folder_for_writing
@@ -66,7 +59,7 @@ class LocalSettings(ExecutorSettings):
     threads: int | None = setting(
         None, "torch threads per worker process (default: the usable CPUs / workers)", minimum=1
     )
-    progress: bool = setting(True, "show a progress bar")
+    progress: bool = setting(True, "show progress: a live bar on a terminal, plain lines in a log")
     poll_s: float = setting(0.5, "seconds between two looks at the store and the workers")
     gpus: str | None = setting(
         None,
@@ -141,12 +134,15 @@ def _run_in_child(
     gpu: str | None = None,
     plugins: dict[str, str] | None = None,
     sharing: str = EXCLUSIVE,
+    epoch_lines: tuple[int, int] | None = None,
 ) -> None:
     """A worker process's whole life: its GPU (``CUDA_VISIBLE_DEVICES``, set again here for start methods that
     do not inherit the parent's environment at start, such as forkserver; CUDA reads it when first used, which
     is later), limit torch's threads (cores are shared), run one job (``studies``: trial id -> study, for this
     job's trials only), after loading the plugins (``plugins``: the parent's ``KDGRID_PLUGINS``,
-    `kdgrid.plugins.plugin_environment`, passed on to this process's own children too)."""
+    `kdgrid.plugins.plugin_environment`, passed on to this process's own children too). ``epoch_lines``: (this
+    job's number, the run's jobs) when the run's output is a log: the job writes a line per epoch to its stdout
+    (the parent's, inherited)."""
     os.environ.update(plugins or {})
     os.environ[SHARING_VARIABLE] = sharing  # recorded beside the latency (`kdgrid.device_sharing`)
     load_plugins_or_exit()
@@ -159,7 +155,11 @@ def _run_in_child(
             import torch
 
             torch.set_num_threads(threads)
-    job_fn(trials, Path(store), sweep=sweep, studies=studies, checkpoint_dir=Path(checkpoint_dir))
+    progress: dict[str, Any] = {}
+    if epoch_lines is not None and accepts_on_step(job_fn):
+        index, jobs = epoch_lines
+        progress["on_step"] = EpochLines(trials, index=index, jobs=jobs, emit=print_line)
+    job_fn(trials, Path(store), sweep=sweep, studies=studies, checkpoint_dir=Path(checkpoint_dir), **progress)
 
 
 def _exit_reason(exitcode: int | None) -> str:
@@ -251,15 +251,14 @@ class LocalExecutor:
         watch = RunRows.start(store, f"local-{uuid.uuid4().hex}", run_id=current_run())
         started = time.monotonic()
         title = _progress_title(sweep, study_of)
+        progress = run_progress(len(study_of), title=title, jobs=len(jobs), enabled=self.settings.progress)
         try:
-            with _ProgressBar(
-                len(study_of), enabled=self.settings.progress and bool(jobs), title=title
-            ) as bar:
+            with progress:
                 if self.workers() == 0:
-                    self._run_here(jobs, store, sweep, study_of, watch, bar)
+                    self._run_here(jobs, store, sweep, study_of, watch, progress)
                 else:
-                    self._run_pool(jobs, store, sweep, study_of, watch, bar)
-                bar.show(watch.refresh().states(study_of))
+                    self._run_pool(jobs, store, sweep, study_of, watch, progress)
+                progress.show(watch.refresh().states(study_of))
         finally:
             watch.close()
         states = list(watch.states(study_of).values())
@@ -294,10 +293,11 @@ class LocalExecutor:
         sweep: str,
         study_of: dict[str, str],
         watch: RunRows,
-        bar: _ProgressBar,
+        progress: RunProgress,
     ) -> None:
-        progress = {"on_step": bar.job_steps} if accepts_on_step(self.job_fn) else {}
-        for job in jobs:
+        for index, job in enumerate(jobs, start=1):
+            on_step = progress.start_job(index, job)
+            steps = {"on_step": on_step} if on_step is not None and accepts_on_step(self.job_fn) else {}
             try:
                 self.job_fn(
                     job,
@@ -305,14 +305,14 @@ class LocalExecutor:
                     sweep=sweep,
                     studies=row_studies(job, study_of),
                     checkpoint_dir=job_checkpoint_dir(store, job),
-                    **progress,
+                    **steps,
                 )
             except StoreWriteError:
                 raise  # the store cannot take rows: stop, rather than train jobs that cannot be recorded
             except Exception as error:
                 self._fail_unreported(job, store, sweep, study_of, watch, type(error).__name__, str(error),
                                       traceback.format_exc())  # fmt: skip
-            bar.show(watch.refresh().states(study_of))
+            progress.job_ended(index, job, watch.refresh().states(study_of))
 
     def worker_threads(self, workers: int) -> int:
         """Torch threads per worker process: ``local_threads``, else the CPUs this process may use (its affinity
@@ -327,19 +327,20 @@ class LocalExecutor:
         sweep: str,
         study_of: dict[str, str],
         watch: RunRows,
-        bar: _ProgressBar,
+        progress: RunProgress,
     ) -> None:
         slot_gpus = self.worker_gpus()  # a process takes a free slot, and the slot's GPU
         workers = len(slot_gpus)
         context = multiprocessing.get_context(self.settings.start_method)
         threads = self.worker_threads(workers)
-        waiting = list(jobs)
-        running: list[tuple[Any, list[Trial], int]] = []
+        waiting = list(enumerate(jobs, start=1))
+        lines = isinstance(progress, PlainProgress)  # a log: each job writes its epoch lines
+        running: list[tuple[Any, list[Trial], int, int]] = []
         try:
             while waiting or running:
                 while waiting and len(running) < workers:
-                    job = waiting.pop(0)
-                    slot = min(set(range(workers)) - {used for _, _, used in running})
+                    index, job = waiting.pop(0)
+                    slot = min(set(range(workers)) - {used for _, _, used, _ in running})
                     args = (
                         self.job_fn,
                         job,
@@ -351,26 +352,28 @@ class LocalExecutor:
                         slot_gpus[slot],
                         plugin_environment(),
                         local_sharing(slot_gpus[slot], slot_gpus),
+                        (index, len(jobs)) if lines else None,
                     )
                     process = context.Process(target=_run_in_child, args=args, daemon=False)
                     with _visible_devices(slot_gpus[slot]):
                         process.start()
-                    running.append((process, job, slot))
+                    running.append((process, job, slot, index))
                 time.sleep(self.settings.poll_s)
-                still: list[tuple[Any, list[Trial], int]] = []
-                for process, job, slot in running:
+                still: list[tuple[Any, list[Trial], int, int]] = []
+                for process, job, slot, index in running:
                     if process.is_alive():
-                        still.append((process, job, slot))
+                        still.append((process, job, slot, index))
                         continue
                     process.join()
                     if process.exitcode != 0:
                         self._fail_unreported(
                             job, store, sweep, study_of, watch, "WorkerDied", _exit_reason(process.exitcode)
                         )
+                    progress.job_ended(index, job, watch.refresh().states(study_of))
                 running = still
-                bar.show(watch.refresh().states(study_of))
+                progress.show(watch.refresh().states(study_of))
         finally:
-            for process, _, _ in running:  # interrupted: stop our own workers, by their pids
+            for process, _, _, _ in running:  # interrupted: stop our own workers, by their pids
                 process.terminate()
                 process.join(timeout=10)
 
@@ -381,54 +384,3 @@ def _progress_title(sweep: str, study_of: Mapping[str, str]) -> str:
     if len(names) == 1:
         return f"{sweep}/{names[0]}"
     return f"{sweep} ({len(names)} studies)" if names else sweep
-
-
-class _ProgressBar:
-    """A rich progress bar of trials: done / failed / remaining, elapsed time and an ETA."""
-
-    def __init__(self, total: int, *, enabled: bool, title: str) -> None:
-        self.total = total
-        self.enabled = enabled
-        self.title = title
-        self._progress: Any = None
-        self._task: Any = None
-        self._steps: Any = None
-
-    def __enter__(self) -> _ProgressBar:
-        if self.enabled:
-            self._progress = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-            )
-            self._progress.start()
-            # the template renders markup: the sweep's name is shown as written (`kdgrid.markup.plain`)
-            self._task = self._progress.add_task(plain(self.title), total=self.total, info=self._info(0, 0))
-        return self
-
-    def job_steps(self, done: int, total: int) -> None:
-        """The running job's shared batches (a job of many trials finishes them all at once at its end)."""
-        if self._progress is None:
-            return
-        if self._steps is None:
-            self._steps = self._progress.add_task("  batches of this job", total=total, info="")
-        self._progress.update(self._steps, completed=done, total=total)
-
-    def _info(self, done: int, failed: int) -> str:
-        remaining = self.total - done - failed
-        return f"[green]done {done}[/] [red]failed {failed}[/] remaining {remaining}"
-
-    def show(self, trial_states: Mapping[str, str]) -> None:
-        """Show the counts of ``trial_states`` (trial id -> done / failed, from this run's rows)."""
-        if self._progress is not None:
-            states = list(trial_states.values())
-            done, failed = states.count("done"), states.count("failed")
-            self._progress.update(self._task, completed=done + failed, info=self._info(done, failed))
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()

@@ -8,7 +8,8 @@ shows why and ``kdgrid resume`` retries them. A job may mix studies: each row re
 
 Before training, the job claims its trials in the store (`kdgrid.store.claims`): it trains only the trials it
 claimed and that have no done row yet, leaves the others to their holders (one line on stderr says how many), keeps
-its claims alive while it runs and releases each as soon as its row is written. So two runs of one sweep, or a
+its claims alive while it runs (recording the step and epoch its job reached beside them, for ``kdgrid status``)
+and releases each as soon as its row is written. So two runs of one sweep, or a
 resume while an earlier submission still runs, share the work and no trial is trained twice.
 
 Fenced writes: immediately before it writes a trial's row the worker re-validates its claim
@@ -155,7 +156,9 @@ def _run_claimed(
     if checkpoints is not None:
         checkpoints.mkdir(parents=True, exist_ok=True)
     try:
-        progress = {"on_step": step} if accepts_on_step(run_job) else {}
+        progress = (
+            {"on_step": _noting_progress(held, trials[0].epochs, step)} if accepts_on_step(run_job) else {}
+        )
         results = run_job(list(trials), checkpoint_dir=checkpoints, on_result=write, **progress)
     except ClaimsLost as lost:
         print(f"kdgrid: every trial this job still trained lost its claim to another run ({lost}): stopped",
@@ -188,3 +191,16 @@ def _write_failures(
     for trial in trials:
         if held.validate(trial.trial_id) is None:
             write_failure_rows(store, [trial], sweep=sweep, studies=studies, **error)
+
+
+def _noting_progress(
+    held: HeldClaims, epochs: int, on_step: Callable[[int, int], None] | None
+) -> Callable[[int, int], None]:
+    """The core's ``on_step``: the step noted in the claims (shown by ``kdgrid status``), then ``on_step``."""
+
+    def noted(done: int, total: int) -> None:
+        held.note_progress(done, total, epochs)
+        if on_step is not None:
+            on_step(done, total)
+
+    return noted

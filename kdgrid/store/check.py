@@ -20,7 +20,7 @@ from pathlib import Path
 from kdgrid.atomic_files import fsync_dir
 from kdgrid.errors import KdgridError
 from kdgrid.store import layout
-from kdgrid.store.claims import CLAIM_SUFFIX, RECLAIM_INFIX, claims_dir, read_claim
+from kdgrid.store.claims import CLAIM_SUFFIX, PROGRESS_SUFFIX, RECLAIM_INFIX, claims_dir, read_claim
 from kdgrid.store.compact import maintenance_lock
 from kdgrid.store.listing import QUARANTINE_DIR, StrayFile, list_store
 from kdgrid.store.membership import membership_problems
@@ -51,8 +51,9 @@ def quarantine_dir(store: Path) -> Path:
 
 
 def claim_problems(store: Path) -> list[StrayFile]:
-    """The visible files of ``_claims/`` that are not claims: a name that is neither ``<trial_id>.json`` nor a
-    takeover lock, or a ``.json`` file whose content is not a claim (claims are written whole, never partly)."""
+    """The visible files of ``_claims/`` that are not claims: a name that is neither ``<trial_id>.json``, a
+    takeover lock nor a claim's progress file (``<trial_id>.json.progress``), or a ``.json`` file whose content is
+    not a claim (claims are written whole, never partly)."""
     folder = claims_dir(store)
     try:
         names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
@@ -61,7 +62,7 @@ def claim_problems(store: Path) -> list[StrayFile]:
     found = []
     for name in names:
         path = folder / name
-        if RECLAIM_INFIX in name:
+        if RECLAIM_INFIX in name or name.endswith(CLAIM_SUFFIX + PROGRESS_SUFFIX):
             continue
         if not name.endswith(CLAIM_SUFFIX):
             found.append(StrayFile(path, f"not a claim file (<trial_id>{CLAIM_SUFFIX})"))

@@ -22,6 +22,12 @@ lock ``<trial_id>.json.reclaim-<t>`` with the same exclusive ``link()``. Only th
 replace the claim (``os.replace``, after checking the claim still carries ``t``); the others leave the trial.
 A lock whose own holder died is itself stale and is taken over the same way.
 
+While it trains, the holder also records how far its job got: ``<trial_id>.json.progress`` (`PROGRESS_SUFFIX`,
+written whole at each heartbeat when it changed) holds the claim's token and the job's step, steps, epoch and
+epochs, so ``kdgrid status`` can say where each running trial is. It is a separate file so that the claim file
+itself is never rewritten (a rewrite could overwrite a takeover); a progress file whose token is not the claim's
+is another holder's and is not read.
+
 Ages are measured on the store's own clock (the mtime of a file just written there), never against this host's
 clock, so nodes whose clocks differ agree on them.
 
@@ -40,6 +46,7 @@ write a done row next to the taker's; readers detect two done rows of one trial,
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -64,6 +71,7 @@ CLAIMS_DIR = "_claims"
 CLAIM_SUFFIX = ".json"
 RECLAIM_INFIX = ".reclaim-"
 TMP_PREFIX = ".tmp-"
+PROGRESS_SUFFIX = ".progress"  # beside the claim: <trial_id>.json.progress (never a claim name: no .json end)
 
 HEARTBEAT_ENV = "KDGRID_CLAIM_HEARTBEAT_S"
 STALE_ENV = "KDGRID_CLAIM_STALE_S"
@@ -164,6 +172,8 @@ class Claim:
         generation: the fencing token: 1 for a fresh claim, one more than the claim it took over for a takeover.
         heartbeat_age_s: seconds since the last heartbeat on the store's clock; None for a claim not read back.
         heartbeat_at: the last heartbeat (the file's mtime, store clock); None for a claim not read back.
+        progress: how far the holder's job got at its last heartbeat (`JobProgress.as_dict`: step, steps, epoch,
+            epochs); None before its first batch, or for a claim not read back.
     """
 
     trial_id: str
@@ -175,6 +185,7 @@ class Claim:
     generation: int = 1
     heartbeat_age_s: float | None = field(default=None, compare=False)
     heartbeat_at: float | None = field(default=None, compare=False)
+    progress: dict[str, int] | None = field(default=None, compare=False)
 
     @classmethod
     def mine(cls, trial_id: str, generation: int = 1) -> Claim:
@@ -193,6 +204,7 @@ class Claim:
         payload = asdict(self)
         payload.pop("heartbeat_age_s")
         payload.pop("heartbeat_at")
+        payload.pop("progress")
         return json.dumps(payload, sort_keys=True)
 
     def age_s(self) -> float | None:
@@ -224,6 +236,55 @@ def _read(path: Path, now: float) -> Claim | None:
                      int(payload.get("generation", 1)), age, mtime)  # fmt: skip
     except (ValueError, KeyError, TypeError, AttributeError):
         return Claim(path.name, f"unreadable-{int(mtime)}", "?", -1, "?", "", 1, age, mtime)
+
+
+def progress_path(claim_file: Path) -> Path:
+    """The progress file beside the claim file ``claim_file``."""
+    return claim_file.with_name(claim_file.name + PROGRESS_SUFFIX)
+
+
+def _read_progress(claim_file: Path, token: str) -> dict[str, int] | None:
+    """The progress recorded beside ``claim_file`` by the holder of ``token``; None if none (or another's)."""
+    try:
+        payload = json.loads(progress_path(claim_file).read_text())
+        if payload.get("token") != token:
+            return None
+        return {key: int(payload[key]) for key in JobProgress.KEYS}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """How far a job got: ``step`` of ``steps`` shared batches (all epochs), in ``epoch`` (1-based) of
+    ``epochs``, as the core's ``on_step(done, total)`` reports it."""
+
+    KEYS = ("step", "steps", "epoch", "epochs")
+
+    step: int
+    steps: int
+    epochs: int
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the step is in: steps 1..S/E are epoch 1, and so on."""
+        per_epoch = max(1, self.steps // max(1, self.epochs))
+        return min(self.epochs, max(1, -(-self.step // per_epoch)))
+
+    def as_dict(self) -> dict[str, int]:
+        return {"step": self.step, "steps": self.steps, "epoch": self.epoch, "epochs": self.epochs}
+
+
+def _write_progress(store: Path, claim: Claim, progress: JobProgress) -> None:
+    """Write ``claim``'s progress file whole (temporary file, rename); a failure only costs the display."""
+    record = json.dumps({"token": claim.token, **progress.as_dict()}, sort_keys=True)
+    tmp: Path | None = None
+    try:
+        tmp = _write_temporary(claims_dir(store), record)
+        os.replace(tmp, progress_path(claim_path(store, claim.trial_id)))
+    except OSError:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
 
 def store_now(store: Path | str) -> float:
@@ -260,7 +321,13 @@ def read_claims(store: Path | str, trial_ids: Collection[str] | None = None) -> 
         return {}
     now = store_now(store)
     found = {trial_id: _read(claim_path(store, trial_id), now) for trial_id in wanted}
-    return {trial_id: claim for trial_id, claim in found.items() if claim is not None}
+    return {
+        trial_id: dataclasses.replace(
+            claim, progress=_read_progress(claim_path(store, trial_id), claim.token)
+        )
+        for trial_id, claim in found.items()
+        if claim is not None
+    }
 
 
 def _pid_gone(pid: int) -> bool:
@@ -399,6 +466,8 @@ def release(store: Path | str, claim: Claim) -> None:
     current = _read(path, 0.0)
     if current is not None and current.token == claim.token:
         path.unlink(missing_ok=True)
+    if _read_progress(path, claim.token) is not None:
+        progress_path(path).unlink(missing_ok=True)
 
 
 class HeldClaims:
@@ -418,6 +487,8 @@ class HeldClaims:
         self.interval_s = heartbeat_s() if interval_s is None else interval_s
         self.stale_after_s = stale_after_s()
         self._lock = threading.Lock()
+        self._progress: JobProgress | None = None  # the job's, noted by `note_progress`
+        self._progress_written: JobProgress | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="kdgrid-claim-heartbeat", daemon=True)
         if self.claims:
@@ -457,6 +528,16 @@ class HeldClaims:
                     continue
                 with contextlib.suppress(OSError):  # a missed heartbeat; the next one may succeed
                     os.utime(path)
+            progress = self._progress
+            if progress is not None and progress != self._progress_written:
+                for claim in self.claims.values():
+                    _write_progress(self.store, claim, progress)
+                self._progress_written = progress
+
+    def note_progress(self, step: int, steps: int, epochs: int) -> None:
+        """The job reached ``step`` of ``steps`` shared batches over ``epochs`` epochs (every held trial shares
+        them); recorded beside each claim at the next heartbeat."""
+        self._progress = JobProgress(step, steps, epochs)
 
     def validate(self, trial_id: str) -> str | None:
         """Check, right before a row of ``trial_id`` is written, that this process still holds its claim: None if

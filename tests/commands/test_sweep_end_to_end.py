@@ -81,3 +81,26 @@ def test_a_tiny_sweep_runs_through_the_real_core(
     assert not any((store / "_checkpoints").rglob("*.pt"))  # finished trials leave no checkpoint behind
     again = CliRunner().invoke(app, ["run", str(sweep), "--store", str(store)], catch_exceptions=False)
     assert again.exit_code == 0 and "running 0" in again.output
+
+
+def test_a_run_whose_output_is_a_log_writes_a_line_per_epoch(tmp_path: Path, teacher: str) -> None:
+    """`kdgrid run > run.log`: the output is no terminal, so the real core's epochs each leave a plain line."""
+    sweep = tmp_path / "logged.yaml"
+    spec = {
+        "name": "logged",
+        "fixed": {"task": TASK, "teacher": teacher, "student": "w32-l2-h2-f64", "init": "random",
+                  "batch_size": 32, "max_length": 24, "epochs": 3, "lr": 2e-3,
+                  "options": NOT_MEANT_TO_BE_ACCURATE},
+        "studies": {"match": {"axes": {"knowledge": [[], ["cos"]], "strategy": ["Last-1"]}}},
+    }  # fmt: skip
+    sweep.write_text(json.dumps(spec))
+    result = CliRunner().invoke(
+        app, ["run", str(sweep), "--store", str(tmp_path / "store")], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    epochs = [line for line in result.stdout.splitlines() if ": epoch " in line]  # stderr has tqdm bars
+    assert [line.split(": epoch ")[1].split(" done")[0] for line in epochs] == ["1/3", "2/3", "3/3"], (
+        result.stdout
+    )
+    assert all(line.startswith("kdgrid: job 1/1 (2 students, ") and "ETA" in line for line in epochs), epochs
+    assert "kdgrid: job 1/1 ended: 2 done, 0 failed" in result.stdout

@@ -60,6 +60,10 @@ for _name in (
     register_option(_name, "text", None, "test hook of tests/launch/fakes.py")
 register_option("test_seconds", "number", None, "test hook of tests/launch/fakes.py: work time", minimum=0)
 register_option("test_epochs", "int", None, "test hook of tests/launch/fakes.py: epochs", minimum=1)
+register_option("test_steps", "int", None, "test hook of tests/launch/fakes.py: batches per epoch", minimum=1)
+register_option(
+    "test_step_s", "number", None, "test hook of tests/launch/fakes.py: seconds per batch", minimum=0
+)
 
 # `kdgrid` in a fresh process with this module as a plugin (`kdgrid.plugins`: ``KDGRID_PLUGINS``), so it knows
 # the options above and hands them on to the processes that run its jobs: the command line of a test that runs
@@ -189,6 +193,40 @@ def job_to_store(
     run_job_to_store(
         trials, store_dir, sweep=sweep, studies=studies, checkpoint_dir=checkpoint_dir, run_job=fake_run_job
     )
+
+
+def stepping_run_job(
+    trials: list[Trial],
+    *,
+    checkpoint_dir: Path | None = None,
+    device: str = "auto",
+    on_result: Callable[[TrialResult], None] | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+) -> list[TrialResult]:
+    """`fake_run_job`, after reporting the job's shared batches through ``on_step`` as the core does: ``epochs``
+    (the trials' field) x ``test_steps`` (option, default 4) batches, each taking ``test_step_s`` seconds."""
+    per_epoch = int(trials[0].option("test_steps", 4))
+    pause = float(trials[0].option("test_step_s", 0.0))
+    total = trials[0].epochs * per_epoch
+    for step in range(1, total + 1):
+        time.sleep(pause)
+        if on_step is not None:
+            on_step(step, total)
+    return fake_run_job(trials, checkpoint_dir=checkpoint_dir, device=device, on_result=on_result)
+
+
+def stepping_job(
+    trials: list[Trial],
+    store_dir: Path,
+    *,
+    sweep: str,
+    studies: Mapping[str, str] | None = None,
+    checkpoint_dir: Path | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+) -> None:
+    """`job_to_store` with `stepping_run_job` as its core (it takes and reports ``on_step``)."""
+    run_job_to_store(trials, store_dir, sweep=sweep, studies=studies, checkpoint_dir=checkpoint_dir,
+                     on_step=on_step, run_job=stepping_run_job)  # fmt: skip
 
 
 def crashing_job(

@@ -9,6 +9,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import socket
 from pathlib import Path
@@ -20,7 +21,7 @@ from kdgrid.cli import main
 from kdgrid.grid import load_sweep
 from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
 from kdgrid.store import read_store
-from kdgrid.store.claims import Claim, claim_path, claims_dir, read_claim, try_claim
+from kdgrid.store.claims import Claim, HeldClaims, claim_path, claims_dir, read_claim, try_claim
 from tests.commands.test_sweep_commands import FAKE, as_json, invoke
 from tests.launch import fakes
 from tests.launch.fakes import log_events, make_trial, store_rows
@@ -109,10 +110,14 @@ def test_a_claimed_trial_is_running_in_status_skipped_by_run_and_run_once_releas
         os.getpid(),
     )
     assert shown["job_id"] == f"local:{os.getpid()}" and shown["age_s"] >= 0 and shown["heartbeat_age_s"] < 60
+    assert shown["label"] == "soft labels only / bert-tiny" and shown["progress"] is None
     code, out = invoke("status", sweep, "--store", store)
+    assert code == 0 and "running: 1 trial(s) in 1 job(s)" in out
     assert (
-        code == 0 and f"running {busy} [grid] on {HOST} pid {os.getpid()} (local:{os.getpid()}) for " in out
+        f"  local:{os.getpid()} on {HOST} pid {os.getpid()}: 1 trial(s), before its first batch, running "
+        in out
     )
+    assert f"    soft labels only / bert-tiny [grid]: {busy}\n" in out
     assert as_json("plan", sweep, "--store", store)["running"] == 1
 
     code, out = invoke("run", sweep, "--store", store, *FAKE)
@@ -196,3 +201,39 @@ def test_claims_live_where_store_readers_do_not_look(tmp_path: Path) -> None:
     plant_live_claim(tmp_path, make_trial(0, k=1).trial_id)
     assert claims_dir(tmp_path).name.startswith("_")
     assert len(read_store(tmp_path)) == 1  # the claim folder is invisible to readers
+
+
+def test_status_summarises_running_trials_by_job_with_labels_and_the_step_reached(tmp_path: Path) -> None:
+    spec = {
+        "name": "watched",
+        "fixed": {"teacher": "bert-base", "student": "bert-tiny", "task": "rte", "epochs": 3},
+        "studies": {"grid": {"axes": {"knowledge": [["cos"], ["hidden_mse"]], "strategy": ["Last", "First"],
+                                      "seed": [0, 1]}}},
+    }  # fmt: skip
+    sweep, store = tmp_path / "sweep.yaml", tmp_path / "store"
+    sweep.write_text(json.dumps(spec))
+    trials = [planned.trial for planned in load_sweep(sweep).trials]
+    held = HeldClaims(store, [plant_live_claim(store, t.trial_id) for t in trials[:6]], interval_s=3600)
+    held.note_progress(130, 300, 3)
+    held.heartbeat()
+    try:
+        status = as_json("status", sweep, "--store", store)
+        assert status["running"] == 6
+        assert {item["label"] for item in status["running_trials"]} == {
+            f"{t.knowledge[0]} / {t.strategy} / bert-tiny" for t in trials[:6]
+        }
+        assert all(item["progress"] == {"step": 130, "steps": 300, "epoch": 2, "epochs": 3}
+                   for item in status["running_trials"])  # fmt: skip
+        code, out = invoke("status", sweep, "--store", store)
+    finally:
+        held.close()
+    assert code == 0
+    assert out.count(" trial(s), epoch 2/3, step 130/300, running ") == 1  # one job: one line
+    assert "running: 6 trial(s) in 1 job(s)" in out
+    labels = [line.strip() for line in out.splitlines() if line.startswith("    ") and "[grid]: " in line]
+    cells = collections.Counter(f"{t.knowledge[0]} / {t.strategy} / bert-tiny" for t in trials[:6])
+    for label, n in cells.items():  # the seeds of one cell share a line
+        [line] = [line for line in labels if line.startswith(f"{label} [grid]: ")]
+        assert (f": {n} trials (" in line) == (n > 1)
+    assert len(labels) == len(cells)
+    assert not re.search(r"^running [0-9a-f]{16}", out, re.MULTILINE)  # no line per trial any more

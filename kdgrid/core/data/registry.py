@@ -15,6 +15,7 @@ from kdgrid.core.data.local import POLARITY_TASK, is_spec_path, load_local_split
 from kdgrid.core.data.spec import TaskSpec
 from kdgrid.core.data.synthetic import default_synthetic_tasks, load_synthetic_splits, parse_synthetic_name
 from kdgrid.errors import ConfigError
+from kdgrid.suggest import did_you_mean
 
 TASKS: dict[str, TaskSpec] = {**GLUE_TASKS, POLARITY_TASK.name: POLARITY_TASK, **default_synthetic_tasks()}
 PAPER_TASKS: tuple[str, ...] = tuple(GLUE_TASKS)
@@ -51,7 +52,7 @@ def get_task(name: str | Path | TaskSpec) -> TaskSpec:
     raise ConfigError(
         f"unknown task {text!r}; known tasks: {', '.join(sorted(TASKS))}; "
         "or synthetic-{single|pair}-{binary|3class|regression}[-n<train>][-d<dev>][-s<seed>], "
-        "or the path of a local task spec (.yaml/.json)"
+        f"or the path of a local task spec (.yaml/.json){did_you_mean(text, TASKS)}"
     )
 
 

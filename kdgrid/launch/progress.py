@@ -1,0 +1,322 @@
+"""Progress of a local run, where it can be read: a live bar on a terminal, plain lines in a log.
+
+On a terminal (`Console.is_terminal`), a Rich bar of trials done / failed / remaining with an ETA, and a second
+bar of the running job's shared batches; it is as wide as the terminal. Anywhere else (CI, SLURM, ``| tee``,
+``make demo > demo.log``) a live bar prints nothing until it ends, so kdgrid writes plain lines instead, one
+per event, flushed at once:
+
+- one line per epoch of each job: which job, its students, its task and teacher, the step reached, the time the
+  job has run and its ETA (from the job's own steps per second so far);
+- one line per job that ends, with the run's trial counts;
+- a heartbeat every `heartbeat_s` seconds (``KDGRID_PROGRESS_HEARTBEAT_S``, default 60): the run's trial counts,
+  elapsed time, ETA (from the trials finished so far) and the running job's step, so a log shows a run is alive
+  even while a teacher loads or an epoch lasts an hour.
+
+The ETA of a job counts everything since it started (data and teacher loading too), so it errs long at first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from kdgrid.errors import ConfigError
+from kdgrid.markup import plain
+from kdgrid.trial import Trial
+
+HEARTBEAT_ENV = "KDGRID_PROGRESS_HEARTBEAT_S"
+DEFAULT_HEARTBEAT_S = 60.0
+"""Seconds between two heartbeat lines of a run whose output is not a terminal (``KDGRID_PROGRESS_HEARTBEAT_S``)."""
+PREFIX = "kdgrid: "
+
+
+def heartbeat_s() -> float:
+    """Seconds between two heartbeat lines: `DEFAULT_HEARTBEAT_S`, or ``KDGRID_PROGRESS_HEARTBEAT_S``.
+
+    Raises:
+        ConfigError: a value that is not a number of seconds > 0.
+    """
+    text = os.environ.get(HEARTBEAT_ENV, "").strip()
+    if not text:
+        return DEFAULT_HEARTBEAT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{HEARTBEAT_ENV}: expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+def duration(seconds: float | None) -> str:
+    """A duration for people (progress lines, ``status``, ``plan``): ``42s``, ``3m05s``, ``2h07m``; ``?`` when
+    unknown."""
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "?"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{(whole % 3600) // 60:02d}m"
+
+
+def job_label(job: Sequence[Trial]) -> str:
+    """What a job is, in a few words: its students, task, teacher and data-order seed (the group it shares)."""
+    first = job[0]
+    students = len(job)
+    return (
+        f"{students} student{'s' if students != 1 else ''}, {first.task}, teacher {first.teacher}, "
+        f"seed {first.option('data_seed', first.seed)}"
+    )
+
+
+class EpochLines:
+    """A job's ``on_step(done, total)`` turned into one line at the end of each of its epochs (``index`` of
+    ``jobs`` in the line where the caller knows them; a Ray or SLURM job process does not).
+
+    ``done`` counts the job's shared batches over all its epochs and ``total`` is epochs x batches per epoch
+    (`kdgrid.core.train.run_job`), so epoch e ends at ``done == e * total / epochs``. Also remembers the last
+    step seen, for the heartbeat.
+    """
+
+    def __init__(
+        self,
+        job: Sequence[Trial],
+        *,
+        index: int | None,
+        jobs: int | None,
+        emit: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.epochs = max(1, job[0].epochs)
+        number = f" {index}/{jobs}" if index is not None and jobs is not None else ""
+        self.where = f"job{number} ({job_label(job)})"
+        self.emit = emit
+        self.clock = clock
+        self.started = clock()
+        self.first_step: int | None = None
+        self.step = 0
+        self.total = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.first_step is None:
+            self.first_step = done - 1  # a resumed job starts past its first batches
+        self.step, self.total = done, total
+        per_epoch = total // self.epochs if total % self.epochs == 0 else 0
+        if not per_epoch or done % per_epoch:
+            return
+        elapsed = self.clock() - self.started
+        ran = done - self.first_step
+        eta = elapsed / ran * (total - done) if ran > 0 else None
+        self.emit(
+            f"{PREFIX}{self.where}: epoch {done // per_epoch}/{self.epochs} done, step {done:,}/{total:,}, "
+            f"{duration(elapsed)} elapsed, ETA {duration(eta)}"
+        )
+
+    def position(self) -> str:
+        """``step s/S`` of the job so far (``starting`` before its first batch)."""
+        return f"step {self.step:,}/{self.total:,}" if self.total else "starting"
+
+
+def print_line(line: str) -> None:
+    """Print ``line`` to stdout and flush it (a job process's output is a log)."""
+    print(line, flush=True)
+
+
+def counts(trial_states: Mapping[str, str], total: int) -> tuple[int, int, int]:
+    """(done, failed, remaining) of a run of ``total`` trials from its rows' states."""
+    states = list(trial_states.values())
+    done, failed = states.count("done"), states.count("failed")
+    return done, failed, total - done - failed
+
+
+class PlainProgress:
+    """The plain-line progress of a run (see the module docstring); the same interface as `LiveProgress`."""
+
+    def __init__(
+        self,
+        total: int,
+        *,
+        title: str,
+        jobs: int,
+        stream: IO[str] | None = None,
+        interval_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.total = total
+        self.title = title
+        self.jobs = jobs
+        self.stream = stream
+        self.interval_s = heartbeat_s() if interval_s is None else interval_s
+        self.clock = clock
+        self.started = clock()
+        self.states: Mapping[str, str] = {}
+        self.current: EpochLines | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="kdgrid-progress-heartbeat", daemon=True)
+
+    def emit(self, line: str) -> None:
+        """Write one line and flush it (a log shows it at once)."""
+        stream = self.stream or sys.stdout  # resolved now: a test or a redirect may have replaced stdout
+        with self._lock:
+            stream.write(line + "\n")
+            stream.flush()
+
+    def __enter__(self) -> PlainProgress:
+        self.emit(f"{PREFIX}{self.title}: {self.total:,} trials in {self.jobs:,} job(s)")
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.emit(self.heartbeat_line())
+
+    def heartbeat_line(self) -> str:
+        """The run's counts, elapsed time, ETA from the trials finished so far, and the running job's step."""
+        done, failed, remaining = counts(self.states, self.total)
+        elapsed = self.clock() - self.started
+        finished = done + failed
+        eta = elapsed / finished * remaining if finished else None
+        job = self.current
+        at = f"; {job.where.split(' (')[0]} at {job.position()}" if job is not None else ""
+        return (
+            f"{PREFIX}{self.title}: {finished:,}/{self.total:,} trials finished (done {done:,}, failed "
+            f"{failed:,}), {remaining:,} remaining; {duration(elapsed)} elapsed, ETA {duration(eta)}{at}"
+        )
+
+    def start_job(self, index: int, job: Sequence[Trial]) -> EpochLines:
+        """The ``on_step`` of job ``index`` (1-based), which prints its epoch lines."""
+        self.current = EpochLines(job, index=index, jobs=self.jobs, emit=self.emit, clock=self.clock)
+        return self.current
+
+    def job_ended(self, index: int, job: Sequence[Trial], trial_states: Mapping[str, str]) -> None:
+        """One line for a job that ended, with the run's counts."""
+        self.states = dict(trial_states)
+        ids = {trial.trial_id for trial in job}
+        mine = {trial_id: state for trial_id, state in trial_states.items() if trial_id in ids}
+        done, failed, _ = counts(mine, len(ids))
+        all_done, all_failed, remaining = counts(trial_states, self.total)
+        self.emit(
+            f"{PREFIX}job {index}/{self.jobs} ended: {done} done, {failed} failed; run: {all_done:,} done, "
+            f"{all_failed:,} failed, {remaining:,} remaining, {duration(self.clock() - self.started)} elapsed"
+        )
+
+    def show(self, trial_states: Mapping[str, str]) -> None:
+        """Remember the counts of ``trial_states`` (trial id -> done / failed) for the next heartbeat."""
+        self.states = dict(trial_states)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        done, failed, remaining = counts(self.states, self.total)
+        self.emit(
+            f"{PREFIX}{self.title}: {done:,} done, {failed:,} failed, {remaining:,} without a row after "
+            f"{duration(self.clock() - self.started)}"
+        )
+
+
+class LiveProgress:
+    """A Rich bar of trials (done / failed / remaining, elapsed, ETA) and of the running job's batches, for a
+    terminal."""
+
+    def __init__(self, total: int, *, title: str, console: Console | None = None) -> None:
+        self.total = total
+        self.title = title
+        self.console = console
+        self._progress: Any = None
+        self._task: Any = None
+        self._steps: Any = None
+
+    def __enter__(self) -> LiveProgress:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
+        self._progress.start()
+        # escaped: a sweep or study name is shown as it is written, never read as markup
+        self._task = self._progress.add_task(plain(self.title), total=self.total, info=self._info({}))
+        return self
+
+    def _info(self, trial_states: Mapping[str, str]) -> str:
+        done, failed, remaining = counts(trial_states, self.total)
+        return f"[green]done {done}[/] [red]failed {failed}[/] remaining {remaining}"
+
+    def start_job(self, index: int, job: Sequence[Trial]) -> Callable[[int, int], None]:
+        """The ``on_step`` of a job: the second bar follows its shared batches."""
+
+        def on_step(done: int, total: int) -> None:
+            if self._steps is None:
+                self._steps = self._progress.add_task("  batches of this job", total=total, info="")
+            self._progress.update(self._steps, completed=done, total=total)
+
+        return on_step
+
+    def job_ended(self, index: int, job: Sequence[Trial], trial_states: Mapping[str, str]) -> None:
+        self.show(trial_states)
+
+    def show(self, trial_states: Mapping[str, str]) -> None:
+        """Show the counts of ``trial_states`` (trial id -> done / failed, from this run's rows)."""
+        done, failed, _ = counts(trial_states, self.total)
+        self._progress.update(self._task, completed=done + failed, info=self._info(trial_states))
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+
+class NoProgress:
+    """Progress turned off (``local_progress=false``): nothing is shown."""
+
+    def __enter__(self) -> NoProgress:
+        return self
+
+    def start_job(self, index: int, job: Sequence[Trial]) -> None:
+        return None
+
+    def job_ended(self, index: int, job: Sequence[Trial], trial_states: Mapping[str, str]) -> None:
+        pass
+
+    def show(self, trial_states: Mapping[str, str]) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+RunProgress = PlainProgress | LiveProgress | NoProgress
+
+
+def run_progress(
+    total: int, *, title: str, jobs: int, enabled: bool, stream: IO[str] | None = None
+) -> RunProgress:
+    """The progress of a run of ``total`` trials in ``jobs`` jobs: none when not ``enabled`` (or nothing to
+    run), a live bar when ``stream`` (default stdout) is a terminal, else plain lines."""
+    if not enabled or not jobs:
+        return NoProgress()
+    stream = stream or sys.stdout
+    console = Console(file=stream)
+    if console.is_terminal:
+        return LiveProgress(total, title=title, console=console)
+    return PlainProgress(total, title=title, jobs=jobs, stream=stream)
