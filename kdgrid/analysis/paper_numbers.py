@@ -33,29 +33,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from kdgrid.analysis.schema import CONFIG_COLUMNS, FACT_COLUMNS
+from kdgrid.analysis.schema import CONFIG_COLUMNS, FACT_COLUMNS, LABEL_COLUMNS
 from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_TABLES
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 TABLES: tuple[str, ...] = PAPER_TABLES
 
-TEXT_COLUMNS: tuple[str, ...] = (
-    "table",
-    "task",
-    "dev_set",
-    "student",
-    "teacher",
-    "role",
-    "knowledge",
-    "strategy",
-    "init",
-    "beta",
-    "block",
-    "metric",
-    "value_text",
-    "note",
-)
+TEXT_COLUMNS: tuple[str, ...] = (*LABEL_COLUMNS, "value_text", "note")
 FLOAT_COLUMNS: tuple[str, ...] = ("temperature", "alpha", "params_m", "flops_g", "latency_ms", "value")
 BOOL_COLUMNS: tuple[str, ...] = ("bold", "doubtful")
 INT_COLUMNS: tuple[str, ...] = ("source_line",)

@@ -19,6 +19,7 @@ are done (`kdgrid.grid.state.estimate_cost`).
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any
 
 from kdgrid.core.data import get_task
 from kdgrid.core.shapes import student_shape
+from kdgrid.env_numbers import positive_from_env
 from kdgrid.errors import ConfigError
 from kdgrid.grid.checks import teacher_shape
 from kdgrid.trial import Trial
@@ -113,15 +115,9 @@ def speed() -> tuple[float, str]:
     Raises:
         ConfigError: a ``KDGRID_FLOPS_PER_S`` that is not a number > 0.
     """
-    text = os.environ.get(SPEED_ENV, "").strip()
-    if text:
-        try:
-            value = float(text)
-        except ValueError:
-            value = -1.0
-        if not value > 0 or value == float("inf"):
-            raise ConfigError(f"{SPEED_ENV}: expected FLOP/s > 0 (e.g. 2e12), got {text!r}")
-        return value, f"{SPEED_ENV}={text}"
+    value = positive_from_env(SPEED_ENV, math.nan, expected="FLOP/s > 0 (e.g. 2e12)")
+    if not math.isnan(value):
+        return value, f"{SPEED_ENV}={os.environ[SPEED_ENV].strip()}"
     rate = _demo_speed()
     return rate, (
         f"the demo's measured speed ({rate / 1e9:.0f} GFLOP/s: {DEMO_SECONDS:.0f} s on 2 CPU cores); "

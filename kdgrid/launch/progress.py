@@ -17,7 +17,6 @@ The ETA of a job counts everything since it started (data and teacher loading to
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -34,7 +33,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from kdgrid.errors import ConfigError
+from kdgrid.env_numbers import positive_from_env
 from kdgrid.markup import plain
 from kdgrid.trial import Trial
 
@@ -50,16 +49,7 @@ def heartbeat_s() -> float:
     Raises:
         ConfigError: a value that is not a number of seconds > 0.
     """
-    text = os.environ.get(HEARTBEAT_ENV, "").strip()
-    if not text:
-        return DEFAULT_HEARTBEAT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise ConfigError(f"{HEARTBEAT_ENV}: expected a number of seconds > 0, got {text!r}")
-    return value
+    return positive_from_env(HEARTBEAT_ENV, DEFAULT_HEARTBEAT_S)
 
 
 def duration(seconds: float | None) -> str:

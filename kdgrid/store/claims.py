@@ -62,6 +62,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kdgrid.env_numbers import positive_from_env
 from kdgrid.errors import ConfigError
 from kdgrid.store import run_ledger
 
@@ -84,22 +85,9 @@ host, or a job its executor saw end, is detected at once anyway."""
 MAX_RECLAIM_DEPTH = 3  # a lock on a lock on a lock: only crashes in the middle of takeovers nest
 
 
-def _seconds_from_env(name: str, default: float) -> float:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise ConfigError(f"{name}: expected a number of seconds > 0, got {text!r}")
-    return value
-
-
 def heartbeat_s() -> float:
     """Seconds between two heartbeats (`DEFAULT_HEARTBEAT_S`, or ``KDGRID_CLAIM_HEARTBEAT_S``)."""
-    return _seconds_from_env(HEARTBEAT_ENV, DEFAULT_HEARTBEAT_S)
+    return positive_from_env(HEARTBEAT_ENV, DEFAULT_HEARTBEAT_S)
 
 
 def stale_after_s() -> float:
@@ -109,7 +97,7 @@ def stale_after_s() -> float:
     Raises:
         ConfigError: a threshold below twice the heartbeat interval.
     """
-    stale, beat = _seconds_from_env(STALE_ENV, DEFAULT_STALE_AFTER_S), heartbeat_s()
+    stale, beat = positive_from_env(STALE_ENV, DEFAULT_STALE_AFTER_S), heartbeat_s()
     if stale < 2 * beat:
         raise ConfigError(f"{STALE_ENV}={stale:g} must be at least twice {HEARTBEAT_ENV}={beat:g}")
     return stale
