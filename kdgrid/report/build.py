@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from kdgrid.report.rows import StoreRows
 from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
 from kdgrid.store.read import done_rows, scores_long
+from kdgrid.store.write import free_space
 
 MANIFEST = "_report.json"
 FIGURES_DIR = "figures"
@@ -65,8 +67,13 @@ def default_out(store: Path) -> Path:
     return store.parent / f"{store.name or store.resolve().name}-report"
 
 
-def check_output(store: Path, out: Path, option: str = "--out") -> None:
-    """Refuse an output folder the report must not (or cannot) write.
+class ReportWriteError(KdgridError):
+    """A report file could not be written (a full disk, a folder gone): the message names the file, the error and
+    the free space; the store is never touched."""
+
+
+def check_output(store: Path, out: Path, option: str = "--out") -> bool:
+    """Refuse an output folder the report must not (or cannot) write; returns whether this call created it.
 
     Raises:
         KdgridError: ``out`` is the store or inside it; it is a file; it holds files but is not a report; it
@@ -84,6 +91,7 @@ def check_output(store: Path, out: Path, option: str = "--out") -> None:
         raise KdgridError(
             f"{option} {out} holds other files and is not a kdgrid report (no {MANIFEST}); pass an empty or new folder"
         )
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".write-check-{uuid.uuid4().hex[:8]}"
@@ -93,14 +101,25 @@ def check_output(store: Path, out: Path, option: str = "--out") -> None:
         raise KdgridError(
             f"cannot write the report into {out}: {error.strerror or error} (pass a writable folder with {option})"
         ) from error
+    return created
 
 
 def write_text(path: Path, text: str) -> Path:
-    """Write ``path`` under a temporary name in its folder, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``path`` under a temporary name in its folder, then rename it into place.
+
+    Raises:
+        ReportWriteError: the file could not be written (the temporary file removed), naming it and the free space.
+    """
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise ReportWriteError(
+            f"cannot write the report file {path}: {error.strerror or error} ({free_space(path.parent)} free)"
+        ) from error
     return path
 
 
@@ -132,7 +151,7 @@ class ReportWriter:
         if compare not in COMPARE_CHOICES:
             raise KdgridError(f"unknown --compare {compare!r}; allowed: {', '.join(COMPARE_CHOICES)}")
         self.store, self.out = Path(store), Path(out)
-        check_output(self.store, self.out, option)
+        self._created_out = check_output(self.store, self.out, option)
         self.sweeps = sweeps
         self.compare = None if compare == "none" else compare
         self.refresh_s = refresh_s
@@ -157,6 +176,18 @@ class ReportWriter:
         return dict(pages) if isinstance(pages, dict) else {}
 
     def update(self, *, final: bool = False) -> ReportUpdate:
+        """`_update`; a first update that cannot write its files removes the folder it created (no partial
+        report is left behind) and says so."""
+        try:
+            return self._update(final=final)
+        except (ReportWriteError, OSError) as error:
+            if self._written or not self._created_out:
+                raise
+            shutil.rmtree(self.out, ignore_errors=True)
+            text = str(error) if isinstance(error, ReportWriteError) else f"cannot write the report: {error}"
+            raise ReportWriteError(f"{text}; the partial report folder {self.out} was removed") from error
+
+    def _update(self, *, final: bool = False) -> ReportUpdate:
         """Read the store's new rows; when there are any (or at the first call), write what they change.
         ``final``: the last update of a watch (figures drawn even if drawn less than ``figures_every_s`` ago).
 
