@@ -155,6 +155,13 @@ class Runtime:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
 
+def compile_forward(model: torch.nn.Module) -> Any:
+    """``model.forward`` compiled (``KDGRID_COMPILE=1``) with dynamic shapes: training batches are padded to each
+    batch's longest sequence and evaluation runs at other batch sizes, so a static compile would recompile on
+    nearly every new shape until torch gives up and falls back to eager."""
+    return torch.compile(model.forward, dynamic=True)
+
+
 def make_runtime(device: str) -> Runtime:
     """The runtime of ``device`` (``auto``, ``cpu``, ``cuda`` or ``cuda:N``) with the settings of the environment
     (``KDGRID_AMP``, ``KDGRID_COMPILE``, ``KDGRID_CHECKPOINT_WIDTH``; see the module docstring).

@@ -28,7 +28,7 @@ from kdgrid.core.job import Job, TeacherInfo
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
 from kdgrid.core.optim import build_optimizer
 from kdgrid.core.planning import TrialPlan
-from kdgrid.core.runtime import Runtime
+from kdgrid.core.runtime import Runtime, compile_forward
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
 from kdgrid.device_sharing import current_sharing
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
@@ -213,7 +213,7 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
     )
     run.scaler = runtime.grad_scaler()
     if runtime.compile:
-        run.model.forward = torch.compile(run.model.forward)
+        run.model.forward = compile_forward(run.model)
     result.layer_pairs = plan.used_pairs
     result.student_params = sum(p.numel() for p in run.model.parameters())
     result.student_flops = plan.shape.flops_per_sequence(trial.max_length, num_labels)

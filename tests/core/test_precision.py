@@ -204,3 +204,20 @@ def test_fp16_without_clipping_still_steps_through_the_scaler(teacher: str) -> N
     steps = record_optimizer_steps(run)
     train_step(run, job, batch, teacher_features, step=1)
     assert len(steps) == 1 and steps[0]["finite"] == 1.0 and steps[0]["norm"] > 0
+
+
+def test_compiled_students_take_dynamic_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``KDGRID_COMPILE=1`` compiles the forward with dynamic shapes: each batch is padded to its own longest
+    sequence, and a static compile would recompile at every new length until it fell back to eager."""
+    from kdgrid.core import runtime
+
+    seen: dict[str, object] = {}
+
+    def fake_compile(function, **kwargs):
+        seen.update(kwargs, function=function)
+        return function
+
+    monkeypatch.setattr(runtime.torch, "compile", fake_compile)
+    model = torch.nn.Linear(2, 2)
+    assert runtime.compile_forward(model) == model.forward
+    assert seen["dynamic"] is True and seen["function"] == model.forward
