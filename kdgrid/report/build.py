@@ -25,8 +25,11 @@ from pathlib import Path
 import pandas as pd
 
 from kdgrid.analysis.figures import write_figures
+from kdgrid.analysis.store_predictions import load_predictions
+from kdgrid.analysis.sweep_tables import build_sweep_table, choose_layout, store_sweeps, sweep_runs
+from kdgrid.analysis.tables import TableView
 from kdgrid.analysis.tables_report import build_report
-from kdgrid.analysis.tidy import declared_tables, membership_tables, store_to_tidy
+from kdgrid.analysis.tidy import declared_tables, legacy_table_of, membership_tables, store_to_tidy
 from kdgrid.errors import KdgridError
 from kdgrid.paper import TABLES
 from kdgrid.report.assets import asset_paths
@@ -204,6 +207,11 @@ class ReportWriter:
         self._write_trial_pages(data, update)
         tidy = self._tidy(data)
         views, missing, problem = self._tables(tidy, update)
+        sweep_views, sweep_problems = self._sweep_views(data)
+        views = [*views, *sweep_views]
+        update.tables = len(views)
+        if sweep_problems:
+            problem = "; ".join([*([problem] if problem else []), *sweep_problems])
         figures = self._figures(data, tidy, update, final=final)
         refresh = self.refresh_s
         summary = {
@@ -265,6 +273,29 @@ class ReportWriter:
             return [], [], str(error)
         update.tables = len(report.views)
         return report.views, report.missing, None
+
+    def _sweep_views(self, data: ReportData) -> tuple[list[TableView], list[str]]:
+        """The tables of the sweeps that count in no paper table (a user's own grid), laid out as
+        ``kdgrid tables --sweep NAME`` lays them out by default (`kdgrid.analysis.sweep_tables`); and, per sweep
+        that could not be laid out, why."""
+        declared = declared_tables(data.memberships)
+        studies: dict[str, set[str]] = {}
+        for membership in data.memberships:
+            studies.setdefault(membership.sweep, set()).update(membership.trials.values())
+        for sweep, study in zip(data.rows["sweep"], data.rows["study"], strict=True):
+            studies.setdefault(str(sweep), set()).add(str(study))
+        views: list[TableView] = []
+        problems: list[str] = []
+        for sweep in store_sweeps(data.rows, data.memberships):
+            if declared.get(sweep) or any(legacy_table_of(s, sweep) in TABLES for s in studies.get(sweep, {""})):
+                continue  # a paper table (or the demo's) shows it
+            try:
+                runs = sweep_runs(data.rows, data.memberships, sweep, "best")
+                predictions = load_predictions(self.store, runs.runs["row_id"])
+                views.append(build_sweep_table(runs, choose_layout(runs.axes), predictions).view)
+            except KdgridError as error:
+                problems.append(f"sweep {sweep}: {error}")
+        return views, problems
 
     def _figures(
         self, data: ReportData, tidy: pd.DataFrame, update: ReportUpdate, *, final: bool

@@ -244,3 +244,18 @@ def test_a_store_without_paper_tables_points_at_its_sweeps(store: Path, capsys) 
     text = " ".join(err.split())
     assert code == 2 and "holds no trials of any table" in text
     assert "Any sweep gets its own table: kdgrid tables --sweep NAME (this store's sweeps: my_study)" in text
+
+
+def test_the_report_shows_a_users_own_sweep_as_a_table(store: Path, tmp_path: Path) -> None:
+    """`kdgrid report` of a store whose sweep declares no paper table: the sweep's table (as `tables --sweep` lays
+    it out) is on the Tables page, its numbers linked to their trials, and the overview's findings read it."""
+    from kdgrid.report.build import ReportWriter
+
+    out = tmp_path / "report"
+    update = ReportWriter(store, out, figures=False).update()
+    assert update.tables == 1
+    tables = (out / "tables.html").read_text()
+    assert f'id="table-{SWEEP}"' in tables and "hidden_mse" in tables and "0.8000" in tables
+    assert tables.count('href="trials/') >= 8  # every run of every cell
+    overview = (out / "index.html").read_text()
+    assert "<h2>Findings</h2>" in overview and f"table-{SWEEP}" in overview
