@@ -1,5 +1,5 @@
-"""What the overview says first: the cells of the report's tables that differ from their reference beyond noise
-(better or worse), and the cells whose runs are degenerate.
+"""What the overview says first: the cells of the report's tables that differ from their reference by the tables'
+own tests (better or worse), and the cells whose runs are degenerate.
 
 A finding is read off the laid-out tables (`kdgrid.analysis.tables.TableView` with the cells' uncertainty attached by
 `kdgrid.analysis.cell_stats`), so the overview states exactly what the Tables page marks, by the same test and the same
@@ -31,6 +31,7 @@ class Finding:
     p_value: float
     direction: int  # +1 better than the reference, -1 worse, 0 not tested
     degenerate: tuple[str, ...]
+    n_seeds: int = 1  # with one seed, a mark compares runs (seed variance left out), not methods
 
     @property
     def where(self) -> str:
@@ -73,6 +74,7 @@ def table_findings(views: list[TableView]) -> Findings:
                     p_value=cell.p_vs_reference,
                     direction=cell.direction,
                     degenerate=tuple(cell.degenerate),
+                    n_seeds=cell.n_seeds,
                 )
                 if not math.isnan(cell.p_vs_reference):
                     tested += 1

@@ -185,18 +185,26 @@ def findings_html(views: list[TableView]) -> str:
             f"{DEGENERATE_MARK} Degenerate: the number is not evidence", found.degenerate, "degenerate"
         )
     )
+    marked = [*found.better, *found.worse]
+    one_seed = sum(f.n_seeds < 2 for f in marked)
+    caveat = (
+        f" {one_seed:,} of them come from single runs: those marks compare one run with another and leave the "
+        "variance between seeds out (the notes under each table say what each mark tests)."
+        if one_seed
+        else " Each compares methods over their seeds (the notes under each table say what each mark tests)."
+    )
     if not found.tested:
         summary = "No cell of the tables could be tested against a reference (no stored predictions)."
-    elif not (found.better or found.worse):
+    elif not marked:
         summary = (
-            f"None of the {found.tested:,} cells tested differs from its reference beyond noise (the tables' "
-            "paired tests, adjusted for the number of cells)."
+            f"None of the {found.tested:,} cells tested differs from its reference by the tables' tests (adjusted "
+            "for the number of cells in each family)."
         )
     else:
         summary = (
             f"{len(found.better):,} better and {len(found.worse):,} worse than their reference, of "
-            f"{found.tested:,} cells tested (the tables' paired tests, adjusted for the number of cells; what "
-            "a mark does and does not test is in the notes under each table)."
+            f"{found.tested:,} cells tested (the tables' tests, adjusted for the number of cells in each family)."
+            + caveat
         )
     return f'<section class="findings"><h2>Findings</h2><p>{esc(summary)}</p>{body}</section>'
 
