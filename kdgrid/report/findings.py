@@ -42,7 +42,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Findings:
-    """The overview's lead: cells better and worse than their reference beyond noise, and degenerate cells;
+    """The overview's lead: cells better and worse than their reference by the tables' tests, and degenerate cells;
     ``tested``: how many cells were tested against a reference."""
 
     better: list[Finding]

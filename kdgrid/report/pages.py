@@ -174,7 +174,7 @@ def _finding_list(title: str, found: list[Finding], cls: str) -> str:
 
 
 def findings_html(views: list[TableView]) -> str:
-    """The overview's lead: what beats its reference beyond noise, what is worse, what is degenerate."""
+    """The overview's lead: what beats its reference by the tables' tests, what is worse, what is degenerate."""
     if not views:
         return ""
     found = table_findings(views)
