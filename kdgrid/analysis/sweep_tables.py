@@ -663,3 +663,24 @@ def sweep_table(
         intervals=intervals != "off",
         pairs=pairs,
     )
+
+
+def method_strata(runs: SweepRuns, axis: str) -> dict[str, dict[str, np.ndarray]]:
+    """Each value of ``axis`` -> its runs per stratum (``"<task> · <dev set>"``): the input of
+    `kdgrid.analysis.method_summary.summarise_methods`. Values in the axis's order.
+
+    Raises:
+        ConfigError: ``axis`` is not an axis of the sweep (naming its axes).
+    """
+    if axis not in runs.axes:
+        allowed = ", ".join(runs.axes) or "none"
+        raise ConfigError(f"--summary {axis!r} is not an axis of sweep {runs.sweep!r}; its axes: {allowed}")
+    frame = runs.runs
+    found: dict[str, dict[str, np.ndarray]] = {}
+    for value in _value_order(axis, frame[axis].unique()):
+        mine = frame[frame[axis] == value]
+        found[value] = {
+            f"{task} · {dev_set}": group["value"].to_numpy(dtype=float)
+            for (task, dev_set), group in mine.groupby(["task", "dev_set"], sort=True)
+        }
+    return found

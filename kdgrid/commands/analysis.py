@@ -83,6 +83,15 @@ def tables(
             help="With --sweep: compare every two values of each axis (paired tests, Holm-adjusted).",
         ),
     ] = False,
+    summary: Annotated[
+        str | None,
+        typer.Option(
+            help="With --sweep: a method-level summary along AXIS over every task (mean and IQM with stratified "
+            "bootstrap intervals); AXIS=VALUE also gives each value's probability of improvement over VALUE and "
+            "Almost Stochastic Order (docs/tables.md), e.g. --summary knowledge=none.",
+            metavar="AXIS[=VALUE]",
+        ),
+    ] = None,
     family: Annotated[
         str,
         typer.Option(
@@ -138,13 +147,22 @@ def tables(
             rows,
             cols,
             pairs,
+            summary,
         )
         return
-    for option, given in (("--rows", rows), ("--cols", cols), ("--pairs", pairs or None)):
+    for option, given in (
+        ("--rows", rows),
+        ("--cols", cols),
+        ("--pairs", pairs or None),
+        ("--summary", summary),
+    ):
         if given is not None:
             raise ConfigError(f"{option} lays out a sweep's own table: give it with --sweep NAME")
     table_names(table)  # an unknown table is refused before the store is read
-    counts = {"resamples": resamples, "test_resamples": test_resamples}  # unset: kdgrid.analysis.stats' defaults
+    counts = {
+        "resamples": resamples,
+        "test_resamples": test_resamples,
+    }  # unset: kdgrid.analysis.stats' defaults
     uncertainty = UncertaintyOptions(
         intervals,
         reference,
@@ -215,8 +233,10 @@ def _sweep_tables(
     rows: str | None,
     cols: str | None,
     pairs: bool,
+    summary: str | None = None,
 ) -> None:
-    """`kdgrid tables --sweep NAME`: the sweep's own table (`kdgrid.analysis.sweep_tables`)."""
+    """`kdgrid tables --sweep NAME`: the sweep's own table (`kdgrid.analysis.sweep_tables`), with
+    ``summary``'s method-level summary (`kdgrid.analysis.method_summary`) among its notes."""
     from kdgrid.analysis.render import render, to_rich
     from kdgrid.analysis.sweep_tables import sweep_table
     from kdgrid.analysis.tables_report import UncertaintyOptions
@@ -244,6 +264,8 @@ def _sweep_tables(
         pairs=pairs,
         **counts,
     )
+    if summary is not None:
+        built.view.notes.extend(_method_summary(store, sweep, kind, where or (), summary))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(render(built.view, fmt))
@@ -255,6 +277,26 @@ def _sweep_tables(
     else:
         console = Console() if sys.stdout.isatty() else Console(width=250)
         console.print(to_rich(built.view))
+
+
+def _method_summary(store: Path, sweep: str, kind: str, where: list[str], text: str) -> list[str]:
+    """The notes of ``--summary AXIS[=VALUE]`` for ``sweep``'s runs."""
+    from kdgrid.analysis.method_summary import parse_summary, summarise_methods, summary_lines
+    from kdgrid.analysis.sweep_tables import method_strata, sweep_runs
+    from kdgrid.analysis.tables_report import filter_rows
+    from kdgrid.store import read_store
+    from kdgrid.store.membership import read_memberships
+
+    axis, reference = parse_summary(text)
+    runs = sweep_runs(
+        filter_rows(read_store(store), where), read_memberships(store, skip_bad=True), sweep, kind
+    )
+    methods = method_strata(runs, axis)
+    if reference is not None and reference not in methods:
+        raise ConfigError(
+            f"--summary {text}: {reference!r} is not a value of {axis}; its values: {', '.join(methods)}"
+        )
+    return summary_lines(axis, reference, summarise_methods(methods, reference))
 
 
 def figures(

@@ -259,3 +259,22 @@ def test_the_report_shows_a_users_own_sweep_as_a_table(store: Path, tmp_path: Pa
     assert tables.count('href="trials/') >= 8  # every run of every cell
     overview = (out / "index.html").read_text()
     assert "<h2>Findings</h2>" in overview and f"table-{SWEEP}" in overview
+
+
+@pytest.mark.slow  # Almost Stochastic Order (deepsig): seconds a comparison
+def test_the_method_summary_of_a_sweep_through_the_cli(store: Path, capsys) -> None:
+    code, out, err = run_kdgrid(
+        capsys, "tables", "--sweep", SWEEP, "--store", str(store), "--format", "markdown",
+        "--summary", "knowledge=cos", "--resamples", "200", "--test-resamples", "200",
+    )  # fmt: skip
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "method summary over tasks along knowledge" in text
+    # hidden_mse: 0.8 on all 4 runs (two lrs, two seeds); cos: 0.6 at lr 0.001, 0.7 at lr 0.01
+    assert "knowledge=hidden_mse: 4 runs in 1 stratum(s); mean 0.8000 [0.8000, 0.8000]" in text
+    assert "knowledge=cos: 4 runs in 1 stratum(s); mean 0.6500" in text and "(reference)" in text
+    assert "P(improvement) 1.000" in text and "ASO ε_min" in text  # every hidden_mse run beats every cos run
+    code, out, err = run_kdgrid(capsys, "tables", "--sweep", SWEEP, "--store", str(store), "--summary", "nope")
+    assert code == 2 and "'nope' is not an axis" in err
+    code, out, err = run_kdgrid(capsys, "tables", "--sweep", SWEEP, "--store", str(store), "--summary", "lr=7")
+    assert code == 2 and "'7' is not a value of lr" in err
