@@ -96,7 +96,8 @@ def load_job(trial: Trial, runtime: Runtime) -> Job:
         raise ConfigError("; ".join(problems))
     task = get_task(trial.task)
     teacher = resolve_teacher(trial.teacher, trial.task)
-    teacher_model = runtime.place(load_teacher(teacher, task.num_labels))
+    # a teacher declared not meant to be accurate (`teacher_gate: false`) may come without its classifier
+    teacher_model = runtime.place(load_teacher(teacher, task.num_labels, fresh_head=not gate_enabled(trial)))
     label_order = resolve_label_order(
         task, teacher.source, teacher_model.config.id2label, declared_label_order(trial)
     )

@@ -210,11 +210,16 @@ def load_pretrained_bert(
     ).model
 
 
-def load_teacher(teacher: ResolvedTeacher, num_labels: int) -> BertForSequenceClassification:
+def load_teacher(
+    teacher: ResolvedTeacher, num_labels: int, *, fresh_head: bool = False
+) -> BertForSequenceClassification:
     """The teacher in eval mode with gradients off. Its config is checked first (`check_teacher_config`: a head
-    of ``num_labels`` outputs, the planned shape), so a wrong teacher is one message, not a loader's error."""
+    of ``num_labels`` outputs, the planned shape), so a wrong teacher is one message, not a loader's error.
+    ``fresh_head``: the classifier and pooler may be missing (drawn fresh): only for a teacher the trials declare
+    not meant to be accurate (``teacher_gate: false``, which every row records); any other teacher's checkpoint
+    must hold its head."""
     check_teacher_config(teacher, num_labels)
-    model = load_pretrained_bert(teacher.source, num_labels, what="teacher")
+    model = load_pretrained_bert(teacher.source, num_labels, what="teacher", fresh_head=fresh_head)
     model.eval()
     model.requires_grad_(False)
     return model
