@@ -293,3 +293,15 @@ def test_a_masked_lm_checkpoint_loads_with_a_fresh_head_named_and_its_encoder_we
 def test_a_complete_classifier_loads_with_nothing_fresh(tmp_path: Path) -> None:
     source = save_random_teacher(tmp_path / "teacher", TINY_TEACHER_SHAPE)
     assert models.load_checkpoint(source, 2, what="teacher", fresh_head=False).fresh_keys == ()
+
+
+def test_only_a_teacher_not_meant_to_be_accurate_may_lack_its_classifier(tmp_path: Path) -> None:
+    """A teacher without its classifier head (the raw offline MiniLM, a base model) is refused unless the trials
+    declare it not meant to be accurate (``teacher_gate: false``): then its head is drawn fresh."""
+    source = save_random_teacher(tmp_path / "teacher", TINY_TEACHER_SHAPE)
+    _rewrite_weights(tmp_path / "teacher", lambda k: None if k.startswith("classifier.") else k)
+    teacher = shapes.resolve_teacher(source, "sst2")
+    with pytest.raises(KdgridError, match=r"classifier\.weight"):
+        load_teacher(teacher, 2)
+    model = load_teacher(teacher, 2, fresh_head=True)
+    assert not model.training and not any(p.requires_grad for p in model.parameters())
