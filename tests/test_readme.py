@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -92,9 +93,13 @@ def _dry_run(target: str) -> list[str]:
     yet), without running any."""
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
+    # Under ``make test`` (as CI runs it) the parent make's MAKEFLAGS/MAKELEVEL would make this one print
+    # "Entering/Leaving directory" lines among the commands; the dry run must see what a user's shell sees.
+    user_shell = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"}}
     done = subprocess.run(
-        ["make", "--dry-run", "--always-make", target, "VENV=/nonexistent-kdgrid-venv"],
+        ["make", "--dry-run", "--always-make", "--no-print-directory", target, "VENV=/nonexistent-kdgrid-venv"],
         cwd=ROOT,
+        env=user_shell,
         capture_output=True,
         text=True,
         check=True,
