@@ -346,10 +346,10 @@ def paired_test_of_cells(
     Raises:
         ConfigError: the two scored different examples.
     """
-    side_a, side_b = _side(a, predictions), _side(b, predictions)
-    if side_a is None or side_b is None:
+    sides = _paired_sides(a, b, predictions)
+    if sides is None:
         return None
-    _same_examples(a, b, side_a, side_b)
+    side_a, side_b = sides
     metric = a.config["metric"]
     if len(side_a.runs) > 1 and len(side_b.runs) > 1:  # no resampling needed: the seeds' own scores
         full_a = stats.full_scores(metric, side_a.gold, side_a.runs)
@@ -366,12 +366,19 @@ def paired_test_of_cells(
     return stats.normal_test(difference, replicates_a.mean(axis=1) - replicates_b.mean(axis=1))
 
 
-def _same_examples(a: Cell, b: Cell, side_a: _Side, side_b: _Side) -> None:
+def _paired_sides(
+    a: Cell, b: Cell, predictions: Mapping[str, TrialPredictions]
+) -> tuple[_Side, _Side] | None:
+    """Both cells' runs for a paired comparison; None unless both have predictions; refused on other examples."""
+    side_a, side_b = _side(a, predictions), _side(b, predictions)
+    if side_a is None or side_b is None:
+        return None
     if side_a.fingerprint != side_b.fingerprint:
         raise ConfigError(
             f"{_where(a)} and {_where(b)} scored different dev examples (fingerprints {side_a.fingerprint[:12]} "
             f"and {side_b.fingerprint[:12]}); a paired test needs the same ones"
         )
+    return side_a, side_b
 
 
 def cell_runs(
@@ -427,10 +434,10 @@ def compare_cells(
     Raises:
         ConfigError: the two scored different examples.
     """
-    side_a, side_b = _side(a, predictions), _side(b, predictions)
-    if side_a is None or side_b is None:
+    sides = _paired_sides(a, b, predictions)
+    if sides is None:
         return None
-    _same_examples(a, b, side_a, side_b)
+    side_a, side_b = sides
     bank = bank or ReplicateBank(resamples, seed)
     metric = a.config["metric"]
     register_cell(bank, metric, side_a)
