@@ -178,9 +178,6 @@ class TableView:
     def titles(self) -> list[str]:
         return [block.title for block in self.blocks]
 
-    def filled_cells(self) -> int:
-        return sum(not c.missing for b in self.blocks for c in b.cells.values())
-
 
 # --- labels -----------------------------------------------------------------------------------------------------
 

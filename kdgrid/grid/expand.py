@@ -69,9 +69,6 @@ class Sweep:
     seeds: int | None = None
     table: str | None = None
 
-    def trials_of(self, study: str) -> list[Trial]:
-        return [p.trial for p in self.trials if p.study == study]
-
     def study_of(self) -> dict[str, str]:
         return {p.trial.trial_id: p.study for p in self.trials}
 

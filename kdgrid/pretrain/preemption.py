@@ -54,10 +54,6 @@ class StopSignals:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
         self.previous.clear()
 
-    @property
-    def requested(self) -> bool:
-        return self.received is not None
-
 
 def signal_name(signum: int | None) -> str | None:
     return signal.Signals(signum).name if signum is not None else None

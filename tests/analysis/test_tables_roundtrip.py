@@ -26,7 +26,7 @@ import pytest
 from kdgrid.analysis import claims
 from kdgrid.analysis.compare import compare_with_paper
 from kdgrid.analysis.paper_numbers import paper_numbers
-from kdgrid.analysis.tables import AVERAGE, build_view, get_spec
+from kdgrid.analysis.tables import AVERAGE, TableView, build_view, get_spec
 from kdgrid.analysis.tidy import normalise, store_to_tidy
 from kdgrid.result import TrialResult
 from kdgrid.store import read_store, result_row, scores_long, write_result
@@ -163,11 +163,15 @@ def test_every_published_number_comes_back_in_its_place(paper, paper_tidy):
     assert found == len(reproducible) > 7000
 
 
+def _filled_cells(view: TableView) -> int:
+    return sum(not c.missing for b in view.blocks for c in b.cells.values())
+
+
 def test_table_counts_survive_the_store(paper, paper_tidy):
     for table in ("1", "2", "3", "4", "5", "6", "8"):
         ours = build_view(get_spec(table), paper_tidy)
         published = build_view(get_spec(table), paper[paper["table"] == table])
-        assert ours.filled_cells() == published.filled_cells(), table
+        assert _filled_cells(ours) == _filled_cells(published), table
         # The paper's layout, block for block and row for row.
         assert [b.title for b in ours.blocks] == [b.title for b in published.blocks]
         assert [b.rows for b in ours.blocks] == [b.rows for b in published.blocks]
