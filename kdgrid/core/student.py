@@ -23,6 +23,7 @@ import torch
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from kdgrid.core.evaluate import evaluate_dev_sets, measure_latency_ms
+from kdgrid.core.finite_guard import FiniteGuard
 from kdgrid.core.init import build_student
 from kdgrid.core.job import Job, TeacherInfo
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
@@ -68,6 +69,7 @@ class StudentRun:
     steps_in_epoch: int = 0
     seconds: float = 0.0
     teacher_info: TeacherInfo | None = None  # the job's teacher facts and predictions, added to the row
+    finite_guard: FiniteGuard = field(default_factory=FiniteGuard)  # loss finiteness, read every N steps
 
     @property
     def trial(self) -> Trial:
@@ -247,7 +249,9 @@ def train_step(
             Shared or not, the student trains exactly the same.
 
     Raises:
-        DivergenceError: a loss term (or the total) is NaN or infinite; the student's state is then undefined.
+        DivergenceError: a loss term (or the total) was NaN or infinite at this step or one since the last
+            check (`kdgrid.core.finite_guard`: the host reads that every `CHECK_EVERY_STEPS` steps, not every
+            step); the student's state is then undefined.
     """
     assert run.objective is not None and run.capture is not None and run.optimizer is not None
     memo = shared_teacher_targets(targets) if targets is not None else contextlib.nullcontext()
@@ -256,7 +260,10 @@ def train_step(
         with job.runtime.autocast():
             values = run.objective.term_values(run.capture(batch), teacher, batch["labels"])
             total = run.objective.total(values)
-        run.objective.check_finite(values, total, step)
+        # No host sync per step: the guard is read every N steps and at the epoch's end.
+        run.finite_guard.observe(values, total, step)
+        if run.finite_guard.due(step):
+            run.finite_guard.check(run.objective, step)
         scaler = run.scaler
         (scaler.scale(total) if scaler is not None else total).backward()
         max_norm = run.trial.option("max_grad_norm")
@@ -284,10 +291,11 @@ def end_epoch(run: StudentRun, job: Job, epoch: int, checkpoint_dir: Path | None
     and dev scores, keep the best epoch's scores and per-example predictions, and save a checkpoint unless it was the last epoch.
 
     Raises:
-        DivergenceError: a parameter is NaN or infinite.
+        DivergenceError: a loss since the last check, or a parameter, is NaN or infinite.
     """
     assert run.objective is not None
     step = (epoch + 1) * job.steps_per_epoch
+    run.finite_guard.check(run.objective, step)  # the epoch's last steps, before evaluating or checkpointing
     for name, param in run.model.named_parameters():
         if not torch.isfinite(param).all():
             raise DivergenceError(step, f"parameters ({name})", None, float("nan"))
