@@ -311,7 +311,8 @@ def figures(
     sweep: Annotated[
         str | None,
         typer.Option(
-            help="A forest plot of this sweep's table: each cell's difference from the reference (docs/tables.md)."
+            help="This sweep's figures (docs/tables.md): a forest plot of each cell's difference from the "
+            "reference, and a heat map of the rows x columns coloured by that difference, with marks and intervals."
         ),
     ] = None,
     rows: Annotated[str | None, typer.Option(help="With --sweep: as `kdgrid tables --rows`.")] = None,
@@ -321,16 +322,16 @@ def figures(
     ] = None,
 ) -> None:
     """Heat maps of knowledge x strategy, temperature x hard-label weight, score vs size, ours vs published; with
-    --sweep, forest plots of any sweep's table."""
+    --sweep, forest plots and heat maps of any sweep's table."""
     if sweep is not None:
-        from kdgrid.analysis.sweep_figures import forest_plots
+        from kdgrid.analysis.sweep_figures import sweep_figures
         from kdgrid.analysis.sweep_tables import sweep_table
 
         folder = out or Path(f"{sweep}-figures")
         built = sweep_table(
             store, sweep, kind=kind, rows=rows, cols=cols, reference=reference, intervals="on"
         )
-        written = forest_plots(built, folder)
+        written = sweep_figures(built, folder)
         if not written:
             raise KdgridError(f"sweep {sweep!r} has no cell tested against a reference: nothing to plot")
         for path in written:

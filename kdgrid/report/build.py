@@ -26,7 +26,14 @@ import pandas as pd
 
 from kdgrid.analysis.figures import write_figures
 from kdgrid.analysis.store_predictions import load_predictions
-from kdgrid.analysis.sweep_tables import build_sweep_table, choose_layout, store_sweeps, sweep_runs
+from kdgrid.analysis.sweep_figures import sweep_figures
+from kdgrid.analysis.sweep_tables import (
+    SweepTable,
+    build_sweep_table,
+    choose_layout,
+    store_sweeps,
+    sweep_runs,
+)
 from kdgrid.analysis.tables import TableView
 from kdgrid.analysis.tables_report import build_report
 from kdgrid.analysis.tidy import declared_tables, legacy_table_of, membership_tables, store_to_tidy
@@ -165,6 +172,7 @@ class ReportWriter:
         self._pages: dict[str, str] = self._load_manifest()
         self._figures_key: str | None = None
         self._figure_files: list[Path] = []
+        self._sweep_tables: list[SweepTable] = []  # the last update's tables of sweeps in no paper table
         self._figures_pending = False  # done rows arrived since the figures were last drawn
         self._written = False  # the first update writes every page (and the assets)
 
@@ -286,13 +294,18 @@ class ReportWriter:
             studies.setdefault(str(sweep), set()).add(str(study))
         views: list[TableView] = []
         problems: list[str] = []
+        self._sweep_tables = []
         for sweep in store_sweeps(data.rows, data.memberships):
-            if declared.get(sweep) or any(legacy_table_of(s, sweep) in TABLES for s in studies.get(sweep, {""})):
+            if declared.get(sweep) or any(
+                legacy_table_of(s, sweep) in TABLES for s in studies.get(sweep, {""})
+            ):
                 continue  # a paper table (or the demo's) shows it
             try:
                 runs = sweep_runs(data.rows, data.memberships, sweep, "best")
                 predictions = load_predictions(self.store, runs.runs["row_id"])
-                views.append(build_sweep_table(runs, choose_layout(runs.axes), predictions).view)
+                built = build_sweep_table(runs, choose_layout(runs.axes), predictions)
+                self._sweep_tables.append(built)
+                views.append(built.view)
             except KdgridError as error:
                 problems.append(f"sweep {sweep}: {error}")
         return views, problems
@@ -313,6 +326,9 @@ class ReportWriter:
             self._figures_pending = True
             return self._figure_files
         self._figures_key, self._figures_drawn_at, self._figures_pending = key, now, False
-        self._figure_files = write_figures(tidy, self.out / FIGURES_DIR) if len(done) else []
+        folder = self.out / FIGURES_DIR
+        self._figure_files = write_figures(tidy, folder) if len(done) else []
+        for table in self._sweep_tables:  # a user's own sweep: its forest plots and heat maps
+            self._figure_files += sweep_figures(table, folder)
         update.figures = len(self._figure_files)
         return self._figure_files
