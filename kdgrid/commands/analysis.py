@@ -113,7 +113,9 @@ def tables(
 ) -> None:
     """Regenerate the paper's tables from the store (best value per block in bold; missing cells as '-';
     mean±std where several seeds ran; a 95% interval, ▲/▼ against the reference and † for degenerate runs
-    where the rows carry predictions; docs/uncertainty.md)."""
+    where the rows carry predictions; docs/uncertainty.md).
+
+    Example: kdgrid tables 5 --store results --format markdown, or kdgrid tables --sweep my_study --pairs"""
     from kdgrid.analysis.render import check_format, to_rich
     from kdgrid.analysis.tables_report import (
         UncertaintyOptions,
@@ -322,7 +324,9 @@ def figures(
     ] = None,
 ) -> None:
     """Heat maps of knowledge x strategy, temperature x hard-label weight, score vs size, ours vs published; with
-    --sweep, forest plots and heat maps of any sweep's table."""
+    --sweep, forest plots and heat maps of any sweep's table.
+
+    Example: kdgrid figures --store results --out figs, or kdgrid figures --sweep my_study --out figs"""
     if sweep is not None:
         from kdgrid.analysis.sweep_figures import sweep_figures
         from kdgrid.analysis.sweep_tables import sweep_table
