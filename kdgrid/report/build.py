@@ -43,6 +43,7 @@ from kdgrid.report.assets import asset_paths
 from kdgrid.report.gather import ReportData, gather
 from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
 from kdgrid.report.rows import StoreRows
+from kdgrid.report.trial_intervals import TrialIntervals
 from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
 from kdgrid.store.read import done_rows, scores_long
@@ -172,7 +173,8 @@ class ReportWriter:
         self._pages: dict[str, str] = self._load_manifest()
         self._figures_key: str | None = None
         self._figure_files: list[Path] = []
-        self._sweep_tables: list[SweepTable] = []  # the last update's tables of sweeps in no paper table
+        self._sweep_tables: list[SweepTable] = []
+        self._intervals = TrialIntervals(self.store)  # each row's interval once, however many updates  # the last update's tables of sweeps in no paper table
         self._figures_pending = False  # done rows arrived since the figures were last drawn
         self._written = False  # the first update writes every page (and the assets)
 
@@ -228,7 +230,7 @@ class ReportWriter:
                 views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
             ),
             "figures.html": figures_page(figures, self.out, refresh_s=refresh),
-            "trials.html": trial_list_page(data, refresh_s=None),
+            "trials.html": trial_list_page(data, refresh_s=None, intervals=self._intervals.of(data)),
             "failures.html": failures_page(data, refresh_s=refresh),
         }
         for name, text in summary.items():
