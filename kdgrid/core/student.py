@@ -27,7 +27,7 @@ from kdgrid.core.finite_guard import FiniteGuard
 from kdgrid.core.init import build_student
 from kdgrid.core.job import Job, TeacherInfo
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
-from kdgrid.core.optim import build_optimizer
+from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.planning import TrialPlan
 from kdgrid.core.runtime import Runtime, compile_forward
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
@@ -273,12 +273,8 @@ def train_step(
             torch.nn.utils.clip_grad_norm_(
                 [p for g in run.optimizer.param_groups for p in g["params"]], float(max_norm)
             )
-        if scaler is not None:
-            scaler.step(run.optimizer)  # skips the step when a gradient is inf/NaN (the scale then shrinks)
-            scaler.update()
-        else:
-            run.optimizer.step()
-        run.scheduler.step()
+        # A scaler skips the step when a gradient is inf/NaN; the schedule then waits for the next real step.
+        scaled_step(run.optimizer, run.scheduler, scaler)
         run.optimizer.zero_grad(set_to_none=True)
     for name, value in values.items():
         detached = value.detach().float()
