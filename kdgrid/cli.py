@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from kdgrid.commands import analysis, assets, core, export, prefetch, pretrain, report, store, sweep
+from kdgrid.commands.help_style import plain_help
 from kdgrid.errors import EXIT_USER_ERROR, KdgridError
 from kdgrid.markup import printable
 from kdgrid.plugins import PluginError, load_plugins
@@ -39,6 +40,7 @@ app = typer.Typer(
 
 for area in (sweep, prefetch, core, pretrain, analysis, report, store, assets, export):
     area.register(app)
+plain_help(app)  # help without type noise (<bool>, <path>) or braces, on every command
 
 
 def error_message(error: BaseException) -> str:

@@ -281,13 +281,15 @@ class Difference:
 @dataclass
 class SweepTable:
     """A sweep's table (the view to render) and what built it: its layout, reference, the axes' value orders,
-    and each tested cell's difference from its reference (`Difference`)."""
+    each tested cell's difference from its reference (`Difference`), and how many of the view's blocks are the
+    table's own (rows x columns; the marginal and pairwise blocks follow them)."""
 
     view: TableView
     layout: SweepLayout
     reference: Reference
     values: dict[str, list[str]]
     differences: list[Difference] = dataclasses.field(default_factory=list)
+    main_blocks: int = 0  # the view's first blocks laid out by rows x columns (marginals and pairs follow)
 
 
 def parse_sweep_reference(
@@ -444,7 +446,7 @@ def build_sweep_table(
             "difference: the first value's mean minus the second's; ▲/▼ a difference beyond noise by a paired "
             f"bootstrap test ({test_resamples} resamples), Holm-adjusted p <= {ALPHA} over the {len(pair_tests)} pairs"
         )
-    return SweepTable(view, layout, parsed, values, differences)
+    return SweepTable(view, layout, parsed, values, differences, main_blocks=len(main_blocks))
 
 
 def _differences(

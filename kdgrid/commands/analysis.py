@@ -113,7 +113,9 @@ def tables(
 ) -> None:
     """Regenerate the paper's tables from the store (best value per block in bold; missing cells as '-';
     mean±std where several seeds ran; a 95% interval, ▲/▼ against the reference and † for degenerate runs
-    where the rows carry predictions; docs/uncertainty.md)."""
+    where the rows carry predictions; docs/uncertainty.md).
+
+    Example: kdgrid tables 5 --store results --format markdown, or kdgrid tables --sweep my_study --pairs"""
     from kdgrid.analysis.render import check_format, to_rich
     from kdgrid.analysis.tables_report import (
         UncertaintyOptions,
@@ -311,7 +313,8 @@ def figures(
     sweep: Annotated[
         str | None,
         typer.Option(
-            help="A forest plot of this sweep's table: each cell's difference from the reference (docs/tables.md)."
+            help="This sweep's figures (docs/tables.md): a forest plot of each cell's difference from the "
+            "reference, and a heat map of the rows x columns coloured by that difference, with marks and intervals."
         ),
     ] = None,
     rows: Annotated[str | None, typer.Option(help="With --sweep: as `kdgrid tables --rows`.")] = None,
@@ -321,16 +324,18 @@ def figures(
     ] = None,
 ) -> None:
     """Heat maps of knowledge x strategy, temperature x hard-label weight, score vs size, ours vs published; with
-    --sweep, forest plots of any sweep's table."""
+    --sweep, forest plots and heat maps of any sweep's table.
+
+    Example: kdgrid figures --store results --out figs, or kdgrid figures --sweep my_study --out figs"""
     if sweep is not None:
-        from kdgrid.analysis.sweep_figures import forest_plots
+        from kdgrid.analysis.sweep_figures import sweep_figures
         from kdgrid.analysis.sweep_tables import sweep_table
 
         folder = out or Path(f"{sweep}-figures")
         built = sweep_table(
             store, sweep, kind=kind, rows=rows, cols=cols, reference=reference, intervals="on"
         )
-        written = forest_plots(built, folder)
+        written = sweep_figures(built, folder)
         if not written:
             raise KdgridError(f"sweep {sweep!r} has no cell tested against a reference: nothing to plot")
         for path in written:

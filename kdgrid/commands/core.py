@@ -54,6 +54,8 @@ def finetune(
 
     Trials naming the teacher `minilm-l6` use the teacher made with the default recipe; a teacher made with
     another recipe is used by naming its printed directory as the trial's teacher.
+
+    Example: kdgrid teacher finetune sst2 --base bert-base-uncased --epochs 3
     """
     from kdgrid.core.teacher import TeacherRecipe, finetune_teacher  # torch: see the module docstring
 
@@ -91,6 +93,8 @@ def check(
 
     Prints each order's accuracy, the order that fits and the line that declares it in a sweep file; exit
     status 1 when no order fits (an untrained teacher, or a dev sample too small to tell the best orders apart).
+
+    Example: kdgrid teacher check ishan/bert-base-uncased-mnli --task mnli
     """
     from kdgrid.core.teacher_check import (  # torch: see the module docstring
         check_teacher_orders,
@@ -184,7 +188,9 @@ def trial(
         Path | None, typer.Option(help="Save each finished student here, in <dir>/<trial id>/.")
     ] = None,
 ) -> None:
-    """Run one trial (or a small group sharing one teacher pass) and print its result row."""
+    """Run one trial (or a small group sharing one teacher pass) and print its result row.
+
+    Example: kdgrid trial my-trial.yaml --device cpu --json"""
     from kdgrid.core.teacher_gate import TeacherGateRefused  # torch: see the module docstring
     from kdgrid.core.train import run_job, validate_trials
 

@@ -36,7 +36,9 @@ def mlflow_export(
     r"""One MLflow run per trial of the store: its parameters, final scores, per-epoch curves of each loss term
     and dev metric, and tags (trial id, sweep, study, git commit, device); failed trials as FAILED runs.
     Idempotent: a trial already exported is left as it is; one trained again since is replaced. Needs the
-    `mlflow` extra (pip install 'kdgrid\[mlflow]')."""
+    `mlflow` extra (pip install 'kdgrid\[mlflow]').
+
+    Example: kdgrid export mlflow --store results --tracking-uri sqlite:///mlflow.db --experiment my_study"""
     from kdgrid.export.mlflow import DEFAULT_EXPERIMENT, export_to_mlflow
 
     report = export_to_mlflow(

@@ -82,7 +82,9 @@ def prefetch(sweeps: SweepsArg, check: CheckOpt = False) -> None:
     Hub teachers of their tasks, the checkpoints `pretrain` and `preload` students start from, and the GLUE
     configs. Once everything is there, `kdgrid run` runs its workers offline (HF_HUB_OFFLINE=1,
     HF_DATASETS_OFFLINE=1) instead of letting every job ask the Hub. --check lists what is missing without the
-    network (exit status 1 if anything is)."""
+    network (exit status 1 if anything is).
+
+    Example: kdgrid prefetch table5_single_match, then kdgrid prefetch table5_single_match --check"""
     from kdgrid.errors import KdgridError
     from kdgrid.prefetch import (
         format_size,

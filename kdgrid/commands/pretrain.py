@@ -252,6 +252,8 @@ def pretrain(
     kdgrid.pretrain ...`, or one SLURM job of one task per GPU across nodes: --slurm PROFILE --nodes N. A time
     limit or preemption (SIGUSR2, SIGTERM) stops the run after its step with a checkpoint; a --slurm job is then
     requeued and resumes. See docs/pretrain.md.
+
+    Example: kdgrid pretrain --student bert-mini --teacher bert-base-uncased --steps 1000
     """
     fields: dict[str, Any] = read_recipe_file(recipe_file) if recipe_file is not None else {}
     given = {

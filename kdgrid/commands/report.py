@@ -37,7 +37,9 @@ def report(
     ] = False,
     interval: Annotated[float, typer.Option(help="With --watch: seconds between looks at the store.")] = 10.0,
 ) -> None:
-    """Write a self-contained HTML report of the store: open <out>/index.html in a browser (no server needed)."""
+    """Write a self-contained HTML report of the store: open <out>/index.html in a browser (no server needed).
+
+    Example: kdgrid report --store results --out results-report --watch"""
     from kdgrid.report.build import ReportWriter, default_out
     from kdgrid.report.rows import require_store
     from kdgrid.report.watch import FIGURES_EVERY_S, PAGE_REFRESH_S, describe, watch_until_interrupted

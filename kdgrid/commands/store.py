@@ -40,7 +40,9 @@ def check(
     --quarantine they are moved aside, so that every command reads the store cleanly and `kdgrid resume`
     trains again the trials whose rows they held. Also lists the trials with more than one done row and counts
     the superseded rows. Exit status 0: clean (or everything moved); 1: files found and left in place, or a trial
-    with two done rows; 2: no such store."""
+    with two done rows; 2: no such store.
+
+    Example: kdgrid store check --store results --quarantine"""
     from kdgrid.store.check import check_store, quarantine
 
     report = check_store(_existing_store(store))
@@ -87,7 +89,9 @@ def compact(
 ) -> None:
     """Merge the store's many small per-trial files into a few large ones without losing a row: a file is
     deleted only after its rows are written, synced and read back from a merged file. Safe while trials are
-    running and writing, and safe to interrupt: run it again to finish."""
+    running and writing, and safe to interrupt: run it again to finish.
+
+    Example: kdgrid store compact --store results"""
     from kdgrid.store.compact import check_target_rows
     from kdgrid.store.compact import compact as compact_store
 
@@ -112,7 +116,9 @@ def forget(
 ) -> None:
     """Remove every row of some trials, loose or compacted, so that `kdgrid resume` trains them again. Every
     other row stays; the forgotten rows are kept in <store>/_forgotten/ (move that file into <store>/compacted/
-    to undo). Forget trials that are not running."""
+    to undo). Forget trials that are not running.
+
+    Example: kdgrid store forget 3f2a9c1e0b7d4e55 --store results"""
     from kdgrid.store.forget import forget as forget_trials
 
     report = forget_trials(_existing_store(store), trial_ids or (), sweep=sweep)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -50,3 +51,23 @@ def build_optimizer(
     """
     optimizer = torch.optim.AdamW(decay_groups(modules, weight_decay), lr=lr, fused=True)
     return optimizer, linear_schedule(optimizer, total_steps, warmup_ratio)
+
+
+def scaled_step(
+    optimizer: torch.optim.Optimizer, scheduler: Any, scaler: torch.amp.GradScaler | None
+) -> bool:
+    """Step the optimizer (through ``scaler`` when there is one), then the scheduler only if the optimizer stepped:
+    a scaler skips the step when a gradient overflowed and lowers its scale, and a schedule that advanced anyway
+    would run ahead of the updates actually made. Returns whether the optimizer stepped. The gradients are left
+    for the caller to clear."""
+    stepped = True
+    if scaler is None:
+        optimizer.step()
+    else:
+        scale = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        stepped = scaler.get_scale() >= scale  # the scale drops exactly when the step was skipped
+    if stepped:
+        scheduler.step()
+    return stepped

@@ -23,10 +23,11 @@ import torch
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from kdgrid.core.evaluate import evaluate_dev_sets, measure_latency_ms
+from kdgrid.core.finite_guard import FiniteGuard
 from kdgrid.core.init import build_student
 from kdgrid.core.job import Job, TeacherInfo
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
-from kdgrid.core.optim import build_optimizer
+from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.planning import TrialPlan
 from kdgrid.core.runtime import Runtime, compile_forward
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
@@ -68,6 +69,7 @@ class StudentRun:
     steps_in_epoch: int = 0
     seconds: float = 0.0
     teacher_info: TeacherInfo | None = None  # the job's teacher facts and predictions, added to the row
+    finite_guard: FiniteGuard = field(default_factory=FiniteGuard)  # loss finiteness, read every N steps
 
     @property
     def trial(self) -> Trial:
@@ -247,7 +249,9 @@ def train_step(
             Shared or not, the student trains exactly the same.
 
     Raises:
-        DivergenceError: a loss term (or the total) is NaN or infinite; the student's state is then undefined.
+        DivergenceError: a loss term (or the total) was NaN or infinite at this step or one since the last
+            check (`kdgrid.core.finite_guard`: the host reads that every `CHECK_EVERY_STEPS` steps, not every
+            step); the student's state is then undefined.
     """
     assert run.objective is not None and run.capture is not None and run.optimizer is not None
     memo = shared_teacher_targets(targets) if targets is not None else contextlib.nullcontext()
@@ -256,7 +260,10 @@ def train_step(
         with job.runtime.autocast():
             values = run.objective.term_values(run.capture(batch), teacher, batch["labels"])
             total = run.objective.total(values)
-        run.objective.check_finite(values, total, step)
+        # No host sync per step: the guard is read every N steps and at the epoch's end.
+        run.finite_guard.observe(values, total, step)
+        if run.finite_guard.due(step):
+            run.finite_guard.check(run.objective, step)
         scaler = run.scaler
         (scaler.scale(total) if scaler is not None else total).backward()
         max_norm = run.trial.option("max_grad_norm")
@@ -266,12 +273,8 @@ def train_step(
             torch.nn.utils.clip_grad_norm_(
                 [p for g in run.optimizer.param_groups for p in g["params"]], float(max_norm)
             )
-        if scaler is not None:
-            scaler.step(run.optimizer)  # skips the step when a gradient is inf/NaN (the scale then shrinks)
-            scaler.update()
-        else:
-            run.optimizer.step()
-        run.scheduler.step()
+        # A scaler skips the step when a gradient is inf/NaN; the schedule then waits for the next real step.
+        scaled_step(run.optimizer, run.scheduler, scaler)
         run.optimizer.zero_grad(set_to_none=True)
     for name, value in values.items():
         detached = value.detach().float()
@@ -284,10 +287,11 @@ def end_epoch(run: StudentRun, job: Job, epoch: int, checkpoint_dir: Path | None
     and dev scores, keep the best epoch's scores and per-example predictions, and save a checkpoint unless it was the last epoch.
 
     Raises:
-        DivergenceError: a parameter is NaN or infinite.
+        DivergenceError: a loss since the last check, or a parameter, is NaN or infinite.
     """
     assert run.objective is not None
     step = (epoch + 1) * job.steps_per_epoch
+    run.finite_guard.check(run.objective, step)  # the epoch's last steps, before evaluating or checkpointing
     for name, param in run.model.named_parameters():
         if not torch.isfinite(param).all():
             raise DivergenceError(step, f"parameters ({name})", None, float("nan"))

@@ -244,7 +244,13 @@ def run_job(
             try:
                 end_epoch(run, job, epoch, checkpoint_dir)
             except DivergenceError as error:
-                mark_failed(run.result, error, diverged_at_step=error.step, diverged_term=error.term)
+                mark_failed(
+                    run.result,
+                    error,
+                    diverged_at_step=error.step,
+                    diverged_term=error.term,
+                    diverged_pair=list(error.pair) if error.pair else None,
+                )
             except Exception as error:
                 mark_failed(run.result, error, failed_at_epoch=epoch + 1)
             run.seconds += time.perf_counter() - t0

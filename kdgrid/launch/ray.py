@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kdgrid.cpus import usable_cpus
 from kdgrid.device_sharing import SHARING_VARIABLE, ray_sharing
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
@@ -63,7 +64,9 @@ class RaySettings(ExecutorSettings):
     address: str | None = setting(
         None, "an existing Ray cluster ('auto', 'ray://host:10001'); none = start a local runtime"
     )
-    num_cpus: int | None = setting(None, "CPUs of the local runtime (default: all of this machine)")
+    num_cpus: int | None = setting(
+        None, "CPUs of the local runtime (default: those this process may use: affinity mask, cgroup quota)"
+    )
     num_gpus: int | None = setting(
         None, "GPUs of the local runtime; logical, so it may exceed the real count for testing"
     )
@@ -151,9 +154,9 @@ class RayExecutor:
     def concurrent_jobs(self) -> tuple[int, str]:
         """How many jobs can run at once on a local runtime, and why: the smallest of ``ray_max_concurrent``,
         CPUs / ``ray_cpus_per_job`` and (with GPU jobs) ``ray_num_gpus`` / ``ray_gpus_per_job``; CPUs are
-        ``ray_num_cpus`` or this machine's cores."""
+        ``ray_num_cpus`` or those this process may use (`kdgrid.cpus.usable_cpus`), as the local runtime gets."""
         s = self.settings
-        cpus = s.num_cpus or os.cpu_count() or 1
+        cpus = s.num_cpus or usable_cpus()
         limits: list[tuple[int, str]] = []
         if s.max_concurrent:
             limits.append((s.max_concurrent, "ray_max_concurrent"))
@@ -219,10 +222,11 @@ class RayExecutor:
             runtime_env = {"env_vars": variables} if variables else None
             ray.init(address=s.address, log_to_driver=False, runtime_env=runtime_env)
         else:
-            # address="local": always a new runtime, even where `ray start` left a cluster address file behind.
+            # address="local": always a new runtime, even where `ray start` left a cluster address file behind;
+            # CPUs: those this process may use, not the machine's cores (SLURM or a container may grant fewer).
             ray.init(
                 address="local",
-                num_cpus=s.num_cpus,
+                num_cpus=s.num_cpus or usable_cpus(),
                 num_gpus=s.num_gpus,
                 include_dashboard=False,
                 log_to_driver=False,

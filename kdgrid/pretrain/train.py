@@ -48,7 +48,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from kdgrid.core.models import ATTENTION_BY_DEVICE
 from kdgrid.core.objective import Objective
-from kdgrid.core.optim import build_optimizer
+from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.core.runtime import FP32, Precision, autocast, cuda_ordinal, device_precision, set_attention
@@ -189,16 +189,7 @@ def optimizer_step(
     if scaler is not None:
         scaler.unscale_(optimizer)
     torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-    stepped = True
-    if scaler is None:
-        optimizer.step()
-    else:
-        scale = scaler.get_scale()
-        scaler.step(optimizer)
-        scaler.update()
-        stepped = scaler.get_scale() >= scale  # the scale drops exactly when the step was skipped
-    if stepped:
-        scheduler.step()
+    stepped = scaled_step(optimizer, scheduler, scaler)
     optimizer.zero_grad(set_to_none=True)
     return stepped
 

@@ -26,7 +26,14 @@ import pandas as pd
 
 from kdgrid.analysis.figures import write_figures
 from kdgrid.analysis.store_predictions import load_predictions
-from kdgrid.analysis.sweep_tables import build_sweep_table, choose_layout, store_sweeps, sweep_runs
+from kdgrid.analysis.sweep_figures import sweep_figures
+from kdgrid.analysis.sweep_tables import (
+    SweepTable,
+    build_sweep_table,
+    choose_layout,
+    store_sweeps,
+    sweep_runs,
+)
 from kdgrid.analysis.tables import TableView
 from kdgrid.analysis.tables_report import build_report
 from kdgrid.analysis.tidy import declared_tables, legacy_table_of, membership_tables, store_to_tidy
@@ -36,6 +43,7 @@ from kdgrid.report.assets import asset_paths
 from kdgrid.report.gather import ReportData, gather
 from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
 from kdgrid.report.rows import StoreRows
+from kdgrid.report.trial_intervals import TrialIntervals
 from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
 from kdgrid.store.read import done_rows, scores_long
@@ -165,6 +173,8 @@ class ReportWriter:
         self._pages: dict[str, str] = self._load_manifest()
         self._figures_key: str | None = None
         self._figure_files: list[Path] = []
+        self._sweep_tables: list[SweepTable] = []
+        self._intervals = TrialIntervals(self.store)  # each row's interval once, however many updates  # the last update's tables of sweeps in no paper table
         self._figures_pending = False  # done rows arrived since the figures were last drawn
         self._written = False  # the first update writes every page (and the assets)
 
@@ -220,7 +230,7 @@ class ReportWriter:
                 views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
             ),
             "figures.html": figures_page(figures, self.out, refresh_s=refresh),
-            "trials.html": trial_list_page(data, refresh_s=None),
+            "trials.html": trial_list_page(data, refresh_s=None, intervals=self._intervals.of(data)),
             "failures.html": failures_page(data, refresh_s=refresh),
         }
         for name, text in summary.items():
@@ -286,13 +296,18 @@ class ReportWriter:
             studies.setdefault(str(sweep), set()).add(str(study))
         views: list[TableView] = []
         problems: list[str] = []
+        self._sweep_tables = []
         for sweep in store_sweeps(data.rows, data.memberships):
-            if declared.get(sweep) or any(legacy_table_of(s, sweep) in TABLES for s in studies.get(sweep, {""})):
+            if declared.get(sweep) or any(
+                legacy_table_of(s, sweep) in TABLES for s in studies.get(sweep, {""})
+            ):
                 continue  # a paper table (or the demo's) shows it
             try:
                 runs = sweep_runs(data.rows, data.memberships, sweep, "best")
                 predictions = load_predictions(self.store, runs.runs["row_id"])
-                views.append(build_sweep_table(runs, choose_layout(runs.axes), predictions).view)
+                built = build_sweep_table(runs, choose_layout(runs.axes), predictions)
+                self._sweep_tables.append(built)
+                views.append(built.view)
             except KdgridError as error:
                 problems.append(f"sweep {sweep}: {error}")
         return views, problems
@@ -313,6 +328,9 @@ class ReportWriter:
             self._figures_pending = True
             return self._figure_files
         self._figures_key, self._figures_drawn_at, self._figures_pending = key, now, False
-        self._figure_files = write_figures(tidy, self.out / FIGURES_DIR) if len(done) else []
+        folder = self.out / FIGURES_DIR
+        self._figure_files = write_figures(tidy, folder) if len(done) else []
+        for table in self._sweep_tables:  # a user's own sweep: its forest plots and heat maps
+            self._figure_files += sweep_figures(table, folder)
         update.figures = len(self._figure_files)
         return self._figure_files

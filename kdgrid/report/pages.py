@@ -233,10 +233,18 @@ def tables_page(
     return page("Tables", body, current="tables.html", refresh_s=refresh_s)
 
 
+SWEEP_FIGURE_KINDS = {"forest": "forest plot", "heatmap": "heat map"}
+
+
 def figure_title(stem: str) -> str:
     """The heading of a figure file (`kdgrid.analysis.figures` names them ``table<name>_<what>``), in words:
-    ``table5_mrpc_knowledge_x_strategy`` -> ``Table 5: mrpc, knowledge × strategy``."""
+    ``table5_mrpc_knowledge_x_strategy`` -> ``Table 5: mrpc, knowledge × strategy``; a sweep's
+    ``my-study_heatmap_1_sst2`` -> ``Sweep my-study: heat map, sst2``."""
     head, _, rest = stem.partition("_")
+    kind, _, where = rest.partition("_")
+    if kind in SWEEP_FIGURE_KINDS:  # `kdgrid.analysis.sweep_figures`: <sweep>_<kind>_<n>_<block>
+        _, _, block = where.partition("_")
+        return f"Sweep {head}: {SWEEP_FIGURE_KINDS[kind]}, {block.replace('-', ' ')}"
     if not head.startswith("table"):
         return stem.replace("_", " ")
     name = head[len("table") :]

@@ -8,6 +8,7 @@ so a filter keystroke over 30,000 trials re-renders 200 rows, not 30,000.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -35,6 +36,7 @@ LIST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("strategy", "strategy"),
     ("seed", "seed"),
     ("score", "score"),
+    ("interval", "95% interval"),
     ("epoch", "best epoch"),
     ("time", "wall s"),
     ("attempts", "attempts"),
@@ -68,8 +70,20 @@ def _plain(value: Any) -> Any:
         return str(value)
 
 
-def list_records(data: ReportData) -> list[list[Any]]:
-    """One array per trial (the values of `LIST_COLUMNS`), trials in id order; pending ones last."""
+def interval_text(interval: tuple[float, float] | None) -> str | None:
+    """A score's 95% interval as the list prints it, in the score's digits: ``[0.6911, 0.7489]``."""
+    if interval is None:
+        return None
+    low, high = interval
+    return f"[{low:.{SCORE_DIGITS}f}, {high:.{SCORE_DIGITS}f}]"
+
+
+def list_records(
+    data: ReportData, intervals: Mapping[str, tuple[float, float]] | None = None
+) -> list[list[Any]]:
+    """One array per trial (the values of `LIST_COLUMNS`), trials in id order; pending ones last.
+    ``intervals``: trial id -> the 95% interval of its score (`kdgrid.report.trial_intervals`)."""
+    intervals = intervals or {}
     records = []
     for trial_id in data.trials.index:
         row = data.record(str(trial_id))
@@ -87,6 +101,7 @@ def list_records(data: ReportData) -> list[list[Any]]:
                 _plain(row["strategy"]),
                 _plain(row["seed"]),
                 primary_score(row["task"], row["scores_json"]) if row["state"] == "done" else None,
+                interval_text(intervals.get(str(trial_id))) if row["state"] == "done" else None,
                 _plain(row["best_epoch"]),
                 round(wall, 1) if isinstance(wall, float) else wall,
                 int(row["attempts"]),
@@ -100,9 +115,14 @@ def list_records(data: ReportData) -> list[list[Any]]:
     return records
 
 
-def trial_list_page(data: ReportData, *, refresh_s: int | None = None) -> str:
+def trial_list_page(
+    data: ReportData,
+    *,
+    refresh_s: int | None = None,
+    intervals: Mapping[str, tuple[float, float]] | None = None,
+) -> str:
     blob = {"columns": [key for key, _ in LIST_COLUMNS], "headers": [h for _, h in LIST_COLUMNS],
-            "rows": list_records(data), "pageRows": PAGE_ROWS, "digits": COLUMN_DIGITS, "pagePattern": TRIAL_PAGE_PATTERN}  # fmt: skip
+            "rows": list_records(data, intervals), "pageRows": PAGE_ROWS, "digits": COLUMN_DIGITS, "pagePattern": TRIAL_PAGE_PATTERN}  # fmt: skip
     body = (
         '<div class="controls"><input id="filter" type="search" size="50" '
         'placeholder="filter: words that must all appear, or column:value (state:failed task:sst2)">'

@@ -235,8 +235,19 @@ def test_differences_from_the_reference_and_the_forest_plot(store: Path, tmp_pat
     )
     assert code == 0, err
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["my-study_forest_1_sst2.pdf", "my-study_forest_1_sst2.png"] and "2 file(s)" in printed
-    assert (out / files[1]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (store / "figures").exists()
+    assert (
+        files
+        == [
+            "my-study_forest_1_sst2.pdf",
+            "my-study_forest_1_sst2.png",
+            "my-study_heatmap_1_sst2.pdf",
+            "my-study_heatmap_1_sst2.png",
+        ]
+        and "4 file(s)" in printed
+    )
+    for png in (files[1], files[3]):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (store / "figures").exists()
 
 
 def test_a_store_without_paper_tables_points_at_its_sweeps(store: Path, capsys) -> None:
@@ -274,7 +285,11 @@ def test_the_method_summary_of_a_sweep_through_the_cli(store: Path, capsys) -> N
     assert "knowledge=hidden_mse: 4 runs in 1 stratum(s); mean 0.8000 [0.8000, 0.8000]" in text
     assert "knowledge=cos: 4 runs in 1 stratum(s); mean 0.6500" in text and "(reference)" in text
     assert "P(improvement) 1.000" in text and "ASO ε_min" in text  # every hidden_mse run beats every cos run
-    code, out, err = run_kdgrid(capsys, "tables", "--sweep", SWEEP, "--store", str(store), "--summary", "nope")
+    code, out, err = run_kdgrid(
+        capsys, "tables", "--sweep", SWEEP, "--store", str(store), "--summary", "nope"
+    )
     assert code == 2 and "'nope' is not an axis" in err
-    code, out, err = run_kdgrid(capsys, "tables", "--sweep", SWEEP, "--store", str(store), "--summary", "lr=7")
+    code, out, err = run_kdgrid(
+        capsys, "tables", "--sweep", SWEEP, "--store", str(store), "--summary", "lr=7"
+    )
     assert code == 2 and "'7' is not a value of lr" in err
