@@ -60,8 +60,8 @@ def bert_config(shape: StudentShape, num_labels: int, vocab_size: int = VOCAB_SI
         type_vocab_size=TYPE_VOCAB,
         num_labels=num_labels,
         problem_type="regression" if num_labels == 1 else "single_label_classification",
+        attn_implementation=ATTENTION_IMPLEMENTATION,  # transformers' own argument, checked by the model
     )
-    config._attn_implementation = ATTENTION_IMPLEMENTATION
     return config
 
 
