@@ -26,6 +26,7 @@ DOT_DELTA = "dot_delta"
 DOT_MOMENTUM = 0.9  # DOT's base momentum mu (Zhao et al., ICCV 2023, SGD with momentum 0.9)
 DEFAULT_DOT_DELTA = 0.075  # Zhao et al.'s Delta: task momentum mu - Delta, distillation momentum mu + Delta
 GRAD_COSINE_BATCHES = "grad_cosine_batches"
+DUAL_HEAD = "dual_head"
 
 
 def _is_number(value: Any) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kdgrid.core.method_options import (
     DOT_DELTA,
+    DUAL_HEAD,
     GRAD_COSINE_BATCHES,
     OPTIMIZER,
     PROJECTOR_MEMBERS,
@@ -39,6 +40,11 @@ def method_problems(trial: Trial) -> list[str]:
         problems.append(f"option {DOT_DELTA} is only for optimizer 'dot'")
     if dot and trial.option("max_grad_norm"):
         problems.append("optimizer 'dot' does not clip gradients: leave max_grad_norm unset")
+    if trial.option(DUAL_HEAD) and not (trial.alpha > 0 and trial.soft_weight > 0):
+        problems.append(
+            f"option {DUAL_HEAD} gives the hard and the soft loss a head each: it needs alpha > 0 and "
+            f"soft_weight > 0 (here {trial.alpha:g} and {trial.soft_weight:g})"
+        )
     if splits_gradients(trial):
         task = trial.alpha > 0
         distill = trial.soft_weight > 0 or bool(trial.knowledge)

@@ -140,7 +140,10 @@ class Objective(nn.Module):
         self.projections = nn.ModuleDict(
             {
                 _module_key(term.name): Projection(
-                    student.width, teacher.width, kind=trial.projection, members=trial.option(PROJECTOR_MEMBERS)
+                    student.width,
+                    teacher.width,
+                    kind=trial.projection,
+                    members=trial.option(PROJECTOR_MEMBERS),
                 )
                 for term in terms
                 if term.projected
@@ -171,10 +174,14 @@ class Objective(nn.Module):
         Gram products and relations never round to bf16/fp16 (the projections run in float32 too)."""
         with torch.autocast(device_type=student.logits.device.type, enabled=False):
             s_logits, t_logits = {"logits": student.logits.float()}, {"logits": teacher.logits.float()}
+            # A dual-head student's soft loss reads its distillation head (kdgrid.core.dual_head).
+            soft_s = (
+                s_logits if student.distill_logits is None else {"logits": student.distill_logits.float()}
+            )
             values = {
                 "soft": compute_knowledge(
                     "soft_label",
-                    s_logits,
+                    soft_s,
                     t_logits,
                     temperature=self.trial.temperature,
                     options={"t2": self.soft_t2, "regression": self.regression},

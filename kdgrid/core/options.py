@@ -224,6 +224,12 @@ register_option(
     check=methods.dot_delta_problem,
 )
 register_option(
+    methods.DUAL_HEAD,
+    "bool",
+    False,
+    "a task head (hard labels; evaluated) and a distillation head (soft labels) on the shared encoder",
+)
+register_option(
     methods.GRAD_COSINE_BATCHES,
     "int",
     None,

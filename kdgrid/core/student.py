@@ -23,11 +23,12 @@ import torch
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from kdgrid.core.dot import DOT
+from kdgrid.core.dual_head import attach_distill_head, own_parameter_count, with_distill_logits
 from kdgrid.core.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.grad_split import CosineLog, gradient_cosine, split_gradients, task_and_distillation
 from kdgrid.core.init import build_student
 from kdgrid.core.job import Job, TeacherInfo
-from kdgrid.core.method_options import DOT_DELTA, OPTIMIZER
+from kdgrid.core.method_options import DOT_DELTA, DUAL_HEAD, OPTIMIZER
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
 from kdgrid.core.optim import build_optimizer
 from kdgrid.core.planning import TrialPlan
@@ -210,6 +211,8 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         result.extra["gradient_checkpointing"] = True
+    if trial.option(DUAL_HEAD):
+        result.extra["distill_head_params"] = attach_distill_head(model, trial.seed)
     run.model = runtime.place(model)
     run.objective = objective.to(runtime.device)
     needs = teacher_needs(plan.terms, run.objective.specs)
@@ -231,7 +234,7 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
     if runtime.compile:
         run.model.forward = compile_forward(run.model)
     result.layer_pairs = plan.used_pairs
-    result.student_params = sum(p.numel() for p in run.model.parameters())
+    result.student_params = own_parameter_count(run.model)
     result.student_flops = plan.shape.flops_per_sequence(trial.max_length, num_labels)
     result.extra["projection_params"] = sum(p.numel() for p in run.objective.parameters())
     result.extra["teacher_source"] = plan.teacher.source
@@ -270,7 +273,8 @@ def train_step(
     with run.own_rng(job.runtime), memo:
         run.model.train()
         with job.runtime.autocast():
-            values = run.objective.term_values(run.capture(batch), teacher, batch["labels"])
+            features = with_distill_logits(run.model, run.capture(batch))
+            values = run.objective.term_values(features, teacher, batch["labels"])
             total = run.objective.total(values)
         run.objective.check_finite(values, total, step)
         scaler = run.scaler

@@ -27,6 +27,7 @@ import torch
 
 from kdgrid.core.capture import FeatureCapture
 from kdgrid.core.data.batching import train_batches
+from kdgrid.core.dual_head import with_distill_logits
 from kdgrid.core.job import Job, TeacherInfo, load_job, teacher_forward
 from kdgrid.core.objective import DivergenceError, captured_layers
 from kdgrid.core.options import DEFAULT_AUTO_BATCHES
@@ -115,7 +116,8 @@ def calibrate_auto_weights(
                 run.model.eval()
                 try:
                     with torch.no_grad(), job.runtime.autocast():
-                        values = run.objective.term_values(run.capture(batch), teacher, batch["labels"])
+                        features = with_distill_logits(run.model, run.capture(batch))
+                        values = run.objective.term_values(features, teacher, batch["labels"])
                 except Exception as error:
                     mark_failed(run.result, error, failed_in="auto-weight calibration")
                     finish_student(run, on_result, None)

@@ -1,5 +1,6 @@
 """The projector and gradient-conflict methods through run_job on a tiny teacher and student: they train, their
-numbers reach the row, logging the cosine changes nothing, and DOT with an ensemble resumes bit for bit."""
+numbers reach the row, logging the cosine changes nothing, and DOT with an ensemble and a dual head resumes bit
+for bit."""
 
 from __future__ import annotations
 
@@ -83,14 +84,14 @@ def test_logging_the_cosine_changes_nothing_in_training(teacher: str) -> None:
     assert all(math.isfinite(c) for c in r_logged.extra["grad_cosine"])
 
 
-def test_dot_with_an_ensemble_resumes_bit_for_bit(
+def test_dot_with_an_ensemble_and_a_dual_head_resumes_bit_for_bit(
     teacher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import kdgrid.core.train as train
 
     trial = make_trial(
         teacher, knowledge=("hidden_mse",), strategy="Last", projection="ensemble", epochs=3, lr=0.05,
-        options={"optimizer": "dot", "grad_cosine_batches": 2},
+        options={"optimizer": "dot", "grad_cosine_batches": 2, "dual_head": True},
     )  # fmt: skip
     (straight,), straight_weights = run([trial])
 
