@@ -12,6 +12,7 @@ import numbers
 from typing import Any
 
 from kdgrid.suggest import did_you_mean
+from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT
 
 # Projectors (`kdgrid.core.projection`, `kdgrid.core.projector_penalty`).
 PROJECTOR_MEMBERS = "projector_members"
@@ -27,6 +28,32 @@ DOT_MOMENTUM = 0.9  # DOT's base momentum mu (Zhao et al., ICCV 2023, SGD with m
 DEFAULT_DOT_DELTA = 0.075  # Zhao et al.'s Delta: task momentum mu - Delta, distillation momentum mu + Delta
 GRAD_COSINE_BATCHES = "grad_cosine_batches"
 DUAL_HEAD = "dual_head"
+
+# Masked distillation (`kdgrid.core.masking`); the names live beside the grouping rule in `kdgrid.trial`.
+MASK_SIDES: tuple[str, ...] = ("teacher", "student")
+MASK_CRITERIA: tuple[str, ...] = ("random", "saliency")
+DEFAULT_MASK_FRACTION = 0.15  # BERT's masked-LM rate
+
+
+def _choice_problem(name: str, value: Any, allowed: tuple[str, ...]) -> str | None:
+    if isinstance(value, str) and value in allowed:
+        return None
+    hint = did_you_mean(value, allowed) if isinstance(value, str) else ""
+    return f"option {name}={value!r} is invalid; allowed: {', '.join(allowed)}{hint}"
+
+
+def mask_input_problem(value: Any) -> str | None:
+    return _choice_problem(MASK_INPUT, value, MASK_SIDES)
+
+
+def mask_by_problem(value: Any) -> str | None:
+    return _choice_problem(MASK_BY, value, MASK_CRITERIA)
+
+
+def mask_fraction_problem(value: Any) -> str | None:
+    if _is_number(value) and 0 < value < 1:
+        return None
+    return f"option {MASK_FRACTION}={value!r} is invalid; allowed: a number in (0, 1) (the share of tokens masked)"
 
 
 def _is_number(value: Any) -> bool:

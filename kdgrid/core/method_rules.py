@@ -14,7 +14,7 @@ from kdgrid.core.method_options import (
     PROJECTOR_MEMBERS,
     PROJECTOR_SPECTRAL,
 )
-from kdgrid.trial import Trial
+from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT, Trial
 
 
 def splits_gradients(trial: Trial) -> bool:
@@ -45,6 +45,10 @@ def method_problems(trial: Trial) -> list[str]:
             f"option {DUAL_HEAD} gives the hard and the soft loss a head each: it needs alpha > 0 and "
             f"soft_weight > 0 (here {trial.alpha:g} and {trial.soft_weight:g})"
         )
+    if trial.option(MASK_INPUT) is None:
+        stray = [name for name in (MASK_FRACTION, MASK_BY) if trial.option(name) is not None]
+        if stray:
+            problems.append(f"option(s) {', '.join(stray)} need {MASK_INPUT} (teacher or student)")
     if splits_gradients(trial):
         task = trial.alpha > 0
         distill = trial.soft_weight > 0 or bool(trial.knowledge)

@@ -24,7 +24,7 @@ from kdgrid.core import method_options as methods
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
-from kdgrid.trial import DATA_SEED, SEED_LIMIT
+from kdgrid.trial import DATA_SEED, MASK_BY, MASK_FRACTION, MASK_INPUT, SEED_LIMIT
 
 # What a value of each kind of option must be, and how a message names it.
 OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "labels"]
@@ -228,6 +228,28 @@ register_option(
     "bool",
     False,
     "a task head (hard labels; evaluated) and a distillation head (soft labels) on the shared encoder",
+)
+register_option(
+    MASK_INPUT,
+    "text",
+    None,
+    "masked distillation: which side sees training inputs with tokens masked (teacher or student); unset: none",
+    check=methods.mask_input_problem,
+)
+register_option(
+    MASK_FRACTION,
+    "number",
+    None,
+    f"masked distillation: the share of each example's tokens masked; unset: {methods.DEFAULT_MASK_FRACTION}",
+    check=methods.mask_fraction_problem,
+)
+register_option(
+    MASK_BY,
+    "text",
+    None,
+    "masked distillation: which tokens, random or saliency (those the teacher's [CLS] attends to least); "
+    "unset: random",
+    check=methods.mask_by_problem,
 )
 register_option(
     methods.GRAD_COSINE_BATCHES,

@@ -28,6 +28,7 @@ from kdgrid.core.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.grad_split import CosineLog, gradient_cosine, split_gradients, task_and_distillation
 from kdgrid.core.init import build_student
 from kdgrid.core.job import Job, TeacherInfo
+from kdgrid.core.masking import TRAINING, student_input
 from kdgrid.core.method_options import DOT_DELTA, DUAL_HEAD, OPTIMIZER
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
 from kdgrid.core.optim import build_optimizer
@@ -273,7 +274,8 @@ def train_step(
     with run.own_rng(job.runtime), memo:
         run.model.train()
         with job.runtime.autocast():
-            features = with_distill_logits(run.model, run.capture(batch))
+            own = student_input(job, run.trial, batch, TRAINING, step)  # masked distillation: the student side
+            features = with_distill_logits(run.model, run.capture(own))
             values = run.objective.term_values(features, teacher, batch["labels"])
             total = run.objective.total(values)
         run.objective.check_finite(values, total, step)
