@@ -115,3 +115,20 @@ def test_dot_with_an_ensemble_and_a_dual_head_resumes_bit_for_bit(
     assert resumed.extra["grad_cosine"] == straight.extra["grad_cosine"]
     for key, value in straight_weights[trial.trial_id].items():
         assert torch.equal(value, resumed_weights[trial.trial_id][key]), key
+
+
+def test_all_to_one_with_a_weight_copied_student_trains(teacher: str) -> None:
+    """Yu, Wen & Mou's all-to-one matching on a student whose layers are copied from the teacher (preload)."""
+    trial = make_trial(
+        teacher,
+        student="w64-l2-h4-f128",
+        init="preload",
+        knowledge=("hidden_mse",),
+        strategy="All-to-one",
+        epochs=1,
+    )
+    (result,), _ = run([trial])
+    assert result.status == "done", result.error_message
+    assert result.layer_pairs == [(1, 3), (2, 3)]  # both student layers learn the teacher's last
+    assert {"hidden_mse@1-3", "hidden_mse@2-3"} <= set(result.loss_terms)
+    assert result.extra["projection_params"] == 0  # the teacher's width: nothing to project
