@@ -28,6 +28,12 @@ TEACHER_LABEL_ORDER = "teacher_label_order"
 TEACHER_GATE = "teacher_gate"
 # Options that change the shared teacher pass: trials differing in one of them are different groups.
 TEACHER_PASS_OPTIONS: tuple[str, ...] = (TEACHER_GATE, TEACHER_LABEL_ORDER)
+# Masked distillation (`kdgrid.core.masking`): which side sees masked inputs, how many tokens, chosen how. With
+# ``mask_input: teacher`` the masking changes the teacher pass, so then (and only then) all three split groups.
+MASK_INPUT = "mask_input"
+MASK_FRACTION = "mask_fraction"
+MASK_BY = "mask_by"
+MASK_OPTIONS: tuple[str, ...] = (MASK_BY, MASK_FRACTION, MASK_INPUT)
 
 
 @dataclass(frozen=True)
@@ -167,8 +173,8 @@ GROUP_DESCRIPTION = ", ".join(
 def group_fields(trial: Trial) -> dict[str, Any]:
     """What trials sharing a teacher pass agree on, by name: the `GROUP_FIELDS` (``seed`` holding
     `data_order_seed`), then ``teacher_options`` when the trial sets an option that changes the teacher pass
-    (`TEACHER_PASS_OPTIONS`: its label order, its gate), so trials without them keep
-    their groups."""
+    (`TEACHER_PASS_OPTIONS`: its label order, its gate; the masking options when the teacher's input is masked),
+    so trials without them keep their groups."""
     fields = {name: getattr(trial, name) for name in GROUP_FIELDS}
     fields["seed"] = data_order_seed(trial)
     teacher_options = teacher_pass_key(trial)
@@ -179,11 +185,13 @@ def group_fields(trial: Trial) -> dict[str, Any]:
 
 def teacher_pass_key(trial: Any) -> tuple[tuple[str, Any], ...]:
     """The options of ``trial`` (anything with a Trial's ``options`` pairs) that change the teacher pass, as a
-    hashable tuple in the trial's (sorted) option order; empty when it sets none."""
+    hashable tuple in the trial's (sorted) option order; empty when it sets none. The masking options count
+    only when the teacher's input is masked (``mask_input: teacher``)."""
+    masked_teacher = dict(trial.options).get(MASK_INPUT) == "teacher"
     return tuple(
         (name, tuple(value) if isinstance(value, list) else value)
         for name, value in trial.options
-        if name in TEACHER_PASS_OPTIONS
+        if name in TEACHER_PASS_OPTIONS or (masked_teacher and name in MASK_OPTIONS)
     )
 
 

@@ -255,6 +255,29 @@ def _degenerate(state: SweepState, store: Path, study_of: dict[str, str]) -> lis
     ]
 
 
+def _projector_overfit(state: SweepState, store: Path, study_of: dict[str, str]) -> list[dict[str, Any]]:
+    """The done trials flagged for projector overfitting, as ``status`` shows them: id, study, verdict."""
+    from kdgrid.grid.state import projector_overfit_trials
+
+    return [
+        {"trial_id": trial_id, "study": study_of.get(trial_id), "verdict": verdict}
+        for trial_id, verdict in projector_overfit_trials(state, store).items()
+    ]
+
+
+def _print_projector_overfit(flagged: list[dict[str, Any]], done: int) -> None:
+    """One line counting the trials flagged for projector overfitting, then the first few with the verdict."""
+    from kdgrid.grid.state import SHOWN_DEGENERATE
+
+    if not flagged:
+        return
+    typer.echo(f"projector overfitting: {len(flagged):,} of {done:,} done trials")
+    for item in flagged[:SHOWN_DEGENERATE]:
+        typer.echo(f"projector overfitting {item['trial_id']} [{item['study']}]: {item['verdict']}")
+    if len(flagged) > SHOWN_DEGENERATE:
+        typer.echo(f"... and {len(flagged) - SHOWN_DEGENERATE:,} more (--json lists them all)")
+
+
 def _print_degenerate(degenerate: list[dict[str, Any]], done: int) -> None:
     """One line counting the degenerate done trials, then the first few with their reasons."""
     from kdgrid.grid.state import SHOWN_DEGENERATE
@@ -421,9 +444,15 @@ def _show(
     failed = _failed_trials(state, spec.study_of()) if with_failures else []
     running = running_trials(state, spec.study_of()) if with_failures else []
     degenerate = _degenerate(state, store, spec.study_of()) if with_failures else []
+    overfit = _projector_overfit(state, store, spec.study_of()) if with_failures else []
     if as_json:
         extra: dict[str, Any] = (
-            {"failed_trials": failed, "running_trials": running, "degenerate_trials": degenerate}
+            {
+                "failed_trials": failed,
+                "running_trials": running,
+                "degenerate_trials": degenerate,
+                "projector_overfit_trials": overfit,
+            }
             if with_failures
             else {}
         )
@@ -436,6 +465,7 @@ def _show(
         typer.echo(line)
     if with_failures:
         _print_degenerate(degenerate, len(state.done))
+        _print_projector_overfit(overfit, len(state.done))
     _print_running(running)
     for item in failed:
         typer.echo(

@@ -77,6 +77,8 @@ class Features:
         scores: per transformer layer 1..L (index 0 is ``None``): ``[B, H, L, L]`` pre-softmax, each computed on
             first use (`LayerScores`); empty unless needed, ``None`` on a layer not captured.
         heads: the model's attention head count (to split Q/K/V).
+        distill_logits: ``[B, C]`` a dual-head student's distillation head (`kdgrid.core.dual_head`), read by the
+            soft-label loss in place of ``logits``; None otherwise.
     """
 
     logits: torch.Tensor
@@ -87,6 +89,7 @@ class Features:
     key: list[torch.Tensor | None] = field(default_factory=list)
     value: list[torch.Tensor | None] = field(default_factory=list)
     scores: Sequence[torch.Tensor | None] = field(default_factory=list)
+    distill_logits: torch.Tensor | None = None
 
     @property
     def sentence(self) -> torch.Tensor:

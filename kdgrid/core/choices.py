@@ -6,7 +6,7 @@ from __future__ import annotations
 from kdgrid.suggest import did_you_mean
 
 INIT_SCHEMES = ("random", "pretrain", "general_distillation", "preload")  # see `kdgrid.core.init`
-PROJECTIONS = ("linear", "mlp", "none")  # see `kdgrid.core.projection`
+PROJECTIONS = ("linear", "mlp", "ensemble", "none")  # see `kdgrid.core.projection`
 
 
 def unknown_choice(field: str, value: str, allowed: tuple[str, ...]) -> str:

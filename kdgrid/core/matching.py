@@ -32,6 +32,11 @@ Reverse       i -> Dilatation's teacher layer of L_S + 1 - i     (1,12) (2,9) (3
 Random        i -> the i-th teacher layer of a seeded shuffle    seed 0: (1,7) (2,6) (3,10) (4,2)
 ============  =================================================  ===================================
 
+``All-to-one`` (Yu, Wen & Mou, "Revisiting Intermediate-Layer Matching in Knowledge Distillation: Layer-Selection
+Strategy Doesn't Matter (Much)", Findings of IJCNLP-AACL 2025) matches every student layer to the last teacher
+layer, ``i -> L_T`` ((1,12) (2,12) (3,12) (4,12)); it works for any depths. Their code takes the one teacher
+layer as an argument; kdgrid fixes it to the last, the layer a single match (Last-1) uses.
+
 ``Random`` is a fixed injective map drawn from the trial's ``seed`` (`Trial.seed`; `layer_pairs` takes it as
 ``seed=``, every other strategy ignores it), recorded in the row's layer pairs as any strategy's. The draw: the
 teacher layers 1..L_T ordered by the SHA-256 digest of ``f"{seed}:{L_T}:{t}"`` (a tie, practically impossible, by layer), and
@@ -244,6 +249,16 @@ def _random(student_layers: int, teacher_layers: int, seed: int) -> LayerPairs:
 
     shuffled = sorted(range(1, teacher_layers + 1), key=rank)
     return [(i, shuffled[i - 1]) for i in range(1, student_layers + 1)]
+
+
+@register_strategy(
+    "All-to-one",
+    in_paper=False,
+    distinct_teacher_layers=False,
+    description="every student layer <- the last teacher layer (Yu, Wen & Mou, Findings of IJCNLP-AACL 2025)",
+)
+def _all_to_one(student_layers: int, teacher_layers: int) -> LayerPairs:
+    return [(i, teacher_layers) for i in range(1, student_layers + 1)]
 
 
 # The knowledge MiniLM distils on its single pair (self-attention distributions and value relation), in

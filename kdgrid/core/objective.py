@@ -29,7 +29,9 @@ from torch import nn
 
 from kdgrid.core.capture import Features
 from kdgrid.core.knowledge import compute_knowledge, get_knowledge, term_name, term_pairs
+from kdgrid.core.method_options import PROJECTOR_MEMBERS
 from kdgrid.core.projection import Projection
+from kdgrid.core.projector_penalty import SPECTRAL_TERM, spectral_penalty, spectral_weight
 from kdgrid.core.shapes import StudentShape
 from kdgrid.core.teacher_targets import teacher_side
 from kdgrid.errors import ConfigError
@@ -137,7 +139,12 @@ class Objective(nn.Module):
         self.specs = {term.knowledge: get_knowledge(term.knowledge) for term in terms}
         self.projections = nn.ModuleDict(
             {
-                _module_key(term.name): Projection(student.width, teacher.width, kind=trial.projection)
+                _module_key(term.name): Projection(
+                    student.width,
+                    teacher.width,
+                    kind=trial.projection,
+                    members=trial.option(PROJECTOR_MEMBERS),
+                )
                 for term in terms
                 if term.projected
             }
@@ -145,6 +152,7 @@ class Objective(nn.Module):
         self.auto = isinstance(trial.beta, str)
         self.betas: dict[str, float] = {} if self.auto else {term.name: float(trial.beta) for term in terms}
         self.soft_t2 = bool(trial.option("soft_t2", False))
+        self.spectral = spectral_weight(trial)  # lambda of the projections' spectral penalty, or None
 
     @property
     def calibrated(self) -> bool:
@@ -152,7 +160,8 @@ class Objective(nn.Module):
 
     def weights(self) -> dict[str, float]:
         """Every term's weight (auto weights once calibrated)."""
-        return {"soft": self.trial.soft_weight, "hard": self.trial.alpha, **self.betas}
+        spectral = {} if self.spectral is None else {SPECTRAL_TERM: self.spectral}
+        return {"soft": self.trial.soft_weight, "hard": self.trial.alpha, **self.betas, **spectral}
 
     def term_values(
         self, student: Features, teacher: Features, labels: torch.Tensor
@@ -165,10 +174,14 @@ class Objective(nn.Module):
         Gram products and relations never round to bf16/fp16 (the projections run in float32 too)."""
         with torch.autocast(device_type=student.logits.device.type, enabled=False):
             s_logits, t_logits = {"logits": student.logits.float()}, {"logits": teacher.logits.float()}
+            # A dual-head student's soft loss reads its distillation head (kdgrid.core.dual_head).
+            soft_s = (
+                s_logits if student.distill_logits is None else {"logits": student.distill_logits.float()}
+            )
             values = {
                 "soft": compute_knowledge(
                     "soft_label",
-                    s_logits,
+                    soft_s,
                     t_logits,
                     temperature=self.trial.temperature,
                     options={"t2": self.soft_t2, "regression": self.regression},
@@ -177,7 +190,10 @@ class Objective(nn.Module):
                     "hard_label", s_logits, {}, labels=labels, options={"regression": self.regression}
                 ),
             }
-        return {**values, **self.knowledge_values(student, teacher, labels)}
+        values = {**values, **self.knowledge_values(student, teacher, labels)}
+        if self.spectral is not None:
+            values[SPECTRAL_TERM] = spectral_penalty(self.projections.values())
+        return values
 
     def knowledge_values(
         self, student: Features, teacher: Features, labels: torch.Tensor | None = None

@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kdgrid.core import method_options as methods
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
-from kdgrid.trial import DATA_SEED, SEED_LIMIT
+from kdgrid.trial import DATA_SEED, MASK_BY, MASK_FRACTION, MASK_INPUT, SEED_LIMIT
 
 # What a value of each kind of option must be, and how a message names it.
 OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "labels"]
@@ -186,6 +187,77 @@ register_option(
     True,
     "false skips the teacher gate: the teacher is not meant to be accurate (rows record it)",
     check=gate_problem,
+)
+
+# The projector, gradient-conflict and masking methods (docs/methods.md; their rules: kdgrid.core.method_options,
+# what they combine with: kdgrid.core.method_rules).
+register_option(
+    methods.PROJECTOR_MEMBERS,
+    "int",
+    None,
+    "projection ensemble: the number of projectors averaged (Chen et al., NeurIPS 2022); unset: 3",
+    minimum=2,
+    below=methods.MAX_ENSEMBLE_MEMBERS + 1,
+)
+register_option(
+    methods.PROJECTOR_SPECTRAL,
+    "number",
+    None,
+    "lambda of the spectral-norm penalty (lambda/2) sum sigma_max(W)^2 over the projections' weight matrices "
+    "(Yoshida & Miyato, 2017); unset: none",
+    minimum=0,
+)
+register_option(
+    methods.OPTIMIZER,
+    "text",
+    None,
+    "the student's optimizer: adamw (unset) or dot (Zhao et al., ICCV 2023: SGD with separate momenta for the "
+    "task and distillation gradients)",
+    check=methods.optimizer_problem,
+)
+register_option(
+    methods.DOT_DELTA,
+    "number",
+    None,
+    f"optimizer dot: Delta, the task momentum is {methods.DOT_MOMENTUM} - Delta and the distillation momentum "
+    f"{methods.DOT_MOMENTUM} + Delta; unset: {methods.DEFAULT_DOT_DELTA}",
+    check=methods.dot_delta_problem,
+)
+register_option(
+    methods.DUAL_HEAD,
+    "bool",
+    False,
+    "a task head (hard labels; evaluated) and a distillation head (soft labels) on the shared encoder",
+)
+register_option(
+    MASK_INPUT,
+    "text",
+    None,
+    "masked distillation: which side sees training inputs with tokens masked (teacher or student); unset: none",
+    check=methods.mask_input_problem,
+)
+register_option(
+    MASK_FRACTION,
+    "number",
+    None,
+    f"masked distillation: the share of each example's tokens masked; unset: {methods.DEFAULT_MASK_FRACTION}",
+    check=methods.mask_fraction_problem,
+)
+register_option(
+    MASK_BY,
+    "text",
+    None,
+    "masked distillation: which tokens, random or saliency (those the teacher's [CLS] attends to least); "
+    "unset: random",
+    check=methods.mask_by_problem,
+)
+register_option(
+    methods.GRAD_COSINE_BATCHES,
+    "int",
+    None,
+    "log the cosine between the task and distillation gradients on this many evenly spaced batches per epoch "
+    "(the row's extra grad_cosine: one mean per epoch); unset: not logged",
+    minimum=1,
 )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kdgrid.core.data import get_task
 from kdgrid.core.init import check_init
+from kdgrid.core.method_rules import term_problems
 from kdgrid.core.objective import Term, knowledge_terms
 from kdgrid.core.shapes import (
     ResolvedTeacher,
@@ -56,6 +57,9 @@ def plan_trial(trial: Trial, teacher: ResolvedTeacher | None = None) -> TrialPla
     check_init(trial, shape, teacher)
     pairs = matched_pairs(trial, shape.layers, teacher.shape.layers)
     terms = knowledge_terms(trial, pairs, shape, teacher.shape) if trial.knowledge else []
+    problems = term_problems(trial, sum(term.projected for term in terms))
+    if problems:
+        raise ConfigError("; ".join(problems))
     return TrialPlan(trial, shape, teacher, pairs, terms)
 
 

@@ -22,16 +22,24 @@ import torch
 
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
+from kdgrid.core.dot import DOT
+from kdgrid.core.dual_head import attach_distill_head, own_parameter_count, with_distill_logits
 from kdgrid.core.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.finite_guard import FiniteGuard
+from kdgrid.core.grad_split import CosineLog, gradient_cosine, split_gradients, task_and_distillation
 from kdgrid.core.init import build_student
 from kdgrid.core.job import Job, TeacherInfo
+from kdgrid.core.masking import TRAINING, student_input
+from kdgrid.core.method_options import DOT_DELTA, DUAL_HEAD, OPTIMIZER
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
 from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.planning import TrialPlan
+from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
+from kdgrid.core.projector_overfit import projector_overfit
 from kdgrid.core.runtime import Runtime, compile_forward
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
 from kdgrid.device_sharing import current_sharing
+from kdgrid.errors import ConfigError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
@@ -70,6 +78,7 @@ class StudentRun:
     seconds: float = 0.0
     teacher_info: TeacherInfo | None = None  # the job's teacher facts and predictions, added to the row
     finite_guard: FiniteGuard = field(default_factory=FiniteGuard)  # loss finiteness, read every N steps
+    cosine: CosineLog | None = None  # the sampled task/distillation gradient cosines (kdgrid.core.grad_split)
 
     @property
     def trial(self) -> Trial:
@@ -205,19 +214,30 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         result.extra["gradient_checkpointing"] = True
+    if trial.option(DUAL_HEAD):
+        result.extra["distill_head_params"] = attach_distill_head(model, trial.seed)
     run.model = runtime.place(model)
     run.objective = objective.to(runtime.device)
     needs = teacher_needs(plan.terms, run.objective.specs)
     run.capture = FeatureCapture(run.model, needs, captured_layers(plan.terms, 0, plan.shape.layers))
     total_steps = job.steps_per_epoch * trial.epochs
     run.optimizer, run.scheduler = build_optimizer(
-        [run.model, run.objective], trial.lr, trial.weight_decay, total_steps, trial.warmup_ratio
+        [run.model, run.objective],
+        trial.lr,
+        trial.weight_decay,
+        total_steps,
+        trial.warmup_ratio,
+        kind=trial.option(OPTIMIZER) or "adamw",
+        dot_delta=trial.option(DOT_DELTA),
     )
     run.scaler = runtime.grad_scaler()
+    if run.scaler is not None and isinstance(run.optimizer, DOT):
+        raise ConfigError("optimizer 'dot' takes no fp16 loss scaling: run it with KDGRID_AMP=bf16 or off")
+    run.cosine = CosineLog.for_trial(trial, job.steps_per_epoch)
     if runtime.compile:
         run.model.forward = compile_forward(run.model)
     result.layer_pairs = plan.used_pairs
-    result.student_params = sum(p.numel() for p in run.model.parameters())
+    result.student_params = own_parameter_count(run.model)
     result.student_flops = plan.shape.flops_per_sequence(trial.max_length, num_labels)
     result.extra["projection_params"] = sum(p.numel() for p in run.objective.parameters())
     result.extra["teacher_source"] = plan.teacher.source
@@ -258,14 +278,18 @@ def train_step(
     with run.own_rng(job.runtime), memo:
         run.model.train()
         with job.runtime.autocast():
-            values = run.objective.term_values(run.capture(batch), teacher, batch["labels"])
+            own = student_input(job, run.trial, batch, TRAINING, step)  # masked distillation: the student side
+            features = with_distill_logits(run.model, run.capture(own))
+            values = run.objective.term_values(features, teacher, batch["labels"])
             total = run.objective.total(values)
         # No host sync per step: the guard is read every N steps and at the epoch's end.
         run.finite_guard.observe(values, total, step)
         if run.finite_guard.due(step):
             run.finite_guard.check(run.objective, step)
         scaler = run.scaler
-        (scaler.scale(total) if scaler is not None else total).backward()
+        split = split_step(run, values)  # DOT's gradients, and the sampled cosine (kdgrid.core.grad_split)
+        if split is None:
+            (scaler.scale(total) if scaler is not None else total).backward()
         max_norm = run.trial.option("max_grad_norm")
         if max_norm:
             if scaler is not None:
@@ -282,6 +306,30 @@ def train_step(
     run.steps_in_epoch += 1
 
 
+def split_step(run: StudentRun, values: dict[str, torch.Tensor]) -> list[torch.Tensor | None] | None:
+    """Take the step's task and distillation gradients apart where the trial needs them: every step under DOT
+    (handed to the optimizer, which then needs no backward pass: returns the task gradients), and the sampled
+    batches of the logged cosine (recorded; the graph is kept for the usual backward pass: returns None)."""
+    assert run.objective is not None and run.optimizer is not None
+    dot = isinstance(run.optimizer, DOT)
+    sampled = run.cosine is not None and run.steps_in_epoch in run.cosine.batches
+    if not (dot or sampled):
+        return None
+    params = [p for group in run.optimizer.param_groups for p in group["params"]]
+    task, distill = task_and_distillation(values, run.objective.weights())
+    g_task, g_kd = split_gradients(task, distill, params, keep_graph=not dot)
+    if sampled:
+        assert run.cosine is not None
+        own = {id(p) for p in run.model.parameters()}
+        shared = [i for i, p in enumerate(params) if id(p) in own]
+        run.cosine.values.append(gradient_cosine([g_task[i] for i in shared], [g_kd[i] for i in shared]))
+    if not dot:
+        return None
+    assert isinstance(run.optimizer, DOT)
+    run.optimizer.set_gradients(params, g_task, g_kd)
+    return g_task
+
+
 def end_epoch(run: StudentRun, job: Job, epoch: int, checkpoint_dir: Path | None = None) -> None:
     """Close a student's ``epoch`` (0-based): check its weights are finite, record the epoch's mean loss terms
     and dev scores, keep the best epoch's scores and per-example predictions, and save a checkpoint unless it was the last epoch.
@@ -296,6 +344,8 @@ def end_epoch(run: StudentRun, job: Job, epoch: int, checkpoint_dir: Path | None
         if not torch.isfinite(param).all():
             raise DivergenceError(step, f"parameters ({name})", None, float("nan"))
     loss_terms = {k: float(v) / max(1, run.steps_in_epoch) for k, v in run.sums.items()}
+    if run.cosine is not None:
+        run.cosine.close_epoch(run.result.extra)
     run.sums, run.steps_in_epoch = {}, 0
     with job.runtime.autocast():
         outcome = evaluate_dev_sets(
@@ -311,6 +361,11 @@ def end_epoch(run: StudentRun, job: Job, epoch: int, checkpoint_dir: Path | None
     if result.best_epoch is None or primary > run.best_primary:
         run.best_primary, result.scores, result.best_epoch = primary, scores, epoch + 1
         result.predictions = job.dev_predictions(outcome.predicted)
+    if run.epochs_done == run.trial.epochs and run.plan is not None:
+        projected = [term.name for term in run.plan.terms if term.projected]
+        verdict = projector_overfit(result.curve, projected, job.task.dev_sets[0], job.task.primary_metric)
+        if verdict is not None:
+            result.extra[OVERFIT_KEY] = verdict
     if checkpoint_dir is not None and run.epochs_done < run.trial.epochs:
         save_checkpoint(checkpoint_dir, run.trial.trial_id, run.checkpoint_state())
 

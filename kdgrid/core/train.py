@@ -27,7 +27,9 @@ import torch
 
 from kdgrid.core.capture import FeatureCapture
 from kdgrid.core.data.batching import train_batches
+from kdgrid.core.dual_head import with_distill_logits
 from kdgrid.core.job import Job, TeacherInfo, load_job, teacher_forward
+from kdgrid.core.masking import CALIBRATION, TRAINING, student_input, teacher_input
 from kdgrid.core.objective import DivergenceError, captured_layers
 from kdgrid.core.options import DEFAULT_AUTO_BATCHES
 from kdgrid.core.planning import TrialPlan, plan_trial, validate_trials
@@ -106,7 +108,7 @@ def calibrate_auto_weights(
     sums: dict[str, dict[str, float]] = {r.trial.trial_id: {} for r in pending}
     for index, batch in enumerate(batches[:n]):
         batch = job.runtime.to_device(batch)
-        teacher = teacher_forward(job, capture, batch)
+        teacher = teacher_forward(job, capture, teacher_input(job, pending[0].trial, batch, CALIBRATION, index))
         with shared_teacher_targets(TeacherTargets()):  # this batch's teacher-side targets, for every student
             for run in pending:
                 if index >= counts[run.trial.trial_id] or not run.active:
@@ -115,7 +117,9 @@ def calibrate_auto_weights(
                 run.model.eval()
                 try:
                     with torch.no_grad(), job.runtime.autocast():
-                        values = run.objective.term_values(run.capture(batch), teacher, batch["labels"])
+                        own = student_input(job, run.trial, batch, CALIBRATION, index)
+                        features = with_distill_logits(run.model, run.capture(own))
+                        values = run.objective.term_values(features, teacher, batch["labels"])
                 except Exception as error:
                     mark_failed(run.result, error, failed_in="auto-weight calibration")
                     finish_student(run, on_result, None)
@@ -211,10 +215,10 @@ def run_job(
                 break
             batch = runtime.to_device(batch)
             started = time.perf_counter()
-            teacher = teacher_forward(job, teacher_capture, batch)
+            step = epoch * job.steps_per_epoch + step_in_epoch + 1
+            teacher = teacher_forward(job, teacher_capture, teacher_input(job, first, batch, TRAINING, step))
             teacher_seconds = time.perf_counter() - started
             share = teacher_seconds / len(live)
-            step = epoch * job.steps_per_epoch + step_in_epoch + 1
             targets = TeacherTargets()  # teacher-side loss targets: once per batch, not per student
             for run in live:
                 record_teacher_pass(run.result.extra, teacher_seconds, len(live))

@@ -27,6 +27,7 @@ from kdgrid.core.choices import PROJECTIONS
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.matching import canonical_strategy, layer_pairs
+from kdgrid.core.method_rules import method_problems
 from kdgrid.core.options import option_problems as options_problems
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
 from kdgrid.core.shapes import (
@@ -238,7 +239,7 @@ def combination_problems(trial: Trial, student: StudentShape, teacher: StudentSh
     """What makes this combination of strategy, init, shapes and heads impossible (empty when it can run),
     given the student's shape and the teacher's (``None`` where only the network could tell: the checks that
     need it are skipped). It reads neither the numbers (`number_problems`) nor anything on disk."""
-    problems = strategy_problems(trial)
+    problems = strategy_problems(trial) + method_problems(trial)
     if trial.init == "general_distillation" and not trial.init_from and trial.option(INIT_RECIPE) is None:
         problems.append(GENERAL_DISTILLATION_NEEDS_INIT_FROM)
     if teacher is None:

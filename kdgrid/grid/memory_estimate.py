@@ -26,11 +26,17 @@ from functools import lru_cache
 from pathlib import Path
 
 from kdgrid.core.matching import layer_pairs
+from kdgrid.core.method_options import DEFAULT_ENSEMBLE_MEMBERS, PROJECTOR_MEMBERS
+from kdgrid.core.method_rules import splits_gradients
 from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and AdamW's two moments
+# A step that takes the task and distillation gradients apart (optimizer dot, grad_cosine_batches;
+# kdgrid.core.grad_split) holds both at once beside the parameters' own: two more fp32 values per parameter
+# (DOT's two momenta take the place of AdamW's two moments, so its optimizer state costs the same).
+SPLIT_GRADIENT_BYTES = 8
 BYTES_PER_VALUE = 4  # fp32 activations and features
 GIB = 2**30
 # Activations a BERT layer keeps for its backward pass, per token and unit of width (Q, K, V, attention output,
@@ -140,21 +146,22 @@ def _target_values(feature: str, knowledge: str, batch: int, length: int, heads:
 
 def projection_params(trial: Trial) -> int:
     """Parameters of a trial's projections: one ``Linear(d_S, d_T)`` per projected term (an ``mlp`` projection
-    has a hidden layer of the teacher's width too)."""
+    has a hidden layer of the teacher's width too; an ``ensemble`` is ``projector_members`` such MLPs)."""
     student = student_shape(trial.student)
     teacher = teacher_shape(trial.teacher, trial.task)
     if student.width == teacher.width or trial.projection == "none":
         return 0
     pairs = len(_pairs(trial, student, teacher))
     linear = student.width * teacher.width + teacher.width
-    mlp_extra = teacher.width * teacher.width + teacher.width if trial.projection == "mlp" else 0
+    mlp_extra = teacher.width * teacher.width + teacher.width if trial.projection in ("mlp", "ensemble") else 0
+    members = (trial.option(PROJECTOR_MEMBERS) or DEFAULT_ENSEMBLE_MEMBERS) if trial.projection == "ensemble" else 1
     terms = 0
     for name in trial.knowledge:
         if name in PROJECTED_KNOWLEDGE:
             terms += pairs if KNOWLEDGE_FEATURES[name] in LAYERED_FEATURES else 1
         elif name not in KNOWLEDGE_FEATURES:
             terms += pairs
-    return terms * (linear + mlp_extra)
+    return terms * members * (linear + mlp_extra)
 
 
 def estimate_trial_memory_gb(trial: Trial) -> float:
@@ -162,7 +169,8 @@ def estimate_trial_memory_gb(trial: Trial) -> float:
     two moments of the student and its projections (16 bytes per parameter). The job's other parts (one
     student's activations, the teacher) are counted once per job (`estimate_job_memory_gb`)."""
     shape = student_shape(trial.student)
-    return (shape.param_count() + projection_params(trial)) * BYTES_PER_PARAMETER / GIB
+    per_parameter = BYTES_PER_PARAMETER + (SPLIT_GRADIENT_BYTES if splits_gradients(trial) else 0)
+    return (shape.param_count() + projection_params(trial)) * per_parameter / GIB
 
 
 def student_activation_bytes(trial: Trial) -> int:
@@ -282,6 +290,8 @@ def memory_key(trial: Trial) -> tuple[object, ...]:
         trial.knowledge,
         trial.strategy,
         trial.projection,
+        trial.option(PROJECTOR_MEMBERS),
+        splits_gradients(trial),
     )
 
 

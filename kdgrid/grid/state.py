@@ -22,6 +22,7 @@ import pandas as pd
 
 from kdgrid.core.data import get_task
 from kdgrid.core.degenerate import degenerate_reasons
+from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
 from kdgrid.errors import KdgridError
 from kdgrid.grid.expand import Sweep
 from kdgrid.store import layout
@@ -110,6 +111,7 @@ def sweep_state(sweep: Sweep, store_dir: Path | str) -> SweepState:
 
 
 DEGENERATE_COLUMNS = ("trial_id", "status", "row_id", "written_at", "task", "scores_json", "degenerate_json")
+OVERFIT_COLUMNS = ("trial_id", "status", "row_id", "written_at", "extra_json")
 SHOWN_DEGENERATE = 10  # `kdgrid status` names this many degenerate trials, then counts the rest
 
 
@@ -139,6 +141,24 @@ def degenerate_trials(state: SweepState, store_dir: Path | str) -> dict[str, lis
             reasons = _reasons_from_scores(row["task"], row["scores_json"])
         if reasons:
             found[trial.trial_id] = reasons
+    return found
+
+
+def projector_overfit_trials(state: SweepState, store_dir: Path | str) -> dict[str, str]:
+    """``{trial id: verdict}`` for the done trials of ``state`` whose latest done row records projector
+    overfitting (`kdgrid.core.projector_overfit`: the projected alignment loss fell near zero while the task
+    metric stalled), in the order of ``state.done``."""
+    done = {t.trial_id for t in state.done}
+    if not done:
+        return {}
+    frame = read_table(store_dir).select(list(OVERFIT_COLUMNS)).to_pandas()
+    rows = latest_done_rows(frame[frame["trial_id"].isin(done)]).set_index("trial_id")
+    found: dict[str, str] = {}
+    for trial in state.done:
+        if trial.trial_id in rows.index and isinstance(rows.loc[trial.trial_id]["extra_json"], str):
+            verdict = json.loads(rows.loc[trial.trial_id]["extra_json"]).get(OVERFIT_KEY)
+            if isinstance(verdict, str):
+                found[trial.trial_id] = verdict
     return found
 
 

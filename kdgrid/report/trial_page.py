@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
 from kdgrid.report.gather import ReportData, parse_json
 from kdgrid.report.html import definition_list, esc, is_null, number, page, table, text_of
 from kdgrid.report.labels import (
@@ -160,6 +161,10 @@ def trial_page(data: ReportData, trial_id: str) -> str:
             + esc("; ".join(reasons))
             + ").</div>"
         )
+    overfit = parse_json(row.get("extra_json"), {})
+    overfit = overfit.get(OVERFIT_KEY) if isinstance(overfit, dict) else None
+    if isinstance(overfit, str):
+        sections.append(f'<div class="warning"><b>Projector overfitting</b>: {esc(overfit)}.</div>')
     if state == "failed":
         sections.append(
             f"<h2>Error</h2><p><b>{esc(text_of(row.get('error_type')))}</b>: "

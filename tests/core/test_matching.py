@@ -27,6 +27,7 @@ EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
         "PKD-last": [(1, 11)],
         "MiniLM": [(2, 12)],
         "Reverse": [(1, 12), (2, 6)],
+        "All-to-one": [(1, 12), (2, 12)],
     },
     (4, 12): {
         "First": [(1, 1), (2, 2), (3, 3), (4, 4)],
@@ -39,6 +40,8 @@ EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
         "MiniLM": [(4, 12)],
         # Dilatation's teacher layers, read backwards.
         "Reverse": [(1, 12), (2, 9), (3, 6), (4, 3)],
+        # Yu, Wen & Mou: every student layer to the last teacher layer.
+        "All-to-one": [(1, 12), (2, 12), (3, 12), (4, 12)],
     },
     (4, 6): {
         "First": [(1, 1), (2, 2), (3, 3), (4, 4)],
@@ -51,6 +54,7 @@ EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
         "PKD-last": [(1, 3), (2, 4), (3, 5)],
         "MiniLM": [(4, 6)],
         "Reverse": [(1, 6), (2, 4), (3, 3), (4, 1)],
+        "All-to-one": [(1, 6), (2, 6), (3, 6), (4, 6)],
     },
     (6, 6): {
         "First": [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6)],
@@ -62,6 +66,7 @@ EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
         "PKD-last": [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)],
         "MiniLM": [(6, 6)],
         "Reverse": [(1, 6), (2, 5), (3, 4), (4, 3), (5, 2), (6, 1)],
+        "All-to-one": [(1, 6), (2, 6), (3, 6), (4, 6), (5, 6), (6, 6)],
     },
     (3, 12): {
         "First": [(1, 1), (2, 2), (3, 3)],
@@ -73,6 +78,7 @@ EXPECTED: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {
         "PKD-last": [(1, 10), (2, 11)],
         "MiniLM": [(3, 12)],
         "Reverse": [(1, 12), (2, 8), (3, 4)],
+        "All-to-one": [(1, 12), (2, 12), (3, 12)],
     },
 }
 
@@ -203,3 +209,7 @@ def test_minilm_names_registered_knowledge():
     from kdgrid.core.knowledge import KNOWLEDGE
 
     assert set(MINILM_KNOWLEDGE) <= set(KNOWLEDGE)
+
+
+def test_all_to_one_works_for_a_student_deeper_than_its_teacher():
+    assert layer_pairs("all_to_one", 4, 2) == [(1, 2), (2, 2), (3, 2), (4, 2)]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kdgrid.grid import load_sweep, plan_jobs
+from kdgrid.trial import group_key
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 TASKS = {"cola", "mrpc", "stsb", "rte", "qqp", "mnli", "sst2", "qnli"}
@@ -33,6 +34,8 @@ COUNTS = {
     "table8_weighted.yaml": (1200, 1200),
     "demo.yaml": (52, 52),
     "controls.yaml": (160, 160),  # Table 5's bert-mini grid with the two control strategies
+    "layer_selection.yaml": (50, 50),  # 2 inits x (4 matchings + none) x 5 seeds, offline
+    "layer_selection_glue.yaml": (200, 200),  # the same x 4 GLUE tasks
 }
 
 
@@ -147,12 +150,16 @@ def test_demo_is_one_teacher_group_of_52() -> None:
 
 
 SEEDS_LINE = "# seeds: 5"  # the commented line every sweep file carries; uncommented, it runs the sweep with 5 seeds
+SEEDED_SWEEPS = ("layer_selection.yaml", "layer_selection_glue.yaml")  # studies of seeds: they run with 5 already
 SEEDS_CHECKED_UP_TO = 300  # trials: larger sweeps expand for seconds; the same line is checked on the others
 
 
 @pytest.mark.parametrize("name", sorted(COUNTS))
 def test_every_sweep_shows_how_to_run_it_with_several_seeds(name: str, tmp_path: Path) -> None:
     text = (SWEEPS / name).read_text()
+    if name in SEEDED_SWEEPS:  # the line is already uncommented: its trials come in fives
+        assert text.count("\nseeds: 5\n") == 1 and SEEDS_LINE not in text
+        return
     assert text.count(SEEDS_LINE + "\n") == 1 and "docs/seeds.md" in text
     trials, _ = COUNTS[name]
     if trials > SEEDS_CHECKED_UP_TO:
@@ -166,3 +173,27 @@ def test_every_sweep_shows_how_to_run_it_with_several_seeds(name: str, tmp_path:
     assert len(seeded.trials) == 5 * len(plain.trials)
     # five seeds per trial, and still one job per teacher pass
     assert len(plan_jobs([p.trial for p in seeded.trials])) == len(plan_jobs([p.trial for p in plain.trials]))
+
+
+def test_layer_selection_is_yu_wen_mous_design_with_five_seeds_offline_and_on_glue() -> None:
+    """Forward (Dilatation), reverse, all-to-one, random and no matching, each with random-init and weight-copied
+    (preload) students of the teacher's width, 5 seeds a cell sharing one data order; the offline file needs
+    nothing from the Hub and is one job."""
+    for name, tasks, teacher, student in (
+        ("layer_selection.yaml", {"polarity"}, "minilm-l6", "w384-l3-h12-f1536"),
+        ("layer_selection_glue.yaml", {"mnli", "qqp", "qnli", "sst2"}, "bert-base", "w768-l6-h12-f3072"),
+    ):
+        trials = [p.trial for p in load_sweep(SWEEPS / name).trials]
+        assert {t.task for t in trials} == tasks and {(t.teacher, t.student) for t in trials} == {(teacher, student)}
+        cells = Counter((t.task, t.init, t.strategy, t.knowledge) for t in trials)
+        assert set(cells.values()) == {5}, name  # five seeds in every cell
+        assert {(init, strategy) for _, init, strategy, _ in cells} == {
+            (init, strategy)
+            for init in ("random", "preload")
+            for strategy in ("Dilatation", "Reverse", "All-to-one", "Random", None)
+        }
+        assert {k for *_, k in cells} == {("hidden_mse",), ()}
+        assert {t.seed for t in trials} == {0, 1, 2, 3, 4} and {t.option("data_seed") for t in trials} == {0}
+        assert {t.alpha for t in trials} == {1.0}
+    offline = [p.trial for p in load_sweep(SWEEPS / "layer_selection.yaml").trials]
+    assert len({group_key(t) for t in offline}) == 1  # one teacher pass per batch for all 50

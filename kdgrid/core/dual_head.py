@@ -1,0 +1,79 @@
+"""A dual-head student (option ``dual_head: true``): a task head and a distillation head on one shared encoder.
+
+After Yang, Zong, Huang, Feng & An, "Dual-Head Knowledge Distillation: Enhancing Logits Utilization with an
+Auxiliary Head" (arXiv:2411.08937, 2024): the gradients of the task loss and of a distillation loss on logits
+conflict in the shared linear classifier but not in the backbone, so the classifier is split in two.
+
+- the **task head** is the student's own classifier (``BertForSequenceClassification.classifier``); only the
+  hard-label loss reads its logits (``Features.logits``);
+- the **distillation head** (`DISTILL_HEAD`, a ``Linear(width, num_labels)`` drawn like BERT's classifier:
+  N(0, 0.02^2) weights, zero bias, from the trial's seed + 3 so no other draw moves) reads the same input as the
+  classifier (BERT's pooled [CLS] vector after the classifier's dropout, captured by a forward pre-hook); only
+  the soft-label loss reads its logits (``Features.distill_logits``, `kdgrid.core.objective`);
+- the encoder gets both gradients.
+
+**Evaluation uses the task head**: the model's forward pass is unchanged, so dev scores, predictions and latency
+are the task head's (tested). The distillation head is saved with the model in epoch checkpoints and is not counted
+in ``student_params`` (it is not part of the deployed student; ``extra["distill_head_params"]`` counts it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from kdgrid.core.capture import Features
+
+DISTILL_HEAD = "kdgrid_distill_head"
+_INIT_STD = 0.02  # BERT's initializer_range, as the classifier it sits beside
+
+
+class _ClassifierInput:
+    """Forward pre-hook on the classifier that keeps its input of the last forward pass."""
+
+    def __init__(self) -> None:
+        self.value: torch.Tensor | None = None
+
+    def __call__(self, module: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+        self.value = args[0]
+
+
+def attach_distill_head(model: nn.Module, seed: int) -> int:
+    """Add the distillation head to ``model`` (a ``BertForSequenceClassification``) as the submodule
+    `DISTILL_HEAD`, with the hook that feeds it; returns its parameter count. Draws from its own seeded
+    generator state, leaving the global RNG as it was."""
+    classifier = model.classifier
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 3)
+        head = nn.Linear(classifier.in_features, classifier.out_features)
+        nn.init.normal_(head.weight, std=_INIT_STD)
+        nn.init.zeros_(head.bias)
+    head.to(device=classifier.weight.device, dtype=classifier.weight.dtype)
+    model.add_module(DISTILL_HEAD, head)
+    hook = _ClassifierInput()
+    classifier.register_forward_pre_hook(hook)
+    model._kdgrid_classifier_input = hook  # read by `with_distill_logits`
+    return sum(p.numel() for p in head.parameters())
+
+
+def has_distill_head(model: nn.Module) -> bool:
+    return hasattr(model, DISTILL_HEAD)
+
+
+def with_distill_logits(model: nn.Module, features: Features) -> Features:
+    """``features`` of ``model``'s last forward pass with the distillation head's logits added; unchanged for a
+    model without the head."""
+    if not has_distill_head(model):
+        return features
+    pooled = model._kdgrid_classifier_input.value
+    if pooled is None:
+        raise RuntimeError("the dual-head student's classifier saw no input in this forward pass")
+    return dataclasses.replace(features, distill_logits=getattr(model, DISTILL_HEAD)(pooled))
+
+
+def own_parameter_count(model: nn.Module) -> int:
+    """The student's parameters without the distillation head (what the deployed student has)."""
+    prefix = DISTILL_HEAD + "."
+    return sum(p.numel() for name, p in model.named_parameters() if not name.startswith(prefix))

@@ -1,0 +1,121 @@
+"""The dual-head student: the soft loss reads the distillation head and only it, the hard loss the task head and
+only it, the soft value matches one computed by hand from the pooled [CLS] vector, evaluation reads the task head,
+and a dual-head trial trains, resumes and records the head's size."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertForSequenceClassification
+
+from kdgrid.core.capture import FeatureCapture, Features
+from kdgrid.core.dual_head import DISTILL_HEAD, attach_distill_head, own_parameter_count, with_distill_logits
+from kdgrid.core.method_rules import method_problems
+from kdgrid.core.models import bert_config
+from kdgrid.core.objective import Objective
+from kdgrid.core.shapes import StudentShape
+from kdgrid.trial import Trial
+from tests.core.test_train_methods import make_trial, run
+
+SHAPE = StudentShape(layers=2, width=16, heads=2, ffn=32)
+
+
+@pytest.fixture(autouse=True)
+def deterministic() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(False)
+    torch.set_num_threads(threads)
+
+
+def tiny_dual_head() -> BertForSequenceClassification:
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(bert_config(SHAPE, 3, vocab_size=50))
+    before = torch.get_rng_state()
+    attach_distill_head(model, seed=5)
+    assert torch.equal(before, torch.get_rng_state())  # the head draws from its own seeded state
+    return model.eval()
+
+
+def batch() -> dict[str, torch.Tensor]:
+    ids = torch.tensor([[2, 7, 9, 11, 3], [2, 5, 3, 0, 0]])
+    return {"input_ids": ids, "attention_mask": (ids != 0).long(), "labels": torch.tensor([0, 2])}
+
+
+def test_each_loss_reaches_its_own_head_and_the_soft_value_matches_a_hand_computation() -> None:
+    model = tiny_dual_head()
+    head, classifier = getattr(model, DISTILL_HEAD), model.classifier
+    trial = Trial("sst2", "bert-base", SHAPE.name, temperature=2.0, options={"dual_head": True})
+    objective = Objective(trial, [], SHAPE, SHAPE, regression=False)
+    capture = FeatureCapture(model, frozenset({"logits"}), frozenset())
+    inputs = batch()
+    features = with_distill_logits(model, capture(inputs))
+    teacher = Features(
+        logits=torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), mask=inputs["attention_mask"], heads=2
+    )
+    values = objective.term_values(features, teacher, inputs["labels"])
+    # By hand: the pooled [CLS] vector (eval mode: no dropout) through the head, soft CE at T = 2.
+    with torch.no_grad():
+        pooled = model.bert(
+            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]
+        ).pooler_output
+        z_s = (pooled @ head.weight.T + head.bias).double().numpy()
+        task_logits = (pooled @ classifier.weight.T + classifier.bias).double().numpy()
+    np.testing.assert_allclose(features.logits.detach().double().numpy(), task_logits, rtol=1e-5, atol=1e-6)
+    z_t = teacher.logits.double().numpy()
+    p_t = np.exp(z_t / 2) / np.exp(z_t / 2).sum(1, keepdims=True)
+    log_p_s = z_s / 2 - np.log(np.exp(z_s / 2).sum(1, keepdims=True))
+    assert values["soft"].item() == pytest.approx(float(-(p_t * log_p_s).sum(1).mean()), rel=1e-5)
+    values["soft"].backward(retain_graph=True)
+    assert classifier.weight.grad is None and head.weight.grad is not None
+    assert model.bert.pooler.dense.weight.grad is not None  # the shared encoder learns from it
+    head.weight.grad = None
+    values["hard"].backward()
+    assert classifier.weight.grad is not None and head.weight.grad is None
+    assert own_parameter_count(model) == sum(p.numel() for p in model.parameters()) - (16 * 3 + 3)
+
+
+def test_evaluation_reads_the_task_head_whatever_the_distillation_head_holds() -> None:
+    from kdgrid.core.evaluate import predictions_of
+
+    model = tiny_dual_head()
+    with torch.no_grad():
+        getattr(model, DISTILL_HEAD).weight.copy_(-model.classifier.weight * 100)
+    inputs = batch()
+    logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
+    features = with_distill_logits(model, Features(logits=logits, mask=inputs["attention_mask"], heads=2))
+    task = predictions_of(logits, regression=False)
+    assert not torch.equal(task, predictions_of(features.distill_logits, regression=False))
+    with torch.no_grad():
+        pooled = model.bert(
+            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]
+        ).pooler_output
+    assert torch.equal(task, (pooled @ model.classifier.weight.T + model.classifier.bias).argmax(-1))
+
+
+def test_a_dual_head_needs_both_losses() -> None:
+    base = {"task": "sst2", "teacher": "bert-base", "student": "bert-tiny", "options": {"dual_head": True}}
+    assert method_problems(Trial(**base)) == []
+    assert method_problems(Trial(**base, alpha=0.0)) == [
+        "option dual_head gives the hard and the soft loss a head each: it needs alpha > 0 and soft_weight > 0 "
+        "(here 0 and 1)"
+    ]
+
+
+def test_a_dual_head_trial_trains_in_a_group_and_records_the_head(teacher: str) -> None:
+    dual = make_trial(teacher, options={"dual_head": True})
+    plain = make_trial(teacher)
+    (r_dual, r_plain), weights = run([dual, plain])
+    assert r_dual.status == "done", r_dual.error_message
+    assert r_dual.extra["distill_head_params"] == 32 * 2 + 2
+    assert r_dual.student_params == r_plain.student_params  # the deployed student, without the head
+    assert f"{DISTILL_HEAD}.weight" in weights[dual.trial_id]
+    # The task head learns from the hard loss only: it differs from the plain student's, trained on both.
+    assert not torch.equal(
+        weights[dual.trial_id]["classifier.weight"], weights[plain.trial_id]["classifier.weight"]
+    )
