@@ -26,6 +26,7 @@ PLUGIN_VERSION = "1.2.3"
 _REGISTRIES = (
     knowledge.KNOWLEDGE,
     knowledge._ALIASES,
+    knowledge._FUNCTIONS,
     matching.STRATEGIES,
     matching.STRATEGY_ALIASES,
     matching._KEYS,
@@ -101,8 +102,6 @@ def write_plugin(folder: Path, module: str) -> Path:
                 needs_projection=True,
                 category="feature",
                 region="hidden",
-                in_paper=False,
-                paper_label="{module} hidden l1",
                 call_style="pair",
                 source="a test plugin",
             )
@@ -112,7 +111,6 @@ def write_plugin(folder: Path, module: str) -> Path:
 
             @register_strategy(
                 "{strategy_name(module)}",
-                in_paper=False,
                 distinct_teacher_layers=True,
                 description="the student's last layer <- the teacher's last",
             )

@@ -64,6 +64,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kdgrid.errors import ConfigError
+from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.suggest import did_you_mean
 
 LayerPairs = list[tuple[int, int]]
@@ -77,7 +78,6 @@ class MatchingStrategy:
         name: the canonical name (the paper's spelling for its five).
         pairs: ``(student_layers, teacher_layers) -> [(student layer, teacher layer), ...]`` for valid depths
             (a ``seeded`` strategy's takes the seed as a third argument).
-        in_paper: one of the paper's five strategies.
         distinct_teacher_layers: every student layer takes its own teacher layer, so L_S <= L_T is required.
         min_student_layers: the smallest student depth the strategy is defined for.
         description: one line for listings.
@@ -87,12 +87,16 @@ class MatchingStrategy:
 
     name: str
     pairs: Callable[..., LayerPairs]
-    in_paper: bool
     distinct_teacher_layers: bool
     min_student_layers: int
     description: str
     control: bool = False
     seeded: bool = False
+
+    @property
+    def in_paper(self) -> bool:
+        """One of the paper's five strategies (`kdgrid.paper.PAPER_STRATEGIES`)."""
+        return self.name in PAPER_STRATEGIES
 
 
 STRATEGIES: dict[str, MatchingStrategy] = {}
@@ -107,7 +111,6 @@ def _key(name: str) -> str:
 def register_strategy(
     name: str,
     *,
-    in_paper: bool,
     distinct_teacher_layers: bool,
     description: str,
     min_student_layers: int = 1,
@@ -124,7 +127,6 @@ def register_strategy(
         STRATEGIES[name] = MatchingStrategy(
             name=name,
             pairs=fn,
-            in_paper=in_paper,
             distinct_teacher_layers=distinct_teacher_layers,
             min_student_layers=min_student_layers,
             description=description,
@@ -142,7 +144,6 @@ def register_strategy(
 
 @register_strategy(
     "First",
-    in_paper=True,
     distinct_teacher_layers=True,
     description="student i <- teacher i (first L_S layers)",
 )
@@ -152,7 +153,6 @@ def _first(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "Last",
-    in_paper=True,
     distinct_teacher_layers=True,
     description="student i <- teacher L_T - L_S + i (last L_S layers)",
 )
@@ -163,7 +163,6 @@ def _last(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "Dilatation",
-    in_paper=True,
     distinct_teacher_layers=True,
     description="student i <- teacher floor(i * L_T / L_S) (evenly spread)",
     aliases=("Uniform", "Dilation"),
@@ -173,14 +172,14 @@ def _dilatation(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 
 @register_strategy(
-    "First-1", in_paper=True, distinct_teacher_layers=False, description="student 1 <- teacher 1"
+    "First-1", distinct_teacher_layers=False, description="student 1 <- teacher 1"
 )
 def _first_one(student_layers: int, teacher_layers: int) -> LayerPairs:
     return [(1, 1)]
 
 
 @register_strategy(
-    "Last-1", in_paper=True, distinct_teacher_layers=False, description="student L_S <- teacher L_T"
+    "Last-1", distinct_teacher_layers=False, description="student L_S <- teacher L_T"
 )
 def _last_one(student_layers: int, teacher_layers: int) -> LayerPairs:
     return [(student_layers, teacher_layers)]
@@ -188,7 +187,6 @@ def _last_one(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "PKD-skip",
-    in_paper=False,
     distinct_teacher_layers=True,
     min_student_layers=2,
     description="PKD-Skip: Dilatation without the last student layer (i < L_S)",
@@ -199,7 +197,6 @@ def _pkd_skip(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "PKD-last",
-    in_paper=False,
     distinct_teacher_layers=True,
     min_student_layers=2,
     description="PKD-Last: Last without the last student layer (i < L_S)",
@@ -210,7 +207,6 @@ def _pkd_last(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "MiniLM",
-    in_paper=False,
     distinct_teacher_layers=False,
     description="MiniLM: the last layer only (student L_S <- teacher L_T)",
 )
@@ -220,7 +216,6 @@ def _minilm(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "Reverse",
-    in_paper=False,
     distinct_teacher_layers=True,
     control=True,
     description="control: student i <- Dilatation's teacher layer of student L_S + 1 - i (order reversed)",
@@ -232,7 +227,6 @@ def _reverse(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "Random",
-    in_paper=False,
     distinct_teacher_layers=True,
     control=True,
     seeded=True,

@@ -28,7 +28,8 @@ import torch
 from torch import nn
 
 from kdgrid.core.capture import Features
-from kdgrid.core.knowledge import compute_knowledge, get_knowledge, term_name, term_pairs
+from kdgrid.core.knowledge import get_knowledge, term_name, term_pairs
+from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.projection import Projection
 from kdgrid.core.shapes import StudentShape
 from kdgrid.core.teacher_targets import teacher_side
@@ -100,7 +101,7 @@ def knowledge_terms(
 
 
 def _features_for(features: Features, needs: frozenset[str], layer: int | None) -> dict[str, torch.Tensor]:
-    """The feature dict `kdgrid.core.knowledge.compute_knowledge` reads for one side of one term."""
+    """The feature dict `kdgrid.core.losses.compute_knowledge` reads for one side of one term."""
     out: dict[str, torch.Tensor] = {}
     for need in needs:
         if need in LAYER_FEATURES:

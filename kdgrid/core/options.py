@@ -5,7 +5,7 @@ A trial's ``options`` mapping holds two kinds of keys:
 - a registered option (``soft_t2``, ``max_grad_norm``, ...): declared here with `register_option`, one line each;
   an option another module reads is registered beside the others below (or, for test hooks, by the tests);
 - ``{knowledge}.{variant}`` (``pkd.scale``): a keyword variant of a knowledge of the trial, declared by the
-  knowledge function's own signature in `kdgrid.core.knowledge` (its type hint gives the allowed values).
+  knowledge function's own signature in `kdgrid.core.losses` (its type hint gives the allowed values).
 
 `option_problems` checks a trial's options against both (unknown keys, values of the wrong type), so a misspelt
 or mistyped option is refused by ``kdgrid plan`` instead of being read as something else while training.
@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kdgrid.core import knowledge as registry
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
@@ -195,9 +196,6 @@ def _knowledge_option_problem(
     """Why ``{knowledge}.{variant}`` = ``value`` is not allowed: the knowledge must be one the trial uses (and
     not one of ``skip``, whose variants the objective sets itself), the variant a keyword of its function, the
     value of the type its hint names (a ``Literal`` lists the allowed values)."""
-    # Imported here: the knowledge registry imports torch (about 1 s); only knowledge options need it.
-    from kdgrid.core import knowledge as registry
-
     name, _, variant = key.partition(".")
     try:
         spec = registry.get_knowledge(name)
@@ -208,7 +206,7 @@ def _knowledge_option_problem(
     usable = sorted(set(knowledge) - set(skip))
     if spec.name not in usable:
         return f"option {key!r} sets a variant of {spec.name!r}, which the trial does not use; its knowledge: {usable or 'none'}"
-    hints = typing.get_type_hints(spec.fn, globalns=vars(registry))
+    hints = typing.get_type_hints(spec.fn)  # the loss's own module: importing it imports torch
     allowed = {n: hints.get(n) for n in spec.options() if _settable(hints.get(n))}
     if variant not in allowed:
         return f"option {key!r}: knowledge {spec.name!r} has no option {variant!r}; allowed: {sorted(allowed) or 'none'}"

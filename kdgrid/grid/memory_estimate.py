@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from kdgrid.core.knowledge import KNOWLEDGE, KnowledgeSpec, canonical_knowledge
 from kdgrid.core.matching import layer_pairs
 from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
 from kdgrid.errors import ConfigError
@@ -38,29 +39,6 @@ GIB = 2**30
 # probabilities, dropout mask).
 VALUES_PER_TOKEN_WIDTH = 20
 VALUES_PER_SCORE = 3
-# The feature each knowledge reads on both sides (the registry in kdgrid.core.knowledge is the authority; a test
-# checks this copy against it, so the planner can read it without importing torch). Unknown names read all.
-KNOWLEDGE_FEATURES: dict[str, str] = {
-    "attention_ce_mean": "scores",
-    "attention_mse_sum": "scores",
-    "cka": "hidden",
-    "contrastive": "sentence",
-    "cos": "hidden",
-    "embedding_mse": "embeddings",
-    "gram": "hidden",
-    "hard_label": "logits",
-    "hidden_mse": "hidden",
-    "key_relation": "key",
-    "mmd": "hidden",
-    "pkd": "hidden",
-    "query_relation": "query",
-    "reaug_relation": "sentence",
-    "soft_label": "logits",
-    "value_relation": "value",
-}
-PROJECTED_KNOWLEDGE = frozenset(
-    {"contrastive", "cos", "embedding_mse", "gram", "hidden_mse", "pkd", "reaug_relation"}
-)
 LAYERED_FEATURES = frozenset({"scores", "hidden", "query", "key", "value"})
 # The teacher the planner assumes when it cannot read one's shape without loading it (a Hub model outside the
 # paper's table, not cached): BERT-base, the paper's usual teacher.
@@ -99,12 +77,25 @@ def teacher_shape(teacher: str, task: str) -> StudentShape:
     return local if local is not None else FALLBACK_TEACHER
 
 
-def _features(trial: Trial) -> set[str]:
-    features: set[str] = set()
-    for name in trial.knowledge:
-        feature = KNOWLEDGE_FEATURES.get(name)
-        features |= {feature} if feature is not None else set(LAYERED_FEATURES) | {"embeddings", "sentence"}
-    return features
+def _spec(name: str) -> KnowledgeSpec | None:
+    """A knowledge's registry entry (the authority on what it reads); None for a name the registry does not
+    know (the trial fails at validation anyway)."""
+    try:
+        return KNOWLEDGE[canonical_knowledge(name)]
+    except ConfigError:
+        return None
+
+
+def knowledge_feature(name: str) -> str | None:
+    """The feature a knowledge reads on both sides (its first, where it reads several); None when unknown."""
+    spec = _spec(name)
+    return None if spec is None else sorted(spec.needs)[0]
+
+
+def projected_knowledge(name: str) -> bool:
+    """Whether the knowledge's student feature is projected to the teacher's width first."""
+    spec = _spec(name)
+    return spec is not None and spec.needs_projection
 
 
 def _pairs(trial: Trial, student: StudentShape, teacher: StudentShape) -> list[tuple[int, int]]:
@@ -150,9 +141,10 @@ def projection_params(trial: Trial) -> int:
     mlp_extra = teacher.width * teacher.width + teacher.width if trial.projection == "mlp" else 0
     terms = 0
     for name in trial.knowledge:
-        if name in PROJECTED_KNOWLEDGE:
-            terms += pairs if KNOWLEDGE_FEATURES[name] in LAYERED_FEATURES else 1
-        elif name not in KNOWLEDGE_FEATURES:
+        feature = knowledge_feature(name)
+        if projected_knowledge(name):
+            terms += pairs if feature in LAYERED_FEATURES else 1
+        elif feature is None:
             terms += pairs
     return terms * (linear + mlp_extra)
 
@@ -179,11 +171,11 @@ def student_activation_bytes(trial: Trial) -> int:
     pairs = len(_pairs(trial, student, teacher))
     losses = 0
     for name in trial.knowledge:
-        feature = KNOWLEDGE_FEATURES.get(name, "hidden")
+        feature = knowledge_feature(name) or "hidden"
         if feature not in LAYERED_FEATURES:
             continue
-        width = teacher.width if name in PROJECTED_KNOWLEDGE else student.width
-        projected = tokens * teacher.width if name in PROJECTED_KNOWLEDGE else 0
+        width = teacher.width if projected_knowledge(name) else student.width
+        projected = tokens * teacher.width if projected_knowledge(name) else 0
         per_term = projected + _target_values(feature, name, batch, length, max(student.heads, 1), width)
         losses += 2 * pairs * per_term  # the value and its gradient
     return (layers + losses) * BYTES_PER_VALUE
@@ -198,7 +190,7 @@ def _teacher_reads(trial: Trial) -> tuple[frozenset[tuple[str, int]], frozenset[
     features: set[tuple[str, int]] = set()
     targets: set[tuple[str, int]] = set()
     for name in trial.knowledge:
-        feature = KNOWLEDGE_FEATURES.get(name, "hidden")
+        feature = knowledge_feature(name) or "hidden"
         if feature in LAYERED_FEATURES:
             features |= {(feature, layer) for layer in teacher_layers}
             targets |= {(name, layer) for layer in teacher_layers}
@@ -212,9 +204,7 @@ def _teacher_batch_bytes(trial: Trial, features: set[tuple[str, int]], targets: 
     batch, length = trial.batch_size, trial.max_length
     kept = sum(_per_layer_values(feature, batch, length, teacher) for feature, _ in features)
     derived = sum(
-        _target_values(
-            KNOWLEDGE_FEATURES.get(name, "hidden"), name, batch, length, teacher.heads, teacher.width
-        )
+        _target_values(knowledge_feature(name) or "hidden", name, batch, length, teacher.heads, teacher.width)
         for name, _ in targets
     )
     return (kept + derived) * BYTES_PER_VALUE
