@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kdgrid import plugins
-from kdgrid.core import knowledge, matching, options
+from kdgrid.core import example_weights, knowledge, matching, options, schedules
 
 IMPORT_LOG_VARIABLE = "KDGRID_TEST_PLUGIN_IMPORTS"
 PLUGIN_VERSION = "1.2.3"
@@ -31,6 +31,8 @@ _REGISTRIES = (
     matching.STRATEGY_ALIASES,
     matching._KEYS,
     options.OPTIONS,
+    schedules.SCHEDULES,
+    example_weights.EXAMPLE_WEIGHTS,
 )
 
 

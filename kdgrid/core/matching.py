@@ -52,6 +52,15 @@ Defined behaviour at the edges:
   work for any depths.
 * Depths below 1 raise `ConfigError`; PKD-skip / PKD-last need L_S >= 2 (they leave the last layer out).
 
+Learnable strategies (``register_strategy(..., mapping=..., mapping_parameters=...)``): the pairs name the student
+layers that learn (each pair's teacher layer is nominal: it names the term and is what the row records), and the
+target of each is built by a mapping module with its own parameters from the teacher's features of *every*
+transformer layer 1..L_T (e.g. weights over teacher layers per student layer). The module is built per trial from
+a `MappingContext`, lives in the trial's objective, trains with the student under the same optimiser, is saved in
+the trial's epoch checkpoints and restored on resume; ``mapping_parameters`` counts its parameters without torch
+for the memory estimate. The interface the module implements is `kdgrid.core.mapping.LayerMapping`
+(docs/extending.md has a worked example).
+
 Strategy names are matched case-insensitively, ignoring spaces, ``-`` and ``_`` (``"first_1"``, ``"First1"``
 as Table 8 writes it, ``"LAST-1"``).
 """
@@ -60,14 +69,36 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.suggest import did_you_mean
 
 LayerPairs = list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class MappingContext:
+    """What a learnable strategy's mapping is built from (and what its parameter count may depend on).
+
+    Attributes:
+        student_layers, teacher_layers: the depths L_S and L_T (transformer layers, 1-based).
+        student_width, teacher_width: the hidden widths d_S and d_T.
+        pairs: the strategy's pairs (student layer, nominal teacher layer), in student-layer order.
+        seed: the trial's seed (the mapping's parameters are drawn under it).
+        options: the trial's options (a mapping may read its own registered options).
+    """
+
+    student_layers: int
+    teacher_layers: int
+    student_width: int
+    teacher_width: int
+    pairs: tuple[tuple[int, int], ...]
+    seed: int
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -83,6 +114,10 @@ class MatchingStrategy:
         description: one line for listings.
         control: a negative control (Reverse, Random): its teacher layers need not increase with the student's.
         seeded: the pairs are drawn from the trial's seed.
+        mapping: for a learnable strategy, ``MappingContext -> module`` (a `kdgrid.core.mapping.LayerMapping`);
+            None for fixed pairs.
+        mapping_parameters: for a learnable strategy, ``MappingContext -> int``: its module's parameter count,
+            computed without torch (the memory estimate counts them with their gradients and AdamW's moments).
     """
 
     name: str
@@ -92,6 +127,13 @@ class MatchingStrategy:
     description: str
     control: bool = False
     seeded: bool = False
+    mapping: Callable[[MappingContext], Any] | None = None
+    mapping_parameters: Callable[[MappingContext], int] | None = None
+
+    @property
+    def learnable(self) -> bool:
+        """The targets come from a mapping with its own parameters, trained with the student."""
+        return self.mapping is not None
 
     @property
     def in_paper(self) -> bool:
@@ -117,9 +159,14 @@ def register_strategy(
     aliases: Sequence[str] = (),
     control: bool = False,
     seeded: bool = False,
+    mapping: Callable[[MappingContext], Any] | None = None,
+    mapping_parameters: Callable[[MappingContext], int] | None = None,
 ) -> Callable[[Callable[..., LayerPairs]], Callable[..., LayerPairs]]:
     """Register the decorated ``(student_layers, teacher_layers) -> pairs`` function as strategy ``name``
-    (``(student_layers, teacher_layers, seed) -> pairs`` where ``seeded``)."""
+    (``(student_layers, teacher_layers, seed) -> pairs`` where ``seeded``); with ``mapping`` and
+    ``mapping_parameters``, a learnable strategy (the module docstring)."""
+    if (mapping is None) != (mapping_parameters is None):
+        raise ValueError(f"strategy {name!r}: a learnable strategy gives both mapping and mapping_parameters")
 
     def decorate(fn: Callable[..., LayerPairs]) -> Callable[..., LayerPairs]:
         if _key(name) in _KEYS:
@@ -132,6 +179,8 @@ def register_strategy(
             description=description,
             control=control,
             seeded=seeded,
+            mapping=mapping,
+            mapping_parameters=mapping_parameters,
         )
         _KEYS[_key(name)] = name
         for alias in aliases:
@@ -262,6 +311,26 @@ def canonical_strategy(name: str) -> str:
 def get_strategy(name: str) -> MatchingStrategy:
     """The `MatchingStrategy` of a name (any accepted spelling)."""
     return STRATEGIES[canonical_strategy(name)]
+
+
+def mapping_context(
+    strategy: str,
+    student: tuple[int, int],
+    teacher: tuple[int, int],
+    seed: int,
+    options: Mapping[str, Any] | None = None,
+) -> MappingContext:
+    """The `MappingContext` of a trial: ``student`` and ``teacher`` are (layers, width)."""
+    pairs = layer_pairs(strategy, student[0], teacher[0], seed=seed)
+    return MappingContext(
+        student_layers=student[0],
+        teacher_layers=teacher[0],
+        student_width=student[1],
+        teacher_width=teacher[1],
+        pairs=tuple(pairs),
+        seed=seed,
+        options=dict(options or {}),
+    )
 
 
 def layer_pairs(

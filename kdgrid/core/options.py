@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdgrid.core import knowledge as registry
+from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
+from kdgrid.core.schedules import DEFAULT_SCHEDULE, SCHEDULED, schedule_problem
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
 from kdgrid.trial import DATA_SEED, SEED_LIMIT
@@ -39,6 +41,36 @@ KIND_WORDS: dict[str, str] = {
 
 # Option name: score each dev set on its first N examples only (smoke runs; `kdgrid.sweep_run.smoke_trial`).
 MAX_DEV_SAMPLES = "max_dev_samples"
+
+# The smallest temperature allowed: the soft labels are softmax(logits / T), and below this T the logits of a
+# trained classifier (magnitudes up to about 20) give a one-hot target, or overflow float16 (max 65504) under AMP
+# for logits / T above that: the loss turns infinite or NaN instead of teaching anything.
+MIN_TEMPERATURE = 0.01
+
+# Option names of the extension points: the per-example weight (`kdgrid.core.example_weights`) and, for each
+# scheduled value (`kdgrid.core.schedules.SCHEDULED`), its schedule and its value at the last step.
+EXAMPLE_WEIGHT = "example_weight"
+
+
+def schedule_option(target: str) -> str:
+    """The option naming ``target``'s schedule (``temperature_schedule``)."""
+    return f"{target}_schedule"
+
+
+def end_option(target: str) -> str:
+    """The option giving ``target``'s value at the last step (``temperature_end``)."""
+    return f"{target}_end"
+
+
+def _naming(key: str, problem: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
+    """``problem`` with its message prefixed by the option it is about."""
+
+    def check(value: Any) -> str | None:
+        found = problem(value)
+        return None if found is None else f"option {key}={value!r} is invalid: {found}"
+
+    return check
+
 
 # Warm-up batches that calibrate ``beta: auto`` knowledge weights (option ``auto_batches``).
 DEFAULT_AUTO_BATCHES = 10
@@ -181,6 +213,30 @@ register_option(
     "logits are re-ordered to the task's order (kdgrid.core.label_order)",
     check=label_order_problem,
 )
+register_option(
+    EXAMPLE_WEIGHT,
+    "text",
+    DEFAULT_EXAMPLE_WEIGHT,
+    "how much each example's soft-label loss counts, a registered weight function (kdgrid.core.example_weights); "
+    "the weights of a batch average 1",
+    check=_naming(EXAMPLE_WEIGHT, example_weight_problem),
+)
+for _target in SCHEDULED:
+    register_option(
+        schedule_option(_target),
+        "text",
+        DEFAULT_SCHEDULE,
+        f"how {_target} moves from its start to {end_option(_target)} over the training steps, a registered "
+        "schedule (kdgrid.core.schedules)",
+        check=_naming(schedule_option(_target), schedule_problem),
+    )
+    register_option(
+        end_option(_target),
+        "number",
+        None,
+        f"{_target} at the last step (its schedule goes there); unset: its start",
+        minimum=MIN_TEMPERATURE if _target == "temperature" else 0,
+    )
 register_option(
     TEACHER_GATE,
     "bool",

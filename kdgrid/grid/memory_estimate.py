@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kdgrid.core.knowledge import KNOWLEDGE, KnowledgeSpec, canonical_knowledge
-from kdgrid.core.matching import layer_pairs
+from kdgrid.core.matching import get_strategy, layer_pairs, mapping_context
 from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
@@ -149,12 +149,43 @@ def projection_params(trial: Trial) -> int:
     return terms * (linear + mlp_extra)
 
 
+def _learnable(trial: Trial) -> bool:
+    """Whether the trial's strategy is a learnable one (an unknown name is not: validation refuses it)."""
+    try:
+        return bool(trial.knowledge) and trial.strategy is not None and get_strategy(trial.strategy).learnable
+    except ConfigError:
+        return False
+
+
+def mapping_params(trial: Trial) -> int:
+    """Parameters of a learnable strategy's mapping, as the strategy counts them without torch
+    (`kdgrid.core.matching.MatchingStrategy.mapping_parameters`); 0 for fixed pairs or depths it refuses."""
+    if not _learnable(trial):
+        return 0
+    student = student_shape(trial.student)
+    teacher = teacher_shape(trial.teacher, trial.task)
+    count = get_strategy(str(trial.strategy)).mapping_parameters
+    try:
+        context = mapping_context(
+            str(trial.strategy),
+            (student.layers, student.width),
+            (teacher.layers, teacher.width),
+            trial.seed,
+            dict(trial.options),
+        )
+    except ConfigError:
+        return 0
+    return int(count(context)) if count is not None else 0
+
+
 def estimate_trial_memory_gb(trial: Trial) -> float:
     """What one student adds to its job for the job's whole life, in GiB: fp32 weights, gradients and AdamW's
-    two moments of the student and its projections (16 bytes per parameter). The job's other parts (one
-    student's activations, the teacher) are counted once per job (`estimate_job_memory_gb`)."""
+    two moments of the student, its projections and a learnable strategy's mapping (16 bytes per parameter).
+    The job's other parts (one student's activations, the teacher) are counted once per job
+    (`estimate_job_memory_gb`)."""
     shape = student_shape(trial.student)
-    return (shape.param_count() + projection_params(trial)) * BYTES_PER_PARAMETER / GIB
+    parameters = shape.param_count() + projection_params(trial) + mapping_params(trial)
+    return parameters * BYTES_PER_PARAMETER / GIB
 
 
 def student_activation_bytes(trial: Trial) -> int:
@@ -187,6 +218,8 @@ def _teacher_reads(trial: Trial) -> tuple[frozenset[tuple[str, int]], frozenset[
     student = student_shape(trial.student)
     teacher = teacher_shape(trial.teacher, trial.task)
     teacher_layers = {t for _, t in _pairs(trial, student, teacher)}
+    if _learnable(trial):  # its mapping reads the matched features of every teacher layer
+        teacher_layers = set(range(1, teacher.layers + 1))
     features: set[tuple[str, int]] = set()
     targets: set[tuple[str, int]] = set()
     for name in trial.knowledge:

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from kdgrid.core.knowledge import ShapeError
-from kdgrid.core.teacher_targets import teacher_side
+from kdgrid.core.teacher_targets import fixed, teacher_side
 
 
 def shape(x: Tensor) -> str:
@@ -68,7 +68,7 @@ def zero_padding(x: Tensor, real: Tensor) -> Tensor:
 
 def teacher_zero_padded(hidden_t: Tensor, mask: Tensor, real: Tensor) -> Tensor:
     """The teacher's ``[B, L, d]`` with padded rows zeroed, detached; once per batch for a whole group."""
-    return teacher_side(("zero_padding",), (hidden_t, mask), lambda: zero_padding(hidden_t.detach(), real))
+    return teacher_side(("zero_padding",), (hidden_t, mask), lambda: zero_padding(fixed(hidden_t), real))
 
 
 def masked_log_softmax(x: Tensor, pairs: Tensor) -> Tensor:

@@ -16,7 +16,7 @@ from kdgrid.core.losses._common import (
     shape,
     token_count,
 )
-from kdgrid.core.teacher_targets import teacher_side
+from kdgrid.core.teacher_targets import fixed, teacher_side
 from kdgrid.errors import ConfigError
 
 
@@ -80,7 +80,7 @@ def attention_mse_sum(
         return maps.sum(dim=1).masked_fill(~pairs, 0.0)
 
     sum_s = head_sum(scores_s)
-    sum_t = teacher_side(("attention_mse_sum", on), (scores_t, mask), lambda: head_sum(scores_t.detach()))
+    sum_t = teacher_side(("attention_mse_sum", on), (scores_t, mask), lambda: head_sum(fixed(scores_t)))
     lengths = real.sum(dim=1).to(sum_s.dtype)
     return (sum_s - sum_t).pow(2).sum() / (lengths * lengths).sum().clamp_min(1)
 
@@ -129,8 +129,8 @@ def attention_ce_mean(
 
     def teacher_probs() -> Tensor:
         if on == "scores":
-            return log_head_mean(scores_t.detach()).exp()
-        return _head_probs(scores_t.detach(), pairs).mean(dim=1)
+            return log_head_mean(fixed(scores_t)).exp()
+        return _head_probs(fixed(scores_t), pairs).mean(dim=1)
 
     if on == "scores":
         log_p_s = log_head_mean(scores_s)

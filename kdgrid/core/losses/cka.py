@@ -11,7 +11,7 @@ from kdgrid.core.losses._common import (
     zero_padding,
 )
 from kdgrid.core.losses.hidden import check_hidden_tokens
-from kdgrid.core.teacher_targets import teacher_side
+from kdgrid.core.teacher_targets import fixed, teacher_side
 
 
 @register(
@@ -44,7 +44,7 @@ def cka(hidden_s: Tensor, hidden_t: Tensor, mask: Tensor, *, eps: float = 1e-12)
     x = _centre_over_tokens(zero_padding(hidden_s, real), real).flatten(0, 1)
 
     def teacher_part() -> tuple[Tensor, Tensor]:
-        y = _centre_over_tokens(zero_padding(hidden_t.detach(), real), real).flatten(0, 1)
+        y = _centre_over_tokens(zero_padding(fixed(hidden_t), real), real).flatten(0, 1)
         return y, (y.T @ y).pow(2).sum().clamp_min(eps).sqrt()
 
     y, self_y = teacher_side(("cka", eps), (hidden_t, mask), teacher_part)

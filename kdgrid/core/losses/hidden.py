@@ -19,7 +19,7 @@ from kdgrid.core.losses._common import (
     token_count,
     zero_padding,
 )
-from kdgrid.core.teacher_targets import teacher_side
+from kdgrid.core.teacher_targets import fixed, teacher_side
 from kdgrid.errors import ConfigError
 
 
@@ -94,7 +94,7 @@ def cos(hidden_s: Tensor, hidden_t: Tensor, mask: Tensor, *, eps: float = 1e-8) 
     real = check_hidden_same(hidden_s, hidden_t, mask, "cos")
     h_s = l2_normalize(zero_padding(hidden_s, real), eps)
     h_t = teacher_side(
-        ("cos", eps), (hidden_t, mask), lambda: l2_normalize(zero_padding(hidden_t.detach(), real), eps)
+        ("cos", eps), (hidden_t, mask), lambda: l2_normalize(zero_padding(fixed(hidden_t), real), eps)
     )
     per_token = 1.0 - (h_s * h_t).sum(dim=-1)
     return per_token.masked_fill(~real, 0.0).sum() / token_count(real, per_token)
@@ -139,7 +139,7 @@ def pkd(
     if scale not in ("sum", "mean"):
         raise ConfigError(f"pkd: scale={scale!r} is not one of 'sum', 'mean'")
     c_s = l2_normalize(hidden_s[:, 0], eps)
-    c_t = l2_normalize(hidden_t.detach()[:, 0], eps)
+    c_t = l2_normalize(fixed(hidden_t)[:, 0], eps)
     loss = (c_s - c_t).pow(2).sum(dim=-1).mean()
     return loss / hidden_s.shape[-1] if scale == "mean" else loss
 

@@ -14,7 +14,7 @@ from kdgrid.core.losses._common import (
     zero_padding,
 )
 from kdgrid.core.losses.hidden import check_hidden_same, check_hidden_tokens
-from kdgrid.core.teacher_targets import teacher_side
+from kdgrid.core.teacher_targets import fixed, teacher_side
 from kdgrid.errors import ConfigError
 
 
@@ -70,7 +70,7 @@ def mmd(
 
     gram_s = similarity(hidden_s, h2_s)
     gram_t = teacher_side(
-        ("mmd", scale), (hidden_t, h2_t, mask), lambda: similarity(hidden_t.detach(), h2_t.detach())
+        ("mmd", scale), (hidden_t, h2_t, mask), lambda: similarity(fixed(hidden_t), fixed(h2_t))
     )
     squared = (gram_s - gram_t).pow(2).masked_fill(~pairs, 0.0)
     return squared.sum() / (lengths * lengths).sum().clamp_min(1)
@@ -116,7 +116,7 @@ def gram(
     a_s = zero_padding(hidden_s, real)
     b_s = a_s if h2_s is hidden_s else zero_padding(h2_s, real)
     a_t = teacher_zero_padded(hidden_t, mask, real)
-    b_t = a_t if h2_t is hidden_t else zero_padding(h2_t.detach(), real)
+    b_t = a_t if h2_t is hidden_t else zero_padding(fixed(h2_t), real)
     if 4 * length >= width:
         g_t = teacher_side(("gram", "features"), (a_t, b_t), lambda: a_t.transpose(1, 2) @ b_t)
         per_example = (a_s.transpose(1, 2) @ b_s - g_t).pow(2).sum(dim=(1, 2))

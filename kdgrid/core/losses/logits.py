@@ -11,6 +11,7 @@ from kdgrid.core.losses._common import (
     expect_same_shape,
     shape,
 )
+from kdgrid.core.teacher_targets import fixed
 from kdgrid.errors import ConfigError
 
 
@@ -50,7 +51,7 @@ def soft_label(
     Args:
         logits_s: student logits ``[B, C]``.
         logits_t: teacher logits ``[B, C]`` (detached).
-        temperature: T > 0.
+        temperature: T > 0 (a float; a 0-dim tensor works too, e.g. a learned temperature).
         t2: multiply by T^2 (Hinton's gradient-scale correction). Default False: the paper's numbers
             (TextBrewer's kd_ce_loss / kd_mse_loss, the temperatures of its Table 4) have no T^2.
         regression: force the regression form; default: regression iff C == 1.
@@ -59,12 +60,37 @@ def soft_label(
     expect_same_shape(logits_s, logits_t, "soft_label", "logits")
     if not temperature > 0:
         raise ConfigError(f"soft_label: temperature must be > 0, got {temperature}")
-    z_s, z_t = logits_s / temperature, logits_t.detach() / temperature
+    z_s, z_t = logits_s / temperature, fixed(logits_t) / temperature
     if _is_regression(logits_s, regression):
         loss = (z_s - z_t).pow(2).mean()
     else:
         loss = -(F.softmax(z_t, dim=-1) * F.log_softmax(z_s, dim=-1)).sum(dim=-1).mean()
     return loss * temperature**2 if t2 else loss
+
+
+def soft_label_per_example(
+    logits_s: Tensor, logits_t: Tensor, temperature: float, *, regression: bool | None = None
+) -> Tensor:
+    """`soft_label`'s loss of each example, ``[B]``, before the batch mean (for per-example weights,
+    `kdgrid.core.example_weights`): ``- sum_c softmax(z^T_b / T)_c log softmax(z^S_b / T)_c``, or
+    ``((z^S_b - z^T_b) / T)^2`` for regression. Their mean is `soft_label` (up to rounding)."""
+    expect_rank(logits_s, 2, "soft_label", "student logits", "[B, C]")
+    expect_same_shape(logits_s, logits_t, "soft_label", "logits")
+    if not temperature > 0:
+        raise ConfigError(f"soft_label: temperature must be > 0, got {temperature}")
+    z_s, z_t = logits_s / temperature, fixed(logits_t) / temperature
+    if _is_regression(logits_s, regression):
+        return (z_s - z_t).pow(2).mean(dim=-1)
+    return -(F.softmax(z_t, dim=-1) * F.log_softmax(z_s, dim=-1)).sum(dim=-1)
+
+
+def teacher_loss_per_example(logits_t: Tensor, labels: Tensor, *, regression: bool | None = None) -> Tensor:
+    """The teacher's own loss on each example, ``[B]``, detached: cross-entropy of its logits against the gold
+    label (natural log), or ``(z^T_b - y_b)^2`` for regression."""
+    z_t = logits_t.detach()
+    if _is_regression(z_t, regression):
+        return (z_t[:, 0] - labels.to(z_t.dtype)).pow(2)
+    return F.cross_entropy(z_t, labels.long(), reduction="none")
 
 
 @register(

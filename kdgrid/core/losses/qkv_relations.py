@@ -17,7 +17,7 @@ from kdgrid.core.losses._common import (
     token_count,
     zero_padding,
 )
-from kdgrid.core.teacher_targets import teacher_side
+from kdgrid.core.teacher_targets import fixed, teacher_side
 from kdgrid.errors import ConfigError
 
 
@@ -51,7 +51,7 @@ def _relation_kl(
     log_t = teacher_side(
         ("relation", r),
         (x_t, mask),
-        lambda: _split_relation_log_probs(zero_padding(x_t.detach(), real), pairs, r),
+        lambda: _split_relation_log_probs(zero_padding(fixed(x_t), real), pairs, r),
     )
     kl = (log_t.exp() * (log_t - log_s)).masked_fill(~pairs[:, None], 0.0).sum(dim=-1)
     return kl.sum() / (r * token_count(real, kl))

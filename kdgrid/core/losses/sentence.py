@@ -14,6 +14,7 @@ from kdgrid.core.losses._common import (
     l2_normalize,
     projection_hint,
 )
+from kdgrid.core.teacher_targets import fixed
 from kdgrid.errors import ConfigError
 
 
@@ -58,7 +59,7 @@ def contrastive(
     _check_sentences(sentence_s, sentence_t, "contrastive")
     if not tau > 0:
         raise ConfigError(f"contrastive: tau must be > 0, got {tau}")
-    logits = l2_normalize(sentence_s, 1e-12) @ l2_normalize(sentence_t.detach(), 1e-12).T / tau
+    logits = l2_normalize(sentence_s, 1e-12) @ l2_normalize(fixed(sentence_t), 1e-12).T / tau
     return F.cross_entropy(logits, torch.arange(logits.shape[0], device=logits.device))
 
 
@@ -103,7 +104,7 @@ def reaug_relation(
     _check_sentences(sentence_s, sentence_t, "reaug_relation")
     if not tau > 0:
         raise ConfigError(f"reaug_relation: tau must be > 0, got {tau}")
-    x, z = sentence_s, sentence_t.detach()
+    x, z = sentence_s, fixed(sentence_t)
     if normalize:
         x, z = l2_normalize(x, 1e-12), l2_normalize(z, 1e-12)
     log_q = F.log_softmax(z @ z.T / tau, dim=-1)
