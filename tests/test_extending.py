@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kdgrid.cli import main
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.grid import load_sweep
 from kdgrid.store import read_table
@@ -76,27 +77,30 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     torch.set_num_threads(threads)
 
 
-def sweep_file(path: Path, teacher: str) -> Path:
+def sweep_file(path: Path, teacher: str, strategies: tuple[str, ...] = ("PlugMix",)) -> Path:
     spec = {
         "name": "learned-mix",
         "plugins": [MODULE],
         "fixed": {"task": TASK, "teacher": teacher, "student": "w32-l2-h2-f64", "init": "random", "batch_size": 16,
                   "max_length": 24, "epochs": 2, "lr": 2e-2, "seed": 3, "knowledge": ["plug_l1"],
-                  "strategy": "PlugMix", "beta": 1.0, "options": dict(NOT_MEANT_TO_BE_ACCURATE)},
-        "axes": {"temperature": [1.0]},
+                  "beta": 1.0, "options": dict(NOT_MEANT_TO_BE_ACCURATE)},
+        "axes": {"strategy": list(strategies)},
     }  # fmt: skip
     path.write_text(json.dumps(spec))
     return path
 
 
 def test_a_plugin_alone_adds_a_knowledge_and_a_learnable_strategy_that_run_in_a_sweep(
-    tmp_path: Path, teacher: str, plugin: Path
+    tmp_path: Path, teacher: str, plugin: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sweep, store = sweep_file(tmp_path / "s.yaml", teacher), tmp_path / "store"
+    sweep, store = sweep_file(tmp_path / "s.yaml", teacher, ("PlugMix", "Last-1")), tmp_path / "store"
     outcome = run_sweep(sweep, store, executor_settings={"local_progress": False}, preflight=False)
-    assert outcome.ok and outcome.done_now == 1
-    [row] = read_table(store, ["status", "extra_json", "layer_pairs_json"]).to_pylist()
-    assert row["status"] == "done"
+    assert outcome.ok and outcome.done_now == 2 and outcome.jobs == 1  # one teacher pass for both
+    rows = read_table(store, ["status", "strategy", "extra_json", "layer_pairs_json"]).to_pylist()
+    [row] = [r for r in rows if r["strategy"] == "PlugMix"]
+    [fixed_row] = [r for r in rows if r["strategy"] == "Last-1"]
+    assert row["status"] == fixed_row["status"] == "done"
+    assert "mapping" not in json.loads(fixed_row["extra_json"])
     extra = json.loads(row["extra_json"])
     assert extra["mapping_params"] == 2 * 3  # L_S x L_T weights
     weights = torch.tensor(extra["mapping"]["weights"])
@@ -104,6 +108,12 @@ def test_a_plugin_alone_adds_a_knowledge_and_a_learnable_strategy_that_run_in_a_
     assert torch.allclose(weights.sum(-1), torch.ones(2))
     assert (weights - 1 / 3).abs().max() > 1e-3  # the mapping learned: it no longer gives every layer 1/3
     assert json.loads(row["layer_pairs_json"]) == [[1, 3], [2, 3]]
+    # the analysis lays the sweep out with the plugin's strategy as any other
+    with pytest.raises(SystemExit) as exited:
+        main(["tables", "--sweep", "learned-mix", "--store", str(store)])
+    assert exited.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "PlugMix" in out and "Last-1" in out
 
 
 def test_the_learnable_mapping_is_checkpointed_and_resumes_bit_for_bit(
