@@ -267,36 +267,43 @@ class Objective(nn.Module):
                 s_layer, t_layer = term.pair if term.pair is not None else (None, None)
                 s_feats = {k: v.float() for k, v in _features_for(student, spec.needs, s_layer).items()}
                 if term.mapped:
-                    values[term.name] = self._mapped_value(term, spec, s_feats, teacher, labels)
+                    with trainable_targets():
+                        t_feats = self._mapped_targets(term, s_feats, teacher)
+                        values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels)
                     continue
                 t_feats = {  # one fp32 copy per batch for the whole group (a no-op for fp32 features)
                     k: teacher_side(("float",), (v,), v.float)
                     for k, v in _features_for(teacher, spec.needs, t_layer).items()
                 }
-                values[term.name] = compute_knowledge(
-                    term.knowledge,
-                    s_feats,
-                    t_feats,
-                    student.mask,
-                    projection=self.projections[_module_key(term.name)] if term.projected else None,
-                    heads_s=self.heads[0],
-                    heads_t=self.heads[1],
-                    relation_heads=self.relation_heads,
-                    temperature=self.temperature,
-                    labels=labels,
-                    options=self.options[term.knowledge],
-                )
+                values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels)
         return values
 
-    def _mapped_value(
+    def _term_value(
         self,
         term: Term,
-        spec: Any,
         s_feats: dict[str, torch.Tensor],
-        teacher: Features,
+        t_feats: dict[str, torch.Tensor],
+        mask: torch.Tensor,
         labels: torch.Tensor | None,
     ) -> torch.Tensor:
-        """A term whose target the learnable mapping builds from the teacher's feature on every layer."""
+        return compute_knowledge(
+            term.knowledge,
+            s_feats,
+            t_feats,
+            mask,
+            projection=self.projections[_module_key(term.name)] if term.projected else None,
+            heads_s=self.heads[0],
+            heads_t=self.heads[1],
+            relation_heads=self.relation_heads,
+            temperature=self.temperature,
+            labels=labels,
+            options=self.options[term.knowledge],
+        )
+
+    def _mapped_targets(
+        self, term: Term, s_feats: dict[str, torch.Tensor], teacher: Features
+    ) -> dict[str, torch.Tensor]:
+        """The targets the learnable mapping builds for a term from the teacher's feature on every layer."""
         assert self.mapping is not None and term.pair is not None
         layers = range(1, self.mapping.context.teacher_layers + 1)
         targets: dict[str, torch.Tensor] = {}
@@ -306,20 +313,7 @@ class Objective(nn.Module):
                 for v in (teacher.layer_feature(need, layer) for layer in layers)
             ]
             targets[need] = self.mapping(need, term.pair[0], student_feature, per_layer)
-        with trainable_targets():
-            return compute_knowledge(
-                term.knowledge,
-                s_feats,
-                targets,
-                teacher.mask,
-                projection=self.projections[_module_key(term.name)] if term.projected else None,
-                heads_s=self.heads[0],
-                heads_t=self.heads[1],
-                relation_heads=self.relation_heads,
-                temperature=self.temperature,
-                labels=labels,
-                options=self.options[term.knowledge],
-            )
+        return targets
 
     def mapping_summary(self) -> dict[str, Any]:
         """What the learnable mapping reports of itself (empty without one)."""
