@@ -80,6 +80,9 @@ def teacher_shape(teacher: str, task: str) -> StudentShape:
 def _spec(name: str) -> KnowledgeSpec | None:
     """A knowledge's registry entry (the authority on what it reads); None for a name the registry does not
     know (the trial fails at validation anyway)."""
+    spec = KNOWLEDGE.get(name)  # a trial's names are canonical: the alias rule is for other spellings only
+    if spec is not None:
+        return spec
     try:
         return KNOWLEDGE[canonical_knowledge(name)]
     except ConfigError:
