@@ -32,6 +32,7 @@ _REGISTRIES = (
     matching._KEYS,
     options.OPTIONS,
     schedules.SCHEDULES,
+    schedules.TEMPERATURE_LEARNERS,
     example_weights.EXAMPLE_WEIGHTS,
 )
 

@@ -168,11 +168,11 @@ def test_the_worked_examples_of_docs_extending_run_and_register_what_they_say(pl
     from kdgrid.core.knowledge import KNOWLEDGE
     from kdgrid.core.matching import STRATEGIES, layer_pairs
     from kdgrid.core.options import option_problems
-    from kdgrid.core.schedules import schedule_value
+    from kdgrid.core.schedules import TEMPERATURE_LEARNERS, schedule_value
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     for block in blocks:
         exec(compile(block, "docs/extending.md", "exec"), {"__name__": "kdlearn_docs"})
     assert {"hidden_l1"} <= set(KNOWLEDGE) and {"LastTwo", "LayerMix"} <= set(STRATEGIES)
@@ -185,3 +185,10 @@ def test_the_worked_examples_of_docs_extending_run_and_register_what_they_say(pl
     confident = torch.tensor([1 / (1 + math.exp(-2)), 0.5])
     assert torch.allclose(normalised_weights("teacher_confident", batch), confident / confident.mean())
     assert "teacher_confident" in EXAMPLE_WEIGHTS
+    learner = TEMPERATURE_LEARNERS["adversarial"](2.0, {})
+    temperature = learner(0.5, 2.0)  # 1 + softplus(2): the reversal leaves the value alone
+    assert temperature.item() == pytest.approx(1 + math.log1p(math.exp(2.0)))
+    temperature.backward()
+    # d/draw of 1 + softplus(raw) is sigmoid(raw); reversed with strength (1 - cos(pi / 2)) / 2 = 1/2
+    assert learner.raw.grad.item() == pytest.approx(-0.5 / (1 + math.exp(-2.0)))
+    assert learner.summary() == {"temperature": pytest.approx(1 + math.log1p(math.exp(2.0)))}

@@ -42,11 +42,12 @@ from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.losses.logits import soft_label_per_example, teacher_loss_per_example
 from kdgrid.core.mapping import LayerMapping, build_mapping
 from kdgrid.core.matching import get_strategy, mapping_context
-from kdgrid.core.options import EXAMPLE_WEIGHT, end_option, schedule_option
+from kdgrid.core.options import EXAMPLE_WEIGHT, TEMPERATURE_LEARNER, end_option, schedule_option
 from kdgrid.core.projection import Projection
-from kdgrid.core.schedules import DEFAULT_SCHEDULE, progress, schedule_value
+from kdgrid.core.schedules import DEFAULT_SCHEDULE, NO_TEMPERATURE_LEARNER, progress, schedule_value
 from kdgrid.core.shapes import StudentShape
 from kdgrid.core.teacher_targets import teacher_side, trainable_targets
+from kdgrid.core.temperature_learner import TemperatureLearner, build_temperature_learner
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 
@@ -171,6 +172,9 @@ class Objective(nn.Module):
                 dict(trial.options),
             )
             self.mapping = build_mapping(trial.strategy, context)
+        self.temperature_learner: TemperatureLearner | None = build_temperature_learner(
+            str(trial.option(TEMPERATURE_LEARNER, NO_TEMPERATURE_LEARNER)), trial.temperature, dict(trial.options)
+        )
         self.auto = isinstance(trial.beta, str)
         self.betas: dict[str, float] = {} if self.auto else {term.name: float(trial.beta) for term in terms}
         self.soft_t2 = bool(trial.option("soft_t2", False))
@@ -192,9 +196,13 @@ class Objective(nn.Module):
         return schedule_value(name, self.progress, start, start if end is None else float(end))
 
     @property
-    def temperature(self) -> float:
-        """The soft-label temperature now (the trial's, or its schedule's value)."""
-        return self.scheduled("temperature", self.trial.temperature)
+    def temperature(self) -> float | torch.Tensor:
+        """The soft-label temperature now: the trial's, or its schedule's value, or what a temperature learner
+        makes of that (a 0-dim tensor whose graph reaches the learner's parameters)."""
+        scheduled = self.scheduled("temperature", self.trial.temperature)
+        if self.temperature_learner is None:
+            return scheduled
+        return self.temperature_learner(self.progress, scheduled)
 
     @property
     def calibrated(self) -> bool:
@@ -315,9 +323,14 @@ class Objective(nn.Module):
             targets[need] = self.mapping(need, term.pair[0], student_feature, per_layer)
         return targets
 
-    def mapping_summary(self) -> dict[str, Any]:
-        """What the learnable mapping reports of itself (empty without one)."""
-        return {} if self.mapping is None else self.mapping.summary()
+    def learned_parts(self) -> dict[str, dict[str, Any]]:
+        """What the row records of the learned parts: ``mapping`` and ``temperature_learner``, where present."""
+        parts: dict[str, dict[str, Any]] = {}
+        if self.mapping is not None:
+            parts["mapping"] = self.mapping.summary()
+        if self.temperature_learner is not None:
+            parts["temperature_learner"] = self.temperature_learner.summary()
+        return parts
 
     def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher)."""

@@ -23,7 +23,13 @@ from typing import Any
 from kdgrid.core import knowledge as registry
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
-from kdgrid.core.schedules import DEFAULT_SCHEDULE, SCHEDULED, schedule_problem
+from kdgrid.core.schedules import (
+    DEFAULT_SCHEDULE,
+    NO_TEMPERATURE_LEARNER,
+    SCHEDULED,
+    schedule_problem,
+    temperature_learner_problem,
+)
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
 from kdgrid.trial import DATA_SEED, SEED_LIMIT
@@ -50,6 +56,7 @@ MIN_TEMPERATURE = 0.01
 # Option names of the extension points: the per-example weight (`kdgrid.core.example_weights`) and, for each
 # scheduled value (`kdgrid.core.schedules.SCHEDULED`), its schedule and its value at the last step.
 EXAMPLE_WEIGHT = "example_weight"
+TEMPERATURE_LEARNER = "temperature_learner"
 
 
 def schedule_option(target: str) -> str:
@@ -220,6 +227,14 @@ register_option(
     "how much each example's soft-label loss counts, a registered weight function (kdgrid.core.example_weights); "
     "the weights of a batch average 1",
     check=_naming(EXAMPLE_WEIGHT, example_weight_problem),
+)
+register_option(
+    TEMPERATURE_LEARNER,
+    "text",
+    NO_TEMPERATURE_LEARNER,
+    "a module that learns the soft-label temperature with the student (kdgrid.core.schedules, e.g. CTKD's); "
+    "none: the temperature is the trial's, or its schedule's",
+    check=_naming(TEMPERATURE_LEARNER, temperature_learner_problem),
 )
 for _target in SCHEDULED:
     register_option(

@@ -19,6 +19,12 @@ default: the start, so the value stays put):
 - ``soft_weight`` and ``alpha``: the soft and hard terms' weights, from the trial's values;
 - ``knowledge_weight``: a factor on every knowledge term's weight (beta, or the calibrated ``auto`` weights), from 1.
 
+A learned temperature goes further than a schedule: a temperature learner (`register_temperature_learner`, chosen
+by the option ``temperature_learner``; default ``none``) is a module with its own parameters that gives the
+temperature of each step from the progress and the scheduled value, trained with the student by the same optimiser
+and checkpointed with it (`kdgrid.core.temperature_learner.TemperatureLearner`): CTKD's adversarial temperature
+(Li et al., AAAI 2023: trained through gradient reversal, its reversal strength on a cosine curriculum) is one.
+
 Pure Python (no torch): the grid validates the names without loading the trainer.
 """
 
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from kdgrid.errors import ConfigError
 from kdgrid.suggest import did_you_mean
@@ -64,6 +71,33 @@ def linear(progress: float, start: float, end: float) -> float:
 @register_schedule("cosine")
 def cosine(progress: float, start: float, end: float) -> float:
     return end + (start - end) * (1.0 + math.cos(math.pi * progress)) / 2.0
+
+
+# name -> ``(start temperature, the trial's options) -> TemperatureLearner`` (a module class, or any factory).
+TEMPERATURE_LEARNERS: dict[str, Callable[[float, dict[str, Any]], Any]] = {}
+NO_TEMPERATURE_LEARNER = "none"
+
+
+def register_temperature_learner(
+    name: str,
+) -> Callable[[Callable[[float, dict[str, Any]], Any]], Callable[[float, dict[str, Any]], Any]]:
+    """Register the decorated ``(start temperature, options) -> TemperatureLearner`` factory as ``name``."""
+
+    def decorate(factory: Callable[[float, dict[str, Any]], Any]) -> Callable[[float, dict[str, Any]], Any]:
+        if name in TEMPERATURE_LEARNERS or name == NO_TEMPERATURE_LEARNER:
+            raise ValueError(f"temperature learner {name!r} is registered twice")
+        TEMPERATURE_LEARNERS[name] = factory
+        return factory
+
+    return decorate
+
+
+def temperature_learner_problem(value: object) -> str | None:
+    """Why ``value`` is not a registered temperature learner nor ``none`` (None when it is)."""
+    allowed = [NO_TEMPERATURE_LEARNER, *TEMPERATURE_LEARNERS]
+    if isinstance(value, str) and value in allowed:
+        return None
+    return f"temperature learner {value!r} is not registered; allowed: {', '.join(allowed)}{did_you_mean(str(value), allowed)}"
 
 
 def schedule_problem(value: object) -> str | None:

@@ -334,8 +334,8 @@ def finish_student(
     run.result.wall_time_s = round(run.seconds, 3)
     if run.capture is not None:
         run.capture.remove()
-    if run.objective is not None and run.objective.mapping is not None:
-        run.result.extra["mapping"] = run.objective.mapping_summary()  # what the learnable strategy learned
+    if run.objective is not None:
+        run.result.extra.update(run.objective.learned_parts())  # what a learnable mapping or temperature learned
     run.model = run.optimizer = run.scheduler = run.objective = None  # free memory for the mates
     if run.teacher_info is not None:
         run.result.extra.update(run.teacher_info())

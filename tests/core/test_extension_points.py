@@ -16,8 +16,9 @@ from kdgrid.core.mapping import LayerMapping
 from kdgrid.core.matching import MappingContext, register_strategy
 from kdgrid.core.objective import Objective, captured_layers, knowledge_terms
 from kdgrid.core.options import option_problems
-from kdgrid.core.schedules import progress, register_schedule, schedule_value
+from kdgrid.core.schedules import progress, register_schedule, register_temperature_learner, schedule_value
 from kdgrid.core.shapes import StudentShape, student_shape
+from kdgrid.core.temperature_learner import TemperatureLearner
 from kdgrid.errors import ConfigError
 from kdgrid.grid.memory_estimate import BYTES_PER_PARAMETER, GIB, _teacher_reads, estimate_trial_memory_gb
 from kdgrid.trial import Trial
@@ -226,7 +227,7 @@ def test_a_learnable_mapping_builds_the_target_from_every_teacher_layer_and_lear
         grad = objective.mapping.logits.grad
         assert grad is not None and grad.abs().sum() > 0  # the mapping learns through the target
         assert set(objective.state_dict()) == {"mapping.logits"}  # checkpointed with the objective
-        assert np.allclose(objective.mapping_summary()["weights"], 0.25)
+        assert np.allclose(objective.learned_parts()["mapping"]["weights"], 0.25)
 
 
 def test_the_memory_estimate_counts_the_mapping_and_every_teacher_layer() -> None:
@@ -248,3 +249,41 @@ def test_the_memory_estimate_counts_the_mapping_and_every_teacher_layer() -> Non
         features, _ = _teacher_reads(learned)
         assert features == {("hidden", layer) for layer in range(1, 13)}
         assert _teacher_reads(base)[0] == {("hidden", 12)}
+
+
+# --- a learned temperature ------------------------------------------------------------------------------------
+
+
+class LearnedTemperature(TemperatureLearner):
+    """T = exp(log_t), starting at the trial's temperature (a CTKD-like learner without the reversal)."""
+
+    def __init__(self, start: float, options: dict) -> None:  # type: ignore[type-arg]
+        super().__init__()
+        self.log_t = nn.Parameter(torch.tensor(math.log(start)))
+
+    def forward(self, progress: float, scheduled: float) -> torch.Tensor:
+        return self.log_t.exp()
+
+    def summary(self):  # type: ignore[no-untyped-def]
+        return {"temperature": float(self.log_t.detach().exp())}
+
+
+def test_a_temperature_learner_sets_the_soft_temperature_and_learns_with_the_student() -> None:
+    assert option_problems([("temperature_learner", "ctkd")], ()) == [
+        "option temperature_learner='ctkd' is invalid: temperature learner 'ctkd' is not registered; allowed: none"
+    ]
+    with isolated_plugins():
+        register_temperature_learner("learned_t")(LearnedTemperature)
+        t = trial(temperature=2.0, options={"temperature_learner": "learned_t"})
+        assert option_problems(t.options, ()) == []
+        objective = Objective(t, [], STUDENT, TEACHER, regression=False)
+        s, z = [[0.5, -1.0], [2.0, 0.0]], [[1.5, 0.0], [-0.5, 1.0]]
+        values = objective.term_values(logits_features(s), logits_features(z), torch.tensor([0, 1]))
+        expected = _soft_by_hand(np.array(s), np.array(z), 2.0).mean()
+        assert values["soft"].item() == pytest.approx(expected, rel=1e-6)
+        values["soft"].backward()
+        assert objective.temperature_learner is not None
+        assert objective.temperature_learner.log_t.grad is not None
+        assert objective.temperature_learner.log_t.grad.abs() > 0  # the temperature learns through the loss
+        assert set(objective.state_dict()) == {"temperature_learner.log_t"}  # checkpointed with the objective
+        assert objective.learned_parts() == {"temperature_learner": {"temperature": pytest.approx(2.0)}}
