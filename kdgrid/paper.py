@@ -42,6 +42,22 @@ PAPER_KNOWLEDGE: tuple[str, ...] = (
     "value_relation",
 )
 
+# How the paper's prose writes each of them (Appendix A.2, Section 4.3), the names its tables' cells use.
+PAPER_KNOWLEDGE_LABELS: Mapping[str, str] = MappingProxyType(
+    {
+        "attention_mse_sum": "attention mse",
+        "attention_ce_mean": "attention ce",
+        "hidden_mse": "hidden mse",
+        "mmd": "mmd",
+        "gram": "gram",
+        "cos": "cos",
+        "pkd": "pkd",
+        "query_relation": "query relation",
+        "key_relation": "key relation",
+        "value_relation": "value relation",
+    }
+)
+
 # The five matching strategies (Section 4.4), in the order of the columns of Tables 5, 6 and 8.
 PAPER_STRATEGIES: tuple[str, ...] = ("First", "Last", "Dilatation", "First-1", "Last-1")
 

@@ -1,8 +1,10 @@
-"""Plugins: a researcher's own modules (knowledge functions, matching strategies, trial options) known to every
-process kdgrid starts.
+"""Plugins: a researcher's own modules (knowledge functions, matching strategies fixed or learnable, per-example
+weights, schedules, trial options) known to every process kdgrid starts.
 
 A plugin is a module that registers what it adds when it is imported (`kdgrid.core.knowledge.register`,
-`kdgrid.core.matching.register_strategy`, `kdgrid.core.options.register_option`). Three places name plugins:
+`kdgrid.core.matching.register_strategy`, `kdgrid.core.example_weights.register_example_weight`,
+`kdgrid.core.schedules.register_schedule`, `kdgrid.core.options.register_option`; docs/extending.md). Three places
+name plugins:
 
 - the Python entry points of the group `ENTRY_POINT_GROUP` (``kdgrid.plugins``) of installed packages: each
   entry point's value is the module (``[project.entry-points."kdgrid.plugins"] mine = "my_package.kd"``);

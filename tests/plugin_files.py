@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kdgrid import plugins
-from kdgrid.core import knowledge, matching, options
+from kdgrid.core import example_weights, knowledge, matching, options, schedules
 
 IMPORT_LOG_VARIABLE = "KDGRID_TEST_PLUGIN_IMPORTS"
 PLUGIN_VERSION = "1.2.3"
@@ -26,10 +26,14 @@ PLUGIN_VERSION = "1.2.3"
 _REGISTRIES = (
     knowledge.KNOWLEDGE,
     knowledge._ALIASES,
+    knowledge._FUNCTIONS,
     matching.STRATEGIES,
     matching.STRATEGY_ALIASES,
     matching._KEYS,
     options.OPTIONS,
+    schedules.SCHEDULES,
+    schedules.TEMPERATURE_LEARNERS,
+    example_weights.EXAMPLE_WEIGHTS,
 )
 
 
@@ -101,8 +105,6 @@ def write_plugin(folder: Path, module: str) -> Path:
                 needs_projection=True,
                 category="feature",
                 region="hidden",
-                in_paper=False,
-                paper_label="{module} hidden l1",
                 call_style="pair",
                 source="a test plugin",
             )
@@ -112,7 +114,6 @@ def write_plugin(folder: Path, module: str) -> Path:
 
             @register_strategy(
                 "{strategy_name(module)}",
-                in_paper=False,
                 distinct_teacher_layers=True,
                 description="the student's last layer <- the teacher's last",
             )

@@ -57,6 +57,15 @@ Defined behaviour at the edges:
   work for any depths.
 * Depths below 1 raise `ConfigError`; PKD-skip / PKD-last need L_S >= 2 (they leave the last layer out).
 
+Learnable strategies (``register_strategy(..., mapping=..., mapping_parameters=...)``): the pairs name the student
+layers that learn (each pair's teacher layer is nominal: it names the term and is what the row records), and the
+target of each is built by a mapping module with its own parameters from the teacher's features of *every*
+transformer layer 1..L_T (e.g. weights over teacher layers per student layer). The module is built per trial from
+a `MappingContext`, lives in the trial's objective, trains with the student under the same optimiser, is saved in
+the trial's epoch checkpoints and restored on resume; ``mapping_parameters`` counts its parameters without torch
+for the memory estimate. The interface the module implements is `kdgrid.core.mapping.LayerMapping`
+(docs/extending.md has a worked example).
+
 Strategy names are matched case-insensitively, ignoring spaces, ``-`` and ``_`` (``"first_1"``, ``"First1"``
 as Table 8 writes it, ``"LAST-1"``).
 """
@@ -65,13 +74,36 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from kdgrid.errors import ConfigError
+from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.suggest import did_you_mean
 
 LayerPairs = list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class MappingContext:
+    """What a learnable strategy's mapping is built from (and what its parameter count may depend on).
+
+    Attributes:
+        student_layers, teacher_layers: the depths L_S and L_T (transformer layers, 1-based).
+        student_width, teacher_width: the hidden widths d_S and d_T.
+        pairs: the strategy's pairs (student layer, nominal teacher layer), in student-layer order.
+        seed: the trial's seed (the mapping's parameters are drawn under it).
+        options: the trial's options (a mapping may read its own registered options).
+    """
+
+    student_layers: int
+    teacher_layers: int
+    student_width: int
+    teacher_width: int
+    pairs: tuple[tuple[int, int], ...]
+    seed: int
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,22 +114,36 @@ class MatchingStrategy:
         name: the canonical name (the paper's spelling for its five).
         pairs: ``(student_layers, teacher_layers) -> [(student layer, teacher layer), ...]`` for valid depths
             (a ``seeded`` strategy's takes the seed as a third argument).
-        in_paper: one of the paper's five strategies.
         distinct_teacher_layers: every student layer takes its own teacher layer, so L_S <= L_T is required.
         min_student_layers: the smallest student depth the strategy is defined for.
         description: one line for listings.
         control: a negative control (Reverse, Random): its teacher layers need not increase with the student's.
         seeded: the pairs are drawn from the trial's seed.
+        mapping: for a learnable strategy, ``MappingContext -> module`` (a `kdgrid.core.mapping.LayerMapping`);
+            None for fixed pairs.
+        mapping_parameters: for a learnable strategy, ``MappingContext -> int``: its module's parameter count,
+            computed without torch (the memory estimate counts them with their gradients and AdamW's moments).
     """
 
     name: str
     pairs: Callable[..., LayerPairs]
-    in_paper: bool
     distinct_teacher_layers: bool
     min_student_layers: int
     description: str
     control: bool = False
     seeded: bool = False
+    mapping: Callable[[MappingContext], Any] | None = None
+    mapping_parameters: Callable[[MappingContext], int] | None = None
+
+    @property
+    def learnable(self) -> bool:
+        """The targets come from a mapping with its own parameters, trained with the student."""
+        return self.mapping is not None
+
+    @property
+    def in_paper(self) -> bool:
+        """One of the paper's five strategies (`kdgrid.paper.PAPER_STRATEGIES`)."""
+        return self.name in PAPER_STRATEGIES
 
 
 STRATEGIES: dict[str, MatchingStrategy] = {}
@@ -112,16 +158,20 @@ def _key(name: str) -> str:
 def register_strategy(
     name: str,
     *,
-    in_paper: bool,
     distinct_teacher_layers: bool,
     description: str,
     min_student_layers: int = 1,
     aliases: Sequence[str] = (),
     control: bool = False,
     seeded: bool = False,
+    mapping: Callable[[MappingContext], Any] | None = None,
+    mapping_parameters: Callable[[MappingContext], int] | None = None,
 ) -> Callable[[Callable[..., LayerPairs]], Callable[..., LayerPairs]]:
     """Register the decorated ``(student_layers, teacher_layers) -> pairs`` function as strategy ``name``
-    (``(student_layers, teacher_layers, seed) -> pairs`` where ``seeded``)."""
+    (``(student_layers, teacher_layers, seed) -> pairs`` where ``seeded``); with ``mapping`` and
+    ``mapping_parameters``, a learnable strategy (the module docstring)."""
+    if (mapping is None) != (mapping_parameters is None):
+        raise ValueError(f"strategy {name!r}: a learnable strategy gives both mapping and mapping_parameters")
 
     def decorate(fn: Callable[..., LayerPairs]) -> Callable[..., LayerPairs]:
         if _key(name) in _KEYS:
@@ -129,12 +179,13 @@ def register_strategy(
         STRATEGIES[name] = MatchingStrategy(
             name=name,
             pairs=fn,
-            in_paper=in_paper,
             distinct_teacher_layers=distinct_teacher_layers,
             min_student_layers=min_student_layers,
             description=description,
             control=control,
             seeded=seeded,
+            mapping=mapping,
+            mapping_parameters=mapping_parameters,
         )
         _KEYS[_key(name)] = name
         for alias in aliases:
@@ -147,7 +198,6 @@ def register_strategy(
 
 @register_strategy(
     "First",
-    in_paper=True,
     distinct_teacher_layers=True,
     description="student i <- teacher i (first L_S layers)",
 )
@@ -157,7 +207,6 @@ def _first(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "Last",
-    in_paper=True,
     distinct_teacher_layers=True,
     description="student i <- teacher L_T - L_S + i (last L_S layers)",
 )
@@ -168,7 +217,6 @@ def _last(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "Dilatation",
-    in_paper=True,
     distinct_teacher_layers=True,
     description="student i <- teacher floor(i * L_T / L_S) (evenly spread)",
     aliases=("Uniform", "Dilation"),
@@ -178,14 +226,14 @@ def _dilatation(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 
 @register_strategy(
-    "First-1", in_paper=True, distinct_teacher_layers=False, description="student 1 <- teacher 1"
+    "First-1", distinct_teacher_layers=False, description="student 1 <- teacher 1"
 )
 def _first_one(student_layers: int, teacher_layers: int) -> LayerPairs:
     return [(1, 1)]
 
 
 @register_strategy(
-    "Last-1", in_paper=True, distinct_teacher_layers=False, description="student L_S <- teacher L_T"
+    "Last-1", distinct_teacher_layers=False, description="student L_S <- teacher L_T"
 )
 def _last_one(student_layers: int, teacher_layers: int) -> LayerPairs:
     return [(student_layers, teacher_layers)]
@@ -193,7 +241,6 @@ def _last_one(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "PKD-skip",
-    in_paper=False,
     distinct_teacher_layers=True,
     min_student_layers=2,
     description="PKD-Skip: Dilatation without the last student layer (i < L_S)",
@@ -204,7 +251,6 @@ def _pkd_skip(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "PKD-last",
-    in_paper=False,
     distinct_teacher_layers=True,
     min_student_layers=2,
     description="PKD-Last: Last without the last student layer (i < L_S)",
@@ -215,7 +261,6 @@ def _pkd_last(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "MiniLM",
-    in_paper=False,
     distinct_teacher_layers=False,
     description="MiniLM: the last layer only (student L_S <- teacher L_T)",
 )
@@ -225,7 +270,6 @@ def _minilm(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "Reverse",
-    in_paper=False,
     distinct_teacher_layers=True,
     control=True,
     description="control: student i <- Dilatation's teacher layer of student L_S + 1 - i (order reversed)",
@@ -237,7 +281,6 @@ def _reverse(student_layers: int, teacher_layers: int) -> LayerPairs:
 
 @register_strategy(
     "Random",
-    in_paper=False,
     distinct_teacher_layers=True,
     control=True,
     seeded=True,
@@ -253,7 +296,6 @@ def _random(student_layers: int, teacher_layers: int, seed: int) -> LayerPairs:
 
 @register_strategy(
     "All-to-one",
-    in_paper=False,
     distinct_teacher_layers=False,
     description="every student layer <- the last teacher layer (Yu, Wen & Mou, Findings of IJCNLP-AACL 2025)",
 )
@@ -283,6 +325,26 @@ def canonical_strategy(name: str) -> str:
 def get_strategy(name: str) -> MatchingStrategy:
     """The `MatchingStrategy` of a name (any accepted spelling)."""
     return STRATEGIES[canonical_strategy(name)]
+
+
+def mapping_context(
+    strategy: str,
+    student: tuple[int, int],
+    teacher: tuple[int, int],
+    seed: int,
+    options: Mapping[str, Any] | None = None,
+) -> MappingContext:
+    """The `MappingContext` of a trial: ``student`` and ``teacher`` are (layers, width)."""
+    pairs = layer_pairs(strategy, student[0], teacher[0], seed=seed)
+    return MappingContext(
+        student_layers=student[0],
+        teacher_layers=teacher[0],
+        student_width=student[1],
+        teacher_width=teacher[1],
+        pairs=tuple(pairs),
+        seed=seed,
+        options=dict(options or {}),
+    )
 
 
 def layer_pairs(

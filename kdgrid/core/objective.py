@@ -13,6 +13,14 @@
 - ``beta_kl``: the trial's ``beta``, or ``"auto"``: calibrated once on warm-up batches so that each term's mean
   equals 1/10 of the soft loss's mean (`calibrate`); the chosen weights are recorded.
 
+Extension points read here (docs/extending.md): a learnable strategy's mapping (`kdgrid.core.mapping`) builds the
+target of each term on a student layer from every teacher layer, and is owned by this module (so it trains, is
+checkpointed and resumes with the projections); a per-example weight (option ``example_weight``,
+`kdgrid.core.example_weights`) scales each example's soft loss; schedules (options ``{target}_schedule`` and
+``{target}_end``, `kdgrid.core.schedules`) move the temperature, ``soft_weight``, ``alpha`` and a factor on every
+knowledge weight over the training steps (`set_progress`). With none of them set, the numbers are exactly those
+of eq. 9 above.
+
 Terms are named ``soft``, ``hard`` and ``{knowledge}@{student layer}-{teacher layer}`` (``{knowledge}`` alone
 for a knowledge without layers); `term_values` returns each unweighted, so the row can report them.
 """
@@ -28,12 +36,20 @@ import torch
 from torch import nn
 
 from kdgrid.core.capture import Features
-from kdgrid.core.knowledge import compute_knowledge, get_knowledge, term_name, term_pairs
+from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
+from kdgrid.core.knowledge import get_knowledge, term_name, term_pairs
+from kdgrid.core.losses import compute_knowledge
+from kdgrid.core.losses.logits import soft_label_per_example, teacher_loss_per_example
+from kdgrid.core.mapping import LayerMapping, build_mapping
+from kdgrid.core.matching import get_strategy, mapping_context
 from kdgrid.core.method_options import PROJECTOR_MEMBERS
+from kdgrid.core.options import EXAMPLE_WEIGHT, TEMPERATURE_LEARNER, end_option, schedule_option
 from kdgrid.core.projection import Projection
 from kdgrid.core.projector_penalty import SPECTRAL_TERM, spectral_penalty, spectral_weight
+from kdgrid.core.schedules import DEFAULT_SCHEDULE, NO_TEMPERATURE_LEARNER, progress, schedule_value
 from kdgrid.core.shapes import StudentShape
-from kdgrid.core.teacher_targets import teacher_side
+from kdgrid.core.teacher_targets import teacher_side, trainable_targets
+from kdgrid.core.temperature_learner import TemperatureLearner, build_temperature_learner
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 
@@ -61,6 +77,7 @@ class Term:
     knowledge: str
     pair: tuple[int, int] | None
     projected: bool
+    mapped: bool = False  # the target comes from a learnable strategy's mapping over every teacher layer
 
 
 def knowledge_options(trial: Trial, knowledge: str) -> dict[str, Any]:
@@ -78,6 +95,7 @@ def knowledge_terms(
     forbids (``projection: none`` with different widths).
     """
     terms: list[Term] = []
+    learnable = trial.strategy is not None and get_strategy(trial.strategy).learnable
     for name in trial.knowledge:
         spec = get_knowledge(name)
         if spec.name in RESPONSE_KNOWLEDGE:
@@ -97,12 +115,13 @@ def knowledge_terms(
         for pair in term_pairs(spec.name, pairs):
             if pair is not None and attention and 0 in pair:
                 continue  # the embedding layer has no attention
-            terms.append(Term(term_name(spec.name, pair), spec.name, pair, projected))
+            mapped = learnable and pair is not None and spec.placement == "pairs"
+            terms.append(Term(term_name(spec.name, pair), spec.name, pair, projected, mapped))
     return terms
 
 
 def _features_for(features: Features, needs: frozenset[str], layer: int | None) -> dict[str, torch.Tensor]:
-    """The feature dict `kdgrid.core.knowledge.compute_knowledge` reads for one side of one term."""
+    """The feature dict `kdgrid.core.losses.compute_knowledge` reads for one side of one term."""
     out: dict[str, torch.Tensor] = {}
     for need in needs:
         if need in LAYER_FEATURES:
@@ -149,19 +168,65 @@ class Objective(nn.Module):
                 if term.projected
             }
         )
+        # After the projections: their seeded draw is the same whether or not the strategy learns.
+        self.mapping: LayerMapping | None = None
+        if any(term.mapped for term in terms):
+            context = mapping_context(
+                str(trial.strategy),
+                (student.layers, student.width),
+                (teacher.layers, teacher.width),
+                trial.seed,
+                dict(trial.options),
+            )
+            self.mapping = build_mapping(trial.strategy, context)
+        self.temperature_learner: TemperatureLearner | None = build_temperature_learner(
+            str(trial.option(TEMPERATURE_LEARNER, NO_TEMPERATURE_LEARNER)), trial.temperature, dict(trial.options)
+        )
         self.auto = isinstance(trial.beta, str)
         self.betas: dict[str, float] = {} if self.auto else {term.name: float(trial.beta) for term in terms}
         self.soft_t2 = bool(trial.option("soft_t2", False))
         self.spectral = spectral_weight(trial)  # lambda of the projections' spectral penalty, or None
+        self.example_weight = str(trial.option(EXAMPLE_WEIGHT, DEFAULT_EXAMPLE_WEIGHT))
+        self.progress = 0.0
+
+    def set_progress(self, step_index: int, total_steps: int) -> None:
+        """Where training is: the 0-based index of the coming optimiser step among ``total_steps``
+        (`kdgrid.core.schedules.progress`); the schedules read it."""
+        self.progress = progress(step_index, total_steps)
+
+    def scheduled(self, target: str, start: float) -> float:
+        """``target``'s value now: its schedule (option ``{target}_schedule``) from ``start`` to the option
+        ``{target}_end`` (default ``start``); exactly ``start`` under the default constant schedule."""
+        name = self.trial.option(schedule_option(target), DEFAULT_SCHEDULE)
+        if name == DEFAULT_SCHEDULE:
+            return start
+        end = self.trial.option(end_option(target))
+        return schedule_value(name, self.progress, start, start if end is None else float(end))
+
+    @property
+    def temperature(self) -> float | torch.Tensor:
+        """The soft-label temperature now: the trial's, or its schedule's value, or what a temperature learner
+        makes of that (a 0-dim tensor whose graph reaches the learner's parameters)."""
+        scheduled = self.scheduled("temperature", self.trial.temperature)
+        if self.temperature_learner is None:
+            return scheduled
+        return self.temperature_learner(self.progress, scheduled)
 
     @property
     def calibrated(self) -> bool:
         return len(self.betas) == len(self.terms)
 
     def weights(self) -> dict[str, float]:
-        """Every term's weight (auto weights once calibrated)."""
+        """Every term's weight now (auto weights once calibrated; scheduled weights at the current progress)."""
+        factor = self.scheduled("knowledge_weight", 1.0)
+        betas = self.betas if factor == 1.0 else {name: beta * factor for name, beta in self.betas.items()}
         spectral = {} if self.spectral is None else {SPECTRAL_TERM: self.spectral}
-        return {"soft": self.trial.soft_weight, "hard": self.trial.alpha, **self.betas, **spectral}
+        return {
+            "soft": self.scheduled("soft_weight", self.trial.soft_weight),
+            "hard": self.scheduled("alpha", self.trial.alpha),
+            **betas,
+            **spectral,
+        }
 
     def term_values(
         self, student: Features, teacher: Features, labels: torch.Tensor
@@ -179,11 +244,13 @@ class Objective(nn.Module):
                 s_logits if student.distill_logits is None else {"logits": student.distill_logits.float()}
             )
             values = {
-                "soft": compute_knowledge(
+                "soft": self.soft_value(s_logits["logits"], t_logits["logits"], labels)
+                if self.example_weight != DEFAULT_EXAMPLE_WEIGHT
+                else compute_knowledge(
                     "soft_label",
                     soft_s,
                     t_logits,
-                    temperature=self.trial.temperature,
+                    temperature=self.temperature,
                     options={"t2": self.soft_t2, "regression": self.regression},
                 ),
                 "hard": compute_knowledge(
@@ -194,6 +261,23 @@ class Objective(nn.Module):
         if self.spectral is not None:
             values[SPECTRAL_TERM] = spectral_penalty(self.projections.values())
         return values
+
+    def soft_value(self, logits_s: torch.Tensor, logits_t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The soft term with per-example weights: ``mean_i w_i * soft_i`` (times T^2 with ``soft_t2``), the
+        weights normalised to average 1 over the batch (`kdgrid.core.example_weights.normalised_weights`)."""
+        temperature = self.temperature
+        per_example = soft_label_per_example(logits_s, logits_t, temperature, regression=self.regression)
+        batch = ExampleBatch(
+            student_logits=logits_s.detach(),
+            teacher_logits=logits_t.detach(),
+            labels=labels,
+            teacher_loss=teacher_loss_per_example(logits_t, labels, regression=self.regression),
+            regression=self.regression,
+            progress=self.progress,
+            options=dict(self.trial.options),
+        )
+        loss = (normalised_weights(self.example_weight, batch) * per_example).mean()
+        return loss * temperature**2 if self.soft_t2 else loss
 
     def knowledge_values(
         self, student: Features, teacher: Features, labels: torch.Tensor | None = None
@@ -207,24 +291,63 @@ class Objective(nn.Module):
                 spec = self.specs[term.knowledge]
                 s_layer, t_layer = term.pair if term.pair is not None else (None, None)
                 s_feats = {k: v.float() for k, v in _features_for(student, spec.needs, s_layer).items()}
+                if term.mapped:
+                    with trainable_targets():
+                        t_feats = self._mapped_targets(term, s_feats, teacher)
+                        values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels)
+                    continue
                 t_feats = {  # one fp32 copy per batch for the whole group (a no-op for fp32 features)
                     k: teacher_side(("float",), (v,), v.float)
                     for k, v in _features_for(teacher, spec.needs, t_layer).items()
                 }
-                values[term.name] = compute_knowledge(
-                    term.knowledge,
-                    s_feats,
-                    t_feats,
-                    student.mask,
-                    projection=self.projections[_module_key(term.name)] if term.projected else None,
-                    heads_s=self.heads[0],
-                    heads_t=self.heads[1],
-                    relation_heads=self.relation_heads,
-                    temperature=self.trial.temperature,
-                    labels=labels,
-                    options=self.options[term.knowledge],
-                )
+                values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels)
         return values
+
+    def _term_value(
+        self,
+        term: Term,
+        s_feats: dict[str, torch.Tensor],
+        t_feats: dict[str, torch.Tensor],
+        mask: torch.Tensor,
+        labels: torch.Tensor | None,
+    ) -> torch.Tensor:
+        return compute_knowledge(
+            term.knowledge,
+            s_feats,
+            t_feats,
+            mask,
+            projection=self.projections[_module_key(term.name)] if term.projected else None,
+            heads_s=self.heads[0],
+            heads_t=self.heads[1],
+            relation_heads=self.relation_heads,
+            temperature=self.temperature,
+            labels=labels,
+            options=self.options[term.knowledge],
+        )
+
+    def _mapped_targets(
+        self, term: Term, s_feats: dict[str, torch.Tensor], teacher: Features
+    ) -> dict[str, torch.Tensor]:
+        """The targets the learnable mapping builds for a term from the teacher's feature on every layer."""
+        assert self.mapping is not None and term.pair is not None
+        layers = range(1, self.mapping.context.teacher_layers + 1)
+        targets: dict[str, torch.Tensor] = {}
+        for need, student_feature in s_feats.items():
+            per_layer = [
+                teacher_side(("float",), (v,), v.float)
+                for v in (teacher.layer_feature(need, layer) for layer in layers)
+            ]
+            targets[need] = self.mapping(need, term.pair[0], student_feature, per_layer)
+        return targets
+
+    def learned_parts(self) -> dict[str, dict[str, Any]]:
+        """What the row records of the learned parts: ``mapping`` and ``temperature_learner``, where present."""
+        parts: dict[str, dict[str, Any]] = {}
+        if self.mapping is not None:
+            parts["mapping"] = self.mapping.summary()
+        if self.temperature_learner is not None:
+            parts["temperature_learner"] = self.temperature_learner.summary()
+        return parts
 
     def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher)."""
@@ -268,8 +391,12 @@ def _module_key(term_name: str) -> str:
 
 def captured_layers(terms: list[Term], side: int, last_layer: int) -> frozenset[int]:
     """The layers of one side (``side`` 0 = student, 1 = teacher) whose features these terms read: each term's
-    layer on that side, and ``last_layer`` for a term without layers (sentence vectors are its [CLS] vector)."""
-    return frozenset(last_layer if term.pair is None else term.pair[side] for term in terms)
+    layer on that side, and ``last_layer`` for a term without layers (sentence vectors are its [CLS] vector);
+    on the teacher's side, every layer 1..``last_layer`` for a term a learnable mapping builds."""
+    layers = {last_layer if term.pair is None else term.pair[side] for term in terms}
+    if side == 1 and any(term.mapped for term in terms):
+        layers |= set(range(1, last_layer + 1))
+    return frozenset(layers)
 
 
 def teacher_needs(terms: list[Term], specs: Mapping[str, Any]) -> frozenset[str]:

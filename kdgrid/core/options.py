@@ -5,7 +5,7 @@ A trial's ``options`` mapping holds two kinds of keys:
 - a registered option (``soft_t2``, ``max_grad_norm``, ...): declared here with `register_option`, one line each;
   an option another module reads is registered beside the others below (or, for test hooks, by the tests);
 - ``{knowledge}.{variant}`` (``pkd.scale``): a keyword variant of a knowledge of the trial, declared by the
-  knowledge function's own signature in `kdgrid.core.knowledge` (its type hint gives the allowed values).
+  knowledge function's own signature in `kdgrid.core.losses` (its type hint gives the allowed values).
 
 `option_problems` checks a trial's options against both (unknown keys, values of the wrong type), so a misspelt
 or mistyped option is refused by ``kdgrid plan`` instead of being read as something else while training.
@@ -20,8 +20,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kdgrid.core import knowledge as registry
 from kdgrid.core import method_options as methods
+from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
+from kdgrid.core.schedules import (
+    DEFAULT_SCHEDULE,
+    NO_TEMPERATURE_LEARNER,
+    SCHEDULED,
+    schedule_problem,
+    temperature_learner_problem,
+)
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
 from kdgrid.trial import DATA_SEED, MASK_BY, MASK_FRACTION, MASK_INPUT, SEED_LIMIT
@@ -39,6 +48,37 @@ KIND_WORDS: dict[str, str] = {
 
 # Option name: score each dev set on its first N examples only (smoke runs; `kdgrid.sweep_run.smoke_trial`).
 MAX_DEV_SAMPLES = "max_dev_samples"
+
+# The smallest temperature allowed: the soft labels are softmax(logits / T), and below this T the logits of a
+# trained classifier (magnitudes up to about 20) give a one-hot target, or overflow float16 (max 65504) under AMP
+# for logits / T above that: the loss turns infinite or NaN instead of teaching anything.
+MIN_TEMPERATURE = 0.01
+
+# Option names of the extension points: the per-example weight (`kdgrid.core.example_weights`) and, for each
+# scheduled value (`kdgrid.core.schedules.SCHEDULED`), its schedule and its value at the last step.
+EXAMPLE_WEIGHT = "example_weight"
+TEMPERATURE_LEARNER = "temperature_learner"
+
+
+def schedule_option(target: str) -> str:
+    """The option naming ``target``'s schedule (``temperature_schedule``)."""
+    return f"{target}_schedule"
+
+
+def end_option(target: str) -> str:
+    """The option giving ``target``'s value at the last step (``temperature_end``)."""
+    return f"{target}_end"
+
+
+def _naming(key: str, problem: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
+    """``problem`` with its message prefixed by the option it is about."""
+
+    def check(value: Any) -> str | None:
+        found = problem(value)
+        return None if found is None else f"option {key}={value!r} is invalid: {found}"
+
+    return check
+
 
 # Warm-up batches that calibrate ``beta: auto`` knowledge weights (option ``auto_batches``).
 DEFAULT_AUTO_BATCHES = 10
@@ -182,6 +222,38 @@ register_option(
     check=label_order_problem,
 )
 register_option(
+    EXAMPLE_WEIGHT,
+    "text",
+    DEFAULT_EXAMPLE_WEIGHT,
+    "how much each example's soft-label loss counts, a registered weight function (kdgrid.core.example_weights); "
+    "the weights of a batch average 1",
+    check=_naming(EXAMPLE_WEIGHT, example_weight_problem),
+)
+register_option(
+    TEMPERATURE_LEARNER,
+    "text",
+    NO_TEMPERATURE_LEARNER,
+    "a module that learns the soft-label temperature with the student (kdgrid.core.schedules, e.g. CTKD's); "
+    "none: the temperature is the trial's, or its schedule's",
+    check=_naming(TEMPERATURE_LEARNER, temperature_learner_problem),
+)
+for _target in SCHEDULED:
+    register_option(
+        schedule_option(_target),
+        "text",
+        DEFAULT_SCHEDULE,
+        f"how {_target} moves from its start to {end_option(_target)} over the training steps, a registered "
+        "schedule (kdgrid.core.schedules)",
+        check=_naming(schedule_option(_target), schedule_problem),
+    )
+    register_option(
+        end_option(_target),
+        "number",
+        None,
+        f"{_target} at the last step (its schedule goes there); unset: its start",
+        minimum=MIN_TEMPERATURE if _target == "temperature" else 0,
+    )
+register_option(
     TEACHER_GATE,
     "bool",
     True,
@@ -267,9 +339,6 @@ def _knowledge_option_problem(
     """Why ``{knowledge}.{variant}`` = ``value`` is not allowed: the knowledge must be one the trial uses (and
     not one of ``skip``, whose variants the objective sets itself), the variant a keyword of its function, the
     value of the type its hint names (a ``Literal`` lists the allowed values)."""
-    # Imported here: the knowledge registry imports torch (about 1 s); only knowledge options need it.
-    from kdgrid.core import knowledge as registry
-
     name, _, variant = key.partition(".")
     try:
         spec = registry.get_knowledge(name)
@@ -280,7 +349,7 @@ def _knowledge_option_problem(
     usable = sorted(set(knowledge) - set(skip))
     if spec.name not in usable:
         return f"option {key!r} sets a variant of {spec.name!r}, which the trial does not use; its knowledge: {usable or 'none'}"
-    hints = typing.get_type_hints(spec.fn, globalns=vars(registry))
+    hints = typing.get_type_hints(spec.fn)  # the loss's own module: importing it imports torch
     allowed = {n: hints.get(n) for n in spec.options() if _settable(hints.get(n))}
     if variant not in allowed:
         return f"option {key!r}: knowledge {spec.name!r} has no option {variant!r}; allowed: {sorted(allowed) or 'none'}"

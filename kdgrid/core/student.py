@@ -239,7 +239,10 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
     result.layer_pairs = plan.used_pairs
     result.student_params = own_parameter_count(run.model)
     result.student_flops = plan.shape.flops_per_sequence(trial.max_length, num_labels)
-    result.extra["projection_params"] = sum(p.numel() for p in run.objective.parameters())
+    mapping_params = sum(p.numel() for p in run.objective.mapping.parameters()) if run.objective.mapping else 0
+    result.extra["projection_params"] = sum(p.numel() for p in run.objective.parameters()) - mapping_params
+    if run.objective.mapping is not None:
+        result.extra["mapping_params"] = mapping_params
     result.extra["teacher_source"] = plan.teacher.source
     result.extra["steps_per_epoch"] = job.steps_per_epoch
     state = load_checkpoint(checkpoint_dir, trial.trial_id)
@@ -275,6 +278,7 @@ def train_step(
     """
     assert run.objective is not None and run.capture is not None and run.optimizer is not None
     memo = shared_teacher_targets(targets) if targets is not None else contextlib.nullcontext()
+    run.objective.set_progress(step - 1, job.steps_per_epoch * run.trial.epochs)
     with run.own_rng(job.runtime), memo:
         run.model.train()
         with job.runtime.autocast():
@@ -389,6 +393,8 @@ def finish_student(
     run.result.wall_time_s = round(run.seconds, 3)
     if run.capture is not None:
         run.capture.remove()
+    if run.objective is not None:
+        run.result.extra.update(run.objective.learned_parts())  # what a learnable mapping or temperature learned
     run.model = run.optimizer = run.scheduler = run.objective = None  # free memory for the mates
     if run.teacher_info is not None:
         run.result.extra.update(run.teacher_info())

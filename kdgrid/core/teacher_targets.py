@@ -10,6 +10,10 @@ before.
 
 The memo holds references to its input tensors: an entry can never be matched by a new tensor that happens to
 reuse a freed one's ``id``. Values are computed under ``torch.no_grad()``: teacher targets are fixed.
+
+A learnable strategy's target (`kdgrid.core.mapping`) is not fixed: its parameters learn through it. Inside
+`trainable_targets` the losses keep the target's graph: `fixed` does not detach and `teacher_side` computes
+directly (no memo: the target is the student's own, not the group's).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import torch
 T = TypeVar("T")
 
 _ACTIVE: ContextVar[TeacherTargets | None] = ContextVar("kdgrid_teacher_targets", default=None)
+_TRAINABLE: ContextVar[bool] = ContextVar("kdgrid_trainable_targets", default=False)
 
 
 class TeacherTargets:
@@ -74,7 +79,25 @@ def teacher_side(what: Hashable, inputs: tuple[torch.Tensor, ...], compute: Call
         inputs: the teacher tensors (and mask) it is computed from; identity, not value, is the key.
         compute: builds it from detached teacher tensors.
     """
+    if _TRAINABLE.get():
+        return compute()
     memo = _ACTIVE.get()
     if memo is None:
         return compute()
     return memo.get(what, inputs, compute)
+
+
+def fixed(teacher: torch.Tensor) -> torch.Tensor:
+    """A teacher input as a loss reads it: detached (a fixed target), except inside `trainable_targets`."""
+    return teacher if _TRAINABLE.get() else teacher.detach()
+
+
+@contextmanager
+def trainable_targets() -> Iterator[None]:
+    """Within this scope the "teacher" inputs of the losses are a learnable mapping's targets: gradients flow
+    into them (`fixed` keeps them, `teacher_side` neither memoises nor disables gradients)."""
+    token = _TRAINABLE.set(True)
+    try:
+        yield
+    finally:
+        _TRAINABLE.reset(token)

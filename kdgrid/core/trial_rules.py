@@ -28,6 +28,7 @@ from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.matching import canonical_strategy, layer_pairs
 from kdgrid.core.method_rules import method_problems
+from kdgrid.core.options import MIN_TEMPERATURE
 from kdgrid.core.options import option_problems as options_problems
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
 from kdgrid.core.shapes import (
@@ -45,10 +46,6 @@ from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.trial import SEED_LIMIT, Trial
 
 NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to learn from"
-# The smallest temperature allowed: the soft labels are softmax(logits / T), and below this T the logits of a
-# trained classifier (magnitudes up to about 20) give a one-hot target, or overflow float16 (max 65504) under AMP
-# for logits / T above that: the loss turns infinite or NaN instead of teaching anything.
-MIN_TEMPERATURE = 0.01
 GENERAL_DISTILLATION_NEEDS_INIT_FROM = (
     "init 'general_distillation' needs init_from (the directory of a general-distillation checkpoint) or "
     "init_recipe (a pre-training recipe whose checkpoint kdgrid makes)"

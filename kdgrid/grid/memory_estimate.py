@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from kdgrid.core.matching import layer_pairs
+from kdgrid.core.knowledge import KNOWLEDGE, KnowledgeSpec, canonical_knowledge
+from kdgrid.core.matching import get_strategy, layer_pairs, mapping_context
 from kdgrid.core.method_options import DEFAULT_ENSEMBLE_MEMBERS, PROJECTOR_MEMBERS
 from kdgrid.core.method_rules import splits_gradients
 from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
@@ -44,29 +45,6 @@ GIB = 2**30
 # probabilities, dropout mask).
 VALUES_PER_TOKEN_WIDTH = 20
 VALUES_PER_SCORE = 3
-# The feature each knowledge reads on both sides (the registry in kdgrid.core.knowledge is the authority; a test
-# checks this copy against it, so the planner can read it without importing torch). Unknown names read all.
-KNOWLEDGE_FEATURES: dict[str, str] = {
-    "attention_ce_mean": "scores",
-    "attention_mse_sum": "scores",
-    "cka": "hidden",
-    "contrastive": "sentence",
-    "cos": "hidden",
-    "embedding_mse": "embeddings",
-    "gram": "hidden",
-    "hard_label": "logits",
-    "hidden_mse": "hidden",
-    "key_relation": "key",
-    "mmd": "hidden",
-    "pkd": "hidden",
-    "query_relation": "query",
-    "reaug_relation": "sentence",
-    "soft_label": "logits",
-    "value_relation": "value",
-}
-PROJECTED_KNOWLEDGE = frozenset(
-    {"contrastive", "cos", "embedding_mse", "gram", "hidden_mse", "pkd", "reaug_relation"}
-)
 LAYERED_FEATURES = frozenset({"scores", "hidden", "query", "key", "value"})
 # The teacher the planner assumes when it cannot read one's shape without loading it (a Hub model outside the
 # paper's table, not cached): BERT-base, the paper's usual teacher.
@@ -105,12 +83,28 @@ def teacher_shape(teacher: str, task: str) -> StudentShape:
     return local if local is not None else FALLBACK_TEACHER
 
 
-def _features(trial: Trial) -> set[str]:
-    features: set[str] = set()
-    for name in trial.knowledge:
-        feature = KNOWLEDGE_FEATURES.get(name)
-        features |= {feature} if feature is not None else set(LAYERED_FEATURES) | {"embeddings", "sentence"}
-    return features
+def _spec(name: str) -> KnowledgeSpec | None:
+    """A knowledge's registry entry (the authority on what it reads); None for a name the registry does not
+    know (the trial fails at validation anyway)."""
+    spec = KNOWLEDGE.get(name)  # a trial's names are canonical: the alias rule is for other spellings only
+    if spec is not None:
+        return spec
+    try:
+        return KNOWLEDGE[canonical_knowledge(name)]
+    except ConfigError:
+        return None
+
+
+def knowledge_feature(name: str) -> str | None:
+    """The feature a knowledge reads on both sides (its first, where it reads several); None when unknown."""
+    spec = _spec(name)
+    return None if spec is None else sorted(spec.needs)[0]
+
+
+def projected_knowledge(name: str) -> bool:
+    """Whether the knowledge's student feature is projected to the teacher's width first."""
+    spec = _spec(name)
+    return spec is not None and spec.needs_projection
 
 
 def _pairs(trial: Trial, student: StudentShape, teacher: StudentShape) -> list[tuple[int, int]]:
@@ -157,20 +151,52 @@ def projection_params(trial: Trial) -> int:
     members = (trial.option(PROJECTOR_MEMBERS) or DEFAULT_ENSEMBLE_MEMBERS) if trial.projection == "ensemble" else 1
     terms = 0
     for name in trial.knowledge:
-        if name in PROJECTED_KNOWLEDGE:
-            terms += pairs if KNOWLEDGE_FEATURES[name] in LAYERED_FEATURES else 1
-        elif name not in KNOWLEDGE_FEATURES:
+        feature = knowledge_feature(name)
+        if projected_knowledge(name):
+            terms += pairs if feature in LAYERED_FEATURES else 1
+        elif feature is None:
             terms += pairs
     return terms * members * (linear + mlp_extra)
 
 
+def _learnable(trial: Trial) -> bool:
+    """Whether the trial's strategy is a learnable one (an unknown name is not: validation refuses it)."""
+    try:
+        return bool(trial.knowledge) and trial.strategy is not None and get_strategy(trial.strategy).learnable
+    except ConfigError:
+        return False
+
+
+def mapping_params(trial: Trial) -> int:
+    """Parameters of a learnable strategy's mapping, as the strategy counts them without torch
+    (`kdgrid.core.matching.MatchingStrategy.mapping_parameters`); 0 for fixed pairs or depths it refuses."""
+    if not _learnable(trial):
+        return 0
+    student = student_shape(trial.student)
+    teacher = teacher_shape(trial.teacher, trial.task)
+    count = get_strategy(str(trial.strategy)).mapping_parameters
+    try:
+        context = mapping_context(
+            str(trial.strategy),
+            (student.layers, student.width),
+            (teacher.layers, teacher.width),
+            trial.seed,
+            dict(trial.options),
+        )
+    except ConfigError:
+        return 0
+    return int(count(context)) if count is not None else 0
+
+
 def estimate_trial_memory_gb(trial: Trial) -> float:
     """What one student adds to its job for the job's whole life, in GiB: fp32 weights, gradients and AdamW's
-    two moments of the student and its projections (16 bytes per parameter). The job's other parts (one
-    student's activations, the teacher) are counted once per job (`estimate_job_memory_gb`)."""
+    two moments of the student, its projections and a learnable strategy's mapping (16 bytes per parameter).
+    The job's other parts (one student's activations, the teacher) are counted once per job
+    (`estimate_job_memory_gb`)."""
     shape = student_shape(trial.student)
     per_parameter = BYTES_PER_PARAMETER + (SPLIT_GRADIENT_BYTES if splits_gradients(trial) else 0)
-    return (shape.param_count() + projection_params(trial)) * per_parameter / GIB
+    parameters = shape.param_count() + projection_params(trial) + mapping_params(trial)
+    return parameters * per_parameter / GIB
 
 
 def student_activation_bytes(trial: Trial) -> int:
@@ -187,11 +213,11 @@ def student_activation_bytes(trial: Trial) -> int:
     pairs = len(_pairs(trial, student, teacher))
     losses = 0
     for name in trial.knowledge:
-        feature = KNOWLEDGE_FEATURES.get(name, "hidden")
+        feature = knowledge_feature(name) or "hidden"
         if feature not in LAYERED_FEATURES:
             continue
-        width = teacher.width if name in PROJECTED_KNOWLEDGE else student.width
-        projected = tokens * teacher.width if name in PROJECTED_KNOWLEDGE else 0
+        width = teacher.width if projected_knowledge(name) else student.width
+        projected = tokens * teacher.width if projected_knowledge(name) else 0
         per_term = projected + _target_values(feature, name, batch, length, max(student.heads, 1), width)
         losses += 2 * pairs * per_term  # the value and its gradient
     return (layers + losses) * BYTES_PER_VALUE
@@ -203,10 +229,12 @@ def _teacher_reads(trial: Trial) -> tuple[frozenset[tuple[str, int]], frozenset[
     student = student_shape(trial.student)
     teacher = teacher_shape(trial.teacher, trial.task)
     teacher_layers = {t for _, t in _pairs(trial, student, teacher)}
+    if _learnable(trial):  # its mapping reads the matched features of every teacher layer
+        teacher_layers = set(range(1, teacher.layers + 1))
     features: set[tuple[str, int]] = set()
     targets: set[tuple[str, int]] = set()
     for name in trial.knowledge:
-        feature = KNOWLEDGE_FEATURES.get(name, "hidden")
+        feature = knowledge_feature(name) or "hidden"
         if feature in LAYERED_FEATURES:
             features |= {(feature, layer) for layer in teacher_layers}
             targets |= {(name, layer) for layer in teacher_layers}
@@ -220,9 +248,7 @@ def _teacher_batch_bytes(trial: Trial, features: set[tuple[str, int]], targets: 
     batch, length = trial.batch_size, trial.max_length
     kept = sum(_per_layer_values(feature, batch, length, teacher) for feature, _ in features)
     derived = sum(
-        _target_values(
-            KNOWLEDGE_FEATURES.get(name, "hidden"), name, batch, length, teacher.heads, teacher.width
-        )
+        _target_values(knowledge_feature(name) or "hidden", name, batch, length, teacher.heads, teacher.width)
         for name, _ in targets
     )
     return (kept + derived) * BYTES_PER_VALUE

@@ -15,6 +15,7 @@ from typing import Any
 
 from kdgrid.core.choices import INIT_SCHEMES, PROJECTIONS, unknown_choice
 from kdgrid.core.data import TASKS, get_task
+from kdgrid.core.knowledge import canonical_knowledge
 from kdgrid.core.matching import canonical_strategy
 from kdgrid.core.shapes import STUDENTS, student_shape
 from kdgrid.errors import KdgridError
@@ -35,9 +36,6 @@ def _number(value: Any) -> bool:
 
 @functools.cache
 def _knowledge_name(name: str) -> str:
-    # Imported here: the knowledge registry imports torch (about 1 s), which sweep expansion otherwise never needs.
-    from kdgrid.core.knowledge import canonical_knowledge
-
     try:
         return canonical_knowledge(name)
     except KdgridError as error:

@@ -9,19 +9,20 @@ import numpy as np
 import pytest
 import torch
 
-from kdgrid.core import knowledge as kn
+from kdgrid.core import knowledge as kn_registry
+from kdgrid.core import losses as kn
 from kdgrid.core.knowledge import (
     FEATURES,
     KNOWLEDGE,
     ShapeError,
     canonical_knowledge,
     canonical_pair,
-    compute_knowledge,
     get_knowledge,
     paper_name,
     term_name,
     term_pairs,
 )
+from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.projection import Projection
 from kdgrid.errors import ConfigError
 from kdgrid.paper import DOUBLE_MATCH_PAIRS, PAPER_KNOWLEDGE
@@ -719,8 +720,54 @@ def test_importing_the_library_starts_no_heavy_framework():
     import sys
 
     code = (
-        "import sys, kdgrid.core.knowledge, kdgrid.core.matching, kdgrid.core.projection; "
+        "import sys, kdgrid.core.losses, kdgrid.core.matching, kdgrid.core.projection; "
         "print(sorted(m for m in ('ray', 'submitit', 'transformers', 'datasets') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_registry_reads_the_built_in_declarations_without_torch_and_importing_binds_them():
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "from kdgrid.core import knowledge\n"
+        "before = {n: repr(s) for n, s in knowledge.KNOWLEDGE.items()}\n"
+        "torch_before = 'torch' in sys.modules\n"
+        "import kdgrid.core.losses\n"
+        "after = {n: repr(s) for n, s in knowledge.KNOWLEDGE.items()}\n"
+        "print(json.dumps([torch_before, before == after, sorted(before), sorted(knowledge._FUNCTIONS)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    torch_before, same, declared, bound = json.loads(out.stdout.strip().splitlines()[-1])
+    assert torch_before is False
+    assert same is True
+    assert declared == bound == sorted(KNOWLEDGE)
+    assert {"cka", "reaug_relation", *PAPER_KNOWLEDGE} <= set(declared)
+
+
+def test_a_declaration_the_registry_cannot_read_is_refused(tmp_path):
+    module = tmp_path / "made_up.py"
+    module.write_text(
+        "WIDTH = ['hidden']\n\n"
+        "@register('made_up', needs=WIDTH, needs_projection=False, category='feature', region='hidden',\n"
+        "          call_style='pair', source='none')\n"
+        "def made_up(s, t, mask):\n"
+        "    return s\n"
+    )
+    with pytest.raises(ValueError, match=r"made_up.py:3: a built-in knowledge's @register arguments must be literals"):
+        kn_registry._declarations(module, "made_up")
+
+
+def test_in_paper_and_the_written_name_come_from_the_paper():
+    from kdgrid.paper import PAPER_KNOWLEDGE_LABELS
+
+    assert set(PAPER_KNOWLEDGE_LABELS) == set(PAPER_KNOWLEDGE)
+    for name, spec in KNOWLEDGE.items():
+        assert spec.paper_label == PAPER_KNOWLEDGE_LABELS.get(name, name.replace("_", " "))
+        assert canonical_knowledge(spec.paper_label) == name
+    assert get_knowledge("attention mse").paper_label == "attention mse"
+    assert not get_knowledge("cka").in_paper

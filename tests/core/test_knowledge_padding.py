@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kdgrid.core.knowledge import KNOWLEDGE, compute_knowledge
+from kdgrid.core.knowledge import KNOWLEDGE
+from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.projection import Projection
 
 torch.set_num_threads(1)

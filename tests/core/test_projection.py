@@ -7,7 +7,7 @@ import io
 import pytest
 import torch
 
-from kdgrid.core.knowledge import hidden_mse
+from kdgrid.core.losses import hidden_mse
 from kdgrid.core.objective import Objective, knowledge_terms
 from kdgrid.core.projection import PROJECTION_KINDS, Projection
 from kdgrid.core.shapes import StudentShape

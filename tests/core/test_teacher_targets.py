@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kdgrid.core.knowledge import compute_knowledge, get_knowledge
+from kdgrid.core.knowledge import get_knowledge
+from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.projection import Projection
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets, teacher_side
 from kdgrid.paper import PAPER_KNOWLEDGE

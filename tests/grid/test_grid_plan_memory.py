@@ -10,9 +10,9 @@ import pytest
 
 from kdgrid.grid import estimate_job_memory_gb, estimate_trial_memory_gb, load_sweep, plan_jobs
 from kdgrid.grid.memory_estimate import (
-    KNOWLEDGE_FEATURES,
-    PROJECTED_KNOWLEDGE,
+    knowledge_feature,
     memory_key,
+    projected_knowledge,
     student_activation_bytes,
     teacher_bytes,
     teacher_shape,
@@ -90,13 +90,15 @@ def test_the_teacher_shape_is_read_without_loading(tmp_path: Path) -> None:
     assert teacher_shape(str(tmp_path), "mrpc").layers == 3
 
 
-def test_the_knowledge_table_matches_the_registry() -> None:
+def test_the_estimate_reads_the_knowledge_registry() -> None:
     from kdgrid.core.knowledge import KNOWLEDGE
 
-    assert {name: {feature} for name, feature in KNOWLEDGE_FEATURES.items()} == {
+    assert {name: {knowledge_feature(name)} for name in KNOWLEDGE} == {
         name: set(spec.needs) for name, spec in KNOWLEDGE.items()
     }
-    assert {name for name, spec in KNOWLEDGE.items() if spec.needs_projection} == PROJECTED_KNOWLEDGE
+    assert {name for name in KNOWLEDGE if projected_knowledge(name)} == {
+        name for name, spec in KNOWLEDGE.items() if spec.needs_projection
+    }
 
 
 def test_a_150_student_table5_group_is_one_job_on_an_80_gb_gpu() -> None:

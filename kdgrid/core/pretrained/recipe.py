@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdgrid.core.choices import PROJECTIONS, unknown_choice
+from kdgrid.core.knowledge import get_knowledge
 from kdgrid.core.matching import canonical_strategy
 from kdgrid.core.pretrained.corpus_spec import CORPUS_FORMAT_VERSION, parse_corpus
 from kdgrid.core.shapes import student_shape
@@ -233,9 +234,6 @@ class PretrainRecipe:
 
 @functools.cache
 def _knowledge_spec(name: str) -> tuple[str, frozenset[str]]:
-    # Imported here: the knowledge registry imports torch (about 1 s), which reading a recipe does not need.
-    from kdgrid.core.knowledge import get_knowledge
-
     spec = get_knowledge(name)
     return spec.name, frozenset(spec.needs)
 

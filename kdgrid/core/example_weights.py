@@ -1,0 +1,117 @@
+"""Per-example weights: how much each example's distillation loss counts, from what the teacher says about it.
+
+A weight function is registered with `register_example_weight` and chosen by the trial option ``example_weight``
+(default ``uniform``: every example counts the same, and the objective computes exactly what it computes without
+weights). It receives an `ExampleBatch` (the teacher's and the student's logits, the gold labels, the teacher's
+own loss per example) and returns raw weights ``[B]``, finite and >= 0; `normalised_weights` divides them by their
+batch mean, so the weights of a batch average 1 and the loss keeps its scale::
+
+    w_i = r_i / mean_j r_j                soft = mean_i w_i * soft_i          (soft_i: example i's soft loss)
+
+The weights scale the soft-label (distillation) term; they carry no gradient (the raw weights are detached).
+The built-in ones:
+
+- ``uniform``: ``r_i = 1``.
+- ``teacher_loss``: ``r_i = l^T_i``, the teacher's own loss on example i (cross-entropy against the gold label, or
+  squared error for regression): examples the teacher finds hard count more, the instance weighting of
+  AdaKD-style methods (the difficulty measured by the teacher's loss).
+
+A weight function uses tensor methods only (``x.exp()``, ``x.softmax(-1)``, ``x.new_ones(n)``), so this registry,
+and the names a sweep validates against, import no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kdgrid.errors import ConfigError
+from kdgrid.suggest import did_you_mean
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+DEFAULT_EXAMPLE_WEIGHT = "uniform"
+
+
+@dataclass(frozen=True)
+class ExampleBatch:
+    """What a weight function may read about one batch (every tensor detached, float32).
+
+    Attributes:
+        student_logits: ``[B, C]`` (C = 1 for regression).
+        teacher_logits: ``[B, C]``.
+        labels: ``[B]`` gold labels (class ids, or floats for regression).
+        teacher_loss: ``[B]`` the teacher's loss per example: cross-entropy of its logits against the gold
+            label (natural log), or squared error for regression.
+        regression: the task has one output.
+        progress: the training progress in [0, 1] (`kdgrid.core.schedules.progress`).
+        options: the trial's options (a weight function may read its own registered options).
+    """
+
+    student_logits: Tensor
+    teacher_logits: Tensor
+    labels: Tensor
+    teacher_loss: Tensor
+    regression: bool
+    progress: float
+    options: dict[str, Any]
+
+
+ExampleWeight = Callable[[ExampleBatch], "Tensor"]
+EXAMPLE_WEIGHTS: dict[str, ExampleWeight] = {}
+
+
+def register_example_weight(name: str) -> Callable[[ExampleWeight], ExampleWeight]:
+    """Register the decorated ``ExampleBatch -> raw weights [B]`` function as ``name``."""
+
+    def decorate(fn: ExampleWeight) -> ExampleWeight:
+        if name in EXAMPLE_WEIGHTS:
+            raise ValueError(f"example weight {name!r} is registered twice")
+        EXAMPLE_WEIGHTS[name] = fn
+        return fn
+
+    return decorate
+
+
+@register_example_weight("uniform")
+def uniform(batch: ExampleBatch) -> Tensor:
+    return batch.teacher_loss.new_ones(batch.teacher_loss.shape[0])
+
+
+@register_example_weight("teacher_loss")
+def teacher_loss(batch: ExampleBatch) -> Tensor:
+    return batch.teacher_loss
+
+
+def example_weight_problem(value: object) -> str | None:
+    """Why ``value`` is not a registered example weight (None when it is); names the allowed ones."""
+    if isinstance(value, str) and value in EXAMPLE_WEIGHTS:
+        return None
+    return (
+        f"example weight {value!r} is not registered; allowed: {', '.join(EXAMPLE_WEIGHTS)}"
+        f"{did_you_mean(str(value), EXAMPLE_WEIGHTS)}"
+    )
+
+
+def normalised_weights(name: str, batch: ExampleBatch) -> Tensor:
+    """The weights ``[B]`` of ``name`` for ``batch``, divided by their mean (so they average 1).
+
+    Raises:
+        ConfigError: an unknown name, or raw weights of the wrong shape, negative, non-finite, or all zero (the
+            loss would be silently wrong).
+    """
+    problem = example_weight_problem(name)
+    if problem:
+        raise ConfigError(problem)
+    raw = EXAMPLE_WEIGHTS[name](batch).detach().float()
+    size = batch.teacher_loss.shape[0]
+    if tuple(raw.shape) != (size,):
+        raise ConfigError(f"example weight {name!r} gave shape {list(raw.shape)}; expected [{size}]")
+    if not bool(raw.isfinite().all()) or bool((raw < 0).any()):
+        raise ConfigError(f"example weight {name!r} gave a negative or non-finite weight: {raw.tolist()}")
+    mean = raw.mean()
+    if not bool(mean > 0):
+        raise ConfigError(f"example weight {name!r} gave all-zero weights for a batch of {size}")
+    return raw / mean
