@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from kdgrid.core.capture import Features
+from kdgrid.core.ctkd import LearnedTemperature, build_learned_temperature
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
 from kdgrid.core.knowledge import get_knowledge, term_name, term_pairs
 from kdgrid.core.losses import compute_knowledge
@@ -171,6 +172,11 @@ class Objective(nn.Module):
                 dict(trial.options),
             )
             self.mapping = build_mapping(trial.strategy, context)
+        # A learned temperature (option temperature_learner, `kdgrid.core.ctkd`): no random draw, owned here so it
+        # trains, is checkpointed and resumes with the rest of the objective.
+        self.learned_temperature: LearnedTemperature | None = build_learned_temperature(
+            dict(trial.options), trial.temperature
+        )
         self.auto = isinstance(trial.beta, str)
         self.betas: dict[str, float] = {} if self.auto else {term.name: float(trial.beta) for term in terms}
         self.soft_t2 = bool(trial.option("soft_t2", False))
@@ -192,8 +198,11 @@ class Objective(nn.Module):
         return schedule_value(name, self.progress, start, start if end is None else float(end))
 
     @property
-    def temperature(self) -> float:
-        """The soft-label temperature now (the trial's, or its schedule's value)."""
+    def temperature(self) -> float | torch.Tensor:
+        """The soft-label temperature now (the trial's, or its schedule's value); a learned one is a 0-dim tensor
+        behind its gradient-reversal layer."""
+        if self.learned_temperature is not None:
+            return self.learned_temperature(self.progress)
         return self.scheduled("temperature", self.trial.temperature)
 
     @property
@@ -324,6 +333,11 @@ class Objective(nn.Module):
     def mapping_summary(self) -> dict[str, Any]:
         """What the learnable mapping reports of itself (empty without one)."""
         return {} if self.mapping is None else self.mapping.summary()
+
+    def learned_parameter_count(self) -> int:
+        """The parameters of the learnable mapping and the learned temperature (not projections)."""
+        learned = [module for module in (self.mapping, self.learned_temperature) if module is not None]
+        return sum(p.numel() for module in learned for p in module.parameters())
 
     def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher)."""

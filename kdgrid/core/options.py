@@ -21,10 +21,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdgrid.core import knowledge as registry
+from kdgrid.core.adakd import ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION, adakd_function_problem
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
+from kdgrid.core.learned_strategies import ALP_KD_SCALE, alp_kd_scale_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.schedules import DEFAULT_SCHEDULE, SCHEDULED, schedule_problem
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
+from kdgrid.core.temperature_learners import (
+    CTKD_DEFAULTS,
+    CTKD_LAMBDA,
+    CTKD_MAX,
+    CTKD_MIN,
+    CTKD_RAMP,
+    NO_LEARNER,
+    TEMPERATURE_LEARNER,
+    learner_problem,
+    ramp_problem,
+)
 from kdgrid.errors import KdgridError
 from kdgrid.trial import DATA_SEED, SEED_LIMIT
 
@@ -220,6 +233,47 @@ register_option(
     "how much each example's soft-label loss counts, a registered weight function (kdgrid.core.example_weights); "
     "the weights of a batch average 1",
     check=_naming(EXAMPLE_WEIGHT, example_weight_problem),
+)
+register_option(
+    ADAKD_FUNCTION,
+    "text",
+    DEFAULT_ADAKD_FUNCTION,
+    "example_weight adakd: the function of the teacher's loss that weights each example (kdgrid.core.adakd)",
+    check=adakd_function_problem,
+)
+register_option(
+    ALP_KD_SCALE,
+    "text",
+    "none",
+    "strategy ALP-KD: the attention scores' divisor, none (the paper's plain dot product) or sqrt_width (sqrt(d_T))",
+    check=alp_kd_scale_problem,
+)
+register_option(
+    TEMPERATURE_LEARNER,
+    "text",
+    NO_LEARNER,
+    "ctkd learns the soft-label temperature adversarially (kdgrid.core.ctkd); none keeps the trial's",
+    check=learner_problem,
+)
+register_option(
+    CTKD_MIN, "number", CTKD_DEFAULTS[CTKD_MIN], "ctkd: the lowest temperature it may learn", minimum=MIN_TEMPERATURE
+)
+register_option(
+    CTKD_MAX, "number", CTKD_DEFAULTS[CTKD_MAX], "ctkd: the highest temperature it may learn", minimum=MIN_TEMPERATURE
+)
+register_option(
+    CTKD_LAMBDA,
+    "number",
+    CTKD_DEFAULTS[CTKD_LAMBDA],
+    "ctkd: the gradient-reversal strength at the end of its cosine curriculum",
+    minimum=0,
+)
+register_option(
+    CTKD_RAMP,
+    "number",
+    CTKD_DEFAULTS[CTKD_RAMP],
+    "ctkd: the fraction of training over which the reversal strength rises to ctkd_lambda_max",
+    check=ramp_problem,
 )
 for _target in SCHEDULED:
     register_option(

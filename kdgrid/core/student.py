@@ -218,7 +218,8 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
     result.student_params = sum(p.numel() for p in run.model.parameters())
     result.student_flops = plan.shape.flops_per_sequence(trial.max_length, num_labels)
     mapping_params = sum(p.numel() for p in run.objective.mapping.parameters()) if run.objective.mapping else 0
-    result.extra["projection_params"] = sum(p.numel() for p in run.objective.parameters()) - mapping_params
+    learned = run.objective.learned_parameter_count()
+    result.extra["projection_params"] = sum(p.numel() for p in run.objective.parameters()) - learned
     if run.objective.mapping is not None:
         result.extra["mapping_params"] = mapping_params
     result.extra["teacher_source"] = plan.teacher.source
@@ -336,6 +337,8 @@ def finish_student(
         run.capture.remove()
     if run.objective is not None and run.objective.mapping is not None:
         run.result.extra["mapping"] = run.objective.mapping_summary()  # what the learnable strategy learned
+    if run.objective is not None and run.objective.learned_temperature is not None:
+        run.result.extra["learned_temperature"] = run.objective.learned_temperature.summary()
     run.model = run.optimizer = run.scheduler = run.objective = None  # free memory for the mates
     if run.teacher_info is not None:
         run.result.extra.update(run.teacher_info())
