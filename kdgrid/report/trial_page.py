@@ -1,6 +1,7 @@
 """One trial's page (``trials/<trial_id>.html``): configuration, layer pairs, per-epoch curves of each loss term and
-of the dev metrics (inline SVG), the weights (auto weights as calibrated), provenance, every attempt, and for a
-failed trial its error and traceback.
+of the dev metrics (inline SVG), the weights (auto weights as calibrated), what its learned methods ended with (a
+learnable strategy's weights over the teacher's layers, a learned temperature: `kdgrid.report.learned`),
+provenance, every attempt, and for a failed trial its error and traceback.
 
 The page shows the trial's deciding row (`kdgrid.report.gather.deciding_rows`) and lists every attempt; its
 content depends only on the trial's rows, so `--watch` rewrites it only when a row of the trial arrives
