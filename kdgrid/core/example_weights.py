@@ -15,6 +15,8 @@ The built-in ones:
 - ``teacher_loss``: ``r_i = l^T_i``, the teacher's own loss on example i (cross-entropy against the gold label, or
   squared error for regression): examples the teacher finds hard count more, the instance weighting of
   AdaKD-style methods (the difficulty measured by the teacher's loss).
+- ``adakd``: ``r_i = f(l^T_i)`` with ``f`` the option ``adakd_function`` (AdaKD's ``exp(-1/sqrt(l))`` by default;
+  `kdgrid.core.adakd`).
 
 A weight function uses tensor methods only (``x.exp()``, ``x.softmax(-1)``, ``x.new_ones(n)``), so this registry,
 and the names a sweep validates against, import no torch.
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kdgrid.core.adakd import ADAKD, adakd
 from kdgrid.errors import ConfigError
 from kdgrid.suggest import did_you_mean
 
@@ -85,6 +88,10 @@ def teacher_loss(batch: ExampleBatch) -> Tensor:
     return batch.teacher_loss
 
 
+# AdaKD-style instance weighting (kdgrid.core.adakd): the weight grows with the teacher's loss, by a chosen function.
+register_example_weight(ADAKD)(adakd)
+
+
 def example_weight_problem(value: object) -> str | None:
     """Why ``value`` is not a registered example weight (None when it is); names the allowed ones."""
     if isinstance(value, str) and value in EXAMPLE_WEIGHTS:
@@ -115,3 +122,4 @@ def normalised_weights(name: str, batch: ExampleBatch) -> Tensor:
     if not bool(mean > 0):
         raise ConfigError(f"example weight {name!r} gave all-zero weights for a batch of {size}")
     return raw / mean
+

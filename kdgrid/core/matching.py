@@ -78,6 +78,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdgrid.core import learned_strategies as mappings
 from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.suggest import did_you_mean
@@ -123,6 +124,8 @@ class MatchingStrategy:
             None for fixed pairs.
         mapping_parameters: for a learnable strategy, ``MappingContext -> int``: its module's parameter count,
             computed without torch (the memory estimate counts them with their gradients and AdamW's moments).
+        mapping_features: for a learnable strategy, the features (`kdgrid.core.knowledge.FEATURES`) its module
+            can build targets for; None: any. Validation refuses a knowledge on pairs that reads another.
     """
 
     name: str
@@ -134,6 +137,7 @@ class MatchingStrategy:
     seeded: bool = False
     mapping: Callable[[MappingContext], Any] | None = None
     mapping_parameters: Callable[[MappingContext], int] | None = None
+    mapping_features: frozenset[str] | None = None
 
     @property
     def learnable(self) -> bool:
@@ -166,6 +170,7 @@ def register_strategy(
     seeded: bool = False,
     mapping: Callable[[MappingContext], Any] | None = None,
     mapping_parameters: Callable[[MappingContext], int] | None = None,
+    mapping_features: Sequence[str] | None = None,
 ) -> Callable[[Callable[..., LayerPairs]], Callable[..., LayerPairs]]:
     """Register the decorated ``(student_layers, teacher_layers) -> pairs`` function as strategy ``name``
     (``(student_layers, teacher_layers, seed) -> pairs`` where ``seeded``); with ``mapping`` and
@@ -186,6 +191,7 @@ def register_strategy(
             seeded=seeded,
             mapping=mapping,
             mapping_parameters=mapping_parameters,
+            mapping_features=None if mapping_features is None else frozenset(mapping_features),
         )
         _KEYS[_key(name)] = name
         for alias in aliases:
@@ -386,3 +392,23 @@ def layer_pairs(
             f"strategy {spec.name!r} draws its pairs from the trial's seed, an integer; got {seed!r}"
         )
     return spec.pairs(student_layers, teacher_layers, seed)
+
+
+# The built-in learnable strategies (kdgrid.core.learned_strategies: the facts here, the torch modules loaded by name when a
+# trial builds its mapping), registered with the fixed ones so that every process that knows those knows these.
+register_strategy(
+    mappings.LAD,
+    distinct_teacher_layers=False,
+    description=mappings.LAD_DESCRIPTION,
+    mapping=mappings.build_lad,
+    mapping_parameters=mappings.lad_parameters,
+)(mappings.nominal_pairs)
+register_strategy(
+    mappings.ALP_KD,
+    distinct_teacher_layers=False,
+    description=mappings.ALP_KD_DESCRIPTION,
+    aliases=("ALP",),
+    mapping=mappings.build_alp_kd,
+    mapping_parameters=mappings.alp_kd_parameters,
+    mapping_features=mappings.ALP_KD_FEATURES,
+)(mappings.nominal_pairs)

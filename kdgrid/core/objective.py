@@ -341,13 +341,18 @@ class Objective(nn.Module):
         return targets
 
     def learned_parts(self) -> dict[str, dict[str, Any]]:
-        """What the row records of the learned parts: ``mapping`` and ``temperature_learner``, where present."""
+        """What the row records of the learned parts: ``mapping`` and ``learned_temperature``, where present."""
         parts: dict[str, dict[str, Any]] = {}
         if self.mapping is not None:
             parts["mapping"] = self.mapping.summary()
         if self.temperature_learner is not None:
-            parts["temperature_learner"] = self.temperature_learner.summary()
+            parts["learned_temperature"] = self.temperature_learner.summary()
         return parts
+
+    def learned_parameter_count(self) -> int:
+        """The parameters of the learnable mapping and the learned temperature (not projections)."""
+        learned = [module for module in (self.mapping, self.temperature_learner) if module is not None]
+        return sum(p.numel() for module in learned for p in module.parameters())
 
     def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher)."""

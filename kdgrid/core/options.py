@@ -22,7 +22,9 @@ from typing import Any
 
 from kdgrid.core import knowledge as registry
 from kdgrid.core import method_options as methods
+from kdgrid.core.adakd import ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION, adakd_function_problem
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
+from kdgrid.core.learned_strategies import ALP_KD_SCALE, alp_kd_scale_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.schedules import (
     DEFAULT_SCHEDULE,
@@ -32,6 +34,15 @@ from kdgrid.core.schedules import (
     temperature_learner_problem,
 )
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
+from kdgrid.core.temperature_learners import (
+    CTKD_DEFAULTS,
+    CTKD_LAMBDA,
+    CTKD_MAX,
+    CTKD_MIN,
+    CTKD_RAMP,
+    TEMPERATURE_LEARNER,
+    ramp_problem,
+)
 from kdgrid.errors import KdgridError
 from kdgrid.trial import DATA_SEED, MASK_BY, MASK_FRACTION, MASK_INPUT, SEED_LIMIT
 
@@ -57,7 +68,6 @@ MIN_TEMPERATURE = 0.01
 # Option names of the extension points: the per-example weight (`kdgrid.core.example_weights`) and, for each
 # scheduled value (`kdgrid.core.schedules.SCHEDULED`), its schedule and its value at the last step.
 EXAMPLE_WEIGHT = "example_weight"
-TEMPERATURE_LEARNER = "temperature_learner"
 
 
 def schedule_option(target: str) -> str:
@@ -236,6 +246,40 @@ register_option(
     "a module that learns the soft-label temperature with the student (kdgrid.core.schedules, e.g. CTKD's); "
     "none: the temperature is the trial's, or its schedule's",
     check=_naming(TEMPERATURE_LEARNER, temperature_learner_problem),
+)
+register_option(
+    ADAKD_FUNCTION,
+    "text",
+    DEFAULT_ADAKD_FUNCTION,
+    "example_weight adakd: the function of the teacher's loss that weights each example (kdgrid.core.adakd)",
+    check=adakd_function_problem,
+)
+register_option(
+    ALP_KD_SCALE,
+    "text",
+    "none",
+    "strategy ALP-KD: the attention scores' divisor, none (the paper's plain dot product) or sqrt_width (sqrt(d_T))",
+    check=alp_kd_scale_problem,
+)
+register_option(
+    CTKD_MIN, "number", CTKD_DEFAULTS[CTKD_MIN], "ctkd: the lowest temperature it may learn", minimum=MIN_TEMPERATURE
+)
+register_option(
+    CTKD_MAX, "number", CTKD_DEFAULTS[CTKD_MAX], "ctkd: the highest temperature it may learn", minimum=MIN_TEMPERATURE
+)
+register_option(
+    CTKD_LAMBDA,
+    "number",
+    CTKD_DEFAULTS[CTKD_LAMBDA],
+    "ctkd: the gradient-reversal strength at the end of its cosine curriculum",
+    minimum=0,
+)
+register_option(
+    CTKD_RAMP,
+    "number",
+    CTKD_DEFAULTS[CTKD_RAMP],
+    "ctkd: the fraction of training over which the reversal strength rises to ctkd_lambda_max",
+    check=ramp_problem,
 )
 for _target in SCHEDULED:
     register_option(

@@ -240,7 +240,8 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
     result.student_params = own_parameter_count(run.model)
     result.student_flops = plan.shape.flops_per_sequence(trial.max_length, num_labels)
     mapping_params = sum(p.numel() for p in run.objective.mapping.parameters()) if run.objective.mapping else 0
-    result.extra["projection_params"] = sum(p.numel() for p in run.objective.parameters()) - mapping_params
+    learned = run.objective.learned_parameter_count()
+    result.extra["projection_params"] = sum(p.numel() for p in run.objective.parameters()) - learned
     if run.objective.mapping is not None:
         result.extra["mapping_params"] = mapping_params
     result.extra["teacher_source"] = plan.teacher.source

@@ -20,15 +20,18 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
+from typing import Any
 
 import huggingface_hub.constants
 
 from kdgrid.core.choices import PROJECTIONS
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
-from kdgrid.core.matching import canonical_strategy, layer_pairs
+from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
+from kdgrid.core.learned_strategies import STRATEGY_OPTIONS
+from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
 from kdgrid.core.method_rules import method_problems
-from kdgrid.core.options import MIN_TEMPERATURE
+from kdgrid.core.options import MIN_TEMPERATURE, schedule_option
 from kdgrid.core.options import option_problems as options_problems
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
 from kdgrid.core.shapes import (
@@ -41,6 +44,7 @@ from kdgrid.core.shapes import (
     teacher_head_problems,
 )
 from kdgrid.core.teacher_cache import MINILM_ALIAS
+from kdgrid.core.temperature_learners import learner_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.trial import SEED_LIMIT, Trial
@@ -94,8 +98,59 @@ def number_problems(trial: Trial) -> list[str]:
 
 
 def option_problems(trial: Trial) -> list[str]:
-    """The trial's ``options`` against their declarations (`kdgrid.core.options`): unknown keys, wrong types."""
-    return options_problems(trial.options, trial.knowledge)
+    """The trial's ``options`` against their declarations (`kdgrid.core.options`): unknown keys, wrong types;
+    then the learned methods' combinations (`learned_method_problems`) once every option is well-formed."""
+    problems = options_problems(trial.options, trial.knowledge)
+    return problems or learned_method_problems(trial)
+
+
+def learned_method_problems(trial: Trial) -> list[str]:
+    """What a learned method cannot combine with: a learnable strategy's mapping and the features of the
+    trial's knowledge, or an option of one strategy on another (`mapping_problems`); a
+    learned temperature's range, schedule and soft weight (`kdgrid.core.temperature_learners.learner_problems`)."""
+    options = dict(trial.options)
+    knowledge = []
+    for name in trial.knowledge:
+        try:
+            spec = KNOWLEDGE[canonical_knowledge(name)]
+        except KdgridError:  # an unknown knowledge: refused by its own check
+            continue
+        knowledge.append((spec.name, frozenset(spec.needs), spec.placement))
+    schedule = str(options.get(schedule_option("temperature"), "constant"))
+    return mapping_problems(trial.strategy, knowledge, options) + learner_problems(
+        options, trial.temperature, trial.soft_weight, schedule
+    )
+
+
+def mapping_problems(
+    strategy: str | None, knowledge: list[tuple[str, frozenset[str], str]], options: dict[str, Any]
+) -> list[str]:
+    """What makes a learnable strategy's combination impossible: a knowledge on pairs that reads a feature its
+    mapping cannot build (``knowledge``: (name, needs, placement) of each of the trial's;
+    `kdgrid.core.matching.MatchingStrategy.mapping_features`), or an option of one built-in learnable strategy
+    set on a trial of another (`kdgrid.core.learned_strategies.STRATEGY_OPTIONS`). An unknown strategy is left to the
+    strategy check."""
+    problems: list[str] = []
+    try:
+        spec = get_strategy(strategy) if strategy is not None else None
+    except KdgridError:  # an unknown name: refused, with the allowed ones, by the strategy check
+        spec = None
+    for owner, owned in STRATEGY_OPTIONS.items():
+        problems += [
+            f"option {option!r} is {owner}'s; the trial's strategy is {strategy!r}"
+            for option in owned
+            if option in options and (spec is None or spec.name != owner)
+        ]
+    if spec is None or spec.mapping_features is None:
+        return problems
+    for name, needs, placement in knowledge:
+        unsupported = sorted(needs - spec.mapping_features)
+        if placement == "pairs" and unsupported:
+            problems.append(
+                f"strategy {spec.name!r} builds targets for {', '.join(sorted(spec.mapping_features))} only; "
+                f"knowledge {name!r} reads {', '.join(unsupported)}"
+            )
+    return problems
 
 
 def teacher_config_source(teacher: str, task: str) -> str | None:

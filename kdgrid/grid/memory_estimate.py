@@ -30,6 +30,7 @@ from kdgrid.core.matching import get_strategy, layer_pairs, mapping_context
 from kdgrid.core.method_options import DEFAULT_ENSEMBLE_MEMBERS, PROJECTOR_MEMBERS
 from kdgrid.core.method_rules import splits_gradients
 from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
+from kdgrid.core.temperature_learners import learned_temperature_parameters
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 
@@ -190,12 +191,18 @@ def mapping_params(trial: Trial) -> int:
 
 def estimate_trial_memory_gb(trial: Trial) -> float:
     """What one student adds to its job for the job's whole life, in GiB: fp32 weights, gradients and AdamW's
-    two moments of the student, its projections and a learnable strategy's mapping (16 bytes per parameter).
+    two moments of the student, its projections, a learnable strategy's mapping and a learned temperature (16
+    bytes per parameter).
     The job's other parts (one student's activations, the teacher) are counted once per job
     (`estimate_job_memory_gb`)."""
     shape = student_shape(trial.student)
     per_parameter = BYTES_PER_PARAMETER + (SPLIT_GRADIENT_BYTES if splits_gradients(trial) else 0)
-    parameters = shape.param_count() + projection_params(trial) + mapping_params(trial)
+    parameters = (
+        shape.param_count()
+        + projection_params(trial)
+        + mapping_params(trial)
+        + learned_temperature_parameters(dict(trial.options))
+    )
     return parameters * per_parameter / GIB
 
 

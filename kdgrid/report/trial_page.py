@@ -1,6 +1,7 @@
 """One trial's page (``trials/<trial_id>.html``): configuration, layer pairs, per-epoch curves of each loss term and
-of the dev metrics (inline SVG), the weights (auto weights as calibrated), provenance, every attempt, and for a
-failed trial its error and traceback.
+of the dev metrics (inline SVG), the weights (auto weights as calibrated), what its learned methods ended with (a
+learnable strategy's weights over the teacher's layers, a learned temperature: `kdgrid.report.learned`),
+provenance, every attempt, and for a failed trial its error and traceback.
 
 The page shows the trial's deciding row (`kdgrid.report.gather.deciding_rows`) and lists every attempt; its
 content depends only on the trial's rows, so `--watch` rewrites it only when a row of the trial arrives
@@ -25,6 +26,7 @@ from kdgrid.report.labels import (
     settings_rows,
     trial_title,
 )
+from kdgrid.report.learned import mapping_section, temperature_section
 from kdgrid.report.svg import line_chart
 
 TRIALS_DIR = "trials"
@@ -129,6 +131,15 @@ def _attempts(data: ReportData, trial_id: str) -> str:
     return table(["row", "status", "written", "host", "wall s", "error"], lines)
 
 
+def _learned(row: dict[str, Any]) -> list[str]:
+    """What the trial's learned methods ended with (a learnable strategy's weights, a learned temperature)."""
+    extra = parse_json(row.get("extra_json"), {})
+    if not isinstance(extra, dict):
+        return []
+    sections = [mapping_section(extra.get("mapping")), temperature_section(extra.get("learned_temperature"))]
+    return [section for section in sections if section]
+
+
 def trial_page(data: ReportData, trial_id: str) -> str:
     """The page of ``trial_id`` (a trial with at least one row), links relative to ``trials/``."""
     row = data.record(trial_id)
@@ -181,6 +192,7 @@ def trial_page(data: ReportData, trial_id: str) -> str:
         "<h2>Configuration</h2>" + definition_list(config),
         "<h2>Student and layer pairs</h2>" + definition_list([*shape, ("layer pairs", pair_text)]),
         "<h2>Weights</h2>" + _settings_table(row.get("weights_json"), ("term", "weight")),
+        *_learned(row),
         "<h2>Loss terms (last epoch)</h2>" + _settings_table(row.get("loss_terms_json"), ("term", "value")),
         "<h2>Provenance</h2>"
         + definition_list([(key, _value(row.get(key))) for key in _PROVENANCE_KEYS if key in row])

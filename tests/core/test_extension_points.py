@@ -169,7 +169,7 @@ def test_weights_that_would_make_a_silently_wrong_loss_are_refused() -> None:
     problems = option_problems([("example_weight", "teacher_los")], ())
     assert problems == [
         "option example_weight='teacher_los' is invalid: example weight 'teacher_los' is not registered; "
-        "allowed: uniform, teacher_loss; did you mean 'teacher_loss'?"
+        "allowed: uniform, teacher_loss, adakd; did you mean 'teacher_loss'?"
     ]
 
 
@@ -269,8 +269,9 @@ class LearnedTemperature(TemperatureLearner):
 
 
 def test_a_temperature_learner_sets_the_soft_temperature_and_learns_with_the_student() -> None:
-    assert option_problems([("temperature_learner", "ctkd")], ()) == [
-        "option temperature_learner='ctkd' is invalid: temperature learner 'ctkd' is not registered; allowed: none"
+    assert option_problems([("temperature_learner", "learned_t")], ()) == [
+        "option temperature_learner='learned_t' is invalid: temperature learner 'learned_t' is not registered; "
+        "allowed: none, ctkd"
     ]
     with isolated_plugins():
         register_temperature_learner("learned_t")(LearnedTemperature)
@@ -286,4 +287,4 @@ def test_a_temperature_learner_sets_the_soft_temperature_and_learns_with_the_stu
         assert objective.temperature_learner.log_t.grad is not None
         assert objective.temperature_learner.log_t.grad.abs() > 0  # the temperature learns through the loss
         assert set(objective.state_dict()) == {"temperature_learner.log_t"}  # checkpointed with the objective
-        assert objective.learned_parts() == {"temperature_learner": {"temperature": pytest.approx(2.0)}}
+        assert objective.learned_parts() == {"learned_temperature": {"temperature": pytest.approx(2.0)}}

@@ -1,0 +1,55 @@
+"""AdaKD-style instance weighting: an example's distillation weight grows with the teacher's difficulty on it.
+
+Ganguly, Nayak, Rao, Deb & AP, "AdaKD: Dynamic Knowledge Distillation of ASR Models using Adaptive Loss
+Weighting", 2024 (arXiv 2405.08019): sample difficulty grows with the teacher's loss, and each instance's
+distillation weight is a function of it, ``e^{-1/sqrt(d)}``. Here the difficulty is the teacher's own loss on
+the example, ``l_i`` (cross-entropy against the gold label, natural log; squared error for regression:
+`kdgrid.core.example_weights.ExampleBatch.teacher_loss`), and the function is the option ``adakd_function``:
+
+================  ==========================  =========================================
+adakd_function    raw weight r_i              note
+================  ==========================  =========================================
+exp_inv_sqrt      ``exp(-1 / sqrt(l_i))``     AdaKD's (the default); 0 at l_i = 0
+linear            ``l_i``                     the built-in ``teacher_loss`` weight
+sqrt              ``sqrt(l_i)``
+square            ``l_i ** 2``
+================  ==========================  =========================================
+
+Each is non-decreasing in the loss. The example weight ``adakd`` (trial option ``example_weight: adakd``)
+normalises them per batch as every weight is (`kdgrid.core.example_weights.normalised_weights`: ``w_i = r_i /
+mean_j r_j``, so the soft loss keeps its scale); a batch whose every raw weight is 0 (a teacher certain and right on
+all of it, under ``exp_inv_sqrt``) is refused there rather than silently dropped. Tensor methods only: no torch,
+and nothing of kdgrid (the registry imports this module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Tensor = Any  # a torch tensor: only its methods are used, so this module imports no torch
+
+ADAKD = "adakd"
+ADAKD_FUNCTION = "adakd_function"
+DEFAULT_ADAKD_FUNCTION = "exp_inv_sqrt"
+
+DIFFICULTY_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "exp_inv_sqrt": lambda loss: (-loss.rsqrt()).exp(),
+    "linear": lambda loss: loss,
+    "sqrt": lambda loss: loss.sqrt(),
+    "square": lambda loss: loss * loss,
+}
+
+
+def adakd_function_problem(value: object) -> str | None:
+    """Why ``value`` is not an AdaKD difficulty function (None when it is); names the allowed ones."""
+    if isinstance(value, str) and value in DIFFICULTY_FUNCTIONS:
+        return None
+    return f"option {ADAKD_FUNCTION}={value!r} is invalid; allowed: {', '.join(DIFFICULTY_FUNCTIONS)}"
+
+
+def adakd(batch: Any) -> Tensor:
+    """Raw weights ``[B]`` of an `kdgrid.core.example_weights.ExampleBatch`: the option ``adakd_function`` of the
+    teacher's loss per example (registered as ``adakd`` by `kdgrid.core.example_weights`)."""
+    name = batch.options.get(ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION)
+    return DIFFICULTY_FUNCTIONS[name](batch.teacher_loss.clamp_min(0))

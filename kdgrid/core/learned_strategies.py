@@ -1,0 +1,85 @@
+"""The learnable layer-matching strategies built into kdgrid, registered without torch.
+
+Each is a `kdgrid.core.matching` strategy with a mapping module (`kdgrid.core.mapping.LayerMapping`) whose
+parameters train with the student; docs/learned_methods.md gives their formulas and conventions.
+
+==========  ==========================================================================  =========================
+strategy    target of student layer i (teacher feature ``f_t`` on layer t = 1..L_T)      module
+==========  ==========================================================================  =========================
+LAD         ``sum_t softmax(g_i)_t f_t``: a gate of learned logits ``g_i`` per student     `kdgrid.core.lad` (Lin,
+            layer over every teacher layer                                               Sensors 2023)
+ALP-KD      ``sum_t softmax_t(q_i . k_t / s) f_t`` per example: attention over the       `kdgrid.core.alp_kd` (Passban
+            teacher layers from the student layer's [CLS] vector ``q_i``                  al., AAAI 2021)
+==========  ==========================================================================  =========================
+
+Both give one term per student layer, ``(i, nominal(i))`` with the nominal teacher layer ``max(1, floor(i L_T /
+L_S))`` (Dilatation's, at least 1): it names the term and is what the row records; the target is built from every
+teacher layer. They work for any depths.
+
+This module imports no torch and nothing of kdgrid: `kdgrid.core.matching` registers the two strategies from the
+facts here (so every process that knows the fixed strategies knows these), `kdgrid.core.options` their option,
+and `kdgrid.core.trial_rules` checks their combinations; the modules `kdgrid.core.lad` and `kdgrid.core.alp_kd` (torch)
+are imported by name when a trial builds its mapping.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+LAD = "LAD"
+ALP_KD = "ALP-KD"
+LAD_DESCRIPTION = "LAD: a learned gate per student layer weights every teacher layer (Lin et al., 2023)"
+ALP_KD_DESCRIPTION = (
+    "ALP-KD: attention over every teacher layer from the student layer's [CLS] (Passban et al., 2021)"
+)
+
+# ALP-KD's option: the divisor s of the attention scores q . k_t. The paper uses the plain dot product ("none");
+# "sqrt_width" divides by sqrt(d_T) (scaled dot-product attention, Vaswani et al., NeurIPS 2017), which keeps
+# the softmax off one-hot when the teacher's [CLS] vectors are long.
+ALP_KD_SCALE = "alp_kd_scale"
+ALP_KD_SCALES = ("none", "sqrt_width")
+# The features ALP-KD can attend with: [B, L, d] tensors whose [CLS] row is a representation (not scores).
+ALP_KD_FEATURES = ("hidden", "query", "key", "value")
+# Which options belong to which strategy: a trial that sets one under another strategy is refused.
+STRATEGY_OPTIONS: dict[str, tuple[str, ...]] = {ALP_KD: (ALP_KD_SCALE,)}
+
+
+def nominal_pairs(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
+    """``(i, max(1, floor(i L_T / L_S)))`` for every student layer i: one term each, named by Dilatation's layer."""
+    return [(i, max(1, i * teacher_layers // student_layers)) for i in range(1, student_layers + 1)]
+
+
+def _module(name: str) -> Any:
+    """A torch module of `kdgrid.core` (``lad``, ``alp_kd``), imported by name on first use: registering needs no
+    torch, and that module's imports of the registry make no import cycle."""
+    return importlib.import_module(f"kdgrid.core.{name}")
+
+
+def build_lad(context: Any) -> Any:
+    """LAD's module for a `kdgrid.core.matching.MappingContext`."""
+    return _module("lad").LadGate(context)
+
+
+def build_alp_kd(context: Any) -> Any:
+    """ALP-KD's module for a `kdgrid.core.matching.MappingContext`."""
+    return _module("alp_kd").AlpAttention(context)
+
+
+def lad_parameters(context: Any) -> int:
+    """LAD's gate: one logit per (student layer, teacher layer)."""
+    return int(context.student_layers * context.teacher_layers)
+
+
+def alp_kd_parameters(context: Any) -> int:
+    """ALP-KD's query map ``[d_T, d_S]`` when the widths differ (none when they agree, as in the paper)."""
+    if context.student_width == context.teacher_width:
+        return 0
+    return int(context.student_width * context.teacher_width)
+
+
+def alp_kd_scale_problem(value: object) -> str | None:
+    """Why ``value`` is not an ALP-KD score divisor (None when it is); names the allowed ones."""
+    if value in ALP_KD_SCALES:
+        return None
+    return f"option {ALP_KD_SCALE}={value!r} is invalid; allowed: {', '.join(ALP_KD_SCALES)}"

@@ -1,0 +1,129 @@
+"""The learned methods through the real core: LAD, ALP-KD, CTKD with AdaKD weights and a fixed strategy run in one
+sweep through the local executor as ONE job (one teacher forward per batch for all of them), each row records what
+its method learned, and a preempted job resumes every learned parameter and statistic bit for bit."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.grid import load_sweep
+from kdgrid.store import read_table
+from kdgrid.sweep_run import run_sweep
+from kdgrid.trial import Trial
+from tests.commands.test_sweep_end_to_end import count_teacher_passes
+
+TASK = "synthetic-single-binary-n96-d32"
+LEARNED_TEMPERATURE = {**NOT_MEANT_TO_BE_ACCURATE, "temperature_learner": "ctkd", "ctkd_ramp": 0.5,
+                       "example_weight": "adakd"}  # fmt: skip
+
+
+@pytest.fixture
+def deterministic() -> Iterator[None]:
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(False)
+
+
+def sweep_file(path: Path, teacher: str) -> Path:
+    spec = {
+        "name": "learned-methods",
+        "fixed": {"task": TASK, "teacher": teacher, "student": "w32-l2-h2-f64", "init": "random", "batch_size": 16,
+                  "max_length": 24, "epochs": 2, "lr": 2e-2, "seed": 3, "knowledge": ["hidden_mse"], "beta": 1.0,
+                  "options": dict(NOT_MEANT_TO_BE_ACCURATE)},
+        "studies": {
+            "mappings": {"axes": {"strategy": ["LAD", "ALP-KD", "Last-1"]}},
+            "temperature": {"include": [{"strategy": "Last-1", "temperature": 2.0, "options": LEARNED_TEMPERATURE}]},
+        },
+    }  # fmt: skip
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_fixed_and_learned_methods_share_one_job_and_one_teacher_pass_per_batch(
+    tmp_path: Path, teacher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = count_teacher_passes(monkeypatch)
+    sweep, store = sweep_file(tmp_path / "s.yaml", teacher), tmp_path / "store"
+    outcome = run_sweep(sweep, store, executor_settings={"local_progress": False}, preflight=False)
+    assert outcome.ok and outcome.done_now == 4 and outcome.jobs == 1
+    [steps_per_epoch] = seen["jobs"]
+    assert len(seen["forwards"]) == 2 * steps_per_epoch  # epochs x batches, whatever the methods
+    rows = read_table(
+        store, ["status", "strategy", "temperature", "extra_json", "layer_pairs_json"]
+    ).to_pylist()
+    assert {row["status"] for row in rows} == {"done"}
+    by = {(row["strategy"], row["temperature"]): json.loads(row["extra_json"]) for row in rows}
+    lad, alp = by[("LAD", 1.0)], by[("ALP-KD", 1.0)]
+    weights = torch.tensor(lad["mapping"]["weights"])  # 2 student layers x 3 teacher layers
+    assert weights.shape == (2, 3) and torch.allclose(weights.sum(-1), torch.ones(2), atol=1e-6)
+    assert (weights - 1 / 3).abs().max() > 1e-3 and lad["mapping_params"] == 2 * 3
+    attention = torch.tensor(alp["mapping"]["weights"], dtype=torch.float64)
+    assert attention.shape == (2, 3) and torch.allclose(attention.sum(-1), torch.ones(2, dtype=torch.float64))
+    assert alp["mapping"]["examples"] == [2 * 96, 2 * 96] and alp["mapping_params"] == 32 * 64  # W: 32 -> 64
+    fixed = by[("Last-1", 1.0)]
+    assert "mapping" not in fixed and "learned_temperature" not in fixed
+    learned = by[("Last-1", 2.0)]["learned_temperature"]
+    assert learned["method"] == "CTKD" and learned["start"] == 2.0 and 1.0 < learned["temperature"] < 21.0
+    assert learned["temperature"] != pytest.approx(2.0, abs=1e-6)  # it moved
+    assert learned["reversal_strength"] == pytest.approx(1.0)  # past its ramp (half of training)
+
+
+def test_every_learned_parameter_is_checkpointed_and_resumes_bit_for_bit(
+    tmp_path: Path, teacher: str, monkeypatch: pytest.MonkeyPatch, deterministic: None
+) -> None:
+    import kdgrid.core.data.batching as batching
+    import kdgrid.core.train as train
+    from kdgrid.core.train import run_job
+
+    trials = [
+        planned.trial
+        for planned in load_sweep(sweep_file(tmp_path / "s.yaml", teacher)).trials
+        if planned.trial.strategy != "Last-1" or planned.trial.temperature == 2.0
+    ]
+    assert len(trials) == 3
+
+    def run(**kwargs: object) -> tuple[list, dict[str, dict[str, torch.Tensor]]]:
+        weights: dict[str, dict[str, torch.Tensor]] = {}
+
+        def keep(t: Trial, model: torch.nn.Module) -> None:
+            weights[t.trial_id] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+        return run_job(trials, device="cpu", on_model=keep, **kwargs), weights  # type: ignore[arg-type]
+
+    straight, straight_weights = run()
+
+    class Preempted(BaseException):
+        pass
+
+    original = batching.train_batches
+
+    def preempt_in_epoch_2(tokenized, batch_size, seed, epoch, **kw):  # type: ignore[no-untyped-def]
+        if epoch == 1:
+            raise Preempted
+        return original(tokenized, batch_size, seed, epoch, **kw)
+
+    monkeypatch.setattr(train, "train_batches", preempt_in_epoch_2)
+    with pytest.raises(Preempted):
+        run(checkpoint_dir=tmp_path)
+    saved = {t.strategy if t.temperature == 1.0 else "CTKD": torch.load(tmp_path / f"{t.trial_id}.pt",
+             weights_only=False)["objective"] for t in trials}  # fmt: skip
+    assert saved["LAD"]["mapping.gate"].abs().max() > 0  # trained for an epoch, and saved
+    assert saved["ALP-KD"]["mapping.weight_count"].tolist() == [96.0, 96.0]
+    assert "mapping.query.weight" in saved["ALP-KD"]
+    assert saved["CTKD"]["temperature_learner.theta"].item() != 0.0
+    monkeypatch.setattr(train, "train_batches", original)
+    resumed, resumed_weights = run(checkpoint_dir=tmp_path)
+    for one, other in zip(straight, resumed, strict=True):
+        assert other.extra["resumed_from_epoch"] == 1
+        assert other.extra.get("mapping") == one.extra.get("mapping")  # learned weights, exactly
+        assert other.extra.get("learned_temperature") == one.extra.get("learned_temperature")
+        assert other.curve == one.curve and other.scores == one.scores
+    for trial_id, state in straight_weights.items():
+        for key, value in state.items():
+            assert torch.equal(value, resumed_weights[trial_id][key]), (trial_id, key)
