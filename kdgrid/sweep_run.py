@@ -11,9 +11,12 @@ executor is given `Sweep.study_of`). The budget defaults to ``auto``: the execut
 what one job may use on the machine where the executor runs jobs. `kdgrid plan` and `kdgrid status` plan with
 the same helpers, so they show the jobs `run_sweep` will start.
 
-Hub access: with the pre-flight on, a sweep that needs models or datasets from the Hugging Face Hub runs only
-once they are all in this machine's caches (`kdgrid prefetch SWEEP` puts them there); its workers then run with
-``HF_HUB_OFFLINE=1`` and ``HF_DATASETS_OFFLINE=1`` (`hub_environment`), so thousands of jobs never ask the Hub.
+The pre-flight (`kdgrid.preflight`) runs before the store is created, tier by tier: the static rules were applied
+when the sweep was loaded; then the local files (init and recipe checkpoints) and the Hub caches; then each job
+against this machine, and the teacher gate. Hub access: with the pre-flight on, a sweep that needs models or
+datasets from the Hugging Face Hub runs only once they are all in this machine's caches (`kdgrid prefetch SWEEP`
+puts them there); its workers then run with ``HF_HUB_OFFLINE=1`` and ``HF_DATASETS_OFFLINE=1``
+(`kdgrid.preflight.local.hub_environment`), so thousands of jobs never ask the Hub.
 ``online=True`` (``--online``) lets every job fetch what it needs itself instead.
 
 Pre-training checkpoints: trials that start from a recipe's checkpoint (option ``init_recipe``) run only once it
@@ -27,7 +30,6 @@ and reports per group what failed, before a cluster spends hours on the real gri
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import tempfile
 import uuid
@@ -36,19 +38,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kdgrid.core.gate_preflight import gate_teachers_here
 from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.pretrained.needed import needed_checkpoints
-from kdgrid.core.teacher_gate import cached_refusals
-from kdgrid.core.train import validate_trials
-from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.grid import PlannedTrial, Sweep, check_init_checkpoints, store_problems
+from kdgrid.grid import PlannedTrial, Sweep
 from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
 from kdgrid.grid.state import SweepState, sweep_state
-from kdgrid.launch.environment import CACHE_LOCATION_VARIABLES, OFFLINE_ENVIRONMENT, environment
+from kdgrid.launch.environment import OFFLINE_ENVIRONMENT, environment
 from kdgrid.launch.job_fn import DEFAULT_JOB_FN
 from kdgrid.launch.memory import MemoryBudget
-from kdgrid.prefetch import missing_items, missing_message, sweep_needs
+from kdgrid.preflight.gate import check_gate
+from kdgrid.preflight.jobs import check_jobs_here
+from kdgrid.preflight.local import check_init_checkpoints, create_store, hub_environment
 from kdgrid.pretrain.checkpoint_grid import (
     CheckpointJobSettings,
     MadeCheckpoint,
@@ -79,70 +79,6 @@ Log = Callable[[str], None]
 
 def _quiet(_line: str) -> None:
     """The default ``log`` of `run_sweep`: a library call prints nothing unless asked to."""
-
-
-def check_trials_here(trials: list[Trial], *, run_gate: bool = False, log: Log = _quiet) -> None:
-    """Pre-flight: the core's checks of each trial on this machine (teacher available, init checkpoint
-    shapes), every job checked before any problem is reported; then the teacher gate. With ``run_gate`` (jobs
-    run on this machine: the local executor) the gate runs here, once per distinct teacher and task
-    (`kdgrid.core.gate_preflight.gate_teachers_here`: a verdict not cached yet is computed and cached, so the
-    jobs read it); else only its cached verdicts are read (`kdgrid.core.teacher_gate.cached_refusals`: no
-    teacher is loaded here; each job still gates its teacher when it starts).
-
-    Raises:
-        ConfigError: every trial that cannot run here, one line each; or every teacher the gate refuses on a
-            task of ``trials``, with the gate's message (which names the declaration to add).
-    """
-    check_init_checkpoints(trials)  # every missing checkpoint in one message, before any teacher is read
-    problems: list[str] = []
-    for job in plan_sweep_jobs(trials, 0, None):
-        try:
-            validate_trials(job)
-        except KdgridError as error:
-            problems.append(str(error))
-    if problems:
-        problems = list(dict.fromkeys(problems))  # jobs of one teacher and task share its message
-        raise ConfigError("pre-flight found trials that cannot run on this machine:\n" + "\n".join(problems))
-    if run_gate:
-        refusals, problems = gate_teachers_here(trials, log=log)
-        if problems:
-            raise ConfigError("pre-flight: these jobs cannot start on this machine:\n" + "\n".join(problems))
-        if refusals:
-            raise ConfigError(
-                "pre-flight: the teacher gate refuses the teacher of these trials (nothing was run):\n"
-                + "\n".join(refusals)
-            )
-        return
-    refusals = cached_refusals(trials)
-    if refusals:
-        raise ConfigError(
-            "pre-flight: the teacher gate has already refused the teacher of these trials (its cached verdict; "
-            "nothing was run):\n" + "\n".join(refusals)
-        )
-
-
-def hub_environment(trials: Iterable[Trial], sweep: str, *, online: bool = False) -> dict[str, str]:
-    """The environment variables the workers of ``trials`` run with, as far as the Hub is concerned.
-
-    Nothing for trials that need nothing from the Hub (the demo, generated tasks, local teachers) or with
-    ``online`` (every job fetches what it needs itself); else `kdgrid.launch.environment.OFFLINE_ENVIRONMENT`,
-    once every item is in this machine's caches (checked without the network), with the cache locations set here
-    (``HF_HOME``, ``HF_HUB_CACHE``, ``HF_DATASETS_CACHE``), so that jobs on other machines read the caches
-    checked here (`kdgrid.launch.environment` says how each executor's jobs get them).
-
-    Raises:
-        ConfigError: something is missing; the message names it and ``kdgrid prefetch <sweep>``.
-    """
-    if online:
-        return {}
-    needs = sweep_needs(trials)
-    if not needs:
-        return {}
-    missing = missing_items(needs)
-    if missing:
-        raise ConfigError(missing_message(missing, [sweep]))
-    locations = {name: os.environ[name] for name in CACHE_LOCATION_VARIABLES if name in os.environ}
-    return {**OFFLINE_ENVIRONMENT, **locations}
 
 
 @dataclass(frozen=True)
@@ -255,7 +191,7 @@ def run_sweep(
         max_group_size: at most this many trials per job (0 = no limit).
         max_attempts: None: run the pending trials only (``kdgrid run``); a number: also retry failed trials
             with fewer failed rows than that (``kdgrid resume``).
-        preflight: check every trial to run against this machine first (`check_trials_here`), and that what
+        preflight: check every trial to run against this machine first (`kdgrid.preflight`), and that what
             they need from the Hub is cached (`hub_environment`: the workers then run offline).
         online: with ``preflight``, let the workers fetch from the Hub instead of requiring a prefetch.
         compact_after: merge the store's small files when the run ends, once there are many.
@@ -343,15 +279,14 @@ def _run_loaded(
     if to_run and preflight:
         # The gate runs here where the jobs would run it, on this machine: the local executor's core jobs.
         gate_here = executor == "local" and getattr(runner, "job_fn", None) is DEFAULT_JOB_FN
-        with environment(worker_environment):  # the gate reads the caches as the jobs will
-            check_trials_here(to_run, run_gate=gate_here, log=log)
+        with environment(worker_environment):  # the jobs' check and the gate read the caches as the jobs will
+            check_jobs_here(to_run)
+            check_gate(to_run, here=gate_here, log=log)
         if executor != "local":
             log(f"teacher gate: {executor} jobs run elsewhere, so only verdicts cached here were checked; each job "
                 "gates its teacher when it starts (a refused teacher fails its job's trials)")
     # Created only now: a run refused above leaves no trace in the store.
-    problems = store_problems(store, create=True)
-    if problems:
-        raise ConfigError("; ".join(problems))
+    create_store(store)
     study_of = spec.study_of()
     record_membership(store, spec.name, study_of, table=spec.table)
     if not to_run:

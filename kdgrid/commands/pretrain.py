@@ -296,10 +296,11 @@ def pretrain(
     if nproc_per_node is not None and process_place(os.environ).world_size == 1 and not dry_run:
         if nproc_per_node < 1:
             raise ConfigError(f"--nproc-per-node must be at least 1, got {nproc_per_node}")
-        from kdgrid.pretrain.train import RunSettings, preflight  # torch: see the module docstring
+        from kdgrid.preflight.jobs import check_recipe  # torch: see the module docstring
+        from kdgrid.pretrain.train import RunSettings
 
         settings = RunSettings(micro_batch, checkpoint_every, stop_after, work_dir, device, progress)
-        preflight(recipe, settings, world_size=nproc_per_node)  # refuse here, not in N processes at once
+        check_recipe(recipe, settings, world_size=nproc_per_node)  # refuse here, not in N processes at once
         _relaunch_with_torchrun(nproc_per_node, recipe, settings)
     if dry_run:
         typer.echo(

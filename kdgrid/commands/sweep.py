@@ -403,8 +403,8 @@ def _show(
     """The body of ``plan`` and ``status``: the sweep's summary against the store, and with ``with_failures``
     each failed trial with its error. ``title`` is formatted with ``sweep`` (its name) and ``store``."""
     from kdgrid.core.pretrained.needed import listing, needed_checkpoints
-    from kdgrid.grid import check_init_checkpoints
     from kdgrid.grid.state import running_trials, sweep_state
+    from kdgrid.preflight.local import check_init_checkpoints
     from kdgrid.sweep_plan import executor_and_budget, load_named_sweep
 
     check_max_trials(max_trials)

@@ -318,7 +318,7 @@ def test_on_a_gpu_the_pre_flight_scores_in_a_child_and_never_initialises_cuda_he
 ) -> None:
     """This process sees a GPU (patched) and any CUDA initialisation in it fails the test: the verdicts come from a
     spawned child (which, on this machine, finds no GPU and scores on the CPU) and are cached for the jobs."""
-    from kdgrid.core import gate_preflight
+    from kdgrid.preflight import gate as gate_preflight
 
     def no_cuda_here(*args: object, **kwargs: object) -> None:
         raise AssertionError("CUDA was initialised in the launcher")
@@ -341,7 +341,7 @@ def test_on_a_gpu_the_pre_flight_scores_in_a_child_and_never_initialises_cuda_he
 def test_on_the_cpu_the_pre_flight_scores_in_this_process(
     gate_teachers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kdgrid.core import gate_preflight
+    from kdgrid.preflight import gate as gate_preflight
 
     def no_child(*args: object, **kwargs: object) -> None:
         raise AssertionError("a child process was started for the CPU")
