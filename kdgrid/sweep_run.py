@@ -34,7 +34,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,47 @@ Log = Callable[[str], None]
 
 def _quiet(_line: str) -> None:
     """The default ``log`` of `run_sweep`: a library call prints nothing unless asked to."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a sweep runs: one value, built once from the command line (`kdgrid run`, `resume`, ``run --smoke``) or
+    by a caller, and passed down whole to `run_sweep` and `smoke_sweep`.
+
+    Attributes:
+        executor, executor_settings: where jobs run (`kdgrid.launch.get_executor`) and its settings (``--set``,
+            ``--profile``).
+        memory_budget_gb: GB one job's students may need together: ``"auto"`` (the executor's), 0 (none) or a
+            number (`kdgrid.sweep_plan.memory_budget`).
+        max_group_size: at most this many trials per job (0 = no limit).
+        max_attempts: None: run the pending trials only (``kdgrid run``); a number: also retry failed trials
+            with fewer failed rows than that (``kdgrid resume``).
+        preflight: check every trial to run against this machine first (`kdgrid.preflight`), and that what
+            they need from the Hub is cached (`kdgrid.preflight.local.hub_environment`: the workers then run
+            offline).
+        online: with ``preflight``, let the workers fetch from the Hub instead of requiring a prefetch.
+        compact_after: merge the store's small files when the run ends, once there are many.
+        make_checkpoints: first make the pre-training checkpoints (``init_recipe``) the trials to run need and
+            that are missing, one job each through the executor (`kdgrid.pretrain.checkpoint_grid`); without it
+            a missing one is refused (with ``preflight``).
+        checkpoint_settings: how those jobs run (micro-batch, checkpoint interval, SLURM nodes).
+        max_trials: the most grid points the sweep may have (`kdgrid.grid.limits.DEFAULT_MAX_TRIALS`).
+    """
+
+    executor: str = "local"
+    executor_settings: Mapping[str, Any] = field(default_factory=dict)
+    memory_budget_gb: float | str = AUTO_MEMORY_BUDGET
+    max_group_size: int = 0
+    max_attempts: int | None = None
+    preflight: bool = True
+    online: bool = False
+    compact_after: bool = True
+    make_checkpoints: bool = False
+    checkpoint_settings: CheckpointJobSettings = field(default_factory=CheckpointJobSettings)
+    max_trials: int = DEFAULT_MAX_TRIALS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "executor_settings", dict(self.executor_settings or {}))
 
 
 @dataclass(frozen=True)
@@ -164,43 +205,15 @@ def _per_study(sweep: Sweep, trials: list[Trial], what: str) -> str:
 
 
 def run_sweep(
-    sweep: Path | str,
-    store: Path | str,
-    *,
-    executor: str = "local",
-    executor_settings: Mapping[str, Any] | None = None,
-    memory_budget_gb: float | str = AUTO_MEMORY_BUDGET,
-    max_group_size: int = 0,
-    max_attempts: int | None = None,
-    preflight: bool = True,
-    online: bool = False,
-    compact_after: bool = True,
-    make_checkpoints: bool = False,
-    checkpoint_settings: CheckpointJobSettings | None = None,
-    max_trials: int = DEFAULT_MAX_TRIALS,
-    log: Log = _quiet,
+    sweep: Path | str, store: Path | str, options: RunOptions | None = None, *, log: Log = _quiet
 ) -> SweepRun:
     """Run what a sweep still needs against ``store``, one line of progress at a time through ``log``.
 
     Args:
         sweep: a sweep file, or the bare name of a sweep shipped with kdgrid (`kdgrid.bundled_sweeps`).
         store: the results store (created if missing).
-        executor, executor_settings: where jobs run (`kdgrid.launch.get_executor`) and its settings.
-        memory_budget_gb: GB one job's students may need together: ``"auto"`` (the executor's), 0 (none) or a
-            number (`memory_budget`).
-        max_group_size: at most this many trials per job (0 = no limit).
-        max_attempts: None: run the pending trials only (``kdgrid run``); a number: also retry failed trials
-            with fewer failed rows than that (``kdgrid resume``).
-        preflight: check every trial to run against this machine first (`kdgrid.preflight`), and that what
-            they need from the Hub is cached (`hub_environment`: the workers then run offline).
-        online: with ``preflight``, let the workers fetch from the Hub instead of requiring a prefetch.
-        compact_after: merge the store's small files when the run ends, once there are many.
-        make_checkpoints: first make the pre-training checkpoints (``init_recipe``) the trials to run need and
-            that are missing, one job each through the executor (`kdgrid.pretrain.checkpoint_grid`); without it
-            a missing one is refused (with ``preflight``).
-        checkpoint_settings: how those jobs run (micro-batch, checkpoint interval, SLURM nodes); default
-            `CheckpointJobSettings()`.
-        max_trials: the most grid points the sweep may have (`kdgrid.grid.limits.DEFAULT_MAX_TRIALS`).
+        options: how it runs (`RunOptions`; default: pending trials only, on the local executor, with the
+            pre-flight).
         log: called with each progress line (the lines ``kdgrid run`` prints).
 
     Returns:
@@ -212,50 +225,21 @@ def run_sweep(
             trials the pre-flight finds cannot run here, or Hub items missing from the cache; nothing has run
             then.
     """
+    options = options or RunOptions()
     store = Path(store)
-    check_limits(max_group_size, max_attempts)
+    check_limits(options.max_group_size, options.max_attempts)
     # also checks that the store could be created
-    spec = load_named_sweep(sweep, store_dir=store, max_trials=max_trials)
-    return _run_loaded(
-        spec,
-        str(sweep),
-        store,
-        executor=executor,
-        executor_settings=executor_settings,
-        memory_budget_gb=memory_budget_gb,
-        max_group_size=max_group_size,
-        max_attempts=max_attempts,
-        preflight=preflight,
-        online=online,
-        compact_after=compact_after,
-        make_checkpoints=make_checkpoints,
-        checkpoint_settings=checkpoint_settings,
-        log=log,
-    )
+    spec = load_named_sweep(sweep, store_dir=store, max_trials=options.max_trials)
+    return _run_loaded(spec, str(sweep), store, options, log=log)
 
 
-def _run_loaded(
-    spec: Sweep,
-    named: str,
-    store: Path,
-    *,
-    executor: str,
-    executor_settings: Mapping[str, Any] | None,
-    memory_budget_gb: float | str,
-    max_group_size: int,
-    max_attempts: int | None,
-    preflight: bool,
-    online: bool,
-    compact_after: bool,
-    log: Log,
-    make_checkpoints: bool = False,
-    checkpoint_settings: CheckpointJobSettings | None = None,
-) -> SweepRun:
+def _run_loaded(spec: Sweep, named: str, store: Path, options: RunOptions, *, log: Log) -> SweepRun:
     """The body of `run_sweep` for a loaded sweep (``named``: how the user named it, for messages)."""
-    runner, budget = executor_and_budget(executor, executor_settings, memory_budget_gb)
+    executor, preflight, make_checkpoints = options.executor, options.preflight, options.make_checkpoints
+    runner, budget = executor_and_budget(executor, options.executor_settings, options.memory_budget_gb)
     state = sweep_state(spec, store)  # a store that does not exist yet holds no rows
     before = SweepCounts.of(state)
-    to_run, note = _to_run(state, max_attempts)
+    to_run, note = _to_run(state, options.max_attempts)
     log(
         f"{spec.name}: {len(spec.trials)} trials; done {before.done}, failed {before.failed}, "
         f"pending {before.pending}; running {len(to_run)}"
@@ -267,11 +251,11 @@ def _run_loaded(
         # Local files first: every missing checkpoint named before the Hub check (only the hand-made ones when
         # the missing recipe checkpoints are to be made).
         check_init_checkpoints(to_run, recipes=not make_checkpoints)
-        worker_environment = hub_environment(to_run, named, online=online)
+        worker_environment = hub_environment(to_run, named, online=options.online)
     checkpoints: tuple[MadeCheckpoint, ...] = ()
     if to_run and make_checkpoints:
         checkpoints = tuple(make_missing(
-            needed_checkpoints(to_run), executor, runner, checkpoint_settings or CheckpointJobSettings(), log
+            needed_checkpoints(to_run), executor, runner, options.checkpoint_settings, log
         ))  # fmt: skip
         if any(checkpoint.failed for checkpoint in checkpoints):
             log(failure_message(list(checkpoints)))
@@ -296,7 +280,7 @@ def _run_loaded(
     if worker_environment:
         log("every Hub item is cached: workers run offline (" + ", ".join(f"{k}=1" for k in OFFLINE_ENVIRONMENT) + ")")
     # One plan over every study: a job may mix studies, each row records its own (the executor gets study_of).
-    jobs = plan_sweep_jobs(to_run, max_group_size, budget.gb)
+    jobs = plan_sweep_jobs(to_run, options.max_group_size, budget.gb)
     log(f"{len(jobs)} job(s), one teacher pass per batch each" + _per_study(spec, to_run, "running"))
     run_id = f"run-{uuid.uuid4().hex}"
     try:
@@ -305,7 +289,7 @@ def _run_loaded(
         ledger = read_ledger(store, run_id)
     finally:
         remove_ledger(store, run_id)
-    if compact_after and len(visible_files(rows_dir(store))) >= COMPACT_ABOVE_FILES:
+    if options.compact_after and len(visible_files(rows_dir(store))) >= COMPACT_ABOVE_FILES:
         compact(store)
 
     after_state = sweep_state(spec, store)
@@ -430,21 +414,13 @@ class SmokeRun:
 
 
 def smoke_sweep(
-    sweep: Path | str,
-    *,
-    executor: str = "local",
-    executor_settings: Mapping[str, Any] | None = None,
-    memory_budget_gb: float | str = AUTO_MEMORY_BUDGET,
-    max_group_size: int = 0,
-    preflight: bool = True,
-    online: bool = False,
-    keep: bool = False,
-    log: Log = _quiet,
+    sweep: Path | str, options: RunOptions | None = None, *, keep: bool = False, log: Log = _quiet
 ) -> SmokeRun:
     """Run every group of a sweep for a few steps (`smoke_selection`, `smoke_trial`) into a throwaway store (a
     temporary folder, removed afterwards unless ``keep``) and report per group what failed.
 
-    The other arguments are those of `run_sweep`; the pre-flight and the Hub check apply as there. Rows of a
+    ``options`` as for `run_sweep` (its executor, budget, group size, pre-flight and Hub access; a smoke run
+    retries nothing, makes no checkpoint, never compacts); the pre-flight and the Hub check apply as there. Rows of a
     smoke run never reach a real store: smoke trials have their own ids (their training subset differs).
 
     Raises:
@@ -463,20 +439,10 @@ def smoke_sweep(
     log(f"{spec.name}: smoke run of {len(smoke)} trial(s) in {len(selection)} group(s), "
         f"{SMOKE_STEPS} step(s) each, into {store}")  # fmt: skip
     try:
-        _run_loaded(
-            smoke_spec,
-            str(sweep),
-            store,
-            executor=executor,
-            executor_settings=executor_settings,
-            memory_budget_gb=memory_budget_gb,
-            max_group_size=max_group_size,
-            max_attempts=None,
-            preflight=preflight,
-            online=online,
-            compact_after=False,
-            log=log,
+        smoke_options = dataclasses.replace(
+            options or RunOptions(), max_attempts=None, compact_after=False, make_checkpoints=False
         )
+        _run_loaded(smoke_spec, str(sweep), store, smoke_options, log=log)
         state = sweep_state(smoke_spec, store)
     finally:
         if not keep:

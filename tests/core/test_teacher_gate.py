@@ -297,7 +297,7 @@ def test_run_gates_a_teacher_never_gated_before_in_its_pre_flight_and_creates_no
 def test_run_scores_an_accepted_teacher_once_in_its_pre_flight_and_its_jobs_read_the_verdict(
     gate_teachers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kdgrid.sweep_run import run_sweep
+    from kdgrid.sweep_run import RunOptions, run_sweep
 
     monkeypatch.setenv("KDGRID_CACHE", str(tmp_path / "cache"))
     scored: list[int] = []
@@ -305,7 +305,12 @@ def test_run_scores_an_accepted_teacher_once_in_its_pre_flight_and_its_jobs_read
     monkeypatch.setattr(teacher_gate, "teacher_logits", lambda *args: scored.append(1) or logits(*args))
     lines: list[str] = []
     sweep = write_sweep(tmp_path / "sweep.yaml", gate_teachers["good"])
-    outcome = run_sweep(sweep, tmp_path / "store", executor_settings={"local_progress": False}, log=lines.append)
+    outcome = run_sweep(
+        sweep,
+        tmp_path / "store",
+        RunOptions(executor_settings={"local_progress": False}),
+        log=lines.append,
+    )
     assert outcome.ok and outcome.done_now == 2 and scored == [1]
     assert sum("teacher gate: scoring teacher" in line for line in lines) == 1
     rows = read_store(tmp_path / "store")
