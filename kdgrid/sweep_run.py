@@ -44,8 +44,8 @@ from kdgrid.grid import PlannedTrial, Sweep
 from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
 from kdgrid.grid.state import SweepState, sweep_state
 from kdgrid.launch.environment import OFFLINE_ENVIRONMENT, environment
-from kdgrid.launch.job_fn import DEFAULT_JOB_FN
 from kdgrid.launch.memory import MemoryBudget
+from kdgrid.launch.worker import DEFAULT_JOB_FN
 from kdgrid.preflight.gate import check_gate
 from kdgrid.preflight.jobs import check_jobs_here
 from kdgrid.preflight.local import check_init_checkpoints, create_store, hub_environment
