@@ -207,9 +207,15 @@ SRUN_EXPORT_ENV = "SLURM_EXPORT_ENV"  # srun's --export default, read from the e
 
 
 def submitit_parameters(
-    settings: SlurmSettings, environment: Mapping[str, str] | None = None
+    settings: SlurmSettings,
+    environment: Mapping[str, str] | None = None,
+    *,
+    nodes: int | None = None,
+    tasks_per_node: int | None = None,
 ) -> dict[str, Any]:
-    """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords. ``environment`` (the Hub's
+    """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords: for trials' array tasks, or
+    with ``nodes`` for one job of ``nodes`` x ``tasks_per_node`` tasks (a pre-training run: not an array, so no
+    ``array_parallelism``). ``environment`` (the Hub's
     variables and ``KDGRID_PLUGINS`` of the submitting process, `kdgrid.launch.environment.job_variables`) is
     exported by the first setup lines of every task's script: a profile may set ``--export=NONE``, and the
     variables must be there before Python imports the Hugging Face libraries. Under such a profile the script's
@@ -230,7 +236,34 @@ def submitit_parameters(
     if settings.mem_gb is not None:
         mem_gb = settings.mem_gb
         params["mem"] = f"{int(mem_gb)}GB" if mem_gb.is_integer() else f"{round(mem_gb * 1024)}MB"
+    if nodes is not None:
+        params.pop("array_parallelism", None)  # one job, not an array
+        params["nodes"] = nodes
+        params["ntasks_per_node"] = tasks_per_node or 1
     return params
+
+
+def submitter(
+    settings: SlurmSettings, folder: Path, *, nodes: int | None = None, tasks_per_node: int | None = None
+) -> submitit.SlurmExecutor:
+    """The one submitit executor kdgrid submits through, for trials (`SlurmExecutor`: array tasks) and for
+    pre-training (`kdgrid.pretrain.slurm`: one job of ``nodes`` x ``tasks_per_node`` tasks): the profile's
+    parameters (`submitit_parameters`, with this process's job variables exported by each task's script), its
+    requeue limit (``slurm_max_num_timeout``) and submitit's ``folder`` (scripts, pickles, logs)."""
+    executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=settings.max_num_timeout)
+    executor.update_parameters(
+        **submitit_parameters(settings, job_variables(), nodes=nodes, tasks_per_node=tasks_per_node)
+    )
+    return executor
+
+
+def submit_one(executor: submitit.SlurmExecutor, task: Any, *, what: str) -> Any:
+    """Submit one task (a `submitit.helpers.Checkpointable`, so submitit requeues it) as one job; the submitit
+    job. `LaunchError` naming ``what`` when sbatch refuses (a bad account, qos, limits)."""
+    try:
+        return executor.submit(task)
+    except Exception as error:
+        raise LaunchError(f"sbatch refused {what}: {str(error).strip()[-800:]}") from None
 
 
 # -- the cluster ----------------------------------------------------------------------------------------------------
@@ -458,8 +491,7 @@ class SlurmExecutor(Executor):
         tasks = self.make_tasks(launch, run_id=run_id)
         marker = touch_run_marker(store_dir, f"slurm-{run_id}")
 
-        executor = submitit.SlurmExecutor(folder=log_folder, max_num_timeout=self.settings.max_num_timeout)
-        executor.update_parameters(**submitit_parameters(self.settings, job_variables()))
+        executor = submitter(self.settings, log_folder)
         submitted: list[Any] = []
         for array in split_arrays(tasks, max_array):
             # The submitted callable must be the Checkpointable itself (submitit only checkpoints those), so
