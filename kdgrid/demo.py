@@ -23,7 +23,7 @@ from kdgrid.bundled_sweeps import bundled_sweep
 from kdgrid.core.teacher import finetune_teacher
 from kdgrid.errors import ConfigError
 from kdgrid.markup import plain
-from kdgrid.sweep_run import SweepRun, run_sweep
+from kdgrid.sweep_run import RunOptions, SweepRun, run_sweep
 
 DEMO_SWEEP = "demo"
 DEMO_TASK = "polarity"
@@ -70,14 +70,11 @@ def run_demo(store: Path = Path("results"), *, sweep: Path | None = None, worker
     )
 
     console.rule(f"[bold]3/4 {sweep.name}: the study, one teacher pass shared per job (local executor)")
-    outcome = run_sweep(
-        sweep,
-        store,
-        executor_settings={"local_workers": workers} if workers else None,
-        max_attempts=DEMO_MAX_ATTEMPTS,
-        # `out`, not `print`: a progress line holds "[study]", which rich would read as markup.
-        log=lambda line: console.out(line, highlight=False),
+    options = RunOptions(
+        executor_settings={"local_workers": workers} if workers else {}, max_attempts=DEMO_MAX_ATTEMPTS
     )
+    # `out`, not `print`: a progress line holds "[study]", which rich would read as markup.
+    outcome = run_sweep(sweep, store, options, log=lambda line: console.out(line, highlight=False))
 
     console.rule("[bold]4/4 the demo table")
     console.print(demo_table(store))

@@ -11,9 +11,12 @@ executor is given `Sweep.study_of`). The budget defaults to ``auto``: the execut
 what one job may use on the machine where the executor runs jobs. `kdgrid plan` and `kdgrid status` plan with
 the same helpers, so they show the jobs `run_sweep` will start.
 
-Hub access: with the pre-flight on, a sweep that needs models or datasets from the Hugging Face Hub runs only
-once they are all in this machine's caches (`kdgrid prefetch SWEEP` puts them there); its workers then run with
-``HF_HUB_OFFLINE=1`` and ``HF_DATASETS_OFFLINE=1`` (`hub_environment`), so thousands of jobs never ask the Hub.
+The pre-flight (`kdgrid.preflight`) runs before the store is created, tier by tier: the static rules were applied
+when the sweep was loaded; then the local files (init and recipe checkpoints) and the Hub caches; then each job
+against this machine, and the teacher gate. Hub access: with the pre-flight on, a sweep that needs models or
+datasets from the Hugging Face Hub runs only once they are all in this machine's caches (`kdgrid prefetch SWEEP`
+puts them there); its workers then run with ``HF_HUB_OFFLINE=1`` and ``HF_DATASETS_OFFLINE=1``
+(`kdgrid.preflight.local.hub_environment`), so thousands of jobs never ask the Hub.
 ``online=True`` (``--online``) lets every job fetch what it needs itself instead.
 
 Pre-training checkpoints: trials that start from a recipe's checkpoint (option ``init_recipe``) run only once it
@@ -27,28 +30,25 @@ and reports per group what failed, before a cluster spends hours on the real gri
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kdgrid.core.gate_preflight import gate_teachers_here
 from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.pretrained.needed import needed_checkpoints
-from kdgrid.core.teacher_gate import cached_refusals
-from kdgrid.core.train import validate_trials
-from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.grid import PlannedTrial, Sweep, check_init_checkpoints, store_problems
+from kdgrid.grid import PlannedTrial, Sweep
 from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
 from kdgrid.grid.state import SweepState, sweep_state
-from kdgrid.launch.environment import CACHE_LOCATION_VARIABLES, OFFLINE_ENVIRONMENT, environment
-from kdgrid.launch.job_fn import DEFAULT_JOB_FN
+from kdgrid.launch.environment import OFFLINE_ENVIRONMENT, environment
 from kdgrid.launch.memory import MemoryBudget
-from kdgrid.prefetch import missing_items, missing_message, sweep_needs
+from kdgrid.launch.worker import DEFAULT_JOB_FN
+from kdgrid.preflight.gate import check_gate
+from kdgrid.preflight.jobs import check_jobs_here
+from kdgrid.preflight.local import check_init_checkpoints, create_store, hub_environment
 from kdgrid.pretrain.checkpoint_grid import (
     CheckpointJobSettings,
     MadeCheckpoint,
@@ -81,68 +81,45 @@ def _quiet(_line: str) -> None:
     """The default ``log`` of `run_sweep`: a library call prints nothing unless asked to."""
 
 
-def check_trials_here(trials: list[Trial], *, run_gate: bool = False, log: Log = _quiet) -> None:
-    """Pre-flight: the core's checks of each trial on this machine (teacher available, init checkpoint
-    shapes), every job checked before any problem is reported; then the teacher gate. With ``run_gate`` (jobs
-    run on this machine: the local executor) the gate runs here, once per distinct teacher and task
-    (`kdgrid.core.gate_preflight.gate_teachers_here`: a verdict not cached yet is computed and cached, so the
-    jobs read it); else only its cached verdicts are read (`kdgrid.core.teacher_gate.cached_refusals`: no
-    teacher is loaded here; each job still gates its teacher when it starts).
+@dataclass(frozen=True)
+class RunOptions:
+    """How a sweep runs: one value, built once from the command line (`kdgrid run`, `resume`, ``run --smoke``) or
+    by a caller, and passed down whole to `run_sweep` and `smoke_sweep`.
 
-    Raises:
-        ConfigError: every trial that cannot run here, one line each; or every teacher the gate refuses on a
-            task of ``trials``, with the gate's message (which names the declaration to add).
+    Attributes:
+        executor, executor_settings: where jobs run (`kdgrid.launch.get_executor`) and its settings (``--set``,
+            ``--profile``).
+        memory_budget_gb: GB one job's students may need together: ``"auto"`` (the executor's), 0 (none) or a
+            number (`kdgrid.sweep_plan.memory_budget`).
+        max_group_size: at most this many trials per job (0 = no limit).
+        max_attempts: None: run the pending trials only (``kdgrid run``); a number: also retry failed trials
+            with fewer failed rows than that (``kdgrid resume``).
+        preflight: check every trial to run against this machine first (`kdgrid.preflight`), and that what
+            they need from the Hub is cached (`kdgrid.preflight.local.hub_environment`: the workers then run
+            offline).
+        online: with ``preflight``, let the workers fetch from the Hub instead of requiring a prefetch.
+        compact_after: merge the store's small files when the run ends, once there are many.
+        make_checkpoints: first make the pre-training checkpoints (``init_recipe``) the trials to run need and
+            that are missing, one job each through the executor (`kdgrid.pretrain.checkpoint_grid`); without it
+            a missing one is refused (with ``preflight``).
+        checkpoint_settings: how those jobs run (micro-batch, checkpoint interval, SLURM nodes).
+        max_trials: the most grid points the sweep may have (`kdgrid.grid.limits.DEFAULT_MAX_TRIALS`).
     """
-    check_init_checkpoints(trials)  # every missing checkpoint in one message, before any teacher is read
-    problems: list[str] = []
-    for job in plan_sweep_jobs(trials, 0, None):
-        try:
-            validate_trials(job)
-        except KdgridError as error:
-            problems.append(str(error))
-    if problems:
-        problems = list(dict.fromkeys(problems))  # jobs of one teacher and task share its message
-        raise ConfigError("pre-flight found trials that cannot run on this machine:\n" + "\n".join(problems))
-    if run_gate:
-        refusals, problems = gate_teachers_here(trials, log=log)
-        if problems:
-            raise ConfigError("pre-flight: these jobs cannot start on this machine:\n" + "\n".join(problems))
-        if refusals:
-            raise ConfigError(
-                "pre-flight: the teacher gate refuses the teacher of these trials (nothing was run):\n"
-                + "\n".join(refusals)
-            )
-        return
-    refusals = cached_refusals(trials)
-    if refusals:
-        raise ConfigError(
-            "pre-flight: the teacher gate has already refused the teacher of these trials (its cached verdict; "
-            "nothing was run):\n" + "\n".join(refusals)
-        )
 
+    executor: str = "local"
+    executor_settings: Mapping[str, Any] = field(default_factory=dict)
+    memory_budget_gb: float | str = AUTO_MEMORY_BUDGET
+    max_group_size: int = 0
+    max_attempts: int | None = None
+    preflight: bool = True
+    online: bool = False
+    compact_after: bool = True
+    make_checkpoints: bool = False
+    checkpoint_settings: CheckpointJobSettings = field(default_factory=CheckpointJobSettings)
+    max_trials: int = DEFAULT_MAX_TRIALS
 
-def hub_environment(trials: Iterable[Trial], sweep: str, *, online: bool = False) -> dict[str, str]:
-    """The environment variables the workers of ``trials`` run with, as far as the Hub is concerned.
-
-    Nothing for trials that need nothing from the Hub (the demo, generated tasks, local teachers) or with
-    ``online`` (every job fetches what it needs itself); else `kdgrid.launch.environment.OFFLINE_ENVIRONMENT`,
-    once every item is in this machine's caches (checked without the network), with the cache locations set here
-    (``HF_HOME``, ``HF_HUB_CACHE``, ``HF_DATASETS_CACHE``), so that jobs on other machines read the caches
-    checked here (`kdgrid.launch.environment` says how each executor's jobs get them).
-
-    Raises:
-        ConfigError: something is missing; the message names it and ``kdgrid prefetch <sweep>``.
-    """
-    if online:
-        return {}
-    needs = sweep_needs(trials)
-    if not needs:
-        return {}
-    missing = missing_items(needs)
-    if missing:
-        raise ConfigError(missing_message(missing, [sweep]))
-    locations = {name: os.environ[name] for name in CACHE_LOCATION_VARIABLES if name in os.environ}
-    return {**OFFLINE_ENVIRONMENT, **locations}
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "executor_settings", dict(self.executor_settings or {}))
 
 
 @dataclass(frozen=True)
@@ -228,43 +205,15 @@ def _per_study(sweep: Sweep, trials: list[Trial], what: str) -> str:
 
 
 def run_sweep(
-    sweep: Path | str,
-    store: Path | str,
-    *,
-    executor: str = "local",
-    executor_settings: Mapping[str, Any] | None = None,
-    memory_budget_gb: float | str = AUTO_MEMORY_BUDGET,
-    max_group_size: int = 0,
-    max_attempts: int | None = None,
-    preflight: bool = True,
-    online: bool = False,
-    compact_after: bool = True,
-    make_checkpoints: bool = False,
-    checkpoint_settings: CheckpointJobSettings | None = None,
-    max_trials: int = DEFAULT_MAX_TRIALS,
-    log: Log = _quiet,
+    sweep: Path | str, store: Path | str, options: RunOptions | None = None, *, log: Log = _quiet
 ) -> SweepRun:
     """Run what a sweep still needs against ``store``, one line of progress at a time through ``log``.
 
     Args:
         sweep: a sweep file, or the bare name of a sweep shipped with kdgrid (`kdgrid.bundled_sweeps`).
         store: the results store (created if missing).
-        executor, executor_settings: where jobs run (`kdgrid.launch.get_executor`) and its settings.
-        memory_budget_gb: GB one job's students may need together: ``"auto"`` (the executor's), 0 (none) or a
-            number (`memory_budget`).
-        max_group_size: at most this many trials per job (0 = no limit).
-        max_attempts: None: run the pending trials only (``kdgrid run``); a number: also retry failed trials
-            with fewer failed rows than that (``kdgrid resume``).
-        preflight: check every trial to run against this machine first (`check_trials_here`), and that what
-            they need from the Hub is cached (`hub_environment`: the workers then run offline).
-        online: with ``preflight``, let the workers fetch from the Hub instead of requiring a prefetch.
-        compact_after: merge the store's small files when the run ends, once there are many.
-        make_checkpoints: first make the pre-training checkpoints (``init_recipe``) the trials to run need and
-            that are missing, one job each through the executor (`kdgrid.pretrain.checkpoint_grid`); without it
-            a missing one is refused (with ``preflight``).
-        checkpoint_settings: how those jobs run (micro-batch, checkpoint interval, SLURM nodes); default
-            `CheckpointJobSettings()`.
-        max_trials: the most grid points the sweep may have (`kdgrid.grid.limits.DEFAULT_MAX_TRIALS`).
+        options: how it runs (`RunOptions`; default: pending trials only, on the local executor, with the
+            pre-flight).
         log: called with each progress line (the lines ``kdgrid run`` prints).
 
     Returns:
@@ -276,50 +225,21 @@ def run_sweep(
             trials the pre-flight finds cannot run here, or Hub items missing from the cache; nothing has run
             then.
     """
+    options = options or RunOptions()
     store = Path(store)
-    check_limits(max_group_size, max_attempts)
+    check_limits(options.max_group_size, options.max_attempts)
     # also checks that the store could be created
-    spec = load_named_sweep(sweep, store_dir=store, max_trials=max_trials)
-    return _run_loaded(
-        spec,
-        str(sweep),
-        store,
-        executor=executor,
-        executor_settings=executor_settings,
-        memory_budget_gb=memory_budget_gb,
-        max_group_size=max_group_size,
-        max_attempts=max_attempts,
-        preflight=preflight,
-        online=online,
-        compact_after=compact_after,
-        make_checkpoints=make_checkpoints,
-        checkpoint_settings=checkpoint_settings,
-        log=log,
-    )
+    spec = load_named_sweep(sweep, store_dir=store, max_trials=options.max_trials)
+    return _run_loaded(spec, str(sweep), store, options, log=log)
 
 
-def _run_loaded(
-    spec: Sweep,
-    named: str,
-    store: Path,
-    *,
-    executor: str,
-    executor_settings: Mapping[str, Any] | None,
-    memory_budget_gb: float | str,
-    max_group_size: int,
-    max_attempts: int | None,
-    preflight: bool,
-    online: bool,
-    compact_after: bool,
-    log: Log,
-    make_checkpoints: bool = False,
-    checkpoint_settings: CheckpointJobSettings | None = None,
-) -> SweepRun:
+def _run_loaded(spec: Sweep, named: str, store: Path, options: RunOptions, *, log: Log) -> SweepRun:
     """The body of `run_sweep` for a loaded sweep (``named``: how the user named it, for messages)."""
-    runner, budget = executor_and_budget(executor, executor_settings, memory_budget_gb)
+    executor, preflight, make_checkpoints = options.executor, options.preflight, options.make_checkpoints
+    runner, budget = executor_and_budget(executor, options.executor_settings, options.memory_budget_gb)
     state = sweep_state(spec, store)  # a store that does not exist yet holds no rows
     before = SweepCounts.of(state)
-    to_run, note = _to_run(state, max_attempts)
+    to_run, note = _to_run(state, options.max_attempts)
     log(
         f"{spec.name}: {len(spec.trials)} trials; done {before.done}, failed {before.failed}, "
         f"pending {before.pending}; running {len(to_run)}"
@@ -331,11 +251,11 @@ def _run_loaded(
         # Local files first: every missing checkpoint named before the Hub check (only the hand-made ones when
         # the missing recipe checkpoints are to be made).
         check_init_checkpoints(to_run, recipes=not make_checkpoints)
-        worker_environment = hub_environment(to_run, named, online=online)
+        worker_environment = hub_environment(to_run, named, online=options.online)
     checkpoints: tuple[MadeCheckpoint, ...] = ()
     if to_run and make_checkpoints:
         checkpoints = tuple(make_missing(
-            needed_checkpoints(to_run), executor, runner, checkpoint_settings or CheckpointJobSettings(), log
+            needed_checkpoints(to_run), executor, runner, options.checkpoint_settings, log
         ))  # fmt: skip
         if any(checkpoint.failed for checkpoint in checkpoints):
             log(failure_message(list(checkpoints)))
@@ -343,15 +263,14 @@ def _run_loaded(
     if to_run and preflight:
         # The gate runs here where the jobs would run it, on this machine: the local executor's core jobs.
         gate_here = executor == "local" and getattr(runner, "job_fn", None) is DEFAULT_JOB_FN
-        with environment(worker_environment):  # the gate reads the caches as the jobs will
-            check_trials_here(to_run, run_gate=gate_here, log=log)
+        with environment(worker_environment):  # the jobs' check and the gate read the caches as the jobs will
+            check_jobs_here(to_run)
+            check_gate(to_run, here=gate_here, log=log)
         if executor != "local":
             log(f"teacher gate: {executor} jobs run elsewhere, so only verdicts cached here were checked; each job "
                 "gates its teacher when it starts (a refused teacher fails its job's trials)")
     # Created only now: a run refused above leaves no trace in the store.
-    problems = store_problems(store, create=True)
-    if problems:
-        raise ConfigError("; ".join(problems))
+    create_store(store)
     study_of = spec.study_of()
     record_membership(store, spec.name, study_of, table=spec.table)
     if not to_run:
@@ -361,7 +280,7 @@ def _run_loaded(
     if worker_environment:
         log("every Hub item is cached: workers run offline (" + ", ".join(f"{k}=1" for k in OFFLINE_ENVIRONMENT) + ")")
     # One plan over every study: a job may mix studies, each row records its own (the executor gets study_of).
-    jobs = plan_sweep_jobs(to_run, max_group_size, budget.gb)
+    jobs = plan_sweep_jobs(to_run, options.max_group_size, budget.gb)
     log(f"{len(jobs)} job(s), one teacher pass per batch each" + _per_study(spec, to_run, "running"))
     run_id = f"run-{uuid.uuid4().hex}"
     try:
@@ -370,7 +289,7 @@ def _run_loaded(
         ledger = read_ledger(store, run_id)
     finally:
         remove_ledger(store, run_id)
-    if compact_after and len(visible_files(rows_dir(store))) >= COMPACT_ABOVE_FILES:
+    if options.compact_after and len(visible_files(rows_dir(store))) >= COMPACT_ABOVE_FILES:
         compact(store)
 
     after_state = sweep_state(spec, store)
@@ -495,21 +414,13 @@ class SmokeRun:
 
 
 def smoke_sweep(
-    sweep: Path | str,
-    *,
-    executor: str = "local",
-    executor_settings: Mapping[str, Any] | None = None,
-    memory_budget_gb: float | str = AUTO_MEMORY_BUDGET,
-    max_group_size: int = 0,
-    preflight: bool = True,
-    online: bool = False,
-    keep: bool = False,
-    log: Log = _quiet,
+    sweep: Path | str, options: RunOptions | None = None, *, keep: bool = False, log: Log = _quiet
 ) -> SmokeRun:
     """Run every group of a sweep for a few steps (`smoke_selection`, `smoke_trial`) into a throwaway store (a
     temporary folder, removed afterwards unless ``keep``) and report per group what failed.
 
-    The other arguments are those of `run_sweep`; the pre-flight and the Hub check apply as there. Rows of a
+    ``options`` as for `run_sweep` (its executor, budget, group size, pre-flight and Hub access; a smoke run
+    retries nothing, makes no checkpoint, never compacts); the pre-flight and the Hub check apply as there. Rows of a
     smoke run never reach a real store: smoke trials have their own ids (their training subset differs).
 
     Raises:
@@ -528,20 +439,10 @@ def smoke_sweep(
     log(f"{spec.name}: smoke run of {len(smoke)} trial(s) in {len(selection)} group(s), "
         f"{SMOKE_STEPS} step(s) each, into {store}")  # fmt: skip
     try:
-        _run_loaded(
-            smoke_spec,
-            str(sweep),
-            store,
-            executor=executor,
-            executor_settings=executor_settings,
-            memory_budget_gb=memory_budget_gb,
-            max_group_size=max_group_size,
-            max_attempts=None,
-            preflight=preflight,
-            online=online,
-            compact_after=False,
-            log=log,
+        smoke_options = dataclasses.replace(
+            options or RunOptions(), max_attempts=None, compact_after=False, make_checkpoints=False
         )
+        _run_loaded(smoke_spec, str(sweep), store, smoke_options, log=log)
         state = sweep_state(smoke_spec, store)
     finally:
         if not keep:

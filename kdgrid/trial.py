@@ -36,6 +36,41 @@ MASK_BY = "mask_by"
 MASK_OPTIONS: tuple[str, ...] = (MASK_BY, MASK_FRACTION, MASK_INPUT)
 
 
+DISTILLATION_FIELDS: tuple[str, ...] = ("knowledge", "strategy", "beta", "projection", "relation_heads", "options")
+"""The fields that say what a student learns from its teacher besides the task's labels (`Distillation`)."""
+
+
+@dataclass(frozen=True)
+class Distillation:
+    """The distillation terms, one spec for a task trial (`Trial`) and a pre-training recipe
+    (`kdgrid.core.pretrained.recipe.PretrainRecipe`): which knowledge (0, 1 or several functions of
+    ``kdgrid.core.knowledge``), between which layers (``strategy``, `kdgrid.core.matching`), weighted by ``beta``
+    (paper eq. 9; a trial may say ``"auto"``), through which width ``projection`` (``linear`` | ``mlp``), with how
+    many ``relation_heads`` (``None``: the student's), and the loss ``options`` (sorted ``(name, value)`` pairs).
+
+    Both holders keep these as top-level fields of their own (`DISTILLATION_FIELDS`), so the spec is serialised
+    flat: a trial's id and a recipe's key hash exactly the JSON they always did. `of` reads the spec of either
+    holder; `fields` gives it back as the flat keyword arguments both take, so a recipe's terms become the trial
+    the task-distillation rules and objective read (`kdgrid.pretrain.loss.distillation_trial`) field for field.
+    """
+
+    knowledge: tuple[str, ...] = ()
+    strategy: str | None = None
+    beta: float | str = 1.0
+    projection: str = "linear"
+    relation_heads: int | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, holder: Any) -> Distillation:
+        """The spec of a `Trial` or a recipe (anything with the `DISTILLATION_FIELDS` as attributes)."""
+        return cls(**{name: getattr(holder, name) for name in DISTILLATION_FIELDS})
+
+    def fields(self) -> dict[str, Any]:
+        """The flat keyword arguments of `Trial` and of a recipe, by field name."""
+        return {name: getattr(self, name) for name in DISTILLATION_FIELDS}
+
+
 @dataclass(frozen=True)
 class Trial:
     """One distillation run.
@@ -133,6 +168,16 @@ class Trial:
 
     def option(self, name: str, default: Any = None) -> Any:
         return dict(self.options).get(name, default)
+
+    @property
+    def distillation(self) -> Distillation:
+        """The trial's distillation terms as one spec (`Distillation`)."""
+        return Distillation.of(self)
+
+    @classmethod
+    def with_distillation(cls, spec: Distillation, **fields: Any) -> Trial:
+        """A trial of the terms ``spec`` and the other ``fields`` (task, teacher, student, ...)."""
+        return cls(**spec.fields(), **fields)
 
 
 # The fields a trial cannot do without (those without a default): sweep and trial files must set them.

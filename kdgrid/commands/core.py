@@ -192,10 +192,11 @@ def trial(
 
     Example: kdgrid trial my-trial.yaml --device cpu --json"""
     from kdgrid.core.teacher_gate import TeacherGateRefused  # torch: see the module docstring
-    from kdgrid.core.train import run_job, validate_trials
+    from kdgrid.core.train import run_job
+    from kdgrid.preflight.jobs import check_job
 
-    trials = read_trials(config)
-    validate_trials(trials)
+    trials = read_trials(config)  # the static tier: trial files are checked as sweep files are
+    check_job(trials)  # the local tier: the job against this machine
 
     def save(trial: Any, model: Any) -> None:
         if save_student is not None:

@@ -1,6 +1,9 @@
 """`kdgrid pretrain`: pre-train or general-distil a student shape into a content-addressed checkpoint.
 
-The training modules (torch, transformers) are imported inside the command: `kdgrid --help` stays fast.
+The command builds two values from its options, once: the recipe (`recipe_from_command_line`: a ``--recipe``
+file, ``--set`` fields, then the recipe options) and how it runs (`PretrainRun`), and hands both to one body
+(`run_recipe`). The training modules (torch, transformers) are imported inside the command: `kdgrid --help` stays
+fast.
 
 Exit status: 0 once the run is done (or stopped by ``--stop-after``); 2 for a refusal, also one that only the
 processes started through ``--nproc-per-node`` met (an empty corpus: they hand their message back through the
@@ -14,6 +17,7 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -37,6 +41,48 @@ RECIPE_HELP = "Recipe"
 RUN_HELP = "How it runs (not part of the recipe's key)"
 # Set for the processes `--nproc-per-node` starts: where the first of them to refuse writes its message.
 REFUSAL_FILE_ENV = "KDGRID_PRETRAIN_REFUSAL_FILE"
+
+
+@dataclass(frozen=True)
+class PretrainRun:
+    """How `kdgrid pretrain` runs a recipe (the options of its "How it runs" panel; none of it is part of the
+    recipe's key): one value, built once from the command line and passed down to the local run, the torchrun
+    relaunch and the SLURM submission, as `kdgrid.sweep_run.RunOptions` is for ``kdgrid run``.
+
+    Attributes:
+        micro_batch, checkpoint_every, stop_after, work_dir, device, progress: the run's
+            `kdgrid.pretrain.train.RunSettings` (`run_settings`).
+        nproc_per_node: start this many processes on this node through torchrun (None: this process only).
+        slurm, nodes, tasks_per_node, wait: submit as one SLURM job through this profile, of ``nodes`` x
+            ``tasks_per_node`` tasks, and wait for it (`kdgrid.pretrain.slurm`).
+        dry_run: describe the recipe (key, folder, whether it exists); train nothing.
+    """
+
+    micro_batch: int = 32
+    checkpoint_every: int = 1000
+    stop_after: int | None = None
+    work_dir: Path | None = None
+    device: str = "auto"
+    progress: bool = True
+    nproc_per_node: int | None = None
+    slurm: str | None = None
+    nodes: int = 1
+    tasks_per_node: int | None = None
+    wait: bool = True
+    dry_run: bool = False
+
+    def run_settings(self, *, progress: bool | None = None) -> RunSettings:
+        """The `kdgrid.pretrain.train.RunSettings` of each process (``progress`` given: instead of the option)."""
+        from kdgrid.pretrain.train import RunSettings  # torch: see the module docstring
+
+        return RunSettings(
+            micro_batch=self.micro_batch,
+            checkpoint_every=self.checkpoint_every,
+            stop_after=self.stop_after,
+            work_dir=self.work_dir,
+            device=self.device,
+            progress=self.progress if progress is None else progress,
+        )
 
 
 def read_recipe_file(path: Path) -> dict[str, Any]:
@@ -255,7 +301,6 @@ def pretrain(
 
     Example: kdgrid pretrain --student bert-mini --teacher bert-base-uncased --steps 1000
     """
-    fields: dict[str, Any] = read_recipe_file(recipe_file) if recipe_file is not None else {}
     given = {
         "student": student,
         "teacher": teacher,
@@ -270,40 +315,64 @@ def pretrain(
         "max_documents": max_documents,
         "seed": seed,
     }
-    fields.update(parse_set_fields(set_fields or []))
+    recipe = recipe_from_command_line(recipe_file, given, set_fields or [])
+    run = PretrainRun(
+        micro_batch=micro_batch,
+        checkpoint_every=checkpoint_every,
+        stop_after=stop_after,
+        work_dir=work_dir,
+        device=device,
+        progress=progress,
+        nproc_per_node=nproc_per_node,
+        slurm=slurm,
+        nodes=nodes,
+        tasks_per_node=tasks_per_node,
+        wait=wait,
+        dry_run=dry_run,
+    )
+    run_recipe(recipe, run)
+
+
+def recipe_from_command_line(
+    recipe_file: Path | None, given: dict[str, Any], set_fields: list[str]
+) -> PretrainRecipe:
+    """The recipe of a `kdgrid pretrain` command line: the ``--recipe`` file's fields, then ``--set FIELD=VALUE``,
+    then the recipe options given (``given``: field -> value, None where not given); validated as it is built
+    (`PretrainRecipe`: the static tier of the pre-flight for a recipe).
+
+    Raises:
+        ConfigError: no student named, or a field the recipe refuses.
+    """
+    fields: dict[str, Any] = read_recipe_file(recipe_file) if recipe_file is not None else {}
+    fields.update(parse_set_fields(set_fields))
     fields.update({key: value for key, value in given.items() if value is not None})
     if "student" not in fields:
         raise ConfigError(
             "name the student: --student bert-tiny (or a shape w{width}-l{layers}), or --recipe FILE"
         )
-    recipe = PretrainRecipe.from_dict(fields)
-    if slurm is not None and not dry_run:
-        if nproc_per_node is not None:
+    return PretrainRecipe.from_dict(fields)
+
+
+def run_recipe(recipe: PretrainRecipe, run: PretrainRun) -> None:
+    """The body of `kdgrid pretrain`: ``recipe`` run as ``run`` says: submitted as one SLURM job, relaunched under
+    torchrun (checked here first, not in N processes at once), described (``--dry-run``), or run in this
+    process (one of those torchrun started, or the only one), printing its outcome as one JSON line."""
+    if run.slurm is not None and not run.dry_run:
+        if run.nproc_per_node is not None:
             raise ConfigError(
                 "--slurm and --nproc-per-node: choose one (a --slurm job runs one task per GPU)"
             )
-        _submit_to_slurm(
-            recipe,
-            slurm,
-            nodes,
-            tasks_per_node,
-            wait,
-            micro_batch=micro_batch,
-            checkpoint_every=checkpoint_every,
-            stop_after=stop_after,
-            work_dir=work_dir,
-            device=device,
-        )
+        _submit_to_slurm(recipe, run)
         return
-    if nproc_per_node is not None and process_place(os.environ).world_size == 1 and not dry_run:
-        if nproc_per_node < 1:
-            raise ConfigError(f"--nproc-per-node must be at least 1, got {nproc_per_node}")
-        from kdgrid.pretrain.train import RunSettings, preflight  # torch: see the module docstring
+    if run.nproc_per_node is not None and process_place(os.environ).world_size == 1 and not run.dry_run:
+        if run.nproc_per_node < 1:
+            raise ConfigError(f"--nproc-per-node must be at least 1, got {run.nproc_per_node}")
+        from kdgrid.preflight.jobs import check_recipe  # torch: see the module docstring
 
-        settings = RunSettings(micro_batch, checkpoint_every, stop_after, work_dir, device, progress)
-        preflight(recipe, settings, world_size=nproc_per_node)  # refuse here, not in N processes at once
-        _relaunch_with_torchrun(nproc_per_node, recipe, settings)
-    if dry_run:
+        settings = run.run_settings()
+        check_recipe(recipe, settings, world_size=run.nproc_per_node)  # refuse here, not in N processes at once
+        _relaunch_with_torchrun(run.nproc_per_node, recipe, settings)
+    if run.dry_run:
         typer.echo(
             json.dumps(
                 {
@@ -317,19 +386,11 @@ def pretrain(
             )
         )
         return
-    from kdgrid.pretrain.train import RunSettings, run_pretrain  # torch: see the module docstring
+    from kdgrid.pretrain.train import run_pretrain  # torch: see the module docstring
 
-    settings = RunSettings(
-        micro_batch=micro_batch,
-        checkpoint_every=checkpoint_every,
-        stop_after=stop_after,
-        work_dir=work_dir,
-        device=device,
-        progress=progress,
-    )
     refusal_file = os.environ.get(REFUSAL_FILE_ENV)
     try:
-        outcome = run_pretrain(recipe, settings)
+        outcome = run_pretrain(recipe, run.run_settings())
     except KdgridError as error:
         if not refusal_file:
             raise
@@ -353,17 +414,15 @@ def pretrain(
         raise typer.Exit(stopped_exit_status(outcome.stopped_by))
 
 
-def _submit_to_slurm(
-    recipe: PretrainRecipe, profile: str, nodes: int, tasks_per_node: int | None, wait: bool, **run: Any
-) -> None:
-    """Submit ``recipe`` as one SLURM job (`kdgrid.pretrain.slurm`); with ``wait``, print its outcome as the
-    local run does."""
+def _submit_to_slurm(recipe: PretrainRecipe, run: PretrainRun) -> None:
+    """Submit ``recipe`` as one SLURM job through ``run.slurm``'s profile (`kdgrid.pretrain.slurm`); with
+    ``run.wait``, print its outcome as the local run does."""
     from kdgrid.pretrain import slurm as pretrain_slurm  # torch, submitit: see the module docstring
-    from kdgrid.pretrain.train import RunSettings
 
-    settings = RunSettings(progress=False, **run)  # a job's log is no terminal: no progress bar
-    job = pretrain_slurm.submit(recipe, settings, profile, nodes=nodes, tasks_per_node=tasks_per_node)
-    if not wait:
+    settings = run.run_settings(progress=False)  # a job's log is no terminal: no progress bar
+    assert run.slurm is not None
+    job = pretrain_slurm.submit(recipe, settings, run.slurm, nodes=run.nodes, tasks_per_node=run.tasks_per_node)
+    if not run.wait:
         typer.echo(json.dumps({"key": recipe.key, "slurm_job": str(job.job_id)}, sort_keys=True))
         return
     summary = pretrain_slurm.wait(job)

@@ -2,7 +2,8 @@
 
 The commands parse options and print; what they do lives below the CLI: `kdgrid.sweep_run.run_sweep` runs a
 sweep (``run``: the trials without any row; ``resume``: also the failed ones, up to ``--max-attempts`` failed
-rows each; neither ever runs a done trial), and ``plan`` / ``status`` plan jobs with the same helpers
+rows each; neither ever runs a done trial). ``run`` and ``resume`` build one `kdgrid.sweep_run.RunOptions` from
+their options (`_run_options`) and share one body (`_run_or_resume`), and ``plan`` / ``status`` plan jobs with the same helpers
 (`kdgrid.sweep_plan.executor_and_budget`, `plan_sweep_jobs`, which import no torch) and take the same
 ``--executor / --set / --profile`` as ``run``, so that they show the jobs ``run`` will start. ``sweeps`` lists the
 sweeps shipped with kdgrid.
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from kdgrid.grid import Sweep
     from kdgrid.grid.state import SweepState
     from kdgrid.launch.memory import MemoryBudget
+    from kdgrid.sweep_run import RunOptions
 
 FLAG = ""  # the help of a flag shows no type (Typer would print <bool>)
 SweepArg = Annotated[
@@ -426,8 +428,8 @@ def _show(
     """The body of ``plan`` and ``status``: the sweep's summary against the store, and with ``with_failures``
     each failed trial with its error. ``title`` is formatted with ``sweep`` (its name) and ``store``."""
     from kdgrid.core.pretrained.needed import listing, needed_checkpoints
-    from kdgrid.grid import check_init_checkpoints
     from kdgrid.grid.state import running_trials, sweep_state
+    from kdgrid.preflight.local import check_init_checkpoints
     from kdgrid.sweep_plan import executor_and_budget, load_named_sweep
 
     check_max_trials(max_trials)
@@ -537,9 +539,7 @@ def status(
     )
 
 
-def _run(
-    sweep: Path,
-    store: Path,
+def _run_options(
     executor: str,
     settings: list[str] | None,
     profile: str | None,
@@ -550,21 +550,57 @@ def _run(
     compact_after: bool,
     *,
     max_attempts: int | None,
-    report: Path | None = None,
-    make_checkpoints: bool = False,
-    pretrain: dict[str, Any] | None = None,
-    max_trials: int = DEFAULT_MAX_TRIALS,
-) -> None:
-    """The body of ``run`` (``max_attempts`` None) and ``resume``: `run_sweep`, printing its progress; exits 1
-    when a trial of this run failed, or a checkpoint it had to make (``make_checkpoints``) could not be made.
-    ``report``: keep an HTML report of the store there while it runs. ``pretrain``: the fields of
-    `kdgrid.pretrain.checkpoint_grid.CheckpointJobSettings`."""
+    make_checkpoints: bool,
+    pretrain_micro_batch: int | None,
+    pretrain_checkpoint_every: int | None,
+    pretrain_nodes: int,
+    max_trials: int,
+) -> RunOptions:
+    """The command line of ``run`` / ``resume`` as one `kdgrid.sweep_run.RunOptions`, built here once and passed
+    down whole. Bad values (``--set``, ``--profile``, ``--pretrain-*``, ``--max-trials``) are refused here, before
+    anything runs. The ``--pretrain-*`` options not given keep the fields' defaults
+    (`kdgrid.pretrain.checkpoint_grid.CheckpointJobSettings`)."""
     from kdgrid.pretrain.checkpoint_grid import CheckpointJobSettings
-    from kdgrid.sweep_run import run_sweep
+    from kdgrid.sweep_run import RunOptions
 
-    checkpoint_settings = CheckpointJobSettings(**(pretrain or {}))  # bad values: refused before anything runs
+    given = {"micro_batch": pretrain_micro_batch, "checkpoint_every": pretrain_checkpoint_every,
+             "nodes": pretrain_nodes}  # fmt: skip
+    checkpoint_settings = CheckpointJobSettings(**{k: v for k, v in given.items() if v is not None})
     check_max_trials(max_trials)
+    return RunOptions(
+        executor=executor,
+        executor_settings=_executor_settings(settings, profile, executor),
+        memory_budget_gb=memory_budget_gb,
+        max_group_size=max_group_size,
+        max_attempts=max_attempts,
+        preflight=preflight,
+        online=online,
+        compact_after=compact_after,
+        make_checkpoints=make_checkpoints,
+        checkpoint_settings=checkpoint_settings,
+        max_trials=max_trials,
+    )
 
+
+def _run_or_resume(
+    sweep: Path,
+    store: Path,
+    options: RunOptions,
+    *,
+    smoke: bool = False,
+    keep: bool = False,
+    report: Path | None = None,
+) -> None:
+    """The one body of ``run`` and ``resume`` (``options.max_attempts`` None for ``run``): with ``smoke``,
+    `smoke_sweep` (one line per group; exits 1 if a group failed); else `run_sweep`, printing its progress, and
+    with ``report`` keeping an HTML report of the store there while it runs; exits 1 when a trial of this run
+    failed, or a checkpoint it had to make (``options.make_checkpoints``) could not be made."""
+    from kdgrid.sweep_run import run_sweep, smoke_sweep
+
+    if smoke:
+        if not smoke_sweep(sweep, options, keep=keep, log=typer.echo).ok:
+            raise typer.Exit(1)
+        return
     keep_report: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if report is not None:
         from kdgrid.report.build import ReportWriter  # pandas and matplotlib: only when a report is asked for
@@ -576,58 +612,7 @@ def _run(
         )
         keep_report = watching(writer, log=typer.echo, every_update=False)
     with keep_report:
-        outcome = run_sweep(
-            sweep,
-            store,
-            executor=executor,
-            executor_settings=_executor_settings(settings, profile, executor),
-            memory_budget_gb=memory_budget_gb,
-            max_group_size=max_group_size,
-            max_attempts=max_attempts,
-            preflight=preflight,
-            online=online,
-            compact_after=compact_after,
-            make_checkpoints=make_checkpoints,
-            checkpoint_settings=checkpoint_settings,
-            max_trials=max_trials,
-            log=typer.echo,
-        )
-    if not outcome.ok:
-        raise typer.Exit(1)
-
-
-def _pretrain_settings(micro_batch: int | None, checkpoint_every: int | None, nodes: int) -> dict[str, Any]:
-    """The ``--pretrain-*`` options as the fields of `kdgrid.pretrain.checkpoint_grid.CheckpointJobSettings`
-    (an option not given: the field's default)."""
-    given = {"micro_batch": micro_batch, "checkpoint_every": checkpoint_every, "nodes": nodes}
-    return {name: value for name, value in given.items() if value is not None}
-
-
-def _smoke(
-    sweep: Path,
-    executor: str,
-    settings: list[str] | None,
-    profile: str | None,
-    max_group_size: int,
-    memory_budget_gb: str,
-    preflight: bool,
-    online: bool,
-    keep: bool,
-) -> None:
-    """The body of ``run --smoke``: `smoke_sweep`, printing one line per group; exits 1 if a group failed."""
-    from kdgrid.sweep_run import smoke_sweep
-
-    outcome = smoke_sweep(
-        sweep,
-        executor=executor,
-        executor_settings=_executor_settings(settings, profile, executor),
-        memory_budget_gb=memory_budget_gb,
-        max_group_size=max_group_size,
-        preflight=preflight,
-        online=online,
-        keep=keep,
-        log=typer.echo,
-    )
+        outcome = run_sweep(sweep, store, options, log=typer.echo)
     if not outcome.ok:
         raise typer.Exit(1)
 
@@ -690,26 +675,12 @@ def run(
             f"--smoke runs in a throwaway store and never touches --store {store}: leave --store out "
             "(add --keep to keep the throwaway store)"
         )
-    if smoke:
-        _smoke(sweep, executor, settings, profile, max_group_size, memory_budget_gb, preflight, online, keep)
-        return
-    _run(
-        sweep,
-        store,
-        executor,
-        settings,
-        profile,
-        max_group_size,
-        memory_budget_gb,
-        preflight,
-        online,
-        compact_after,
-        max_attempts=None,
-        report=report,
-        make_checkpoints=make_checkpoints,
-        pretrain=_pretrain_settings(pretrain_micro_batch, pretrain_checkpoint_every, pretrain_nodes),
-        max_trials=max_trials,
-    )
+    options = _run_options(
+        executor, settings, profile, max_group_size, memory_budget_gb, preflight, online, compact_after,
+        max_attempts=None, make_checkpoints=make_checkpoints, pretrain_micro_batch=pretrain_micro_batch,
+        pretrain_checkpoint_every=pretrain_checkpoint_every, pretrain_nodes=pretrain_nodes, max_trials=max_trials,
+    )  # fmt: skip
+    _run_or_resume(sweep, store, options, smoke=smoke, keep=keep, report=report)
 
 
 def resume(
@@ -736,22 +707,12 @@ def resume(
     A preempted trial continues from its last epoch checkpoint (under <store>/_checkpoints).
 
     Example: kdgrid resume table5_single_match --store results --max-attempts 2"""
-    _run(
-        sweep,
-        store,
-        executor,
-        settings,
-        profile,
-        max_group_size,
-        memory_budget_gb,
-        preflight,
-        online,
-        compact_after,
-        max_attempts=max_attempts,
-        make_checkpoints=make_checkpoints,
-        pretrain=_pretrain_settings(pretrain_micro_batch, pretrain_checkpoint_every, pretrain_nodes),
-        max_trials=max_trials,
-    )
+    options = _run_options(
+        executor, settings, profile, max_group_size, memory_budget_gb, preflight, online, compact_after,
+        max_attempts=max_attempts, make_checkpoints=make_checkpoints, pretrain_micro_batch=pretrain_micro_batch,
+        pretrain_checkpoint_every=pretrain_checkpoint_every, pretrain_nodes=pretrain_nodes, max_trials=max_trials,
+    )  # fmt: skip
+    _run_or_resume(sweep, store, options)
 
 
 def sweep_purpose(description: str, path: Path) -> str:

@@ -1,5 +1,6 @@
-"""The trainer's pre-flight: a trial validated and planned (its shapes, teacher, layer pairs and loss terms)
-without loading weights or data.
+"""The trainer's own check of a job: a trial validated and planned (its shapes, teacher, layer pairs and loss
+terms) without loading weights or data. `kdgrid.preflight.local` applies it to every job before a run submits
+anything; the core applies it again as each job starts.
 
 The static rules are `kdgrid.core.trial_rules` (the same checks and messages as sweep expansion); here they are
 applied with the resolved teacher, and completed by what needs the machine (local checkpoints, `check_init`) and
@@ -51,7 +52,7 @@ def plan_trial(trial: Trial, teacher: ResolvedTeacher | None = None) -> TrialPla
     get_task(trial.task)
     shape = student_shape(trial.student)
     teacher = teacher or resolve_teacher(trial.teacher, trial.task)
-    problems = trial_problems(trial, shape, teacher.shape)
+    problems = trial_problems(trial, (shape, teacher.shape))
     if problems:
         raise ConfigError("; ".join(problems))
     check_init(trial, shape, teacher)

@@ -34,7 +34,7 @@ the order that scores best and the declaration to add to the sweep file; the tra
 for every trial of the job (`kdgrid.core.train.run_job`). The verdict (accepted or refused, with its scores) is
 cached per (teacher weights, task data, max length, label order) under ``$KDGRID_CACHE/teacher_gate/`` so a
 teacher is scored once, and recorded in every row (``extra_json["teacher_gate"]``). `kdgrid run`'s pre-flight gates
-each teacher itself where jobs run on this machine (`kdgrid.core.gate_preflight`); elsewhere it refuses a teacher
+each teacher itself where jobs run on this machine (`kdgrid.preflight.gate`); elsewhere it refuses a teacher
 whose refusal is cached before any job is submitted (`cached_refusals`: the same key, `gate_key`, with the label
 order read from the teacher's ``config.json``, no weights loaded). ``teacher_gate: false``
 (`kdgrid.core.teacher_options`) skips it, recorded as such.

@@ -1,5 +1,5 @@
 """The rules a trial must satisfy, checked without weights or the network: one home for every check that
-sweep expansion (`kdgrid.grid.checks`, so ``kdgrid plan``), ``kdgrid trial`` and the trainer's pre-flight
+sweep expansion (`kdgrid.grid.expand`, so ``kdgrid plan``), ``kdgrid trial`` and the trainer's pre-flight
 (`kdgrid.core.planning`, so ``kdgrid run``) make, so each message is written once and ``plan`` refuses what
 ``run`` would.
 
@@ -9,16 +9,22 @@ sweep expansion (`kdgrid.grid.checks`, so ``kdgrid plan``), ``kdgrid trial`` and
 - `local_file_problems`: what the local files a trial names say (read once per file, no weights): a local task's
   data files (readable, a non-empty train and dev split, labels in range) and a local teacher's config.json
   (its label count and task type against the task's, its position embeddings against max_length).
-- `combination_problems`: strategy, init, shapes and heads that cannot go together.
+- `combination_problems`: strategy, init, shapes and heads that cannot go together, given the two shapes, or
+  with the teacher's found without loading anything (`teacher_shape`: its config.json where this machine has it,
+  a local directory or the Hugging Face cache; else the shape kdgrid declares for a paper teacher).
+- `trial_problems`: all of them; the one function every caller applies (sweep expansion and trial files with the
+  shapes found here, the trainer's pre-flight `kdgrid.core.planning.plan_trial` with the resolved teacher's).
 
-What needs weights (a local checkpoint's shape, a fine-tuned offline teacher) is checked by the core only
-(`kdgrid.core.init.check_init`, `kdgrid.core.models.resolve_teacher`).
+This is the static tier of the pre-flight (`kdgrid.preflight`). What needs weights (a local checkpoint's shape, a
+fine-tuned offline teacher) is checked by the core only (`kdgrid.core.init.check_init`,
+`kdgrid.core.models.resolve_teacher`).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +47,8 @@ from kdgrid.core.shapes import (
     StudentShape,
     cached_config,
     is_local_source,
+    resolve_teacher,
+    student_shape,
     teacher_head_problems,
 )
 from kdgrid.core.teacher_cache import MINILM_ALIAS
@@ -50,6 +58,12 @@ from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.trial import SEED_LIMIT, Trial
 
 NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to learn from"
+# all-MiniLM-L6-v2's shape: the offline alias is resolved to a fine-tuned copy only at run time, but its shape is
+# the base model's.
+MINILM_SHAPE = StudentShape(layers=6, width=384, heads=12, ffn=1536)
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+"""A Hub model id, ``owner/model``."""
+PAPER_TEACHER_IDS = frozenset(spec.hub_name for table in TEACHERS.values() for spec in table.values())
 GENERAL_DISTILLATION_NEEDS_INIT_FROM = (
     "init 'general_distillation' needs init_from (the directory of a general-distillation checkpoint) or "
     "init_recipe (a pre-training recipe whose checkpoint kdgrid makes)"
@@ -287,10 +301,40 @@ def relation_heads_problems(trial: Trial, student: StudentShape, teacher: Studen
     return []
 
 
-def combination_problems(trial: Trial, student: StudentShape, teacher: StudentShape | None) -> list[str]:
-    """What makes this combination of strategy, init, shapes and heads impossible (empty when it can run),
-    given the student's shape and the teacher's (``None`` where only the network could tell: the checks that
-    need it are skipped). It reads neither the numbers (`number_problems`) nor anything on disk."""
+def _hub_cache() -> str:
+    """Where this process reads the Hugging Face cache now: part of the memo keys below, so an answer read from
+    one cache is never given for another (a process that points ``HF_HUB_CACHE`` elsewhere reads again)."""
+    return str(huggingface_hub.constants.HF_HUB_CACHE)
+
+
+def teacher_shape(teacher: str, task: str) -> StudentShape | None:
+    """The shape of a trial's teacher found without loading anything (memoised per Hugging Face cache location;
+    `_teacher_shape`)."""
+    return _teacher_shape(teacher, task, _hub_cache())
+
+
+@functools.cache
+def _teacher_shape(teacher: str, task: str, hub_cache: str) -> StudentShape | None:
+    """The shape of a trial's teacher, or None where only the network could tell (an unlisted Hub name not in
+    the local Hugging Face cache). A paper teacher's shape is its cached config's where the Hub cache has it,
+    else the shape kdgrid declares (`kdgrid.core.shapes.TEACHERS`; the job checks it against the real config
+    before loading). Raises `KdgridError` for a task without that teacher, or a missing local directory."""
+    if teacher == MINILM_ALIAS:
+        return MINILM_SHAPE
+    if teacher in TEACHERS or Path(teacher).expanduser().is_dir() or teacher in PAPER_TEACHER_IDS:
+        return resolve_teacher(teacher, task).shape
+    if HUB_ID.fullmatch(teacher):
+        cached = cached_config(teacher)
+        return None if cached is None else cached.shape
+    resolve_teacher(teacher, task)  # raises, naming the aliases
+    return None
+
+
+Shapes = tuple[StudentShape, StudentShape | None]
+"""A trial's student shape and its teacher's (``None`` where only the network could tell)."""
+
+
+def _combination_rules(trial: Trial, student: StudentShape, teacher: StudentShape | None) -> list[str]:
     problems = strategy_problems(trial) + method_problems(trial)
     if trial.init == "general_distillation" and not trial.init_from and trial.option(INIT_RECIPE) is None:
         problems.append(GENERAL_DISTILLATION_NEEDS_INIT_FROM)
@@ -307,6 +351,25 @@ def combination_problems(trial: Trial, student: StudentShape, teacher: StudentSh
     return problems
 
 
-def trial_problems(trial: Trial, student: StudentShape, teacher: StudentShape | None) -> list[str]:
-    """Every problem of a trial found without weights: `value_problems`, then `combination_problems`."""
-    return value_problems(trial) + combination_problems(trial, student, teacher)
+def combination_problems(trial: Trial, shapes: Shapes | None = None) -> list[str]:
+    """What makes this combination of strategy, init, shapes and heads impossible (empty when it can run).
+
+    ``shapes``: the student's shape and the teacher's where the caller has them (the trainer's pre-flight: its
+    resolved teacher's); None: found here without loading anything (`student_shape`, `teacher_shape`), a teacher
+    that cannot be resolved reported as one more problem. A teacher shape of None (only the network could tell)
+    skips the checks that need it. It reads neither the numbers (`number_problems`) nor anything but
+    config.json files."""
+    if shapes is not None:
+        return _combination_rules(trial, *shapes)
+    student = student_shape(trial.student)
+    try:
+        teacher = teacher_shape(trial.teacher, trial.task)
+    except KdgridError as error:
+        return [*_combination_rules(trial, student, None), str(error)]
+    return _combination_rules(trial, student, teacher)
+
+
+def trial_problems(trial: Trial, shapes: Shapes | None = None) -> list[str]:
+    """Every problem of a trial found without weights: `value_problems`, then `combination_problems` (``shapes``
+    as there)."""
+    return value_problems(trial) + combination_problems(trial, shapes)

@@ -4,7 +4,6 @@
 `plan_jobs(trials)` groups trials by `kdgrid.trial.group_key` and splits big groups.
 """
 
-from kdgrid.grid.checks import check_init_checkpoints, missing_init_checkpoints
 from kdgrid.grid.expand import PlannedTrial, Sweep, load_sweep, store_problems
 from kdgrid.grid.plan import (
     Job,
@@ -19,13 +18,11 @@ __all__ = [
     "Job",
     "PlannedTrial",
     "Sweep",
-    "check_init_checkpoints",
     "checkpoint_dir_for",
     "estimate_job_memory_gb",
     "estimate_trial_memory_gb",
     "group_hash",
     "load_sweep",
-    "missing_init_checkpoints",
     "plan_jobs",
     "store_problems",
 ]

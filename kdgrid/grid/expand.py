@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kdgrid.core.trial_rules import value_problems
+from kdgrid.core.trial_rules import combination_problems, trial_problems, value_problems
 from kdgrid.errors import ConfigError
-from kdgrid.grid.checks import combination_problems
 from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
 from kdgrid.grid.spec import SEEDS_KEY, Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
 from kdgrid.grid.values import InvalidValue, drop_unused_fields, normalize, rule_candidates
@@ -226,7 +225,7 @@ def _missing_fields(config: dict[str, Any], bad: set[str]) -> list[str]:
 def trial_from_settings(settings: Any, problems: Problems, source: str, where: str) -> Trial | None:
     """One trial from a mapping of field -> value as written (an entry of a trial file), canonicalised as sweep
     files are (`normalize` per value, then `drop_unused_fields`) and checked by the same rules
-    (`trial_problems`). Every problem is added to ``problems`` under ``where``; None when there is any."""
+    (`kdgrid.core.trial_rules.trial_problems`). Every problem is added to ``problems`` under ``where``; None when there is any."""
     if not isinstance(settings, dict):
         problems.add(source, where, "not a mapping of trial fields")
         return None
@@ -255,12 +254,6 @@ def trial_from_settings(settings: Any, problems: Problems, source: str, where: s
     for message in messages:
         problems.add(source, f"{where}: trial {_describe(trial)}", message)
     return None if messages else trial
-
-
-def trial_problems(trial: Trial) -> list[str]:
-    """Every static problem of a trial (its numbers, then its combination), as messages; empty when it can run.
-    The rules are `kdgrid.core.trial_rules`, which the trainer's pre-flight applies too."""
-    return value_problems(trial) + combination_problems(trial)
 
 
 def _describe(trial: Trial) -> str:

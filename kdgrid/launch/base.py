@@ -1,12 +1,13 @@
 """The executor interface and the registry that builds one by name.
 
-An executor is any object with ``run(jobs, store_dir, *, sweep, studies) -> None`` that runs every job (a list
-of trials sharing one teacher pass) through its job function (its ``job_fn`` argument, `kdgrid.launch.job_fn`;
-default `kdgrid.launch.worker.run_job_to_store`) and returns when they have ended. Results go to the store, never through the
-return value. A job may hold trials of several studies of the sweep (they share the teacher pass all the
-same): ``studies`` maps each trial id to the study its row records (`kdgrid.grid.Sweep.study_of`), and every
-row the executor or its jobs write, failure rows included, takes its study from there
-(`kdgrid.launch.jobs.row_studies`).
+An executor subclasses `Executor`, whose ``run(jobs, store_dir, *, sweep, studies) -> None`` (written here once
+for every executor) turns its arguments into one `kdgrid.launch.job.Launch` value and hands it to the executor's
+``launch``, which runs every job (a list of trials sharing one teacher pass) through its job function (its
+``job_fn`` argument, `kdgrid.launch.worker.resolve_job_fn`; default `kdgrid.launch.worker.run_job_to_store`) and
+returns when they have ended. Results go to the store, never through the return value. A job may hold trials of
+several studies of the sweep (they share the teacher pass all the same): ``studies`` maps each trial id to the
+study its row records (`kdgrid.grid.Sweep.study_of`), and every row the executor or its jobs write, failure rows
+included, takes its study from there (`kdgrid.launch.job.row_studies`).
 It also says how much memory one job may use where its jobs run (``memory_budget()``): the planner's default
 budget (``--memory-budget-gb auto``).
 
@@ -18,12 +19,14 @@ Each executor declares its settings as one dataclass (`kdgrid.launch.settings`):
 
 from __future__ import annotations
 
+import abc
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from kdgrid.errors import ConfigError
+from kdgrid.launch.job import Launch
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.trial import Trial
 
@@ -42,26 +45,33 @@ PLAIN_ARGUMENTS: dict[str, tuple[str, ...]] = {
 }
 
 
-@runtime_checkable
-class Executor(Protocol):
+class Executor(abc.ABC):
+    """Where jobs run. Subclasses implement `launch` and `memory_budget`; `run` is the same for all."""
+
     def run(
         self,
-        jobs: list[list[Trial]],
-        store_dir: Path,
+        jobs: Sequence[Sequence[Trial]],
+        store_dir: Path | str,
         *,
         sweep: str,
         studies: Mapping[str, str] | None = None,
     ) -> None:
         """Run every job; return when all have ended (their rows are in the store). Each row records ``sweep``
-        and its trial's study, ``studies[trial_id]`` (``""`` for a trial ``studies`` does not name)."""
-        ...
+        and its trial's study, ``studies[trial_id]`` (``""`` for a trial ``studies`` does not name). Empty jobs
+        are dropped."""
+        self.launch(Launch.of(jobs, store_dir, sweep=sweep, studies=studies))
 
+    @abc.abstractmethod
+    def launch(self, launch: Launch) -> None:
+        """Run every job of ``launch`` (`kdgrid.launch.job.Launch`: its jobs, the store, the sweep, the studies);
+        return when all have ended."""
+
+    @abc.abstractmethod
     def memory_budget(self) -> MemoryBudget:
         """The memory (GiB) one job's students may need together on the machine where this executor runs jobs,
         with where that figure came from (``gb`` None: unknown, no budget). Derived from the machine and the
         settings (how many jobs share a GPU or a node); `kdgrid.launch.memory` has the readers. Cheap: it must
         not start a runtime or submit anything."""
-        ...
 
 
 def get_executor(name: str, **settings: Any) -> Executor:

@@ -35,13 +35,12 @@ from kdgrid.cpus import threads_per_worker
 from kdgrid.device_sharing import EXCLUSIVE, SHARING_VARIABLE, local_sharing
 from kdgrid.errors import ConfigError
 from kdgrid.launch import memory
-from kdgrid.launch.failure_rows import write_failure_rows
-from kdgrid.launch.job_fn import DEFAULT_JOB_FN, JobFn, accepts_on_step, resolve_job_fn
-from kdgrid.launch.jobs import job_checkpoint_dir, row_studies
-from kdgrid.launch.lost_trials import RunRows
+from kdgrid.launch.base import Executor
+from kdgrid.launch.job import JobFn, JobRun, Launch, RunRows, accepts_on_step
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.progress import EpochLines, PlainProgress, RunProgress, print_line, run_progress
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.launch.worker import DEFAULT_JOB_FN, resolve_job_fn
 from kdgrid.plugins import load_plugins_or_exit, plugin_environment
 from kdgrid.store.run_ledger import current_run
 from kdgrid.store.write import StoreWriteError, rows_folder_for_writing
@@ -181,7 +180,7 @@ class RunSummary:
     seconds: float = 0.0
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """Run jobs on this machine. Settings: `LocalSettings` (prefix ``local_``, which may be left out).
 
     Args:
@@ -234,30 +233,21 @@ class LocalExecutor:
             return memory.per_job(min(gpu_memory), "of GPU memory (the smallest visible GPU)", per_gpu, share)
         return memory.per_job(memory.ram_gb(), "of RAM", jobs, share)
 
-    def run(
-        self,
-        jobs: list[list[Trial]],
-        store_dir: Path,
-        *,
-        sweep: str,
-        studies: Mapping[str, str] | None = None,
-    ) -> None:
-        """Run every job; return when all have ended. Each trial ends with a row in the store, recording
-        ``sweep`` and its study ``studies[trial_id]`` (``""`` for a trial it does not name)."""
-        jobs = [list(job) for job in jobs if job]
-        store = Path(store_dir)
+    def launch(self, launch: Launch) -> None:
+        """Run every job; return when all have ended. Each trial ends with a row in the store, recording the
+        sweep and its study."""
+        store, study_of = launch.store, dict(launch.studies)
         rows_folder_for_writing(store)  # a store that cannot take rows: one message before any job
-        study_of = row_studies((t for job in jobs for t in job), studies)
         watch = RunRows.start(store, f"local-{uuid.uuid4().hex}", run_id=current_run())
         started = time.monotonic()
-        title = _progress_title(sweep, study_of)
-        progress = run_progress(len(study_of), title=title, jobs=len(jobs), enabled=self.settings.progress)
+        title = _progress_title(launch.sweep, study_of)
+        progress = run_progress(len(study_of), title=title, jobs=len(launch.jobs), enabled=self.settings.progress)
         try:
             with progress:
                 if self.workers() == 0:
-                    self._run_here(jobs, store, sweep, study_of, watch, progress)
+                    self._run_here(launch, watch, progress)
                 else:
-                    self._run_pool(jobs, store, sweep, study_of, watch, progress)
+                    self._run_pool(launch, watch, progress)
                 progress.show(watch.refresh().states(study_of))
         finally:
             watch.close()
@@ -270,49 +260,27 @@ class LocalExecutor:
             seconds=time.monotonic() - started,
         )
 
+    @staticmethod
     def _fail_unreported(
-        self,
-        job: list[Trial],
-        store: Path,
-        sweep: str,
-        study_of: dict[str, str],
-        watch: RunRows,
-        error_type: str,
-        message: str,
-        traceback_text: str | None = None,
+        job: JobRun, watch: RunRows, error_type: str, message: str, traceback_text: str | None = None
     ) -> None:
         """A failure row for each trial of ``job`` without a row from this run."""
-        unreported = watch.refresh().without_rows(job)
-        write_failure_rows(store, unreported, sweep=sweep, studies=study_of, error_type=error_type,
-                           message=message, traceback_text=traceback_text)  # fmt: skip
+        unreported = watch.refresh().without_rows(job.trials)
+        job.write_failures(unreported, error_type=error_type, message=message, traceback_text=traceback_text)
 
-    def _run_here(
-        self,
-        jobs: list[list[Trial]],
-        store: Path,
-        sweep: str,
-        study_of: dict[str, str],
-        watch: RunRows,
-        progress: RunProgress,
-    ) -> None:
-        for index, job in enumerate(jobs, start=1):
-            on_step = progress.start_job(index, job)
+    def _run_here(self, launch: Launch, watch: RunRows, progress: RunProgress) -> None:
+        for index, job in enumerate(launch.jobs, start=1):
+            trials = list(job.trials)
+            on_step = progress.start_job(index, trials)
             steps = {"on_step": on_step} if on_step is not None and accepts_on_step(self.job_fn) else {}
             try:
-                self.job_fn(
-                    job,
-                    store,
-                    sweep=sweep,
-                    studies=row_studies(job, study_of),
-                    checkpoint_dir=job_checkpoint_dir(store, job),
-                    **steps,
-                )
+                self.job_fn(trials, job.store, sweep=job.sweep, studies=dict(job.studies),
+                            checkpoint_dir=job.checkpoint_dir, **steps)  # fmt: skip
             except StoreWriteError:
                 raise  # the store cannot take rows: stop, rather than train jobs that cannot be recorded
             except Exception as error:
-                self._fail_unreported(job, store, sweep, study_of, watch, type(error).__name__, str(error),
-                                      traceback.format_exc())  # fmt: skip
-            progress.job_ended(index, job, watch.refresh().states(study_of))
+                self._fail_unreported(job, watch, type(error).__name__, str(error), traceback.format_exc())
+            progress.job_ended(index, trials, watch.refresh().states(launch.studies))
 
     def worker_threads(self, workers: int) -> int:
         """Torch threads per worker process: ``local_threads``, else the CPUs this process may use (its affinity
@@ -320,22 +288,15 @@ class LocalExecutor:
         divided among the ``workers``."""
         return self.settings.threads or threads_per_worker(workers)
 
-    def _run_pool(
-        self,
-        jobs: list[list[Trial]],
-        store: Path,
-        sweep: str,
-        study_of: dict[str, str],
-        watch: RunRows,
-        progress: RunProgress,
-    ) -> None:
+    def _run_pool(self, launch: Launch, watch: RunRows, progress: RunProgress) -> None:
+        jobs, study_of = launch.jobs, launch.studies
         slot_gpus = self.worker_gpus()  # a process takes a free slot, and the slot's GPU
         workers = len(slot_gpus)
         context = multiprocessing.get_context(self.settings.start_method)
         threads = self.worker_threads(workers)
         waiting = list(enumerate(jobs, start=1))
         lines = isinstance(progress, PlainProgress)  # a log: each job writes its epoch lines
-        running: list[tuple[Any, list[Trial], int, int]] = []
+        running: list[tuple[Any, JobRun, int, int]] = []
         try:
             while waiting or running:
                 while waiting and len(running) < workers:
@@ -343,11 +304,11 @@ class LocalExecutor:
                     slot = min(set(range(workers)) - {used for _, _, used, _ in running})
                     args = (
                         self.job_fn,
-                        job,
-                        str(store),
-                        sweep,
-                        row_studies(job, study_of),  # this job's trials only: pickled for the process
-                        str(job_checkpoint_dir(store, job)),
+                        list(job.trials),
+                        str(job.store),
+                        job.sweep,
+                        dict(job.studies),  # this job's trials only: pickled for the process
+                        str(job.checkpoint_dir),
                         threads,
                         slot_gpus[slot],
                         plugin_environment(),
@@ -359,17 +320,15 @@ class LocalExecutor:
                         process.start()
                     running.append((process, job, slot, index))
                 time.sleep(self.settings.poll_s)
-                still: list[tuple[Any, list[Trial], int, int]] = []
+                still: list[tuple[Any, JobRun, int, int]] = []
                 for process, job, slot, index in running:
                     if process.is_alive():
                         still.append((process, job, slot, index))
                         continue
                     process.join()
                     if process.exitcode != 0:
-                        self._fail_unreported(
-                            job, store, sweep, study_of, watch, "WorkerDied", _exit_reason(process.exitcode)
-                        )
-                    progress.job_ended(index, job, watch.refresh().states(study_of))
+                        self._fail_unreported(job, watch, "WorkerDied", _exit_reason(process.exitcode))
+                    progress.job_ended(index, list(job.trials), watch.refresh().states(study_of))
                 running = still
                 progress.show(watch.refresh().states(study_of))
         finally:

@@ -40,12 +40,12 @@ from kdgrid.cpus import usable_cpus
 from kdgrid.device_sharing import SHARING_VARIABLE, ray_sharing
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
+from kdgrid.launch.base import Executor
 from kdgrid.launch.environment import apply_environment, job_variables
-from kdgrid.launch.job_fn import JobFn, resolve_job_fn, run_pending
-from kdgrid.launch.jobs import row_studies
-from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
+from kdgrid.launch.job import JobFn, Launch, run_pending, touch_run_marker
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.launch.worker import resolve_job_fn
 from kdgrid.plugins import load_plugins
 from kdgrid.store.claims import ray_job_holder
 from kdgrid.store.read import done_trial_ids
@@ -135,7 +135,7 @@ def run_one_job(
     tune.report({"trials": len(ran), "finished": 1})
 
 
-class RayExecutor:
+class RayExecutor(Executor):
     """Run jobs as Ray Tune trials (one per job) and wait for all of them.
 
     Args:
@@ -245,24 +245,16 @@ class RayExecutor:
             raise ConfigError(f"each job asks for {need} but the Ray cluster has {have}: lower ray_cpus_per_job / "
                               "ray_gpus_per_job or give the runtime more (ray_num_cpus, ray_num_gpus)")  # fmt: skip
 
-    def run(
-        self,
-        jobs: list[list[Trial]],
-        store_dir: Path,
-        *,
-        sweep: str,
-        studies: Mapping[str, str] | None = None,
-    ) -> None:
+    def launch(self, launch: Launch) -> None:
         """Run every job as one Tune trial; raise `LaunchError` afterwards if any did not finish. Each row
-        records ``sweep`` and its study ``studies[trial_id]`` (``""`` for a trial it does not name)."""
-        jobs = [job for job in jobs if job]
-        if not jobs:
+        records the sweep and its trial's study."""
+        if not launch.jobs:
             return
-        study_of = row_studies((trial for job in jobs for trial in job), studies)
+        launch = launch.resolved()
+        jobs, store_dir, sweep, study_of = launch.trial_lists(), launch.store, launch.sweep, dict(launch.studies)
         import ray
         from ray import tune
 
-        store_dir = Path(store_dir).resolve()
         storage = Path(self.settings.storage_path or store_dir / "_ray").resolve()
         marker = touch_run_marker(store_dir, f"ray-{uuid.uuid4().hex}")
         started = self._init_ray()
@@ -312,8 +304,7 @@ class RayExecutor:
                     index = result.config["job"]
                     reason = f"Ray job {index} ended with an error: {_first_line(result.error)}"
                     failed.append(f"job {index} ({len(jobs[index])} trial(s)): {_first_line(result.error)}")
-                    recorded = record_lost_trials(store_dir, jobs[index], marker=marker, sweep=sweep,
-                                                  studies=study_of, reason=reason, finished_jobs=ended)  # fmt: skip
+                    recorded = launch.jobs[index].record_lost(marker=marker, reason=reason, finished_jobs=ended)
                     lost += len(recorded)
                 raise LaunchError(
                     f"{grid.num_errors} of {len(jobs)} Ray job(s) did not finish: {'; '.join(failed[:10])}; "

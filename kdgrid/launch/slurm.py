@@ -61,12 +61,21 @@ from submitit.slurm.slurm import SlurmInfoWatcher
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import memory
+from kdgrid.launch.base import Executor
 from kdgrid.launch.environment import export_lines, job_variables
-from kdgrid.launch.job_fn import DEFAULT_JOB_FN, JobFn, resolve_job_fn, run_pending
-from kdgrid.launch.jobs import job_checkpoint_dir, job_key, row_studies
-from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
+from kdgrid.launch.job import (
+    JobFn,
+    Launch,
+    job_checkpoint_dir,
+    job_key,
+    record_lost_trials,
+    row_studies,
+    run_pending,
+    touch_run_marker,
+)
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.launch.worker import DEFAULT_JOB_FN, resolve_job_fn
 from kdgrid.plugins import load_plugins_or_exit
 from kdgrid.store.claims import slurm_job_holder
 from kdgrid.store.read import done_trial_ids
@@ -198,9 +207,15 @@ SRUN_EXPORT_ENV = "SLURM_EXPORT_ENV"  # srun's --export default, read from the e
 
 
 def submitit_parameters(
-    settings: SlurmSettings, environment: Mapping[str, str] | None = None
+    settings: SlurmSettings,
+    environment: Mapping[str, str] | None = None,
+    *,
+    nodes: int | None = None,
+    tasks_per_node: int | None = None,
 ) -> dict[str, Any]:
-    """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords. ``environment`` (the Hub's
+    """Translate our settings to `submitit.SlurmExecutor.update_parameters` keywords: for trials' array tasks, or
+    with ``nodes`` for one job of ``nodes`` x ``tasks_per_node`` tasks (a pre-training run: not an array, so no
+    ``array_parallelism``). ``environment`` (the Hub's
     variables and ``KDGRID_PLUGINS`` of the submitting process, `kdgrid.launch.environment.job_variables`) is
     exported by the first setup lines of every task's script: a profile may set ``--export=NONE``, and the
     variables must be there before Python imports the Hugging Face libraries. Under such a profile the script's
@@ -221,7 +236,34 @@ def submitit_parameters(
     if settings.mem_gb is not None:
         mem_gb = settings.mem_gb
         params["mem"] = f"{int(mem_gb)}GB" if mem_gb.is_integer() else f"{round(mem_gb * 1024)}MB"
+    if nodes is not None:
+        params.pop("array_parallelism", None)  # one job, not an array
+        params["nodes"] = nodes
+        params["ntasks_per_node"] = tasks_per_node or 1
     return params
+
+
+def submitter(
+    settings: SlurmSettings, folder: Path, *, nodes: int | None = None, tasks_per_node: int | None = None
+) -> submitit.SlurmExecutor:
+    """The one submitit executor kdgrid submits through, for trials (`SlurmExecutor`: array tasks) and for
+    pre-training (`kdgrid.pretrain.slurm`: one job of ``nodes`` x ``tasks_per_node`` tasks): the profile's
+    parameters (`submitit_parameters`, with this process's job variables exported by each task's script), its
+    requeue limit (``slurm_max_num_timeout``) and submitit's ``folder`` (scripts, pickles, logs)."""
+    executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=settings.max_num_timeout)
+    executor.update_parameters(
+        **submitit_parameters(settings, job_variables(), nodes=nodes, tasks_per_node=tasks_per_node)
+    )
+    return executor
+
+
+def submit_one(executor: submitit.SlurmExecutor, task: Any, *, what: str) -> Any:
+    """Submit one task (a `submitit.helpers.Checkpointable`, so submitit requeues it) as one job; the submitit
+    job. `LaunchError` naming ``what`` when sbatch refuses (a bad account, qos, limits)."""
+    try:
+        return executor.submit(task)
+    except Exception as error:
+        raise LaunchError(f"sbatch refused {what}: {str(error).strip()[-800:]}") from None
 
 
 # -- the cluster ----------------------------------------------------------------------------------------------------
@@ -363,7 +405,7 @@ class ArrayTask(Checkpointable):  # type: ignore[misc]
 
 
 # -- the executor ---------------------------------------------------------------------------------------------------
-class SlurmExecutor:
+class SlurmExecutor(Executor):
     """Submit jobs as SLURM arrays through submitit and (by default) wait for them.
 
     Args:
@@ -420,59 +462,36 @@ class SlurmExecutor:
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", sweep) or "sweep"
         return (self.log_dir or store_dir / "_slurm") / safe / "%j"
 
-    def make_tasks(
-        self,
-        jobs: Sequence[list[Trial]],
-        store_dir: Path,
-        *,
-        sweep: str,
-        studies: Mapping[str, str] | None,
-        run_id: str,
-    ) -> list[ArrayTask]:
-        """One `ArrayTask` per ``slurm_jobs_per_task`` jobs, each carrying the studies of its own trials only
-        (a task is pickled to the shared filesystem: not the whole sweep's mapping in each)."""
+    def make_tasks(self, launch: Launch, *, run_id: str) -> list[ArrayTask]:
+        """One `ArrayTask` per ``slurm_jobs_per_task`` jobs of ``launch``, each carrying the studies of its own
+        trials only (a task is pickled to the shared filesystem: not the whole sweep's mapping in each)."""
         tasks = []
-        for group in pack_tasks(jobs, self.settings.jobs_per_task):
-            own = row_studies((trial for job in group for trial in job), studies)
-            tasks.append(ArrayTask(group, str(store_dir), sweep, own, run_id, self.job_fn))
+        for group in pack_tasks(launch.trial_lists(), self.settings.jobs_per_task):
+            own = row_studies((trial for job in group for trial in job), launch.studies)
+            tasks.append(ArrayTask(group, str(launch.store), launch.sweep, own, run_id, self.job_fn))
         return tasks
 
-    def run(
-        self,
-        jobs: list[list[Trial]],
-        store_dir: Path,
-        *,
-        sweep: str,
-        studies: Mapping[str, str] | None = None,
-    ) -> None:
-        """Submit ``jobs`` (arrays split at MaxArraySize) and, unless ``wait=False``, wait for all of them.
-        Each row records ``sweep`` and its study ``studies[trial_id]`` (``""``: a trial it does not name)."""
-        submission = self.submit(jobs, store_dir, sweep=sweep, studies=studies)
+    def launch(self, launch: Launch) -> None:
+        """Submit the jobs (arrays split at MaxArraySize) and, unless ``wait=False``, wait for all of them.
+        Each row records the sweep and its trial's study."""
+        submission = self.submit(launch)
         if submission is not None and self.wait:
             self.wait_for(submission)
 
-    def submit(
-        self,
-        jobs: list[list[Trial]],
-        store_dir: Path,
-        *,
-        sweep: str,
-        studies: Mapping[str, str] | None = None,
-    ) -> Submission | None:
+    def submit(self, launch: Launch) -> Submission | None:
         """Check the settings against the cluster, then submit; returns what `wait_for` needs (None: no jobs)."""
-        jobs = [job for job in jobs if job]
-        if not jobs:
+        if not launch.jobs:
             return None
-        store_dir = Path(store_dir).resolve()
+        launch = launch.resolved()
+        jobs, store_dir, sweep = launch.trial_lists(), launch.store, launch.sweep
         check_partition(self.settings.partition)
         max_array = min(self.settings.max_array_size or DEFAULT_MAX_ARRAY_SIZE, cluster_max_array_size())
         log_folder = self._log_folder(store_dir, sweep)
         run_id = uuid.uuid4().hex
-        tasks = self.make_tasks(jobs, store_dir, sweep=sweep, studies=studies, run_id=run_id)
+        tasks = self.make_tasks(launch, run_id=run_id)
         marker = touch_run_marker(store_dir, f"slurm-{run_id}")
 
-        executor = submitit.SlurmExecutor(folder=log_folder, max_num_timeout=self.settings.max_num_timeout)
-        executor.update_parameters(**submitit_parameters(self.settings, job_variables()))
+        executor = submitter(self.settings, log_folder)
         submitted: list[Any] = []
         for array in split_arrays(tasks, max_array):
             # The submitted callable must be the Checkpointable itself (submitit only checkpoints those), so

@@ -20,18 +20,25 @@ trains has lost its claim (the heartbeat thread finds them taken over), the job 
 (`ClaimsLost` raised from ``on_step``) and writes nothing more: the new holders train them.
 
 The core is a parameter (``run_job``): a test passes a fake core and still gets the real worker writing real rows.
+
+Job functions: a job function has `run_job_to_store`'s signature,
+``(trials, store_dir, *, sweep, studies, checkpoint_dir[, on_step]) -> None``, and writes one row per trial into
+the store. Every executor takes one as its ``job_fn`` argument (a callable, or ``"module:function"`` on the
+command line, `resolve_job_fn`); the default is `run_job_to_store` (`DEFAULT_JOB_FN`). Tests pass their own
+(``tests/launch/fakes.py``). Executors that run jobs in other processes (worker processes, Ray actors, SLURM
+tasks) need it importable by reference. A job, its failure rows and its pending trials are `kdgrid.launch.job`.
 """
 
 from __future__ import annotations
 
-import inspect
+import importlib
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kdgrid.launch.failure_rows import write_failure_rows
-from kdgrid.launch.jobs import row_studies
+from kdgrid.errors import ConfigError
+from kdgrid.launch.job import JobFn, accepts_on_step, row_studies, write_failure_rows
 from kdgrid.plugins import load_plugins
 from kdgrid.result import TrialResult
 from kdgrid.store.claims import Claim, HeldClaims, claim_trials
@@ -46,15 +53,6 @@ class ClaimsLost(Exception):
 
 # The core's contract: `kdgrid.core.train.run_job(trials, *, checkpoint_dir, on_result, on_step, ...)`.
 RunJob = Callable[..., list[TrialResult]]
-
-
-def accepts_on_step(function: Callable[..., Any]) -> bool:
-    """Whether a job function or a core takes the ``on_step`` progress callback (the default ones do)."""
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "on_step" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def core_run_job(trials: list[Trial], **kwargs: Any) -> list[TrialResult]:
@@ -79,7 +77,7 @@ def run_job_to_store(
     """Run one job (trials sharing one teacher pass) and write one row per trial into the store.
 
     Each row records ``sweep`` and its trial's study, ``studies[trial_id]`` (``""`` for a trial it does not
-    name, see `kdgrid.launch.jobs.row_studies`): the trials of one job may come from several studies.
+    name, see `kdgrid.launch.job.row_studies`): the trials of one job may come from several studies.
 
     Rows are written as each trial finishes (``on_result``), so a job killed half-way keeps what it finished.
     A result ``run_job`` returns without having reported it is written afterwards; a crash of ``run_job`` writes
@@ -204,3 +202,26 @@ def _noting_progress(
             on_step(done, total)
 
     return noted
+
+
+DEFAULT_JOB_FN: JobFn = run_job_to_store
+
+
+def import_job_fn(path: str) -> JobFn:
+    """The function named ``module:function``."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"job function {path!r}: write it as 'module:function'")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ConfigError(f"job function {path!r} cannot be imported: {error}") from None
+
+
+def resolve_job_fn(job_fn: JobFn | str | None) -> JobFn:
+    """A callable as it is, a ``module:function`` path imported, None: `DEFAULT_JOB_FN`."""
+    if job_fn is None:
+        return DEFAULT_JOB_FN
+    if isinstance(job_fn, str):
+        return import_job_fn(job_fn)
+    return job_fn

@@ -12,6 +12,7 @@ micro-batches are equal, so their mean over micro-batches is the global batch's 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -72,20 +73,18 @@ def relation_heads(recipe: PretrainRecipe, student: StudentShape, teacher: Stude
 def distillation_trial(recipe: PretrainRecipe, heads: int | None = None) -> Trial:
     """The recipe's distillation settings as the `Trial` that task distillation's rules and `Objective` read
     (no soft or hard term: pre-training has no task head); ``heads``: the resolved relation heads."""
-    return Trial(
+    spec = recipe.distillation
+    if heads is not None:
+        spec = dataclasses.replace(spec, relation_heads=heads)
+    return Trial.with_distillation(
+        spec,
         task=PRETRAIN_TASK,
         teacher=recipe.teacher or "",
         student=recipe.student,
         init="random",
-        knowledge=recipe.knowledge,
-        strategy=recipe.strategy,
-        beta=recipe.beta,
         soft_weight=0.0,
         alpha=0.0,
-        projection=recipe.projection,
-        relation_heads=heads if heads is not None else recipe.relation_heads,
         seed=recipe.seed,
-        options=recipe.options,
     )
 
 

@@ -1,4 +1,6 @@
-"""A pre-training run as ONE SLURM job of one task per GPU across nodes, submitted through submitit.
+"""A pre-training run as ONE SLURM job of one task per GPU across nodes: what its tasks run (`PretrainTask`) and
+the job's shape. It is submitted through the same submitter as trials (`kdgrid.launch.slurm.submitter`,
+`submit_one`): the same profile translation, job variables, requeue limit and refusal message.
 
 ``kdgrid pretrain ... --slurm PROFILE --nodes 4`` reads the profile as trials do (`kdgrid.launch.slurm`: a name
 in ``kdgrid/launch/slurm_profiles`` or ``$KDGRID_SLURM_PROFILES``, or a YAML path) and submits one job of
@@ -42,7 +44,9 @@ from kdgrid.launch.slurm import (
     check_partition,
     resolve_settings,
     shield_requeue_from_sigterm,
+    submit_one,
     submitit_parameters,
+    submitter,
 )
 from kdgrid.plugins import load_plugins_or_exit
 from kdgrid.pretrain.processes import slurm_rendezvous
@@ -81,12 +85,9 @@ def job_shape(settings: SlurmSettings, nodes: int, tasks_per_node: int | None) -
 
 def job_parameters(settings: SlurmSettings, shape: JobShape) -> dict[str, Any]:
     """`submitit.SlurmExecutor.update_parameters` keywords for one job of ``shape`` (trials' translation of the
-    profile, `kdgrid.launch.slurm.submitit_parameters`, with the job's nodes and tasks)."""
-    params = submitit_parameters(settings, job_variables())
-    params.pop("array_parallelism", None)  # one job, not an array
-    params["nodes"] = shape.nodes
-    params["ntasks_per_node"] = shape.tasks_per_node
-    return params
+    profile, `kdgrid.launch.slurm.submitit_parameters`, with the job's nodes and tasks): what `submit` submits
+    with."""
+    return submitit_parameters(settings, job_variables(), nodes=shape.nodes, tasks_per_node=shape.tasks_per_node)
 
 
 def log_folder(recipe: PretrainRecipe) -> Path:
@@ -156,14 +157,10 @@ def submit(
     shape = job_shape(settings, nodes, tasks_per_node)
     preflight(recipe, run_settings, world_size=shape.world_size)
     check_partition(settings.partition)
-    executor = submitit.SlurmExecutor(
-        folder=folder or log_folder(recipe), max_num_timeout=settings.max_num_timeout
+    executor = submitter(
+        settings, folder or log_folder(recipe), nodes=shape.nodes, tasks_per_node=shape.tasks_per_node
     )
-    executor.update_parameters(**job_parameters(settings, shape))
-    try:
-        job = executor.submit(PretrainTask(recipe.to_dict(), run_settings))
-    except Exception as error:  # sbatch refused (bad account, qos, limits)
-        raise LaunchError(f"sbatch refused the pre-training job: {str(error).strip()[-800:]}") from None
+    job = submit_one(executor, PretrainTask(recipe.to_dict(), run_settings), what="the pre-training job")
     print(
         f"slurm: submitted pre-training {recipe.student} ({recipe.key[:12]}) as job {job.job_id}: "
         f"{shape.nodes} node(s) x {shape.tasks_per_node} task(s); logs in {job.paths.folder}",

@@ -3,7 +3,7 @@
 The one answer to "is this trial done?" lives here: `trial_states` (a trial is ``done`` when any of its rows
 is done - done wins over failed - else ``failed``; no row: not in the answer). `done_trial_ids` (executors
 skipping finished trials), `latest_state` (``kdgrid status``, `kdgrid.grid.state.sweep_state`) and the rows a
-run wrote (`kdgrid.launch.lost_trials.RunRows`) all apply it. The one "latest done row wins" rule is
+run wrote (`kdgrid.launch.job.RunRows`) all apply it. The one "latest done row wins" rule is
 `latest_done_rows` (scores and the analysis tables read a trial's latest done row).
 
 Exactly once: rows are immutable and carry a unique ``row_id``; a reader drops repeated row ids (a crashed or

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from kdgrid.cli import app, main
 from kdgrid.errors import ConfigError
 from kdgrid.store.layout import rows_dir
-from kdgrid.sweep_run import run_sweep
+from kdgrid.sweep_run import RunOptions, run_sweep
 from tests.hub.conftest import small_hub, use_hub  # noqa: F401 (fixtures of the Hub-shaped cache)
 from tests.launch.fakes import job_to_store
 
@@ -126,7 +126,12 @@ def test_run_with_everything_cached_runs_its_workers_offline(
         monkeypatch.delenv(name)
     worker_environments.clear()
     lines: list[str] = []
-    outcome = run_sweep(hub_sweep(tmp_path), tmp_path / "store", executor_settings=FAKE, log=lines.append)
+    outcome = run_sweep(
+        hub_sweep(tmp_path),
+        tmp_path / "store",
+        RunOptions(executor_settings=FAKE),
+        log=lines.append,
+    )
     assert outcome.ok and outcome.done_now == 2
     assert worker_environments == [{"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}] * 2
     assert any("workers run offline" in line for line in lines)
@@ -147,12 +152,12 @@ def test_run_with_an_item_missing_refuses_naming_prefetch_unless_online(
     monkeypatch.delenv("HF_DATASETS_OFFLINE")
     sweep, store = hub_sweep(tmp_path), tmp_path / "store"
     with pytest.raises(ConfigError, match=r"dataset nyu-mll/glue \(stsb\).*Run `kdgrid prefetch .*hubby.yaml`"):
-        run_sweep(sweep, store, executor_settings=FAKE)
+        run_sweep(sweep, store, RunOptions(executor_settings=FAKE))
     assert not list(rows_dir(store).glob("*")) if rows_dir(store).exists() else True
     message = user_error(capsys, "run", sweep, "--store", store, "--set", f"job_fn={FAKE['job_fn']}")
     assert "kdgrid prefetch" in message and "--online" in message
     worker_environments.clear()
-    outcome = run_sweep(sweep, store, executor_settings=FAKE, online=True)
+    outcome = run_sweep(sweep, store, RunOptions(executor_settings=FAKE, online=True))
     assert outcome.ok and worker_environments == [{"HF_HUB_OFFLINE": None, "HF_DATASETS_OFFLINE": None}] * 2
 
 
@@ -161,7 +166,7 @@ def test_a_sweep_without_hub_items_is_not_made_offline(tmp_path: Path, teacher: 
     sweep.write_text(json.dumps({"name": "local", "fixed": {"task": "synthetic-single-binary", "teacher": teacher,
                                                              "student": "bert-tiny", "init": "random"}}))  # fmt: skip
     worker_environments.clear()
-    outcome = run_sweep(sweep, tmp_path / "store", executor_settings=FAKE)
+    outcome = run_sweep(sweep, tmp_path / "store", RunOptions(executor_settings=FAKE))
     unchanged = {name: os.environ.get(name) for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
     assert outcome.ok and worker_environments == [unchanged]
 

@@ -11,7 +11,14 @@ from typer.testing import CliRunner
 
 from kdgrid.cli import app
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
-from kdgrid.sweep_run import SMOKE_DEV_EXAMPLES, SMOKE_STEPS, smoke_selection, smoke_sweep, smoke_trial
+from kdgrid.sweep_run import (
+    SMOKE_DEV_EXAMPLES,
+    SMOKE_STEPS,
+    RunOptions,
+    smoke_selection,
+    smoke_sweep,
+    smoke_trial,
+)
 from kdgrid.trial import Trial
 
 TASK = "synthetic-single-binary-n96-d32"
@@ -69,7 +76,7 @@ def test_keep_keeps_the_smoke_store(tmp_path: Path, teacher: str) -> None:
     sweep.write_text(json.dumps({"name": "fine", "fixed": {"task": TASK, "teacher": teacher, "student": "w32-l2-h2-f64",
                                  "init": "random", "batch_size": 8, "max_length": 24,
                                            "options": NOT_MEANT_TO_BE_ACCURATE}}))  # fmt: skip
-    outcome = smoke_sweep(sweep, executor_settings={"local_progress": False}, keep=True)
+    outcome = smoke_sweep(sweep, RunOptions(executor_settings={"local_progress": False}), keep=True)
     try:
         assert outcome.ok and len(outcome.groups) == 1 and outcome.groups[0].trials == 1
         assert outcome.store is not None and any((outcome.store / "rows").iterdir())

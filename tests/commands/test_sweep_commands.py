@@ -319,13 +319,13 @@ def test_a_bad_memory_budget_is_refused_naming_the_option(
 
 
 def test_run_sweep_returns_what_ran_and_reports_failures_without_raising(tmp_path: Path) -> None:
-    from kdgrid.sweep_run import FailedTrial, SweepCounts, run_sweep
+    from kdgrid.sweep_run import FailedTrial, RunOptions, SweepCounts, run_sweep
 
     bad = {"task": "mrpc", "temperature": 8, "options": {"test_raise": "loss went NaN"}}
     sweep, store = sweep_file(tmp_path, bad), tmp_path / "store"
     fake = {"job_fn": "tests.launch.fakes:job_to_store", "local_progress": False}
     lines: list[str] = []
-    outcome = run_sweep(sweep, store, executor_settings=fake, preflight=False, log=lines.append)
+    outcome = run_sweep(sweep, store, RunOptions(executor_settings=fake, preflight=False), log=lines.append)
     assert (outcome.sweep, outcome.trials, outcome.jobs, len(outcome.ran)) == ("cli-test", 8, 2, 8)
     assert outcome.before == SweepCounts(0, 0, 8) and outcome.after == SweepCounts(7, 1, 0)
     [failed] = outcome.failed_now
@@ -333,5 +333,5 @@ def test_run_sweep_returns_what_ran_and_reports_failures_without_raising(tmp_pat
     assert outcome.done_now == 7 and lines[0] == "cli-test: 8 trials; done 0, failed 0, pending 8; running 8"
     assert lines[-1] == f"failed {failed.trial_id} [extra]: RuntimeError: loss went NaN"
 
-    again = run_sweep(sweep, store, executor_settings=fake, preflight=False, max_attempts=1)
+    again = run_sweep(sweep, store, RunOptions(executor_settings=fake, preflight=False, max_attempts=1))
     assert again.ok and again.ran == () and again.jobs == 0 and again.after == again.before

@@ -297,7 +297,7 @@ def test_run_gates_a_teacher_never_gated_before_in_its_pre_flight_and_creates_no
 def test_run_scores_an_accepted_teacher_once_in_its_pre_flight_and_its_jobs_read_the_verdict(
     gate_teachers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kdgrid.sweep_run import run_sweep
+    from kdgrid.sweep_run import RunOptions, run_sweep
 
     monkeypatch.setenv("KDGRID_CACHE", str(tmp_path / "cache"))
     scored: list[int] = []
@@ -305,7 +305,12 @@ def test_run_scores_an_accepted_teacher_once_in_its_pre_flight_and_its_jobs_read
     monkeypatch.setattr(teacher_gate, "teacher_logits", lambda *args: scored.append(1) or logits(*args))
     lines: list[str] = []
     sweep = write_sweep(tmp_path / "sweep.yaml", gate_teachers["good"])
-    outcome = run_sweep(sweep, tmp_path / "store", executor_settings={"local_progress": False}, log=lines.append)
+    outcome = run_sweep(
+        sweep,
+        tmp_path / "store",
+        RunOptions(executor_settings={"local_progress": False}),
+        log=lines.append,
+    )
     assert outcome.ok and outcome.done_now == 2 and scored == [1]
     assert sum("teacher gate: scoring teacher" in line for line in lines) == 1
     rows = read_store(tmp_path / "store")
@@ -318,7 +323,7 @@ def test_on_a_gpu_the_pre_flight_scores_in_a_child_and_never_initialises_cuda_he
 ) -> None:
     """This process sees a GPU (patched) and any CUDA initialisation in it fails the test: the verdicts come from a
     spawned child (which, on this machine, finds no GPU and scores on the CPU) and are cached for the jobs."""
-    from kdgrid.core import gate_preflight
+    from kdgrid.preflight import gate as gate_preflight
 
     def no_cuda_here(*args: object, **kwargs: object) -> None:
         raise AssertionError("CUDA was initialised in the launcher")
@@ -341,7 +346,7 @@ def test_on_a_gpu_the_pre_flight_scores_in_a_child_and_never_initialises_cuda_he
 def test_on_the_cpu_the_pre_flight_scores_in_this_process(
     gate_teachers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kdgrid.core import gate_preflight
+    from kdgrid.preflight import gate as gate_preflight
 
     def no_child(*args: object, **kwargs: object) -> None:
         raise AssertionError("a child process was started for the CPU")

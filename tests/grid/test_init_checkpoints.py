@@ -10,7 +10,8 @@ import pytest
 from kdgrid.cli import main
 from kdgrid.core import models, shapes
 from kdgrid.errors import ConfigError
-from kdgrid.grid import check_init_checkpoints, load_sweep, missing_init_checkpoints
+from kdgrid.grid import load_sweep
+from kdgrid.preflight.local import check_init_checkpoints, missing_init_checkpoints
 from kdgrid.trial import Trial
 from tests.teachers import TINY_TEACHER_SHAPE, save_random_teacher
 

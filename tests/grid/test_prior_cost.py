@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kdgrid.core.shapes import STUDENTS
+from kdgrid.core.trial_rules import teacher_shape
 from kdgrid.errors import ConfigError
-from kdgrid.grid.checks import teacher_shape
 from kdgrid.grid.prior_cost import (
     DEMO_SECONDS,
     GLUE_TRAIN_EXAMPLES,

@@ -15,7 +15,7 @@ import pytest
 
 from kdgrid.launch.environment import environment, sync_offline_switches
 from kdgrid.store import read_store
-from kdgrid.sweep_run import run_sweep
+from kdgrid.sweep_run import RunOptions, run_sweep
 from tests.hub.hub_cache import offline_environment
 
 
@@ -63,7 +63,9 @@ def test_in_process_jobs_run_offline_without_any_network_attempt(
     attempts = _no_network(monkeypatch)
 
     outcome = run_sweep(
-        sweep, tmp_path / "store", executor_settings={"local_workers": 0, "local_progress": False}
+        sweep,
+        tmp_path / "store",
+        RunOptions(executor_settings={"local_workers": 0, "local_progress": False}),
     )
 
     assert attempts == []

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from kdgrid.analysis.tables_report import build_report, load_tidy
 from kdgrid.cli import app
 from kdgrid.grid import load_sweep
-from kdgrid.sweep_run import SweepRun, run_sweep
+from kdgrid.sweep_run import RunOptions, SweepRun, run_sweep
 from tests.hub.paper_sweeps import SLICES, Slice, write_general_distillation_checkpoints, write_sliced_sweep
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def test_a_paper_sweep_sliced_runs_locally_and_fills_its_table(
 ) -> None:
     path, piece = sliced_sweep(name)
     store = tmp_path / "store"
-    run = run_sweep(path, store, executor="local")
+    run = run_sweep(path, store, RunOptions(executor="local"))
     check_done_and_tabled(run, piece, store)
 
 
@@ -82,5 +82,9 @@ def test_a_paper_sweep_sliced_runs_on_ray_and_fills_its_table(
     directory)."""
     path, piece = sliced_sweep(name)
     store = tmp_path / "store"
-    run = run_sweep(path, store, executor="ray", executor_settings={"ray_num_cpus": 2, "ray_verbose": 0})
+    run = run_sweep(
+        path,
+        store,
+        RunOptions(executor="ray", executor_settings={"ray_num_cpus": 2, "ray_verbose": 0}),
+    )
     check_done_and_tabled(run, piece, store)

@@ -1,11 +1,11 @@
-"""Failure rows for the trials of a job that died without writing them (kdgrid.launch.lost_trials)."""
+"""Failure rows for the trials of a job that died without writing them (kdgrid.launch.job)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from kdgrid.launch.lost_trials import RunRows, record_lost_trials, touch_run_marker, trials_without_rows_since
+from kdgrid.launch.job import RunRows, record_lost_trials, touch_run_marker, trials_without_rows_since
 from kdgrid.store import read_store
 from tests.launch import fakes
 from tests.launch.fakes import make_trial, store_rows

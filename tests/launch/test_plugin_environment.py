@@ -21,6 +21,7 @@ from kdgrid.commands import pretrain as pretrain_command
 from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.errors import LaunchError
 from kdgrid.launch import slurm
+from kdgrid.launch.job import Launch
 from kdgrid.launch.local import _run_in_child
 from kdgrid.launch.ray import RayExecutor, run_one_job
 from kdgrid.launch.slurm import ArrayTask, SlurmExecutor, SlurmSettings
@@ -74,7 +75,7 @@ def test_slurm_task_scripts_export_the_plugins_of_the_sweep_file(
     monkeypatch.setattr(slurm, "check_partition", lambda partition: None)
     monkeypatch.setattr(slurm, "cluster_max_array_size", lambda: 10)
     with pytest.raises(LaunchError, match="no sbatch here"):
-        SlurmExecutor(job_fn=fakes.job_to_store).submit([[make_trial(0)]], tmp_path, sweep="s")
+        SlurmExecutor(job_fn=fakes.job_to_store).submit(Launch.of([[make_trial(0)]], tmp_path, sweep="s"))
     (params,) = given
     assert f"export {PLUGINS_VARIABLE}={PLUGIN}" in params["setup"]
 

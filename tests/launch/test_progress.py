@@ -196,7 +196,7 @@ def test_the_epoch_of_a_step(tmp_path: Path) -> None:
 def test_a_ray_or_slurm_job_process_writes_its_epoch_lines_to_its_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kdgrid.launch.job_fn import run_pending
+    from kdgrid.launch.job import run_pending
     from tests.launch.fakes import stepping_job
 
     trials = [_with_epochs(make_trial(0, test_steps=2), 2), _with_epochs(make_trial(0, test_steps=2, k=1), 2)]

@@ -22,6 +22,7 @@ import pytest
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.grid import load_sweep
 from kdgrid.launch.environment import OFFLINE_ENVIRONMENT, environment
+from kdgrid.launch.job import Launch
 from kdgrid.launch.slurm import SlurmExecutor, cluster_max_array_size, cluster_partitions
 from kdgrid.store import read_store
 from kdgrid.trial import Trial
@@ -78,7 +79,7 @@ def test_jobs_run_as_split_arrays_and_a_raising_trial_is_failed_while_its_mates_
     jobs = [[make_trial(seed), make_trial(seed, k=1)] for seed in range(5)]
     jobs[1].append(make_trial(1, test_raise_once=str(flag)))
     run = executor(slurm_jobs_per_task=2, slurm_max_array_size=2)
-    submission = run.submit(jobs, tmp_path, sweep="split")
+    submission = run.submit(Launch.of(jobs, tmp_path, sweep="split"))
     assert submission is not None
     # 5 jobs, 2 per task -> 3 tasks; at most 2 per array -> 2 arrays.
     assert len(submission.tasks) == 3
@@ -145,7 +146,7 @@ def test_a_task_cancelled_with_scancel_is_reported_and_resume_completes_it(
     slow = make_trial(0, k=1, test_log=str(log), test_seconds=6.0, test_epochs=3)
     jobs = [[quick, slow]]
     run = SlurmExecutor("local", job_fn=fakes.job_to_store, poll_interval_s=1.0, wait=False)
-    submission = run.submit(jobs, tmp_path, sweep="cancel")
+    submission = run.submit(Launch.of(jobs, tmp_path, sweep="cancel"))
     assert submission is not None
     deadline = time.monotonic() + 90
     while (quick.trial_id, "done") not in store_rows(tmp_path):  # cancel while `slow` is running

@@ -13,6 +13,7 @@ from submitit.slurm.slurm import _make_sbatch_string
 
 from kdgrid.errors import ConfigError, LaunchError
 from kdgrid.launch import get_executor, slurm
+from kdgrid.launch.job import Launch
 from kdgrid.launch.slurm import (
     ArrayTask,
     SlurmExecutor,
@@ -156,7 +157,7 @@ def test_submission_exports_the_hub_variables_of_the_submitting_process(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", "/shared/hub")
     with pytest.raises(LaunchError, match="no sbatch here"):
-        SlurmExecutor(job_fn=fakes.job_to_store).submit([[make_trial(0)]], tmp_path, sweep="s")
+        SlurmExecutor(job_fn=fakes.job_to_store).submit(Launch.of([[make_trial(0)]], tmp_path, sweep="s"))
     (params,) = given
     assert {"export HF_HUB_OFFLINE=1", "export HF_HUB_CACHE=/shared/hub"} <= set(params["setup"])
 
@@ -226,7 +227,7 @@ def test_array_tasks_of_jobs_mixing_studies_write_each_row_under_its_trials_stud
     jobs = [[make_trial(0), make_trial(0, k=1)], [make_trial(1), make_trial(1, k=1)], [make_trial(2)]]
     studies = {trial.trial_id: "ab"[i % 2] for job in jobs for i, trial in enumerate(job)}
     runner = SlurmExecutor(job_fn=fakes.job_to_store, slurm_jobs_per_task=2)
-    tasks = runner.make_tasks(jobs, store, sweep="sweep", studies=studies, run_id="run")
+    tasks = runner.make_tasks(Launch.of(jobs, store, sweep="sweep", studies=studies), run_id="run")
     assert [len(task.jobs) for task in tasks] == [2, 1]
     for task in tasks:  # what each node runs, after the round trip submitit makes through a pickle
         pickle.loads(pickle.dumps(task))()

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from kdgrid.errors import ConfigError, LaunchError
-from kdgrid.launch.lost_trials import touch_run_marker
+from kdgrid.launch.job import Launch, touch_run_marker
 from kdgrid.launch.slurm import ArrayTask, SlurmExecutor, Submission, resolve_settings, sacct_states
 from kdgrid.store import failure_result, read_store, write_result
 from tests.launch import fakes
@@ -161,7 +161,7 @@ def test_a_cancelled_task_of_jobs_mixing_studies_gets_failed_rows_under_each_tri
     a0, b0, a1 = make_trial(0), make_trial(0, k=1), make_trial(1)
     studies = {a0.trial_id: "a", b0.trial_id: "b", a1.trial_id: "a", "some-other-trial": "c"}
     run = executor(give_up_s=30)
-    tasks = run.make_tasks([[a0, b0], [a1]], store, sweep="sweep", studies=studies, run_id="run")
+    tasks = run.make_tasks(Launch.of([[a0, b0], [a1]], store, sweep="sweep", studies=studies), run_id="run")
     # each task carries (and pickles) the studies of its own trials only
     assert [task.studies for task in tasks] == [{a0.trial_id: "a", b0.trial_id: "b"}, {a1.trial_id: "a"}]
     pairs = [(submitted_job(tmp_path, index), task) for index, task in enumerate(tasks)]

@@ -19,7 +19,7 @@ import pytest
 import kdgrid.sweep_run  # noqa: F401  (the run body, torch included, imported once before the runs fork)
 from kdgrid.cli import main
 from kdgrid.grid import load_sweep
-from kdgrid.launch.lost_trials import record_lost_trials, touch_run_marker
+from kdgrid.launch.job import record_lost_trials, touch_run_marker
 from kdgrid.store import read_store
 from kdgrid.store.claims import Claim, HeldClaims, claim_path, claims_dir, read_claim, try_claim
 from tests.commands.test_sweep_commands import FAKE, as_json, invoke

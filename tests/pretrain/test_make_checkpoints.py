@@ -21,7 +21,7 @@ from kdgrid.pretrain import checkpoint_grid
 from kdgrid.pretrain import slurm as pretrain_slurm
 from kdgrid.pretrain.checkpoint_grid import CheckpointJobSettings, auto_micro_batch
 from kdgrid.store import latest_state, read_store
-from kdgrid.sweep_run import run_sweep
+from kdgrid.sweep_run import RunOptions, run_sweep
 from tests.launch.fakes import job_to_store
 
 FAKE_JOBS = {"job_fn": job_to_store, "local_progress": False}
@@ -64,7 +64,9 @@ def test_the_missing_checkpoint_is_made_first_then_the_trials_run_and_a_rerun_ma
     assert use is not None and not artifacts.exists(use.recipe)
     lines: list[str] = []
     outcome = run_sweep(
-        sweep, tmp_path / "store", executor_settings=FAKE_JOBS, preflight=False, make_checkpoints=True,
+        sweep,
+        tmp_path / "store",
+        RunOptions(executor_settings=FAKE_JOBS, preflight=False, make_checkpoints=True),
         log=lines.append,
     )  # fmt: skip
     assert outcome.ok and outcome.done_now == 1
@@ -80,7 +82,9 @@ def test_the_missing_checkpoint_is_made_first_then_the_trials_run_and_a_rerun_ma
     # Once made, nothing is made again: the checkpoint is named as already there.
     lines.clear()
     again = run_sweep(
-        sweep, tmp_path / "store2", executor_settings=FAKE_JOBS, preflight=False, make_checkpoints=True,
+        sweep,
+        tmp_path / "store2",
+        RunOptions(executor_settings=FAKE_JOBS, preflight=False, make_checkpoints=True),
         log=lines.append,
     )  # fmt: skip
     assert again.ok and again.done_now == 1 and [m.outcome for m in again.checkpoints] == ["already there"]
@@ -94,7 +98,9 @@ def test_make_checkpoints_with_nothing_to_make_changes_nothing(tmp_path: Path) -
     )
     lines: list[str] = []
     outcome = run_sweep(
-        sweep, tmp_path / "store", executor_settings=FAKE_JOBS, preflight=False, make_checkpoints=True,
+        sweep,
+        tmp_path / "store",
+        RunOptions(executor_settings=FAKE_JOBS, preflight=False, make_checkpoints=True),
         log=lines.append,
     )  # fmt: skip
     assert outcome.ok and outcome.done_now == 1 and outcome.checkpoints == ()

@@ -15,7 +15,7 @@ from kdgrid.core.pretrained.needed import recipe_for_trial
 from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.grid import load_sweep
 from kdgrid.store import latest_state, read_store
-from kdgrid.sweep_run import run_sweep
+from kdgrid.sweep_run import RunOptions, run_sweep
 from slurm.local_cluster import LocalCluster
 from tests.launch.conftest import REPO_ROOT
 from tests.pretrain.test_make_checkpoints import recipe_file, sweep_file
@@ -53,10 +53,9 @@ def test_slurm_makes_each_checkpoint_as_one_job_then_runs_the_trials(
     sweep, recipes = _two_recipes(tmp_path, corpus, monkeypatch)
     lines: list[str] = []
     store = tmp_path / "store"
-    outcome = run_sweep(
-        sweep, store, executor="slurm", executor_settings={"profile": "local", "job_fn": FAKE_JOB,
-        "poll_interval_s": 1.0}, preflight=False, make_checkpoints=True, log=lines.append,
-    )  # fmt: skip
+    options = RunOptions(executor="slurm", executor_settings={"profile": "local", "job_fn": FAKE_JOB,
+                         "poll_interval_s": 1.0}, preflight=False, make_checkpoints=True)  # fmt: skip
+    outcome = run_sweep(sweep, store, options, log=lines.append)
     assert outcome.ok, lines
     _check_made(lines, recipes, store, log_in=".slurm/")  # submitit's folder of the checkpoint's job
     for recipe in recipes:
@@ -71,10 +70,9 @@ def test_ray_makes_each_checkpoint_as_one_task_then_runs_the_trials(
     sweep, recipes = _two_recipes(tmp_path, corpus, monkeypatch)
     lines: list[str] = []
     store = tmp_path / "store"
-    outcome = run_sweep(
-        sweep, store, executor="ray", executor_settings={"ray_num_cpus": 2, "job_fn": FAKE_JOB},
-        preflight=False, make_checkpoints=True, log=lines.append,
-    )  # fmt: skip
+    options = RunOptions(executor="ray", executor_settings={"ray_num_cpus": 2, "job_fn": FAKE_JOB},
+                         preflight=False, make_checkpoints=True)  # fmt: skip
+    outcome = run_sweep(sweep, store, options, log=lines.append)
     assert outcome.ok, lines
     _check_made(lines, recipes, store, log_in=".ray.log")
     assert any(line.startswith("ray: 2 checkpoint task(s) submitted") for line in lines)

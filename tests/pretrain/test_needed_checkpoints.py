@@ -25,7 +25,8 @@ from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.core.pretrained.recipe_names import RECIPES_DIR, bundled_recipe_names
 from kdgrid.core.shapes import ResolvedTeacher, StudentShape, student_shape
 from kdgrid.errors import ConfigError
-from kdgrid.grid import check_init_checkpoints, load_sweep
+from kdgrid.grid import load_sweep
+from kdgrid.preflight.local import check_init_checkpoints
 from kdgrid.trial import Trial
 
 SWEEP = """name: gd

@@ -10,7 +10,7 @@ How a trial completes a recipe file (`recipe_for_trial`):
   none (the same file without a teacher is plain masked-LM pre-training).
 
 `kdgrid plan` lists these checkpoints, present or missing, with the command that makes each
-(`kdgrid.core.pretrained.recipe.PretrainRecipe.command`); `kdgrid run` refuses while any is missing (`kdgrid.grid.checks.check_init_checkpoints`), or with
+(`kdgrid.core.pretrained.recipe.PretrainRecipe.command`); `kdgrid run` refuses while any is missing (`kdgrid.preflight.local.check_init_checkpoints`), or with
 ``--make-checkpoints`` makes them first (`kdgrid.pretrain.checkpoint_grid`).
 Nothing here imports torch.
 """

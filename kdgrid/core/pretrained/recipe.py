@@ -32,6 +32,7 @@ from kdgrid.core.pretrained.corpus_spec import CORPUS_FORMAT_VERSION, parse_corp
 from kdgrid.core.shapes import student_shape
 from kdgrid.core.teacher_cache import MINILM_ALIAS, base_digest
 from kdgrid.errors import ConfigError
+from kdgrid.trial import Distillation
 
 # Bump only when the meaning of an existing field changes: every key changes with it.
 RECIPE_VERSION = 1
@@ -73,8 +74,9 @@ class PretrainRecipe:
         max_documents: read at most this many documents of the corpus (``None``: all).
         tokenizer: where the WordPiece tokenizer comes from; ``None``: the teacher's, or without a teacher the
             offline MiniLM's (bert-base-uncased's vocabulary, which every teacher and student here shares).
-        knowledge, strategy, beta, projection, relation_heads, options: the distillation terms, as a trial's
-            (`kdgrid.trial.Trial`); ignored (and emptied) for plain pre-training. ``beta`` is a number.
+        knowledge, strategy, beta, projection, relation_heads, options: the distillation terms, the spec a trial
+            has too (`kdgrid.trial.Distillation`, `distillation`), kept flat so the key is unchanged; ignored
+            (and emptied) for plain pre-training. ``beta`` is a number.
             ``relation_heads`` ``None``: the student's heads where they divide the teacher's width, else the
             largest count below them that divides both widths (`kdgrid.pretrain.loss.relation_heads`).
         mlm_weight: the weight of the masked-LM loss against the knowledge terms (0: none, as in TinyBERT's
@@ -176,6 +178,11 @@ class PretrainRecipe:
             (self.mlm_weight > 0 or bool(self.knowledge), "mlm_weight is 0 and there is no knowledge"),
         ]
         return [f"pretrain recipe: {message}" for ok, message in checks if not ok]
+
+    @property
+    def distillation(self) -> Distillation:
+        """The recipe's distillation terms as the spec a trial has (`kdgrid.trial.Distillation`)."""
+        return Distillation.of(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, defaults filled in, as JSON-ready values."""

@@ -1,4 +1,5 @@
-"""The teacher gate run by `kdgrid run`'s pre-flight, on this machine, before the store is created.
+"""The gate tier of the pre-flight: the teacher gate run by `kdgrid run`'s pre-flight, on this machine, before
+the store is created (`check_gate`).
 
 A job gates its teacher when it starts (`kdgrid.core.job.load_job`, `kdgrid.core.teacher_gate`); a teacher refused
 there fails every trial of its job, and the first run of a sweep would fill the store with failed rows. Where jobs
@@ -34,8 +35,14 @@ import torch
 
 from kdgrid.core.job import load_job
 from kdgrid.core.runtime import make_runtime
-from kdgrid.core.teacher_gate import TeacherGateRefused, cached_verdict, gate_applies, gate_inputs
-from kdgrid.errors import KdgridError
+from kdgrid.core.teacher_gate import (
+    TeacherGateRefused,
+    cached_refusals,
+    cached_verdict,
+    gate_applies,
+    gate_inputs,
+)
+from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.trial import Trial
 
 # A gate verdict as the pre-flight collects it: the gate's report (accepted or refused), or the message of the
@@ -143,3 +150,32 @@ def gate_teachers_here(
         elif report is not None and report.get("decision") == "refused":
             refusals.append(str(report.get("message")))
     return list(dict.fromkeys(refusals)), list(dict.fromkeys(problems))
+
+
+def check_gate(trials: list[Trial], *, here: bool, log: Callable[[str], None] | None = None) -> None:
+    """The gate tier of the pre-flight. With ``here`` (jobs run on this machine: the local executor's core jobs)
+    the gate runs here once per distinct teacher and task (`gate_teachers_here`: a verdict not cached yet is
+    computed and cached, so the jobs read it); else only its cached verdicts are read
+    (`kdgrid.core.teacher_gate.cached_refusals`: no teacher is loaded here; each job still gates its teacher
+    when it starts).
+
+    Raises:
+        ConfigError: jobs that cannot even start here; or every teacher the gate refuses on a task of
+            ``trials``, with the gate's message (which names the declaration to add).
+    """
+    if here:
+        refusals, problems = gate_teachers_here(trials, log=log)
+        if problems:
+            raise ConfigError("pre-flight: these jobs cannot start on this machine:\n" + "\n".join(problems))
+        if refusals:
+            raise ConfigError(
+                "pre-flight: the teacher gate refuses the teacher of these trials (nothing was run):\n"
+                + "\n".join(refusals)
+            )
+        return
+    refusals = cached_refusals(trials)
+    if refusals:
+        raise ConfigError(
+            "pre-flight: the teacher gate has already refused the teacher of these trials (its cached verdict; "
+            "nothing was run):\n" + "\n".join(refusals)
+        )
