@@ -44,10 +44,12 @@ from kdgrid.core.train import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid import PlannedTrial, Sweep, check_init_checkpoints, store_problems
 from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
+from kdgrid.grid.stages import without_assistant_teachers
 from kdgrid.grid.state import SweepState, sweep_state
 from kdgrid.launch.environment import CACHE_LOCATION_VARIABLES, OFFLINE_ENVIRONMENT, environment
 from kdgrid.launch.job_fn import DEFAULT_JOB_FN
 from kdgrid.launch.memory import MemoryBudget
+from kdgrid.launch.stage_run import run_in_stages
 from kdgrid.prefetch import missing_items, missing_message, sweep_needs
 from kdgrid.pretrain.checkpoint_grid import (
     CheckpointJobSettings,
@@ -344,7 +346,8 @@ def _run_loaded(
         # The gate runs here where the jobs would run it, on this machine: the local executor's core jobs.
         gate_here = executor == "local" and getattr(runner, "job_fn", None) is DEFAULT_JOB_FN
         with environment(worker_environment):  # the gate reads the caches as the jobs will
-            check_trials_here(to_run, run_gate=gate_here, log=log)
+            # a teacher assistant's dependants: checked against its planned shape; their teacher when their job starts
+            check_trials_here(without_assistant_teachers(to_run), run_gate=gate_here, log=log)
         if executor != "local":
             log(f"teacher gate: {executor} jobs run elsewhere, so only verdicts cached here were checked; each job "
                 "gates its teacher when it starts (a refused teacher fails its job's trials)")
@@ -366,7 +369,7 @@ def _run_loaded(
     run_id = f"run-{uuid.uuid4().hex}"
     try:
         with environment({**worker_environment, RUN_ENV: run_id}):
-            runner.run(jobs, store, sweep=spec.name, studies=study_of)
+            run_in_stages(runner, jobs, store, sweep=spec.name, studies=study_of, log=log)  # assistants first
         ledger = read_ledger(store, run_id)
     finally:
         remove_ledger(store, run_id)

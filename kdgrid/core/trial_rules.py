@@ -41,7 +41,7 @@ from kdgrid.core.shapes import (
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
-from kdgrid.trial import SEED_LIMIT, Trial
+from kdgrid.trial import SEED_LIMIT, Trial, assistant_id
 
 NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to learn from"
 # The smallest temperature allowed: the soft labels are softmax(logits / T), and below this T the logits of a
@@ -104,7 +104,7 @@ def teacher_config_source(teacher: str, task: str) -> str | None:
     """Where a trial's teacher config is read from: a paper teacher's Hub name for the task, a Hub name or a
     directory as written; None for the offline alias (fine-tuned by kdgrid for the task) and for a paper teacher
     alias the task does not have (`kdgrid.core.models.resolve_teacher` names that problem)."""
-    if teacher == MINILM_ALIAS:
+    if teacher == MINILM_ALIAS or assistant_id(teacher) is not None:  # an assistant: `kdgrid.grid.stages` checks it
         return None
     if teacher in TEACHERS:
         spec = TEACHERS[teacher].get(task)

@@ -29,7 +29,7 @@ from kdgrid.core.shapes import (
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.core.trial_rules import combination_problems as combination_rules
 from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.trial import Trial
+from kdgrid.trial import Trial, assistant_id
 
 # all-MiniLM-L6-v2's shape: the offline alias is resolved to a fine-tuned copy only at run time, but its shape is
 # the base model's.
@@ -55,6 +55,8 @@ def _teacher_shape(teacher: str, task: str, hub_cache: str) -> StudentShape | No
     the local Hugging Face cache). A paper teacher's shape is its cached config's where the Hub cache has it,
     else the shape kdgrid declares (`kdgrid.core.models.TEACHERS`; the job checks it against the real config
     before loading). Raises `KdgridError` for a task without that teacher, or a missing local directory."""
+    if assistant_id(teacher) is not None:  # a teacher assistant: the shape its sweep planned, or its saved one
+        return resolve_teacher(teacher, task).shape
     if teacher == MINILM_ALIAS:
         return MINILM_SHAPE
     if teacher in TEACHERS or Path(teacher).expanduser().is_dir() or teacher in PAPER_TEACHER_IDS:

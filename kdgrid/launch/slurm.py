@@ -224,6 +224,13 @@ def submitit_parameters(
     return params
 
 
+def after_parameters(settings: SlurmSettings, after: Sequence[str]) -> dict[str, Any]:
+    """The profile's sbatch parameters plus a dependency on the arrays ``after`` (each ended ok); a dependant
+    whose dependency can never be met is cancelled rather than left pending."""
+    return {**(settings.additional_parameters or {}), "dependency": "afterok:" + ":".join(after),
+            "kill_on_invalid_dep": "yes"}  # fmt: skip
+
+
 # -- the cluster ----------------------------------------------------------------------------------------------------
 def _query(command: list[str]) -> str:
     try:
@@ -458,8 +465,10 @@ class SlurmExecutor:
         *,
         sweep: str,
         studies: Mapping[str, str] | None = None,
+        after: Sequence[str] = (),
     ) -> Submission | None:
-        """Check the settings against the cluster, then submit; returns what `wait_for` needs (None: no jobs)."""
+        """Check the settings against the cluster, then submit; returns what `wait_for` needs (None: no jobs).
+        ``after``: array ids these arrays start after, each ended ok (`kdgrid.launch.stage_run`)."""
         jobs = [job for job in jobs if job]
         if not jobs:
             return None
@@ -473,6 +482,8 @@ class SlurmExecutor:
 
         executor = submitit.SlurmExecutor(folder=log_folder, max_num_timeout=self.settings.max_num_timeout)
         executor.update_parameters(**submitit_parameters(self.settings, job_variables()))
+        if after:
+            executor.update_parameters(additional_parameters=after_parameters(self.settings, after))
         submitted: list[Any] = []
         for array in split_arrays(tasks, max_array):
             # The submitted callable must be the Checkpointable itself (submitit only checkpoints those), so

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kdgrid.launch.assistant_worker import ASSISTANT_FAILED, JobChain
 from kdgrid.launch.failure_rows import write_failure_rows
 from kdgrid.launch.jobs import row_studies
 from kdgrid.plugins import load_plugins
@@ -50,11 +51,16 @@ RunJob = Callable[..., list[TrialResult]]
 
 def accepts_on_step(function: Callable[..., Any]) -> bool:
     """Whether a job function or a core takes the ``on_step`` progress callback (the default ones do)."""
+    return accepts_keyword(function, "on_step")
+
+
+def accepts_keyword(function: Callable[..., Any], name: str) -> bool:
+    """Whether ``function`` takes the keyword argument ``name`` (or any, through ``**kwargs``)."""
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(p.name == "on_step" or p.kind is p.VAR_KEYWORD for p in parameters)
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def core_run_job(trials: list[Trial], **kwargs: Any) -> list[TrialResult]:
@@ -129,9 +135,16 @@ def _run_claimed(
     trial's row is written."""
     study_of = row_studies(trials, studies)
     written: set[str] = set()
+    chain = JobChain(store, trials)  # a teacher assistant's part: its assistant checked, its student kept
+    blocked = chain.problem()
+    if blocked is not None:
+        _write_failures(store, trials, held, sweep=sweep, studies=study_of, error_type=ASSISTANT_FAILED,
+                        message=blocked)  # fmt: skip
+        return
 
     def write(result: TrialResult) -> None:
         trial_id = result.trial.trial_id
+        chain.annotate(result)
         lost = held.validate(trial_id)  # the fence: right before the row is written
         study = study_of.get(trial_id, "")
         write_result(store, result, sweep=sweep, study=study, superseded=lost)
@@ -159,6 +172,8 @@ def _run_claimed(
         progress = (
             {"on_step": _noting_progress(held, trials[0].epochs, step)} if accepts_on_step(run_job) else {}
         )
+        if chain.keep and accepts_keyword(run_job, "on_model"):
+            progress["on_model"] = chain.on_model
         results = run_job(list(trials), checkpoint_dir=checkpoints, on_result=write, **progress)
     except ClaimsLost as lost:
         print(f"kdgrid: every trial this job still trained lost its claim to another run ({lost}): stopped",
