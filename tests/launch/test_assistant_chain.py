@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from kdgrid.errors import LaunchError
 from kdgrid.grid import load_sweep, plan_jobs
 from kdgrid.launch.stage_run import run_in_stages
 from kdgrid.store import read_store
