@@ -33,6 +33,7 @@ COUNTS = {
     "table8_weighted.yaml": (1200, 1200),
     "demo.yaml": (52, 52),
     "controls.yaml": (160, 160),  # Table 5's bert-mini grid with the two control strategies
+    "assistants.yaml": (3, 3),  # an assistant, the direct student, the student taught by the assistant
 }
 
 
@@ -164,5 +165,27 @@ def test_every_sweep_shows_how_to_run_it_with_several_seeds(name: str, tmp_path:
     plain = load_sweep(SWEEPS / name)
     seeded = load_sweep(uncommented)
     assert len(seeded.trials) == 5 * len(plain.trials)
-    # five seeds per trial, and still one job per teacher pass
-    assert len(plan_jobs([p.trial for p in seeded.trials])) == len(plan_jobs([p.trial for p in plain.trials]))
+    # five seeds per trial, and still one job per teacher pass: per teacher named in the file, and per assistant
+    # (each seed of an assistant is a teacher of its own, `kdgrid.grid.stages`)
+    named = [[p.trial for p in sweep.trials if not p.trial.teacher.startswith("trial:")] for sweep in (plain, seeded)]
+    assert len(plan_jobs(named[1])) == len(plan_jobs(named[0]))
+    chained = [p.trial for p in seeded.trials if p.trial.teacher.startswith("trial:")]
+    assert len(plan_jobs(chained)) == len({t.teacher for t in chained}) == 5 * len({
+        p.trial.teacher for p in plain.trials if p.trial.teacher.startswith("trial:")
+    })  # fmt: skip
+
+
+def test_the_assistants_sweep_chains_each_seed_to_its_own_assistant() -> None:
+    sweep = load_sweep(SWEEPS / "assistants.yaml")
+    assistants = {t.trial_id: t for t in sweep.trials_of("assistant")}
+    direct = sweep.trials_of("direct")
+    via = sweep.trials_of("via_assistant")
+    assert {t.student for t in assistants.values()} == {"bert-mini"} and {t.student for t in direct} == {"bert-tiny"}
+    assert {t.teacher for t in [*assistants.values(), *direct]} == {"minilm-l6"}
+    # each dependant: the direct trial's settings with the same seed's assistant as its teacher
+    assert len(via) == len(direct) == len(assistants) == 1
+    by_seed = {t.seed: t for t in direct}
+    for trial in via:
+        assistant = assistants[trial.teacher.removeprefix("trial:")]
+        assert assistant.seed == trial.seed
+        assert dataclasses.replace(trial, teacher="minilm-l6") == by_seed[trial.seed]
