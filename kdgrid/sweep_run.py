@@ -42,6 +42,7 @@ from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.pretrained.needed import needed_checkpoints
 from kdgrid.grid import PlannedTrial, Sweep
 from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
+from kdgrid.grid.stages import without_assistant_teachers
 from kdgrid.grid.state import SweepState, sweep_state
 from kdgrid.launch.environment import OFFLINE_ENVIRONMENT, environment
 from kdgrid.launch.memory import MemoryBudget
@@ -49,6 +50,7 @@ from kdgrid.launch.worker import DEFAULT_JOB_FN
 from kdgrid.preflight.gate import check_gate
 from kdgrid.preflight.jobs import check_jobs_here
 from kdgrid.preflight.local import check_init_checkpoints, create_store, hub_environment
+from kdgrid.launch.stage_run import run_in_stages
 from kdgrid.pretrain.checkpoint_grid import (
     CheckpointJobSettings,
     MadeCheckpoint,
@@ -263,9 +265,11 @@ def _run_loaded(spec: Sweep, named: str, store: Path, options: RunOptions, *, lo
     if to_run and preflight:
         # The gate runs here where the jobs would run it, on this machine: the local executor's core jobs.
         gate_here = executor == "local" and getattr(runner, "job_fn", None) is DEFAULT_JOB_FN
+        # a teacher assistant's dependants: checked against its planned shape; their teacher when their job starts
+        checked_here = without_assistant_teachers(to_run)
         with environment(worker_environment):  # the jobs' check and the gate read the caches as the jobs will
-            check_jobs_here(to_run)
-            check_gate(to_run, here=gate_here, log=log)
+            check_jobs_here(checked_here)
+            check_gate(checked_here, here=gate_here, log=log)
         if executor != "local":
             log(f"teacher gate: {executor} jobs run elsewhere, so only verdicts cached here were checked; each job "
                 "gates its teacher when it starts (a refused teacher fails its job's trials)")
@@ -285,7 +289,7 @@ def _run_loaded(spec: Sweep, named: str, store: Path, options: RunOptions, *, lo
     run_id = f"run-{uuid.uuid4().hex}"
     try:
         with environment({**worker_environment, RUN_ENV: run_id}):
-            runner.run(jobs, store, sweep=spec.name, studies=study_of)
+            run_in_stages(runner, jobs, store, sweep=spec.name, studies=study_of, log=log)  # assistants first
         ledger = read_ledger(store, run_id)
     finally:
         remove_ledger(store, run_id)

@@ -26,6 +26,21 @@ SEED_LIMIT = 2**32
 """Seeds (a trial's ``seed``, its ``data_seed``) lie in [0, SEED_LIMIT): what numpy's and torch's generators take."""
 TEACHER_LABEL_ORDER = "teacher_label_order"
 TEACHER_GATE = "teacher_gate"
+# A teacher that is another trial's trained student (a teacher assistant, Mirzadeh et al., AAAI 2020): the
+# teacher field holds ``trial:<that trial's id>``, so a dependant's id includes its assistant's id, never a path.
+TRAINED_TEACHER_PREFIX = "trial:"
+
+
+def trained_teacher(trial_id: str) -> str:
+    """The ``teacher`` value naming the trained student of trial ``trial_id``."""
+    return f"{TRAINED_TEACHER_PREFIX}{trial_id}"
+
+
+def assistant_id(teacher: str) -> str | None:
+    """The trial id a ``teacher`` value names (``trial:<id>``: that trial's trained student teaches), else None."""
+    return teacher[len(TRAINED_TEACHER_PREFIX) :] if teacher.startswith(TRAINED_TEACHER_PREFIX) else None
+
+
 # Options that change the shared teacher pass: trials differing in one of them are different groups.
 TEACHER_PASS_OPTIONS: tuple[str, ...] = (TEACHER_GATE, TEACHER_LABEL_ORDER)
 # Masked distillation (`kdgrid.core.masking`): which side sees masked inputs, how many tokens, chosen how. With

@@ -204,6 +204,7 @@ def _executor_settings(settings: list[str] | None, profile: str | None, executor
 def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: MemoryBudget) -> dict[str, Any]:
     """What ``plan`` and ``status`` show of a sweep (the keys of their ``--json`` object)."""
     from kdgrid.grid.prior_cost import prior_cost
+    from kdgrid.grid.stages import job_stages, stage_summary
     from kdgrid.grid.state import estimate_cost
     from kdgrid.sweep_plan import count_by_study, job_split, plan_sweep_jobs, sweep_axes
 
@@ -232,6 +233,7 @@ def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: Memor
         "prior_estimate": prior.to_dict(),
         "axes": sweep_axes(all_trials),
         "job_split": job_split(all_trials, jobs, max_group_size, budget.gb),
+        "stages": stage_summary(job_stages(jobs), sweep.study_of()),  # teacher assistants before their students
     }
 
 
@@ -396,6 +398,9 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         studies = ", ".join(f"{k} {v:,}" for k, v in summary["studies"].items())
         console.print("studies: " + studies, markup=False, highlight=False)
     _print_axes_and_jobs(summary, console)
+    if len(summary["stages"]) > 1:  # a chain of trials: each stage runs after the ones before
+        for line in summary["stages"]:
+            console.print(line, markup=False, highlight=False)
     console.print(f"[dim]memory budget: {plain(summary['memory_budget'])}[/]", highlight=False)
     if estimate["seconds"] is not None:
         console.print(f"[dim]estimate: {plain(estimate['basis'])}[/]")

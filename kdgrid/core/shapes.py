@@ -18,9 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kdgrid.core import trained_teacher
 from kdgrid.core.teacher_cache import MINILM_ALIAS, finetuned_teacher_dir
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.suggest import did_you_mean
+from kdgrid.trial import assistant_id
+from kdgrid.trial import trained_teacher as trained_teacher_value
 
 # huggingface_hub (about 0.2 s) is imported inside the functions that look up the Hub cache: sweep expansion
 # (`kdgrid plan`) reads shapes and teachers from here without it.
@@ -368,6 +371,9 @@ def resolve_teacher(name: str, task: str) -> ResolvedTeacher:
     (a relative path is relative to the working directory). Raises `ConfigError` for an unknown alias or task
     and `KdgridError` when a needed local teacher is missing or an unlisted Hub teacher cannot be found.
     """
+    assistant = assistant_id(name)
+    if assistant is not None:
+        return _assistant_teacher(assistant, task)
     if name == MINILM_ALIAS:
         path = finetuned_teacher_dir(task)  # raises KdgridError naming the fine-tune command
         return ResolvedTeacher(str(path), _local_shape(path), True, task)
@@ -393,6 +399,18 @@ def resolve_teacher(name: str, task: str) -> ResolvedTeacher:
         f"teacher {name!r} is neither a local directory, a Hub name (owner/model), nor one of the aliases "
         f"{MINILM_ALIAS}, {', '.join(TEACHERS)}{did_you_mean(name, [MINILM_ALIAS, *TEACHERS])}"
     )
+
+
+def _assistant_teacher(trial_id: str, task: str) -> ResolvedTeacher:
+    """A teacher assistant (``trial:<id>``, `kdgrid.core.trained_teacher`): its saved student, checked against
+    its done row, where this process was told of one; else the shape its sweep planned (nothing to load yet)."""
+    directory = trained_teacher.trained_source(trial_id)
+    if directory is not None:
+        return ResolvedTeacher(str(directory), _local_shape(directory), True, task)
+    plan = trained_teacher.planned(trial_id)
+    if plan is None:
+        raise KdgridError(trained_teacher.unknown_message(trial_id))
+    return ResolvedTeacher(trained_teacher_value(trial_id), plan.shape, False, task, shape_declared=True)
 
 
 def _hub_teacher(spec: TeacherSpec, task: str) -> ResolvedTeacher:

@@ -55,7 +55,7 @@ from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.core.temperature_learners import learner_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
-from kdgrid.trial import SEED_LIMIT, Trial
+from kdgrid.trial import SEED_LIMIT, Trial, assistant_id
 
 NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to learn from"
 # all-MiniLM-L6-v2's shape: the offline alias is resolved to a fine-tuned copy only at run time, but its shape is
@@ -171,7 +171,7 @@ def teacher_config_source(teacher: str, task: str) -> str | None:
     """Where a trial's teacher config is read from: a paper teacher's Hub name for the task, a Hub name or a
     directory as written; None for the offline alias (fine-tuned by kdgrid for the task) and for a paper teacher
     alias the task does not have (`kdgrid.core.models.resolve_teacher` names that problem)."""
-    if teacher == MINILM_ALIAS:
+    if teacher == MINILM_ALIAS or assistant_id(teacher) is not None:  # an assistant: `kdgrid.grid.stages` checks it
         return None
     if teacher in TEACHERS:
         spec = TEACHERS[teacher].get(task)
@@ -319,6 +319,8 @@ def _teacher_shape(teacher: str, task: str, hub_cache: str) -> StudentShape | No
     the local Hugging Face cache). A paper teacher's shape is its cached config's where the Hub cache has it,
     else the shape kdgrid declares (`kdgrid.core.shapes.TEACHERS`; the job checks it against the real config
     before loading). Raises `KdgridError` for a task without that teacher, or a missing local directory."""
+    if assistant_id(teacher) is not None:  # a teacher assistant: the shape its sweep planned, or its saved one
+        return resolve_teacher(teacher, task).shape
     if teacher == MINILM_ALIAS:
         return MINILM_SHAPE
     if teacher in TEACHERS or Path(teacher).expanduser().is_dir() or teacher in PAPER_TEACHER_IDS:

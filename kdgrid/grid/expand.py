@@ -27,6 +27,7 @@ from kdgrid.core.trial_rules import combination_problems, trial_problems, value_
 from kdgrid.errors import ConfigError
 from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
 from kdgrid.grid.spec import SEEDS_KEY, Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
+from kdgrid.grid.stages import Reference, is_reference, resolve_references
 from kdgrid.grid.values import InvalidValue, drop_unused_fields, normalize, rule_candidates
 from kdgrid.store import layout
 from kdgrid.store.claims import CLAIMS_DIR
@@ -374,10 +375,14 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
     grid_points = 0
     checked: dict[tuple[Any, ...], list[str]] = {}
     reported: set[tuple[Any, ...]] = set()
+    references: list[Reference] = []
     for study in spec.studies:
         expander = _StudyExpander(study, normalizer, problems, source)
         for point, where, _ in expander.grid():
             if point is None:
+                continue
+            if is_reference(point):  # a teacher assistant's dependant: made once its assistants are (stages.py)
+                references.append(Reference(point, study.name, where))
                 continue
             if spec.seeds is not None and point.option(DATA_SEED) is not None:
                 problems.add(
@@ -406,6 +411,14 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
                     continue
                 seen[trial_id] = study.name
                 trials.append(PlannedTrial(trial, study.name))
+    if references:
+        chained = resolve_references(
+            references, [(p.trial, p.study) for p in trials], studies=[s.name for s in spec.studies],
+            seeds=spec.seeds, add_problem=lambda where, message: problems.add(source, where, message),
+            trial_problems=trial_problems, seed_variants=seed_variants,
+        )  # fmt: skip
+        grid_points += len(chained)
+        trials += [PlannedTrial(trial, study) for trial, study in chained]
     return Sweep(
         name=spec.name,
         path=spec.path,

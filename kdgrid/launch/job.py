@@ -88,11 +88,16 @@ def not_done(trials: Sequence[Trial], done: Container[str]) -> list[Trial]:
 
 def accepts_on_step(function: Callable[..., Any]) -> bool:
     """Whether a job function or a core takes the ``on_step`` progress callback (the default ones do)."""
+    return accepts_keyword(function, "on_step")
+
+
+def accepts_keyword(function: Callable[..., Any], name: str) -> bool:
+    """Whether ``function`` takes the keyword argument ``name`` (or any, through ``**kwargs``)."""
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(p.name == "on_step" or p.kind is p.VAR_KEYWORD for p in parameters)
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def write_failure_rows(

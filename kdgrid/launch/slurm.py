@@ -266,6 +266,13 @@ def submit_one(executor: submitit.SlurmExecutor, task: Any, *, what: str) -> Any
         raise LaunchError(f"sbatch refused {what}: {str(error).strip()[-800:]}") from None
 
 
+def after_parameters(settings: SlurmSettings, after: Sequence[str]) -> dict[str, Any]:
+    """The profile's sbatch parameters plus a dependency on the arrays ``after`` (each ended ok); a dependant
+    whose dependency can never be met is cancelled rather than left pending."""
+    return {**(settings.additional_parameters or {}), "dependency": "afterok:" + ":".join(after),
+            "kill_on_invalid_dep": "yes"}  # fmt: skip
+
+
 # -- the cluster ----------------------------------------------------------------------------------------------------
 def _query(command: list[str]) -> str:
     try:
@@ -478,8 +485,9 @@ class SlurmExecutor(Executor):
         if submission is not None and self.wait:
             self.wait_for(submission)
 
-    def submit(self, launch: Launch) -> Submission | None:
-        """Check the settings against the cluster, then submit; returns what `wait_for` needs (None: no jobs)."""
+    def submit(self, launch: Launch, *, after: Sequence[str] = ()) -> Submission | None:
+        """Check the settings against the cluster, then submit; returns what `wait_for` needs (None: no jobs).
+        ``after``: array ids these arrays start after, each ended ok (`kdgrid.launch.stage_run`)."""
         if not launch.jobs:
             return None
         launch = launch.resolved()
@@ -492,6 +500,8 @@ class SlurmExecutor(Executor):
         marker = touch_run_marker(store_dir, f"slurm-{run_id}")
 
         executor = submitter(self.settings, log_folder)
+        if after:
+            executor.update_parameters(additional_parameters=after_parameters(self.settings, after))
         submitted: list[Any] = []
         for array in split_arrays(tasks, max_array):
             # The submitted callable must be the Checkpointable itself (submitit only checkpoints those), so

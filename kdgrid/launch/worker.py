@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from kdgrid.errors import ConfigError
-from kdgrid.launch.job import JobFn, accepts_on_step, row_studies, write_failure_rows
+from kdgrid.launch.assistant_worker import ASSISTANT_FAILED, JobChain
+from kdgrid.launch.job import JobFn, accepts_keyword, accepts_on_step, row_studies, write_failure_rows
 from kdgrid.plugins import load_plugins
 from kdgrid.result import TrialResult
 from kdgrid.store.claims import Claim, HeldClaims, claim_trials
@@ -127,9 +128,16 @@ def _run_claimed(
     trial's row is written."""
     study_of = row_studies(trials, studies)
     written: set[str] = set()
+    chain = JobChain(store, trials)  # a teacher assistant's part: its assistant checked, its student kept
+    blocked = chain.problem()
+    if blocked is not None:
+        _write_failures(store, trials, held, sweep=sweep, studies=study_of, error_type=ASSISTANT_FAILED,
+                        message=blocked)  # fmt: skip
+        return
 
     def write(result: TrialResult) -> None:
         trial_id = result.trial.trial_id
+        chain.annotate(result)
         lost = held.validate(trial_id)  # the fence: right before the row is written
         study = study_of.get(trial_id, "")
         write_result(store, result, sweep=sweep, study=study, superseded=lost)
@@ -157,6 +165,8 @@ def _run_claimed(
         progress = (
             {"on_step": _noting_progress(held, trials[0].epochs, step)} if accepts_on_step(run_job) else {}
         )
+        if chain.keep and accepts_keyword(run_job, "on_model"):
+            progress["on_model"] = chain.on_model
         results = run_job(list(trials), checkpoint_dir=checkpoints, on_result=write, **progress)
     except ClaimsLost as lost:
         print(f"kdgrid: every trial this job still trained lost its claim to another run ({lost}): stopped",

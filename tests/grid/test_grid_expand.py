@@ -11,12 +11,8 @@ import pytest
 
 from kdgrid.errors import ConfigError
 from kdgrid.grid import load_sweep
-from kdgrid.grid.expand import Sweep
 from kdgrid.trial import Trial
-
-
-def _trials_of(sweep: Sweep, study: str) -> list[Trial]:
-    return [p.trial for p in sweep.trials if p.study == study]
+from tests.sweep_studies import trials_of
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -137,15 +133,15 @@ def test_studies_inherit_and_override_the_top_level(tmp_path: Path) -> None:
     )
     sweep = load_sweep(path)
     assert sweep.studies == ["sizes", "temps", "one"]
-    sizes = _trials_of(sweep, "sizes")
-    temps = _trials_of(sweep, "temps")
+    sizes = trials_of(sweep, "sizes")
+    temps = trials_of(sweep, "temps")
     assert len(sizes) == 4 and {t.student for t in sizes} == {"bert-tiny", "bert-mini"}
     assert (
         len(temps) == 2
         and {t.task for t in temps} == {"mrpc"}
         and {t.temperature for t in temps} == {2.0, 4.0}
     )
-    assert [(t.task, t.temperature) for t in _trials_of(sweep, "one")] == [("rte", 8.0)]
+    assert [(t.task, t.temperature) for t in trials_of(sweep, "one")] == [("rte", 8.0)]
 
 
 def test_a_trial_two_studies_produce_is_kept_once_under_the_first(tmp_path: Path) -> None:

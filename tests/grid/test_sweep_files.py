@@ -10,6 +10,7 @@ import pytest
 
 from kdgrid.grid import load_sweep, plan_jobs
 from kdgrid.trial import group_key
+from tests.sweep_studies import trials_of
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 TASKS = {"cola", "mrpc", "stsb", "rte", "qqp", "mnli", "sst2", "qnli"}
@@ -36,6 +37,7 @@ COUNTS = {
     "controls.yaml": (160, 160),  # Table 5's bert-mini grid with the two control strategies
     "layer_selection.yaml": (50, 50),  # 2 inits x (4 matchings + none) x 5 seeds, offline
     "layer_selection_glue.yaml": (200, 200),  # the same x 4 GLUE tasks
+    "assistants.yaml": (3, 3),  # an assistant, the direct student, the student taught by the assistant
 }
 
 
@@ -171,8 +173,30 @@ def test_every_sweep_shows_how_to_run_it_with_several_seeds(name: str, tmp_path:
     plain = load_sweep(SWEEPS / name)
     seeded = load_sweep(uncommented)
     assert len(seeded.trials) == 5 * len(plain.trials)
-    # five seeds per trial, and still one job per teacher pass
-    assert len(plan_jobs([p.trial for p in seeded.trials])) == len(plan_jobs([p.trial for p in plain.trials]))
+    # five seeds per trial, and still one job per teacher pass: per teacher named in the file, and per assistant
+    # (each seed of an assistant is a teacher of its own, `kdgrid.grid.stages`)
+    named = [[p.trial for p in sweep.trials if not p.trial.teacher.startswith("trial:")] for sweep in (plain, seeded)]
+    assert len(plan_jobs(named[1])) == len(plan_jobs(named[0]))
+    chained = [p.trial for p in seeded.trials if p.trial.teacher.startswith("trial:")]
+    assert len(plan_jobs(chained)) == len({t.teacher for t in chained}) == 5 * len({
+        p.trial.teacher for p in plain.trials if p.trial.teacher.startswith("trial:")
+    })  # fmt: skip
+
+
+def test_the_assistants_sweep_chains_each_seed_to_its_own_assistant() -> None:
+    sweep = load_sweep(SWEEPS / "assistants.yaml")
+    assistants = {t.trial_id: t for t in trials_of(sweep, "assistant")}
+    direct = trials_of(sweep, "direct")
+    via = trials_of(sweep, "via_assistant")
+    assert {t.student for t in assistants.values()} == {"bert-mini"} and {t.student for t in direct} == {"bert-tiny"}
+    assert {t.teacher for t in [*assistants.values(), *direct]} == {"minilm-l6"}
+    # each dependant: the direct trial's settings with the same seed's assistant as its teacher
+    assert len(via) == len(direct) == len(assistants) == 1
+    by_seed = {t.seed: t for t in direct}
+    for trial in via:
+        assistant = assistants[trial.teacher.removeprefix("trial:")]
+        assert assistant.seed == trial.seed
+        assert dataclasses.replace(trial, teacher="minilm-l6") == by_seed[trial.seed]
 
 
 def test_layer_selection_is_yu_wen_mous_design_with_five_seeds_offline_and_on_glue() -> None:
