@@ -46,11 +46,11 @@ from kdgrid.grid.stages import without_assistant_teachers
 from kdgrid.grid.state import SweepState, sweep_state
 from kdgrid.launch.environment import OFFLINE_ENVIRONMENT, environment
 from kdgrid.launch.memory import MemoryBudget
+from kdgrid.launch.stage_run import run_in_stages
 from kdgrid.launch.worker import DEFAULT_JOB_FN
 from kdgrid.preflight.gate import check_gate
 from kdgrid.preflight.jobs import check_jobs_here
 from kdgrid.preflight.local import check_init_checkpoints, create_store, hub_environment
-from kdgrid.launch.stage_run import run_in_stages
 from kdgrid.pretrain.checkpoint_grid import (
     CheckpointJobSettings,
     MadeCheckpoint,

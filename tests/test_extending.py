@@ -17,7 +17,7 @@ from kdgrid.cli import main
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.grid import load_sweep
 from kdgrid.store import read_table
-from kdgrid.sweep_run import run_sweep
+from kdgrid.sweep_run import RunOptions, run_sweep
 from kdgrid.trial import Trial
 from tests.plugin_files import isolated_plugins
 
@@ -94,7 +94,7 @@ def test_a_plugin_alone_adds_a_knowledge_and_a_learnable_strategy_that_run_in_a_
     tmp_path: Path, teacher: str, plugin: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sweep, store = sweep_file(tmp_path / "s.yaml", teacher, ("PlugMix", "Last-1")), tmp_path / "store"
-    outcome = run_sweep(sweep, store, executor_settings={"local_progress": False}, preflight=False)
+    outcome = run_sweep(sweep, store, RunOptions(executor_settings={"local_progress": False}, preflight=False))
     assert outcome.ok and outcome.done_now == 2 and outcome.jobs == 1  # one teacher pass for both
     rows = read_table(store, ["status", "strategy", "extra_json", "layer_pairs_json"]).to_pylist()
     [row] = [r for r in rows if r["strategy"] == "PlugMix"]

@@ -14,7 +14,7 @@ import torch
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.grid import load_sweep
 from kdgrid.store import read_table
-from kdgrid.sweep_run import run_sweep
+from kdgrid.sweep_run import RunOptions, run_sweep
 from kdgrid.trial import Trial
 from tests.commands.test_sweep_end_to_end import count_teacher_passes
 
@@ -50,7 +50,7 @@ def test_fixed_and_learned_methods_share_one_job_and_one_teacher_pass_per_batch(
 ) -> None:
     seen = count_teacher_passes(monkeypatch)
     sweep, store = sweep_file(tmp_path / "s.yaml", teacher), tmp_path / "store"
-    outcome = run_sweep(sweep, store, executor_settings={"local_progress": False}, preflight=False)
+    outcome = run_sweep(sweep, store, RunOptions(executor_settings={"local_progress": False}, preflight=False))
     assert outcome.ok and outcome.done_now == 4 and outcome.jobs == 1
     [steps_per_epoch] = seen["jobs"]
     assert len(seen["forwards"]) == 2 * steps_per_epoch  # epochs x batches, whatever the methods

@@ -30,7 +30,7 @@ from kdgrid.core.data import get_task
 from kdgrid.core.shapes import student_shape
 from kdgrid.core.trained_teacher import declare_planned
 from kdgrid.errors import ConfigError, KdgridError
-from kdgrid.grid.memory_estimate import PROJECTED_KNOWLEDGE
+from kdgrid.grid.memory_estimate import projected_knowledge
 from kdgrid.suggest import did_you_mean
 from kdgrid.trial import DATA_SEED, Trial, assistant_id, trained_teacher
 
@@ -82,7 +82,7 @@ def assistant_problems(dependant: Trial, assistant: Trial) -> list[str]:
         return [f"{name} was trained on {assistant.task}, not {dependant.task}: a teacher assistant must be "
                 "trained on the dependant's task"]  # fmt: skip
     student, teacher = student_shape(dependant.student), student_shape(assistant.student)
-    needs_width = sorted(set(dependant.knowledge) & PROJECTED_KNOWLEDGE)
+    needs_width = sorted(name for name in set(dependant.knowledge) if projected_knowledge(name))
     if dependant.projection == "none" and needs_width and student.width != teacher.width:
         return [
             f"{name} has width {teacher.width}, the student {dependant.student} {student.width}: knowledge "

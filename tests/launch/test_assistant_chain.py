@@ -20,7 +20,7 @@ from kdgrid.launch.stage_run import run_in_stages
 from kdgrid.store import read_store
 from kdgrid.store.forget import forget
 from kdgrid.store.trained_students import student_dir
-from kdgrid.sweep_run import run_sweep
+from kdgrid.sweep_run import RunOptions, run_sweep
 from kdgrid.trial import Trial
 from tests.launch.chain_fakes import chain_job_to_store, fake_weights
 from tests.launch.fakes import log_events
@@ -96,7 +96,7 @@ def assert_chain_done_in_order(tmp_path: Path, trials: dict[str, Trial], store: 
 def test_a_chain_runs_in_dependency_order_through_the_local_executor(tiny_teacher: str, tmp_path: Path) -> None:
     sweep = chain_sweep(tmp_path, tiny_teacher)
     lines: list[str] = []
-    outcome = run_sweep(sweep, tmp_path / "store", executor_settings=FAKE, preflight=False, log=lines.append)
+    outcome = run_sweep(sweep, tmp_path / "store", RunOptions(executor_settings=FAKE, preflight=False), log=lines.append)
     assert outcome.ok and outcome.done_now == 4
     assert any(line.startswith("3 stages: teacher assistants train before the trials they teach") for line in lines)
     assert_chain_done_in_order(tmp_path, trials_by_study(sweep), tmp_path / "store")
@@ -109,7 +109,7 @@ def test_a_failed_assistant_fails_its_dependants_by_name_and_resume_reruns_only_
     sweep = chain_sweep(tmp_path, tiny_teacher, f"test_raise_once: {once}")
     trials = trials_by_study(sweep)
     store = tmp_path / "store"
-    first = run_sweep(sweep, store, executor_settings=FAKE, preflight=False)
+    first = run_sweep(sweep, store, RunOptions(executor_settings=FAKE, preflight=False))
     failed = {f.trial_id: f.error for f in first.failed_now}
     assert set(failed) == {trials[s].trial_id for s in ("assistant", "student", "third")}
     assistant, student = trials["assistant"].trial_id, trials["student"].trial_id
@@ -120,7 +120,7 @@ def test_a_failed_assistant_fails_its_dependants_by_name_and_resume_reruns_only_
     rows = rows_by_trial(store)
     assert [r["error_type"] for r in rows[student]] == ["AssistantFailed"]
 
-    again = run_sweep(sweep, store, executor_settings=FAKE, preflight=False, max_attempts=3)
+    again = run_sweep(sweep, store, RunOptions(executor_settings=FAKE, preflight=False, max_attempts=3))
     assert again.ok and again.done_now == 3 and len(again.ran) == 3  # the direct trial is not run again
     starts = collections.Counter(trial_id for event, trial_id, _, _ in log_events(tmp_path / "log.txt")
                                  if event == "start")  # fmt: skip
@@ -132,11 +132,11 @@ def test_a_kept_student_that_is_not_the_one_its_row_recorded_is_refused(tiny_tea
     sweep = chain_sweep(tmp_path, tiny_teacher)
     trials = trials_by_study(sweep)
     store = tmp_path / "store"
-    assert run_sweep(sweep, store, executor_settings=FAKE, preflight=False).ok
+    assert run_sweep(sweep, store, RunOptions(executor_settings=FAKE, preflight=False)).ok
     weights = student_dir(store, trials["assistant"].trial_id) / "model.safetensors"
     weights.write_bytes(b"other weights")
     forget(store, [trials["student"].trial_id])
-    outcome = run_sweep(sweep, store, executor_settings=FAKE, preflight=False)
+    outcome = run_sweep(sweep, store, RunOptions(executor_settings=FAKE, preflight=False))
     (failed,) = outcome.failed_now
     assert failed.trial_id == trials["student"].trial_id
     assert f"assistant trial {trials['assistant'].trial_id}: its saved weights" in failed.error

@@ -13,7 +13,7 @@ from kdgrid.file_digest import file_sha256
 from kdgrid.grid import load_sweep
 from kdgrid.store import read_store
 from kdgrid.store.trained_students import student_dir
-from kdgrid.sweep_run import run_sweep
+from kdgrid.sweep_run import RunOptions, run_sweep
 from tests.sweep_studies import trials_of
 
 
@@ -34,7 +34,7 @@ def test_the_dependant_learns_from_the_assistants_kept_student(
         """))  # fmt: skip
     sweep = load_sweep(path)
     (assistant,), (student,) = trials_of(sweep, "assistant"), trials_of(sweep, "student")
-    outcome = run_sweep(path, tmp_path / "store", executor_settings={"local_progress": False})
+    outcome = run_sweep(path, tmp_path / "store", RunOptions(executor_settings={"local_progress": False}))
     assert outcome.ok and outcome.done_now == 2, outcome.failed_now
     rows = {row["trial_id"]: row for row in read_store(tmp_path / "store").to_dict("records")}
     kept, taught = rows[assistant.trial_id], rows[student.trial_id]
