@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
+from kdgrid.core.reaugkd_options import OPTION_DECLARATIONS as REAUGKD_OPTIONS
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
 from kdgrid.trial import DATA_SEED, SEED_LIMIT
@@ -249,3 +250,5 @@ def option_problems(
         if problem:
             problems.append(problem)
     return problems
+for _declaration in REAUGKD_OPTIONS:  # ReAugKD's, declared beside its rules (kdgrid.core.reaugkd_options)
+    register_option(**_declaration)
