@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kdgrid.core.matching import layer_pairs
+from kdgrid.core.reaugkd_options import evaluation_only
 from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
@@ -245,6 +246,8 @@ class JobMemory:
     def plus(self, trial: Trial) -> JobMemory:
         """A new estimate: this job with ``trial`` added (this one is left as it was)."""
         static, activations, features, targets = _trial_facts(trial)
+        if evaluation_only(trial):  # ReAugKD: its student is loaded after the job's students are freed
+            static, features, targets = 0.0, frozenset(), frozenset()
         out = JobMemory()
         out.first = self.first or trial
         out.students_gb = self.students_gb + static
