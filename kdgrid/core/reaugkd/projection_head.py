@@ -144,7 +144,7 @@ def train_head(
     bias = torch.empty(settings.out_width).uniform_(-bound, bound, generator=generator)
     weight.requires_grad_(True)
     bias.requires_grad_(True)
-    optimizer = torch.optim.AdamW([weight, bias], lr=settings.lr)
+    optimizer = torch.optim.AdamW([weight, bias], lr=settings.lr, weight_decay=0.0)
     losses: list[float] = []
     for _ in range(settings.epochs):
         order = torch.randperm(len(x), generator=generator)
