@@ -138,14 +138,21 @@ def test_projection_head_trains_separates_classes_and_is_cached(tmp_path, monkey
     sentence = rng.standard_normal((64, 12)).astype(np.float32)
     sentence[:, 0] += 2.0 * labels  # class information in one direction among noise
     passed = TeacherPass(sentence, np.full((64, 2), 0.5, np.float32), labels, {"teacher": "x"})
-    settings = HeadSettings(out_width=4, epochs=30, lr=1e-2, batch_size=32)
+    settings = HeadSettings(out_width=4, epochs=15, lr=1e-2, batch_size=32)
     state = torch.get_rng_state()
-    head, trained = cached_or_trained_head(passed, settings)
+    passes: list[int] = []
+
+    def teacher_pass() -> TeacherPass:
+        passes.append(1)
+        return passed
+
+    head, trained = cached_or_trained_head(passed.identity, settings, teacher_pass)
     assert trained and torch.equal(state, torch.get_rng_state())  # the caller's random stream untouched
     losses = head.info["epoch_losses"]
     assert losses[-1] < losses[0]
-    again, trained_again = cached_or_trained_head(passed, settings)
+    again, trained_again = cached_or_trained_head(passed.identity, settings, teacher_pass)
     assert not trained_again and torch.equal(again.weight, head.weight)
+    assert passes == [1]  # a cached head needs no teacher pass
     z = head(torch.from_numpy(sentence))
     assert z.shape == (64, 4)
 

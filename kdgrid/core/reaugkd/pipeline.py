@@ -182,7 +182,8 @@ def teacher_head_for(trial: Trial, job: Job, student_width: int) -> ProjectionHe
     if job.task.is_regression:
         raise ConfigError(f"ReAugKD needs a classification task; {job.task.name!r} is a regression task")
     check_k_fits(trial, job)
-    head, _ = cached_or_trained_head(teacher_pass(job), HeadSettings.of(trial, student_width))
+    settings = HeadSettings.of(trial, student_width)
+    head, _ = cached_or_trained_head(job_identity(job), settings, lambda: teacher_pass(job))
     return head.to(job.runtime.device)
 
 
@@ -293,7 +294,9 @@ def evaluate_trained_student(
     info = json.loads((folder / STUDENT_INFO).read_text())
     check_k_fits(trial, job)
     shape = student_shape(trial.student)
-    head, _ = cached_or_trained_head(teacher_pass(job), HeadSettings.of(trial, shape.width))
+    head, _ = cached_or_trained_head(
+        job_identity(job), HeadSettings.of(trial, shape.width), lambda: teacher_pass(job)
+    )
     expected = kb_identity(job, head)
     check_identity(KBIdentity(**info["identity"]), expected, what=f"trained student {key}'s knowledge base")
     kb, built = knowledge_base_for(job, head)

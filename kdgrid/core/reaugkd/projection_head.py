@@ -20,6 +20,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -175,21 +176,27 @@ def load_head(key: str) -> ProjectionHead | None:
     return ProjectionHead(state["weight"], state["bias"], key, json.loads((folder / HEAD_INFO).read_text()))
 
 
-def cached_or_trained_head(teacher_pass: TeacherPass, settings: HeadSettings) -> tuple[ProjectionHead, bool]:
-    """The head of (teacher pass, settings) from the cache, else trained and cached; and whether it was trained
-    now."""
-    key = head_key(teacher_pass.identity, settings)
+def cached_or_trained_head(
+    identity: dict[str, str], settings: HeadSettings, teacher_pass: Callable[[], TeacherPass]
+) -> tuple[ProjectionHead, bool]:
+    """The head of (``identity``: the teacher pass's content hashes, settings) from the cache, else trained on
+    ``teacher_pass()`` (asked for only then: a cached head costs no teacher pass) and cached; and whether it was
+    trained now."""
+    key = head_key(identity, settings)
     cached = load_head(key)
     if cached is not None:
         return cached, False
+    passed = teacher_pass()
+    if passed.identity != identity:
+        raise ValueError(f"the teacher pass is of {passed.identity}, the head was asked for {identity}")
     started = time.perf_counter()
-    weight, bias, losses = train_head(teacher_pass.sentence, teacher_pass.labels, settings)
+    weight, bias, losses = train_head(passed.sentence, passed.labels, settings)
     info = {
         "key": key,
-        "identity": teacher_pass.identity,
+        "identity": identity,
         "settings": asdict(settings),
         "epoch_losses": losses,
-        "examples": len(teacher_pass.labels),
+        "examples": len(passed.labels),
         "seconds": round(time.perf_counter() - started, 3),
     }
     final = head_folder(key)
