@@ -48,15 +48,21 @@ MODES = {
 CLASSES = 2
 
 
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _ms(seconds: list[float]) -> float:
     return round(1000 * statistics.median(seconds), 4)
 
 
-def run(mode: str, batch_size: int, length: int, k: int, seed: int) -> dict[str, Any]:
+def run(mode: str, batch_size: int, length: int, k: int, seed: int, device: str = "cpu") -> dict[str, Any]:
     settings = MODES[mode]
     shape = student_shape(settings["student"])
     torch.manual_seed(seed)
-    model = BertForSequenceClassification(bert_config(shape, CLASSES)).eval()
+    model = BertForSequenceClassification(bert_config(shape, CLASSES)).eval().to(device)
+    on = torch.device(device)
     rng = np.random.default_rng(seed)
     bases = {}
     for size in settings["sizes"]:
@@ -75,16 +81,17 @@ def run(mode: str, batch_size: int, length: int, k: int, seed: int) -> dict[str,
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for index in range(settings["batches"] + 1):  # the first batch warms up and is not counted
-            ids = torch.randint(1000, 20000, (batch_size, length), generator=generator)
+            ids = torch.randint(1000, 20000, (batch_size, length), generator=generator).to(on)
             inputs = {
                 "input_ids": ids,
                 "attention_mask": torch.ones_like(ids),
                 "token_type_ids": torch.zeros_like(ids),
             }
+            _sync(on)
             started = time.perf_counter()
             out = model(**inputs, output_hidden_states=True)
-            probs = torch.softmax(out.logits, dim=-1).numpy()
-            sentence = out.hidden_states[-1][:, 0].numpy()
+            probs = torch.softmax(out.logits.float(), dim=-1).cpu().numpy()  # retrieval runs on the CPU
+            sentence = out.hidden_states[-1][:, 0].float().cpu().numpy()
             student_s = time.perf_counter() - started
             found: dict[int, dict[str, np.ndarray]] = {s: {} for s in bases}
             for size, (kb, _) in bases.items():
@@ -112,6 +119,7 @@ def run(mode: str, batch_size: int, length: int, k: int, seed: int) -> dict[str,
             "batches": settings["batches"],
             "sizes": list(settings["sizes"]),
             "threads": torch.get_num_threads(),
+            "device": device,
         },
         "student_ms_per_batch": student_ms,
         "student_ms_per_example": round(student_ms / batch_size, 5),
@@ -144,12 +152,15 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=None)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--device", default="cpu", help="where the student runs (cpu, cuda); retrieval: the CPU"
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     batch_size = args.batch_size or (4 if args.smoke else 32)
     length = args.length or (16 if args.smoke else 128)
-    report = run(mode, batch_size, length, args.k, args.seed)
+    report = run(mode, batch_size, length, args.k, args.seed, args.device)
     print(
         f"student {report['config']['student']}, batch {batch_size} x {length} tokens, k = {args.k}: "
         f"{report['student_ms_per_batch']:.2f} ms per batch alone"
