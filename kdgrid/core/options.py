@@ -189,6 +189,9 @@ register_option(
     check=gate_problem,
 )
 
+for _declaration in REAUGKD_OPTIONS:  # ReAugKD's, declared beside its rules (kdgrid.core.reaugkd_options)
+    register_option(**_declaration)
+
 
 def _knowledge_option_problem(
     key: str, value: Any, knowledge: Iterable[str], skip: Iterable[str]
@@ -250,5 +253,3 @@ def option_problems(
         if problem:
             problems.append(problem)
     return problems
-for _declaration in REAUGKD_OPTIONS:  # ReAugKD's, declared beside its rules (kdgrid.core.reaugkd_options)
-    register_option(**_declaration)
