@@ -27,8 +27,9 @@ for a knowledge without layers); `term_values` returns each unweighted, so the r
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,13 +144,30 @@ class Objective(nn.Module):
         terms: from `knowledge_terms`.
         student, teacher: the two shapes (for projections and relation heads).
         regression: the task has one output (MSE losses).
+        teacher_head: ReAugKD's frozen head (`kdgrid.core.reaugkd.projection_head`): maps the teacher's
+            sentence vector ``[B, d_T]`` into the student's width, so sentence knowledge needs no student
+            projection; None (default) leaves the teacher's features as they are.
     """
 
     def __init__(
-        self, trial: Trial, terms: list[Term], student: StudentShape, teacher: StudentShape, regression: bool
+        self,
+        trial: Trial,
+        terms: list[Term],
+        student: StudentShape,
+        teacher: StudentShape,
+        regression: bool,
+        teacher_head: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> None:
         super().__init__()
         self.trial = trial
+        self.teacher_head = teacher_head
+        if teacher_head is not None:  # the head brings the teacher to the student's width: no projection
+            terms = [
+                dataclasses.replace(t, projected=False)
+                if get_knowledge(t.knowledge).needs == {"sentence"}
+                else t
+                for t in terms
+            ]
         self.terms = terms
         self.regression = regression
         self.relation_heads = trial.relation_heads or student.heads
@@ -300,6 +318,8 @@ class Objective(nn.Module):
                     k: teacher_side(("float",), (v,), v.float)
                     for k, v in _features_for(teacher, spec.needs, t_layer).items()
                 }
+                if self.teacher_head is not None and "sentence" in t_feats:
+                    t_feats["sentence"] = self.teacher_head(t_feats["sentence"])
                 values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels)
         return values
 

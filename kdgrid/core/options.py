@@ -26,6 +26,7 @@ from kdgrid.core.adakd import ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION, adakd_func
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
 from kdgrid.core.learned_strategies import ALP_KD_SCALE, alp_kd_scale_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
+from kdgrid.core.reaugkd_options import OPTION_DECLARATIONS as REAUGKD_OPTIONS
 from kdgrid.core.schedules import (
     DEFAULT_SCHEDULE,
     NO_TEMPERATURE_LEARNER,
@@ -375,6 +376,8 @@ register_option(
     "(the row's extra grad_cosine: one mean per epoch); unset: not logged",
     minimum=1,
 )
+for _declaration in REAUGKD_OPTIONS:  # ReAugKD's, declared beside its rules (kdgrid.core.reaugkd_options)
+    register_option(**_declaration)
 
 
 def _knowledge_option_problem(

@@ -36,6 +36,7 @@ from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.planning import TrialPlan
 from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
 from kdgrid.core.projector_overfit import projector_overfit
+from kdgrid.core.reaugkd import pipeline as reaugkd
 from kdgrid.core.runtime import Runtime, compile_forward
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
 from kdgrid.device_sharing import current_sharing
@@ -79,6 +80,8 @@ class StudentRun:
     teacher_info: TeacherInfo | None = None  # the job's teacher facts and predictions, added to the row
     finite_guard: FiniteGuard = field(default_factory=FiniteGuard)  # loss finiteness, read every N steps
     cosine: CosineLog | None = None  # the sampled task/distillation gradient cosines (kdgrid.core.grad_split)
+    # ReAugKD (`kdgrid.core.reaugkd.pipeline.after_training`): run on the trained model when the student finishes
+    after_training: Callable[[Any], dict[str, Any]] | None = None
 
     @property
     def trial(self) -> Trial:
@@ -196,9 +199,14 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
     num_labels = job.task.num_labels
     model, info = build_student(trial, plan.shape, num_labels, plan.teacher, job.teacher_model)
     result.extra.update(info)
+    head = reaugkd.teacher_head_for(trial, job, plan.shape.width)  # None unless the trial is ReAugKD's
+    if head is not None:
+        run.after_training = lambda trained: reaugkd.after_training(trained, trial, job, head)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(trial.seed + 1)  # projections: their own seeded draw, independent of the model's
-        objective = Objective(trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression)
+        objective = Objective(
+            trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, teacher_head=head
+        )
         torch.manual_seed(trial.seed + 2)  # the student's RNG stream for dropout
         run.cpu_rng = torch.get_rng_state()
     runtime = job.runtime
@@ -384,6 +392,11 @@ def finish_student(
     """Close a student (done or failed): measure a done student's latency, hand its model to ``on_model``, free
     its memory, add the teacher's facts and predictions, report the result to ``on_result`` and drop a done trial's checkpoint."""
     run.finished = True
+    if run.result.status == "done" and run.model is not None and run.after_training is not None:
+        try:
+            run.result.extra.update(run.after_training(run.model))
+        except Exception as error:
+            mark_failed(run.result, error, failed_in="ReAugKD: knowledge base, saved student or retrieval")
     if run.result.status == "done" and run.model is not None:
         run.result.extra["latency_ms"] = measure_latency_ms(run.model, run.trial.max_length)
         # Who else used the device while it was measured (`kdgrid.device_sharing`): tables compare like with like.

@@ -33,6 +33,8 @@ from kdgrid.core.masking import CALIBRATION, TRAINING, student_input, teacher_in
 from kdgrid.core.objective import DivergenceError, captured_layers
 from kdgrid.core.options import DEFAULT_AUTO_BATCHES
 from kdgrid.core.planning import TrialPlan, plan_trial, validate_trials
+from kdgrid.core.reaugkd.pipeline import evaluate_trained_student
+from kdgrid.core.reaugkd_options import evaluation_only
 from kdgrid.core.runtime import Runtime, make_runtime
 from kdgrid.core.student import (
     StudentRun,
@@ -156,6 +158,8 @@ def run_job(
     ``on_model(trial, model)`` (optional, not needed by executors) receives each finished student's model, e.g.
     to save it or, in tests, to compare weights. ``on_step(done, total)`` (optional) is called after every
     shared batch with the job's batches done and its total (epochs x batches per epoch), for progress bars.
+    ReAugKD's evaluation-only trials (`kdgrid.core.reaugkd_options.evaluation_only`) train nothing: they run
+    after the job's students, so one trained in the same job is saved by then.
     """
     if not trials:
         return []
@@ -184,6 +188,8 @@ def run_job(
     teacher_info = TeacherInfo(job, first.batch_size)
     runs: list[StudentRun] = []
     for index, trial in enumerate(trials):
+        if evaluation_only(trial):
+            continue
         try:
             run = setup_student(plan_trial(trial, job.teacher), job, checkpoint_dir)
             run.teacher_info = teacher_info
@@ -264,4 +270,24 @@ def run_job(
         if run.active:  # every epoch was already done (resumed at the very end)
             finish(run)
     teacher_capture.remove()
-    return [run.result for run in runs]
+    trained = iter(run.result for run in runs)
+    return [
+        evaluate_only(trial, job, teacher_info, on_result) if evaluation_only(trial) else next(trained)
+        for trial in trials
+    ]
+
+
+def evaluate_only(
+    trial: Trial, job: Job, teacher_info: TeacherInfo, on_result: Callable[[TrialResult], None] | None
+) -> TrialResult:
+    """A ReAugKD evaluation-only trial's result (`evaluate_trained_student`), or its failure."""
+    started_at = utc_now()
+    try:
+        result = evaluate_trained_student(trial, job, teacher_info, started_at)
+        result.ended_at = utc_now()
+    except Exception as error:
+        result = mark_failed(TrialResult(trial=trial, status="failed", started_at=started_at), error)
+        result.device = job.runtime.description
+    if on_result is not None:
+        on_result(result)
+    return result

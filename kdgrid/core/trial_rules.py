@@ -40,6 +40,7 @@ from kdgrid.core.method_rules import method_problems
 from kdgrid.core.options import MIN_TEMPERATURE, schedule_option
 from kdgrid.core.options import option_problems as options_problems
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
+from kdgrid.core.reaugkd_options import reaugkd_problems
 from kdgrid.core.shapes import (
     MAX_POSITIONS,
     TEACHERS,
@@ -234,8 +235,23 @@ def local_file_problems(trial: Trial) -> list[str]:
 
 
 def value_problems(trial: Trial) -> list[str]:
-    """Every problem of the trial's own values: `number_problems`, `option_problems`, `local_file_problems`."""
-    return number_problems(trial) + option_problems(trial) + local_file_problems(trial)
+    """Every problem of the trial's own values: `number_problems`, `option_problems`, `local_file_problems`,
+    `reaugkd_option_problems`."""
+    return (
+        number_problems(trial)
+        + option_problems(trial)
+        + local_file_problems(trial)
+        + reaugkd_option_problems(trial)
+    )
+
+
+def reaugkd_option_problems(trial: Trial) -> list[str]:
+    """ReAugKD's options together (`kdgrid.core.reaugkd_options.reaugkd_problems`), knowing the task's kind."""
+    try:
+        regression: bool | None = task_of(trial.task).is_regression
+    except KdgridError:
+        regression = None  # an unknown task is reported by local_file_problems
+    return reaugkd_problems(trial, regression)
 
 
 def strategy_problems(trial: Trial) -> list[str]:

@@ -29,6 +29,7 @@ from kdgrid.core.knowledge import KNOWLEDGE, KnowledgeSpec, canonical_knowledge
 from kdgrid.core.matching import get_strategy, layer_pairs, mapping_context
 from kdgrid.core.method_options import DEFAULT_ENSEMBLE_MEMBERS, PROJECTOR_MEMBERS
 from kdgrid.core.method_rules import splits_gradients
+from kdgrid.core.reaugkd_options import evaluation_only
 from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
 from kdgrid.core.temperature_learners import learned_temperature_parameters
 from kdgrid.errors import ConfigError
@@ -286,6 +287,8 @@ class JobMemory:
     def plus(self, trial: Trial) -> JobMemory:
         """A new estimate: this job with ``trial`` added (this one is left as it was)."""
         static, activations, features, targets = _trial_facts(trial)
+        if evaluation_only(trial):  # ReAugKD: its student is loaded after the job's students are freed
+            static, features, targets = 0.0, frozenset(), frozenset()
         out = JobMemory()
         out.first = self.first or trial
         out.students_gb = self.students_gb + static

@@ -121,3 +121,22 @@ def test_report_size_smoke(tmp_path: Path) -> None:
     # every row of the synthetic store gets its page, and every arrival its own on the update
     assert report["trial_pages"] == report["rows"] and report["arrival_pages"] == report["arrivals"]
     assert positive(report["full_s"]) and positive(report["report_mb"])
+
+
+def test_reaugkd_latency_smoke(tmp_path: Path) -> None:
+    report = run_script("reaugkd_latency", tmp_path)
+    config = report["config"]
+    assert (config["mode"], config["batch_size"], config["length"], config["sizes"]) == (
+        "smoke",
+        4,
+        16,
+        [200, 2000],
+    )
+    assert positive(report["student_ms_per_batch"])
+    assert sorted(report["bases"]) == ["200", "2000"]  # two knowledge-base sizes, side by side in one run
+    for entry in report["bases"].values():
+        assert 0.0 <= entry["recall_at_k"] <= 1.0 and entry["index_build_s"] >= 0
+        for how in ("hnsw", "exact"):
+            figures = entry[how]
+            assert positive(figures["retrieval_ms_per_batch"]) and positive(figures["overhead"])
+            assert figures["with_retrieval_ms_per_batch"] > report["student_ms_per_batch"]

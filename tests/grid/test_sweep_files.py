@@ -38,6 +38,10 @@ COUNTS = {
     "layer_selection.yaml": (50, 50),  # 2 inits x (4 matchings + none) x 5 seeds, offline
     "layer_selection_glue.yaml": (200, 200),  # the same x 4 GLUE tasks
     "assistants.yaml": (3, 3),  # an assistant, the direct student, the student taught by the assistant
+    # ReAugKD: 6 tasks x (1 soft-label + 2 ReAugKD + 2 x 4 k x 11 beta evaluation-only)
+    "reaugkd.yaml": (546, 546),
+    # 3 seeds x (soft labels, relation alone, ReAugKD, 7 evaluation-only)
+    "reaugkd_offline.yaml": (30, 30),
 }
 
 
@@ -161,6 +165,10 @@ def test_every_sweep_shows_how_to_run_it_with_several_seeds(name: str, tmp_path:
     text = (SWEEPS / name).read_text()
     if name in SEEDED_SWEEPS:  # the line is already uncommented: its trials come in fives
         assert text.count("\nseeds: 5\n") == 1 and SEEDS_LINE not in text
+        return
+    if any(line.startswith("seeds: ") for line in text.splitlines()):
+        # a sweep that runs several seeds already (reaugkd_offline) says where they are explained
+        assert "docs/seeds.md" in text and SEEDS_LINE not in text
         return
     assert text.count(SEEDS_LINE + "\n") == 1 and "docs/seeds.md" in text
     trials, _ = COUNTS[name]
