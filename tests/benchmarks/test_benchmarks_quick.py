@@ -68,6 +68,9 @@ def test_grid_throughput_smoke(tmp_path: Path) -> None:
 def test_vs_textbrewer_smoke(tmp_path: Path) -> None:
     pytest.importorskip("textbrewer")
     report = run_script("vs_textbrewer", tmp_path)
+    assert report["config"][
+        "one_worker"
+    ]  # the smoke runs both frameworks and the interleaved run in one worker
     assert positive(report["time_ratio"]) and positive(report["memory_ratio"])
     for name in ("hidden", "attention"):
         losses = report[name]["first_batch_loss"]
@@ -87,6 +90,7 @@ def test_padding_smoke(tmp_path: Path) -> None:
 
 def test_batched_students_smoke(tmp_path: Path) -> None:
     report = run_script("batched_students", tmp_path)
+    assert report["config"]["one_worker"]  # the smoke runs the check and every timing in one worker process
     # one vmap'd step for all students = each student's own step (dropout off), and dropout masks differ
     assert report["check_ok"] and report["check"]["dropout_streams_differ"]
     for row in report["runs"]:
