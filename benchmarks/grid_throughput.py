@@ -28,7 +28,11 @@ set-up and the end-of-epoch evaluation are not counted (the evaluation still run
 ``max_dev_samples``). Every worker checks that training drew its batches at the fixed width (``fixed_width_batches``
 in its JSON) and refuses to report otherwise. ``per_trial`` may time a sample of the trials
 (``--per-trial-sample``) and scale to the grid; the JSON says how many it timed. Each configuration runs in its
-own subprocess, so its peak RSS is its own.
+own subprocess, so its peak RSS is its own (``--smoke``, which measures nothing, runs them all in one).
+
+Every step is timed in wall seconds and in the worker's CPU seconds (``grid_step_cpu_s``, `time.process_time`):
+on a shared machine the wall time of a step grows with the load, its CPU time much less, so the ``_cpu`` ratios
+compare processes that ran at different moments.
 """
 
 from __future__ import annotations
