@@ -377,9 +377,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.smoke:
         args.steps, args.batch_size, args.repeats = 3, 8, 1
-        args.dev_samples = (
-            args.batch_size
-        )  # not the full dev set: MiniLM scoring 1,000 sentences took most of it
+        # one dev batch, not the full dev set: MiniLM scoring 1,000 sentences was most of the smoke's time
+        args.dev_samples = args.batch_size
     elif args.quick:
         args.steps, args.repeats = 8, 1
     if args.worker:
