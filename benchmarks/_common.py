@@ -129,15 +129,22 @@ def fix_batch_width(width: int) -> None:
     TrainBatches.__iter__ = iterate  # type: ignore[method-assign]
 
 
-def require_fixed_batches() -> int:
-    """The number of fixed-width training batches served so far; raises when none was (the figures would be of
-    other shapes than the benchmark says)."""
-    if _FIXED_BATCHES[0] == 0:
+def fixed_batches_served() -> int:
+    """The number of training batches served at the fixed width so far in this process."""
+    return _FIXED_BATCHES[0]
+
+
+def require_fixed_batches(since: int = 0) -> int:
+    """The number of fixed-width training batches served since ``since`` (an earlier `fixed_batches_served`;
+    0: since `fix_batch_width`); raises when none was (the figures would be of other shapes than the benchmark
+    says)."""
+    served = _FIXED_BATCHES[0] - since
+    if served <= 0:
         raise RuntimeError(
             "no training batch went through fix_batch_width: the core no longer draws its batches "
             "from kdgrid.core.data.batching.TrainBatches; fix the benchmark before reading its figures"
         )
-    return _FIXED_BATCHES[0]
+    return served
 
 
 def peak_rss_mb() -> float:

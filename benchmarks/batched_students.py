@@ -453,11 +453,27 @@ def worker_check(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def worker_all(args: argparse.Namespace) -> dict[str, Any]:
+    """The smoke's one worker: the check, then every group x objective x mode timed one after the other in this
+    process, ``{"check": ..., "times": {"student:n:config:mode": figures}}`` (a mode's peak RSS is the process's
+    peak so far: the smoke shows that the code runs, it measures nothing)."""
+    out: dict[str, Any] = {"check": worker_check(args), "times": {}}
+    for student, n in args.groups:
+        for config in args.configs.split(","):
+            for mode in MODES:
+                torch.manual_seed(0)  # as at the start of a worker of its own
+                one = {"worker": mode, "student": student, "n": n, "config": config}
+                job = argparse.Namespace(**{**vars(args), **one})
+                out["times"][f"{student}:{n}:{config}:{mode}"] = {**worker_time(job), **memory_figures()}
+    return out
+
+
 def worker_main(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    result = worker_check(args) if args.worker == "check" else worker_time(args)
+    workers = {"check": worker_check, "all": worker_all}
+    result = workers.get(args.worker, worker_time)(args)
     result.update(memory_figures())
     emit(result)
 
@@ -565,7 +581,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--device", default="cpu", help="cpu | cuda | auto (CUDA: bf16 autocast as the core, KDGRID_AMP)"
     )
-    parser.add_argument("--worker", choices=(*MODES, "check"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=(*MODES, "check", "all"), help=argparse.SUPPRESS)
     parser.add_argument("--student", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--config", choices=tuple(CONFIGS), help=argparse.SUPPRESS)
@@ -597,15 +613,30 @@ def main(argv: list[str] | None = None) -> None:
     elif args.quick:
         common.append("--quick")
     report: dict[str, Any] = {"config": config, "machine": machine(), "runs": []}
-    report["check"] = run_worker(Path(__file__), ["--worker", "check", *common])
+    # Each measurement in its own process (its own peak RSS); the smoke, which measures nothing, runs all of
+    # them in one worker process (one import of torch and transformers instead of five).
+    config["one_worker"] = args.smoke
+    if args.smoke:
+        everything = run_worker(Path(__file__), ["--worker", "all", "--configs", ",".join(configs), *common])
+        report["check"] = everything["check"]
+
+        def timed(student: str, n: int, name: str, mode: str) -> dict[str, Any]:
+            return everything["times"][f"{student}:{n}:{name}:{mode}"]
+
+    else:
+        report["check"] = run_worker(Path(__file__), ["--worker", "check", *common])
+
+        def timed(student: str, n: int, name: str, mode: str) -> dict[str, Any]:
+            return run_worker(
+                Path(__file__),
+                ["--worker", mode, "--student", student, "--n", str(n), "--config", name, *common],
+            )
+
     for student, n in args.groups:
         for name in configs:
             row: dict[str, Any] = {"student": student, "n": n, "config": name}
             for mode in MODES:
-                row[mode] = run_worker(
-                    Path(__file__),
-                    ["--worker", mode, "--student", student, "--n", str(n), "--config", name, *common],
-                )
+                row[mode] = timed(student, n, name, mode)
             row["sequential_over_batched"] = row["sequential"]["step_s"] / row["batched"]["step_s"]
             report["runs"].append(row)
     report["sequential_over_batched"] = {

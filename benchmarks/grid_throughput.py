@@ -28,7 +28,11 @@ set-up and the end-of-epoch evaluation are not counted (the evaluation still run
 ``max_dev_samples``). Every worker checks that training drew its batches at the fixed width (``fixed_width_batches``
 in its JSON) and refuses to report otherwise. ``per_trial`` may time a sample of the trials
 (``--per-trial-sample``) and scale to the grid; the JSON says how many it timed. Each configuration runs in its
-own subprocess, so its peak RSS is its own.
+own subprocess, so its peak RSS is its own (``--smoke``, which measures nothing, runs them all in one).
+
+Every step is timed in wall seconds and in the worker's CPU seconds (``grid_step_cpu_s``, `time.process_time`):
+on a shared machine the wall time of a step grows with the load, its CPU time much less, so the ``_cpu`` ratios
+compare processes that ran at different moments.
 """
 
 from __future__ import annotations
@@ -44,8 +48,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import itertools
-
 from _common import (
     BERT_BASE,
     TEACHERS,
@@ -53,6 +55,7 @@ from _common import (
     bench_options,
     emit,
     fix_batch_width,
+    fixed_batches_served,
     machine,
     mean_step,
     memory_figures,
@@ -128,14 +131,40 @@ def sample_indices(n_trials: int, sample: int) -> list[int]:
 # ---------------------------------------------------------------------------------------------------- workers
 
 
-def _timed_job(trials: list[Any]) -> list[float]:
-    """Run one job; return the seconds of each shared step (teacher forward + every student's step)."""
+class Clock:
+    """Wall seconds (`time.perf_counter`) and this process's CPU seconds (`time.process_time`, all its threads)
+    of the same intervals. On a shared machine the wall time of a step grows with the load (the step waits for a
+    core); its CPU time barely does, so CPU-second ratios compare steps timed at different moments."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self._start: tuple[float, float] | None = None
+
+    def start(self) -> None:
+        self._start = (time.perf_counter(), time.process_time())
+
+    def stop(self) -> None:
+        assert self._start is not None, "Clock.stop before Clock.start"
+        self.wall.append(time.perf_counter() - self._start[0])
+        self.cpu.append(time.process_time() - self._start[1])
+
+    def lap(self) -> None:
+        """Close the interval since the last `start` / `lap` (if any) and open the next."""
+        if self._start is not None:
+            self.stop()
+        self.start()
+
+
+def _timed_job(trials: list[Any]) -> Clock:
+    """Run one job; return the wall and CPU seconds of each shared step (teacher forward + every student's
+    step) after the first."""
     from kdgrid.core.train import run_job
 
-    stamps: list[float] = []
+    clock = Clock()
 
     def on_step(done: int, total: int) -> None:
-        stamps.append(time.perf_counter())
+        clock.lap()
 
     # on_step fires after each shared step, so the gaps between its calls are steps 2..N (step 1, the warm-up,
     # also holds the job's start and is not timed).
@@ -145,19 +174,32 @@ def _timed_job(trials: list[Any]) -> list[float]:
         raise RuntimeError(
             f"{len(failed)} trial(s) failed: {failed[0].error_type}: {failed[0].error_message}"
         )
-    return [b - a for a, b in itertools.pairwise(stamps)]
+    return clock
+
+
+def _job_step(trials: list[Any]) -> tuple[float, float]:
+    """One job's mean (wall, CPU) seconds per step, the warm-up step left out."""
+    clock = _timed_job(trials)
+    return mean_step([0.0, *clock.wall]), mean_step([0.0, *clock.cpu])
 
 
 def worker_per_trial(trials: list[Any], sample: int) -> dict[str, Any]:
     chosen = [trials[i] for i in sample_indices(len(trials), sample)]
-    per_trial = [mean_step([0.0, *_timed_job([trial])]) for trial in chosen]
-    step = sum(per_trial) / len(per_trial)  # mean seconds per step of one trial (its teacher + its student)
-    return {"timed_trials": len(chosen), "step_s_per_trial": step, "grid_step_s": step * len(trials)}
+    steps = [_job_step([trial]) for trial in chosen]
+    # mean seconds per step of one trial (its teacher + its student), wall and CPU
+    step = sum(w for w, _ in steps) / len(steps)
+    cpu = sum(c for _, c in steps) / len(steps)
+    return {
+        "timed_trials": len(chosen),
+        "step_s_per_trial": step,
+        "grid_step_s": step * len(trials),
+        "grid_step_cpu_s": cpu * len(trials),
+    }
 
 
 def worker_grouped(trials: list[Any]) -> dict[str, Any]:
-    times = _timed_job(trials)
-    return {"grid_step_s": mean_step([0.0, *times])}
+    wall, cpu = _job_step(trials)
+    return {"grid_step_s": wall, "grid_step_cpu_s": cpu}
 
 
 def worker_seeds(trials: list[Any], expected_jobs: int) -> dict[str, Any]:
@@ -168,8 +210,13 @@ def worker_seeds(trials: list[Any], expected_jobs: int) -> dict[str, Any]:
     jobs = plan_jobs(trials)
     if len(jobs) != expected_jobs:
         raise RuntimeError(f"expected {expected_jobs} job(s) for {len(trials)} trials, planned {len(jobs)}")
-    steps = [mean_step([0.0, *_timed_job(job)]) for job in jobs]
-    return {"jobs": len(jobs), "job_step_s": steps, "grid_step_s": sum(steps)}
+    steps = [_job_step(job) for job in jobs]
+    return {
+        "jobs": len(jobs),
+        "job_step_s": [w for w, _ in steps],
+        "grid_step_s": sum(w for w, _ in steps),
+        "grid_step_cpu_s": sum(c for _, c in steps),
+    }
 
 
 def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
@@ -191,64 +238,76 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
     batches = list(train_batches(job.tokenized["train"], trials[0].batch_size, trials[0].seed, 0))[:steps]
     runs = [setup_student(plan_trial(t, job.teacher), job, None) for t in trials]
     capture = FeatureCapture(job.teacher_model, *teacher_capture_needs(runs))
-    teacher_times, features = [], []
+    teacher_clock, features = Clock(), []
     for batch in batches:
-        started = time.perf_counter()
+        teacher_clock.start()
         features.append(teacher_forward(job, capture, batch))
-        teacher_times.append(time.perf_counter() - started)
+        teacher_clock.stop()
     # One memo of teacher-side loss targets per batch, kept across students: the first student to need a
     # target computes it, as in a grouped step (they are part of the teacher's precomputed features).
     memos = [TeacherTargets() for _ in batches]
     student_steps: list[float] = []
+    student_cpu: list[float] = []
     by_knowledge: dict[str, list[float]] = {}  # where the students' time goes (the README's profile)
     for run in runs:
-        times = []
+        clock = Clock()
         for step, (batch, teacher, memo) in enumerate(zip(batches, features, memos, strict=True), start=1):
-            started = time.perf_counter()
+            clock.start()
             train_step(run, job, batch, teacher, step, memo)
-            times.append(time.perf_counter() - started)
-        student_steps.append(mean_step(times))
+            clock.stop()
+        student_steps.append(mean_step(clock.wall))
+        student_cpu.append(mean_step(clock.cpu))
         by_knowledge.setdefault("+".join(run.trial.knowledge), []).append(student_steps[-1])
         run.model = run.optimizer = None
-    teacher_step = mean_step(teacher_times)
+    teacher_step, teacher_cpu = mean_step(teacher_clock.wall), mean_step(teacher_clock.cpu)
     students = sum(student_steps)
     return {
         "teacher_step_s": teacher_step,
+        "teacher_step_cpu_s": teacher_cpu,
         "students_step_s": students,
+        "students_step_cpu_s": sum(student_cpu),
         "student_step_s_mean": students / len(runs),
         "student_step_s_by_knowledge": {k: sum(v) / len(v) for k, v in sorted(by_knowledge.items())},
         "grid_step_s": teacher_step + students,
+        "grid_step_cpu_s": teacher_cpu + sum(student_cpu),
     }
 
 
-def worker_main(args: argparse.Namespace) -> None:
+def measure_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One mode's figures, measured in this process (after `fix_batch_width`)."""
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(0)  # the teacher's fresh classifier head: the same in every worker
-    fix_batch_width(args.length)
-    if args.worker in SEED_MODES:
-        shared = args.worker == "seeds_one_job"
+    torch.manual_seed(0)  # the teacher's fresh classifier head: the same in every mode and worker
+    served_before = fixed_batches_served()
+    if mode in SEED_MODES:
+        shared = mode == "seeds_one_job"
         trials = seed_trials(
             args.teacher_path, args.seed_students, args.seeds, args.steps, args.batch_size, args.length,
             shared=shared,
         )  # fmt: skip
         result = worker_seeds(trials, 1 if shared else args.seeds)
-        result["fixed_width_batches"] = require_fixed_batches()
-        result.update(memory_figures())
-        emit(result)
-        return
-    trials = grid_trials(args.teacher_path, args.trials, args.steps, args.batch_size, args.length)
-    if args.worker == "per_trial":
-        result = worker_per_trial(trials, args.per_trial_sample)
-    elif args.worker == "grouped":
-        result = worker_grouped(trials)
     else:
-        result = worker_lower_bound(trials, args.steps)
-    result["fixed_width_batches"] = require_fixed_batches()
-    result.update(memory_figures())
-    emit(result)
+        trials = grid_trials(args.teacher_path, args.trials, args.steps, args.batch_size, args.length)
+        if mode == "per_trial":
+            result = worker_per_trial(trials, args.per_trial_sample)
+        elif mode == "grouped":
+            result = worker_grouped(trials)
+        else:
+            result = worker_lower_bound(trials, args.steps)
+    result["fixed_width_batches"] = require_fixed_batches(since=served_before)
+    result.update(memory_figures())  # this process's peak so far: the mode's own in a worker of one mode
+    return result
+
+
+def worker_main(args: argparse.Namespace) -> None:
+    """Measure the comma-separated modes of ``--worker`` one after the other in this process and emit
+    ``{mode: figures}``."""
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    fix_batch_width(args.length)
+    emit({mode: measure_mode(mode, args) for mode in args.worker.split(",")})
 
 
 # ----------------------------------------------------------------------------------------------------- parent
@@ -271,8 +330,9 @@ def _rates(modes: dict[str, dict[str, Any]], trials: int, steps: int, batch: int
 
 def summarise(teacher: str, modes: dict[str, dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
     out = _rates(modes, config["trials"], config["steps"], config["batch_size"])
-    out["per_trial_over_grouped"] = modes["per_trial"]["grid_step_s"] / modes["grouped"]["grid_step_s"]
-    out["grouped_over_lower_bound"] = modes["grouped"]["grid_step_s"] / modes["lower_bound"]["grid_step_s"]
+    for suffix, key in (("", "grid_step_s"), ("_cpu", "grid_step_cpu_s")):  # wall ratios, then CPU ratios
+        out[f"per_trial_over_grouped{suffix}"] = modes["per_trial"][key] / modes["grouped"][key]
+        out[f"grouped_over_lower_bound{suffix}"] = modes["grouped"][key] / modes["lower_bound"][key]
     out["teacher"] = teacher
     return out
 
@@ -281,9 +341,10 @@ def summarise_seeds(teacher: str, modes: dict[str, dict[str, Any]], config: dict
     """The seeds case: both ways' figures and how much longer one job per seed takes than one shared job."""
     trials = config["seed_students"] * config["seeds"]
     out = _rates(modes, trials, config["steps"], config["batch_size"])
-    out["per_seed_jobs_over_one_job"] = (
-        modes["seeds_per_seed_jobs"]["grid_step_s"] / modes["seeds_one_job"]["grid_step_s"]
-    )
+    for suffix, key in (("", "grid_step_s"), ("_cpu", "grid_step_cpu_s")):
+        out[f"per_seed_jobs_over_one_job{suffix}"] = (
+            modes["seeds_per_seed_jobs"][key] / modes["seeds_one_job"][key]
+        )
     out["teacher"] = teacher
     return out
 
@@ -297,7 +358,9 @@ def print_seeds_table(report: dict[str, Any]) -> None:
         title=f"seeds sharing a teacher pass: {config['seeds']} seeds x {config['seed_students']} bert-tiny "
         f"students, {config['steps']} steps, batch {config['batch_size']} x {config['length']} tokens"
     )
-    for column in ("teacher", "one job (seeds: N)", "one job per seed", "per-seed jobs / one job"):
+    for column in (
+        "teacher", "one job (seeds: N)", "one job per seed", "per-seed jobs / one job", "same, CPU s"
+    ):  # fmt: skip
         table.add_column(column, justify="right")
     for teacher in report["teachers"]:
         figures = report["seeds"][teacher]
@@ -307,6 +370,7 @@ def print_seeds_table(report: dict[str, Any]) -> None:
             f"{one['grid_step_s']:.3f} s/step ({one['jobs']} job)",
             f"{per_seed['grid_step_s']:.3f} s/step ({per_seed['jobs']} jobs)",
             f"{figures['per_seed_jobs_over_one_job']:.2f}x",
+            f"{figures['per_seed_jobs_over_one_job_cpu']:.2f}x",
         )
     Console(width=160).print(table)
 
@@ -325,6 +389,7 @@ def print_table(report: dict[str, Any]) -> None:
         "teacher",
         "mode",
         "s / grid step",
+        "CPU s / grid step",
         "wall (s)",
         "trials / h",
         "examples / s",
@@ -339,17 +404,16 @@ def print_table(report: dict[str, Any]) -> None:
                 teacher,
                 mode,
                 f"{row['grid_step_s']:.3f}",
+                f"{row['grid_step_cpu_s']:.3f}",
                 f"{row['wall_s']:.1f}",
                 f"{row['trials_per_hour']:.0f}",
                 f"{row['examples_per_s']:.0f}",
                 f"{row['peak_rss_mb']:.0f}",
             )
-        table.add_row(
-            teacher, "per-trial / grouped", f"{figures['per_trial_over_grouped']:.2f}x", "", "", "", ""
-        )
-        table.add_row(
-            teacher, "grouped / lower bound", f"{figures['grouped_over_lower_bound']:.2f}x", "", "", "", ""
-        )
+        for label, key in (("per-trial / grouped", "per_trial_over_grouped"),
+                           ("grouped / lower bound", "grouped_over_lower_bound")):  # fmt: skip
+            ratios = (f"{figures[key]:.2f}x", f"{figures[key + '_cpu']:.2f}x")
+            table.add_row(teacher, label, *ratios, "", "", "", "")
     Console(width=160).print(table)
 
 
@@ -363,8 +427,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="tests: 2 trials, 2 steps (1 timed), batch 4 x 16 tokens, a tiny random teacher (4 x 64), two "
-        "workers at a time",
+        help="tests: 2 trials, 2 steps (1 timed), batch 4 x 16 tokens, a tiny random teacher (4 x 64), every "
+        "mode in one worker process",
     )
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--trials", type=int, default=50)
@@ -387,7 +451,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=5, help="the seeds case: student seeds per student")
     parser.add_argument("--seed-students", type=int, default=10, help="the seeds case: students per seed")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (0: torch default)")
-    parser.add_argument("--worker", choices=MODES + SEED_MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # comma-separated modes, measured in one process
     parser.add_argument("--teacher-path", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke:
@@ -398,6 +462,11 @@ def main(argv: list[str] | None = None) -> None:
         args.seed_students = 2
     args.per_trial_sample = min(args.per_trial_sample, args.trials)
     if args.worker:
+        unknown = sorted(set(args.worker.split(",")) - set(MODES + SEED_MODES))
+        if unknown:
+            parser.error(
+                f"--worker {args.worker!r}: unknown {unknown}; allowed: {', '.join(MODES + SEED_MODES)}"
+            )
         worker_main(args)
         return
 
@@ -415,34 +484,47 @@ def main(argv: list[str] | None = None) -> None:
     config["cases"] = cases
     report: dict[str, Any] = {"config": config, "machine": machine(), "teachers": teachers}
 
-    def measure(task: tuple[str, str]) -> dict[str, Any]:
-        teacher, mode = task
+    def measure(task: tuple[str, tuple[str, ...]]) -> dict[str, dict[str, Any]]:
+        teacher, worker_modes = task
         common = [
             "--teacher-path", teacher_path(teacher), "--trials", str(args.trials), "--steps", str(args.steps),
             "--per-trial-sample", str(args.per_trial_sample), "--batch-size", str(args.batch_size),
             "--length", str(args.length), "--threads", str(args.threads), "--seeds", str(args.seeds),
             "--seed-students", str(args.seed_students),
         ]  # fmt: skip
-        return run_worker(Path(__file__), ["--worker", mode, *common])
+        got = run_worker(Path(__file__), ["--worker", ",".join(worker_modes), *common])
+        process_wall = got.pop("process_wall_s")
+        return {mode: {**got[mode], "process_wall_s": process_wall} for mode in worker_modes}
 
-    # A full run measures every (teacher, mode) one after the other. --quick and --smoke run two worker
-    # processes at a time, one per core (each on 1 thread), the BERT-base ones first, to stay under a minute.
+    # A full run measures every (teacher, mode) in its own process, one after the other. --quick runs two
+    # worker processes at a time, one per core (each on 1 thread), the BERT-base ones first, to stay under a
+    # minute. --smoke measures nothing: every mode of its one teacher runs in one worker process (one import of
+    # torch and transformers instead of five), so a mode's peak RSS there is the process's peak so far.
     side_by_side = (args.quick or args.smoke) and args.threads == 1 and (os.cpu_count() or 1) >= 2
     config["workers_side_by_side"] = 2 if side_by_side else 1
-    modes = [mode for case in cases for mode in CASES[case]]
-    tasks = [(teacher, mode) for teacher in teachers for mode in modes]
+    modes = tuple(mode for case in cases for mode in CASES[case])
+    config["modes_per_worker"] = len(modes) if args.smoke else 1
+    if args.smoke:
+        tasks = [(teacher, modes) for teacher in teachers]
+    else:
+        tasks = [(teacher, (mode,)) for teacher in teachers for mode in modes]
     if side_by_side:
         tasks.sort(key=lambda task: task[0] != BERT_BASE)
     for teacher in teachers:
         teacher_path(teacher)  # written once, before any worker needs it
     with ThreadPoolExecutor(max_workers=config["workers_side_by_side"]) as pool:
-        measured = dict(zip(tasks, pool.map(measure, tasks), strict=True))
+        measured = {
+            (teacher, mode): figures
+            for (teacher, _), by_mode in zip(tasks, pool.map(measure, tasks), strict=True)
+            for mode, figures in by_mode.items()
+        }
     ratios: dict[str, dict[str, float]] = {t: {} for t in teachers}
     if "grid" in cases:
         for teacher in teachers:
             report[teacher] = summarise(teacher, {mode: measured[(teacher, mode)] for mode in MODES}, config)
             for key in ("per_trial_over_grouped", "grouped_over_lower_bound"):
-                ratios[teacher][key] = report[teacher][key]
+                for suffix in ("", "_cpu"):
+                    ratios[teacher][key + suffix] = report[teacher][key + suffix]
         print_table(report)
     if "seeds" in cases:
         report["seeds"] = {
@@ -450,9 +532,8 @@ def main(argv: list[str] | None = None) -> None:
             for teacher in teachers
         }
         for teacher in teachers:
-            ratios[teacher]["per_seed_jobs_over_one_job"] = report["seeds"][teacher][
-                "per_seed_jobs_over_one_job"
-            ]
+            for key in ("per_seed_jobs_over_one_job", "per_seed_jobs_over_one_job_cpu"):
+                ratios[teacher][key] = report["seeds"][teacher][key]
         print_seeds_table(report)
     write_json(args.json, report)
     if not args.json:

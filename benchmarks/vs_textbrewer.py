@@ -44,6 +44,7 @@ import itertools
 from _common import (
     MINILM,
     NOT_MEANT_TO_BE_ACCURATE,
+    bench_options,
     emit,
     machine,
     mean_step,
@@ -57,7 +58,9 @@ CONFIGS = {"hidden": "hidden_mse", "attention": "attention_ce_mean"}
 FRAMEWORKS = ("kdgrid", "textbrewer")
 
 
-def make_trial(config: str, steps: int, batch_size: int) -> Any:
+def make_trial(config: str, steps: int, batch_size: int, dev_samples: int | None = None) -> Any:
+    """The trial of ``config``; with ``dev_samples``, both frameworks score only that many dev examples (the
+    smoke: one batch; the core's ``max_dev_samples``, which also cuts kdgrid's one teacher evaluation)."""
     from kdgrid.trial import Trial
 
     return Trial(
@@ -75,7 +78,7 @@ def make_trial(config: str, steps: int, batch_size: int) -> Any:
         epochs=1,
         max_train_samples=batch_size * steps,
         seed=0,
-        options=NOT_MEANT_TO_BE_ACCURATE,
+        options=NOT_MEANT_TO_BE_ACCURATE if dev_samples is None else bench_options(dev_samples),
     )
 
 
@@ -293,16 +296,31 @@ def worker_main(args: argparse.Namespace) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.worker == "all":  # the smoke's one worker: every (trial, worker) of `smoke_tasks` in this process
+        emit({"results": [[name, worker, run_one(worker, name, args)] for name, worker in smoke_tasks()]})
+    else:
+        emit(run_one(args.worker, args.config, args))
+
+
+def run_one(worker: str, config: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One worker's figures for trial ``config``, with this process's peak RSS so far."""
+    import torch
+
     torch.manual_seed(0)  # the teacher's fresh classifier head: the same in every worker
-    trial = make_trial(args.config, args.steps, args.batch_size)
-    if args.worker == "interleaved":
+    trial = make_trial(config, args.steps, args.batch_size, args.dev_samples)
+    if worker == "interleaved":
         result = run_interleaved(trial, args.steps)
-    elif args.worker == "kdgrid":
+    elif worker == "kdgrid":
         result = run_kdgrid(trial)
     else:
         result = run_textbrewer(trial, args.steps)
     result.update(memory_figures())
-    emit(result)
+    return result
+
+
+def smoke_tasks() -> list[tuple[str, str]]:
+    """What the smoke runs, in order: each trial alone in each framework, then interleaved."""
+    return [(name, worker) for name in CONFIGS for worker in (*FRAMEWORKS, "interleaved")]
 
 
 def print_table(report: dict[str, Any]) -> None:
@@ -353,11 +371,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (0: torch default)")
-    parser.add_argument("--worker", choices=(*FRAMEWORKS, "interleaved"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=(*FRAMEWORKS, "interleaved", "all"), help=argparse.SUPPRESS)
     parser.add_argument("--config", choices=tuple(CONFIGS), help=argparse.SUPPRESS)
+    parser.add_argument("--dev-samples", type=int, help=argparse.SUPPRESS)  # the smoke's: one dev batch
     args = parser.parse_args(argv)
     if args.smoke:
         args.steps, args.batch_size, args.repeats = 3, 8, 1
+        # one dev batch, not the full dev set: MiniLM scoring 1,000 sentences was most of the smoke's time
+        args.dev_samples = args.batch_size
     elif args.quick:
         args.steps, args.repeats = 8, 1
     if args.worker:
@@ -368,6 +389,7 @@ def main(argv: list[str] | None = None) -> None:
         "batch_size": args.batch_size,
         "threads": args.threads,
         "repeats": args.repeats,
+        "dev_samples": args.dev_samples,
     }
     report: dict[str, Any] = {"config": config, "machine": machine(), "configs": list(CONFIGS)}
     common = [
@@ -378,6 +400,8 @@ def main(argv: list[str] | None = None) -> None:
         "--threads",
         str(args.threads),
     ]
+    if args.dev_samples is not None:
+        common += ["--dev-samples", str(args.dev_samples)]
     # Separate processes (``--repeats`` each, alternating which framework goes first; medians) give each
     # framework's own peak memory and step time; one interleaved process per trial gives the time ratio, steps of
     # both taken in turn, so a slowdown of the machine hits both alike. --quick runs two processes at a time.
@@ -393,8 +417,15 @@ def main(argv: list[str] | None = None) -> None:
         name, worker = task
         return run_worker(Path(__file__), ["--worker", worker, "--config", name, *common])
 
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        results = list(zip(tasks, pool.map(measure, tasks), strict=True))
+    # The smoke measures nothing: it runs every task in one worker process (one import of torch, transformers
+    # and TextBrewer instead of six), so its peak RSS figures are that process's peak so far.
+    config["one_worker"] = args.smoke
+    if args.smoke:
+        got = run_worker(Path(__file__), ["--worker", "all", *common])["results"]
+        results = [((name, worker), result) for name, worker, result in got]
+    else:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            results = list(zip(tasks, pool.map(measure, tasks), strict=True))
     for name in CONFIGS:
         measured = {f: [r for (n, w), r in results if n == name and w == f] for f in FRAMEWORKS}
         interleaved = next(r for (n, w), r in results if n == name and w == "interleaved")

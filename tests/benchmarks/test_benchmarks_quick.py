@@ -41,19 +41,25 @@ def test_grid_throughput_smoke(tmp_path: Path) -> None:
     # the smoke is tiny: 2 trials, 2 steps of batch 4 x 16 tokens, one tiny random teacher
     assert (config["trials"], config["steps"], config["batch_size"], config["length"]) == (2, 2, 4, 16)
     assert report["teachers"] == ["tiny"]
+    # every mode of the smoke runs in one worker process: one import of torch and transformers, not five
+    assert config["modes_per_worker"] == 5
     for teacher in report["teachers"]:
         figures = report[teacher]
-        assert positive(figures["per_trial_over_grouped"])
-        assert positive(figures["grouped_over_lower_bound"])
+        for ratio in ("per_trial_over_grouped", "grouped_over_lower_bound"):
+            # wall-second and CPU-second ratios
+            assert positive(figures[ratio]) and positive(figures[f"{ratio}_cpu"])
         for mode in ("per_trial", "grouped", "lower_bound"):
             assert positive(figures[mode]["grid_step_s"]) and figures[mode]["peak_rss_mb"] > 100
+            assert positive(figures[mode]["grid_step_cpu_s"])
             # every step trained on batches padded to the configured width (the benchmark's fixed shapes)
             assert figures[mode]["fixed_width_batches"] > 0
     # the seeds case: N seeds x M students as one job (seeds: N) against one job per seed
     assert config["cases"] == ["grid", "seeds"] and (config["seeds"], config["seed_students"]) == (2, 2)
     for teacher in report["teachers"]:
         seeds = report["seeds"][teacher]
-        assert positive(seeds["per_seed_jobs_over_one_job"])
+        assert positive(seeds["per_seed_jobs_over_one_job"]) and positive(
+            seeds["per_seed_jobs_over_one_job_cpu"]
+        )
         assert seeds["seeds_one_job"]["jobs"] == 1 and seeds["seeds_per_seed_jobs"]["jobs"] == 2
         for mode in ("seeds_one_job", "seeds_per_seed_jobs"):
             assert positive(seeds[mode]["grid_step_s"]) and seeds[mode]["peak_rss_mb"] > 100
@@ -62,6 +68,9 @@ def test_grid_throughput_smoke(tmp_path: Path) -> None:
 def test_vs_textbrewer_smoke(tmp_path: Path) -> None:
     pytest.importorskip("textbrewer")
     report = run_script("vs_textbrewer", tmp_path)
+    assert report["config"][
+        "one_worker"
+    ]  # the smoke runs both frameworks and the interleaved run in one worker
     assert positive(report["time_ratio"]) and positive(report["memory_ratio"])
     for name in ("hidden", "attention"):
         losses = report[name]["first_batch_loss"]
@@ -81,6 +90,7 @@ def test_padding_smoke(tmp_path: Path) -> None:
 
 def test_batched_students_smoke(tmp_path: Path) -> None:
     report = run_script("batched_students", tmp_path)
+    assert report["config"]["one_worker"]  # the smoke runs the check and every timing in one worker process
     # one vmap'd step for all students = each student's own step (dropout off), and dropout masks differ
     assert report["check_ok"] and report["check"]["dropout_streams_differ"]
     for row in report["runs"]:
