@@ -12,7 +12,7 @@ per cell, each cell tested against ``knowledge=hidden_mse,strategy=Last-1`` with
 
 - ``after``: `kdgrid.analysis.cell_stats.attach_uncertainty` on the whole table (what `kdgrid tables 5` and the report
   run; ``after_cpu_s``: its CPU time, steadier than wall time on a shared machine), then the
-  significance-counting claims under Table 5 (`kdgrid.analysis.significant_claims`, reusing the tests' replicates).
+  significance-counting claims under Table 5 (`kdgrid.analysis.significant_conclusions`, reusing the tests' replicates).
 - ``before``: the per-cell path it replaced - `stats.bootstrap_interval` / `stats.paired_bootstrap_test` per
   cell, each drawing its own samples, with accuracy scored by a gather per run (the metric passed as a plain
   function, which takes the general path) - timed on ``--before-cells`` cells per dev set and extrapolated to
@@ -39,7 +39,7 @@ from threadpoolctl import threadpool_limits
 from kdgrid.analysis import stats
 from kdgrid.analysis.cell_stats import attach_uncertainty, parse_reference
 from kdgrid.analysis.replicate_bank import ReplicateBank
-from kdgrid.analysis.significant_claims import significant_claim_notes
+from kdgrid.analysis.significant_conclusions import significant_claim_notes
 from kdgrid.analysis.tables import TableView, build_view, get_spec
 from kdgrid.analysis.tidy import CONFIG_COLUMNS, aggregate_seeds, store_to_tidy
 from kdgrid.metrics import ROW_METRICS

@@ -139,7 +139,7 @@ PACKAGE_HEADER = re.compile(r"^\| `([\w/]+/)` \|")  # a table of one package: | 
 def _module_list() -> list[str]:
     """The files docs/design.md's "Where things live" lists, as paths below the repository root: each row's first
     cell, under its table's package (`| `grid/` | ... |` heads a table of `grid/`'s modules); a bare name after
-    a path in one cell (`analysis/claims.py`, `tables_claims.py`) is in that path's folder."""
+    a path in one cell (`analysis/paper_conclusions.py`, `tables_conclusions.py`) is in that path's folder."""
     text = DESIGN.read_text(encoding="utf-8")
     section = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
     listed: list[str] = []

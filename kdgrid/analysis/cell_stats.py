@@ -152,7 +152,7 @@ def attach_uncertainty(
         resamples: resamples of each interval; test_resamples: of each paired test (>= 1 each).
         seed: the bootstrap's seed (every cell uses it: the same inputs give the same numbers).
         test_bank: where the tests' replicates are drawn and kept, to share with later comparisons on the same
-            cells (`kdgrid.analysis.significant_claims`); it must have ``test_resamples`` and ``seed``.
+            cells (`kdgrid.analysis.significant_conclusions`); it must have ``test_resamples`` and ``seed``.
         family: `FAMILIES`: the correction runs per condition (default) or over the whole table.
         correction: `kdgrid.analysis.stats.CORRECTIONS`: ``holm`` (family-wise error) or ``fdr`` (Benjamini-Hochberg).
         test: `TEST_CHOICES`: ``auto`` (floor-free tests; method-level over seeds with >= 2 seeds a side) or

@@ -22,7 +22,7 @@ from kdgrid.analysis.compare import compare_with_paper
 from kdgrid.analysis.render import check_format, render, to_rich
 from kdgrid.analysis.replicate_bank import ReplicateBank
 from kdgrid.analysis.seed_power import seeds_needed_notes
-from kdgrid.analysis.significant_claims import significant_claim_notes
+from kdgrid.analysis.significant_conclusions import significant_claim_notes
 from kdgrid.analysis.store_predictions import load_predictions
 from kdgrid.analysis.tables import (
     TABLE_CHOICES,
@@ -35,7 +35,7 @@ from kdgrid.analysis.tables import (
     mark_best,
     tables_in,
 )
-from kdgrid.analysis.tables_claims import claim_notes
+from kdgrid.analysis.tables_conclusions import claim_notes
 from kdgrid.analysis.tidy import declared_tables, knowledge_label, membership_tables, store_to_tidy
 from kdgrid.bundled_sweeps import bundled_sweep_files
 from kdgrid.errors import ConfigError, KdgridError

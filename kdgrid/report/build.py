@@ -39,10 +39,10 @@ from kdgrid.analysis.tables_report import build_report
 from kdgrid.analysis.tidy import declared_tables, legacy_table_of, membership_tables, store_to_tidy
 from kdgrid.errors import KdgridError
 from kdgrid.paper import TABLES
-from kdgrid.report.assets import asset_paths
 from kdgrid.report.gather import ReportData, gather
 from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
 from kdgrid.report.rows import StoreRows
+from kdgrid.report.static_files import asset_paths
 from kdgrid.report.trial_intervals import TrialIntervals
 from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name

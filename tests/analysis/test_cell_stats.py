@@ -14,7 +14,7 @@ import pytest
 from kdgrid.analysis import stats
 from kdgrid.analysis.cell_stats import Reference, attach_uncertainty, parse_reference
 from kdgrid.analysis.render import BETTER_MARK, REFERENCE_MARK, WORSE_MARK, render
-from kdgrid.analysis.significant_claims import significant_claim_notes
+from kdgrid.analysis.significant_conclusions import significant_claim_notes
 from kdgrid.analysis.tables import HARD_ONLY, SOFT_ONLY, Column, TableView, build_view, get_spec
 from kdgrid.analysis.tables_report import UncertaintyOptions, build_report, load_tidy
 from kdgrid.analysis.tidy import aggregate_seeds

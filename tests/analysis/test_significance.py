@@ -14,7 +14,7 @@ from kdgrid.analysis import stats
 from kdgrid.analysis.cell_stats import attach_uncertainty
 from kdgrid.analysis.compare import attach_paper
 from kdgrid.analysis.render import render
-from kdgrid.analysis.significant_claims import strategies_omnibus
+from kdgrid.analysis.significant_conclusions import strategies_omnibus
 from kdgrid.analysis.tables import Column, build_view, get_spec
 from kdgrid.analysis.tables_report import UncertaintyOptions, build_report
 from kdgrid.analysis.tidy import aggregate_seeds

@@ -20,7 +20,7 @@ import pytest
 from kdgrid.analysis import stats
 from kdgrid.analysis.cell_stats import paired_test_of_cells
 from kdgrid.analysis.render import BETTER_MARK, render
-from kdgrid.analysis.significant_claims import one_layer_test
+from kdgrid.analysis.significant_conclusions import one_layer_test
 from kdgrid.analysis.tables import Cell, Column
 from kdgrid.analysis.tables_report import UncertaintyOptions, build_report
 from kdgrid.analysis.tidy import CONFIG_COLUMNS, aggregate_seeds

@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from kdgrid.analysis import claims
+from kdgrid.analysis import paper_conclusions as conclusions
 from kdgrid.analysis.compare import compare_with_paper
 from kdgrid.analysis.paper_numbers import paper_numbers
 from kdgrid.analysis.tables import AVERAGE, TableView, build_view, get_spec
@@ -207,21 +207,21 @@ def test_table7_averages_come_back_and_the_baseline_row_is_the_papers_own(paper,
 def test_derived_claims_from_the_store_equal_those_from_the_paper(paper, paper_tidy):
     # The claims computed from the regenerated store must be the claims of the transcription itself; what the
     # paper's text says about them (25 of 27, 22 of 27, ~0.00045) is checked against the transcription by
-    # tests/analysis/test_paper_claims.py and explained in kdgrid/analysis/paper/NOTES.md.
-    for table, select in (("5", claims.single_match), ("6", claims.double_match)):
+    # tests/analysis/test_paper_conclusions.py and explained in kdgrid/analysis/paper/NOTES.md.
+    for table, select in (("5", conclusions.single_match), ("6", conclusions.double_match)):
         ours = select(paper_tidy[paper_tidy["table"] == table])
         theirs = select(paper[paper["table"] == table])
         for ties in ("any", "all", "split"):
-            a = claims.strategy_share(ours, ties=ties)
-            b = claims.strategy_share(theirs, ties=ties)
+            a = conclusions.strategy_share(ours, ties=ties)
+            b = conclusions.strategy_share(theirs, ties=ties)
             assert (a.count, a.total) == (b.count, b.total)
-        assert claims.strategy_share(ours).total == 27
-    single = claims.single_match(paper_tidy[paper_tidy["table"] == "5"])
-    assert claims.mean_strategy_variance(single) == pytest.approx(
-        claims.mean_strategy_variance(claims.single_match(paper[paper["table"] == "5"])), rel=1e-12
+        assert conclusions.strategy_share(ours).total == 27
+    single = conclusions.single_match(paper_tidy[paper_tidy["table"] == "5"])
+    assert conclusions.mean_strategy_variance(single) == pytest.approx(
+        conclusions.mean_strategy_variance(conclusions.single_match(paper[paper["table"] == "5"])), rel=1e-12
     )
     # The paper: "about only 0.00045".
-    assert 0.0002 < claims.mean_strategy_variance(single) < 0.001
+    assert 0.0002 < conclusions.mean_strategy_variance(single) < 0.001
 
 
 def test_round_trip_through_the_per_trial_write_api(tmp_path, paper):
@@ -234,7 +234,7 @@ def test_round_trip_through_the_per_trial_write_api(tmp_path, paper):
 
 
 def test_claim_notes_under_the_tables_are_the_same_from_the_store(paper, paper_tidy):
-    from kdgrid.analysis.tables_claims import claim_notes
+    from kdgrid.analysis.tables_conclusions import claim_notes
 
     for table in ("5", "6", "8"):
         assert claim_notes(table, paper_tidy) == claim_notes(table, paper), table

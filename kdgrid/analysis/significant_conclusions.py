@@ -1,4 +1,4 @@
-"""The paper's derived claims (`kdgrid.analysis.claims`) counting only differences beyond noise, each with a test that
+"""The paper's derived claims (`kdgrid.analysis.paper_conclusions`) counting only differences beyond noise, each with a test that
 was fixed before looking at the numbers (never a comparison of cells picked as the best or worst):
 
 - Best at First-1/Last-1: per condition (student, task, dev set), the statistic ``D = max over First-1/Last-1
@@ -15,7 +15,7 @@ was fixed before looking at the numbers (never a comparison of cells picked as t
 
 Each claim's tests are corrected together (Holm, or Benjamini-Hochberg on request) at
 `kdgrid.analysis.cell_stats.ALPHA`. Only cells whose rows carry per-example predictions take part; the plain counts
-(`kdgrid.analysis.tables_claims`) stay beside these.
+(`kdgrid.analysis.tables_conclusions`) stay beside these.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 
 from kdgrid.analysis import stats
 from kdgrid.analysis.cell_stats import ALPHA, cell_runs, paired_test_of_cells, register_cells, replicate_means
-from kdgrid.analysis.claims import ONE_LAYER_STRATEGIES
+from kdgrid.analysis.paper_conclusions import ONE_LAYER_STRATEGIES
 from kdgrid.analysis.replicate_bank import ReplicateBank
 from kdgrid.analysis.tables import Cell, TableView
 from kdgrid.paper import PAPER_STRATEGIES
