@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,27 @@ class Distillation:
         return {name: getattr(self, name) for name in DISTILLATION_FIELDS}
 
 
+def canonical_options(options: Mapping[str, Any] | Iterable[tuple[Any, Any]]) -> tuple[tuple[str, Any], ...]:
+    """Options (a mapping or ``(name, value)`` pairs) as the one form a trial and a recipe keep: sorted pairs with
+    names as text, so that equal options compare and hash equal."""
+    pairs = options.items() if isinstance(options, Mapping) else options
+    return tuple(sorted((str(name), value) for name, value in pairs))
+
+
+def json_fields(holder: Any) -> dict[str, Any]:
+    """Every field of a `Trial` or a recipe (a dataclass with the `DISTILLATION_FIELDS`), defaults filled in, as
+    JSON-ready values: ``knowledge`` a list, ``options`` a mapping."""
+    fields = dataclasses.asdict(holder)
+    fields["knowledge"] = list(holder.knowledge)
+    fields["options"] = dict(holder.options)
+    return fields
+
+
+def versioned_json(version: int, fields: Mapping[str, Any]) -> str:
+    """``fields`` with ``"v": version``, sorted keys, no whitespace: the text a trial id or a recipe key hashes."""
+    return json.dumps({"v": version, **fields}, sort_keys=True, separators=(",", ":"))
+
+
 @dataclass(frozen=True)
 class Trial:
     """One distillation run.
@@ -144,8 +165,7 @@ class Trial:
     def __post_init__(self) -> None:
         # Normalise containers and numbers so equal configurations compare (and hash) equal.
         object.__setattr__(self, "knowledge", tuple(self.knowledge))
-        options = self.options.items() if isinstance(self.options, Mapping) else self.options
-        object.__setattr__(self, "options", tuple(sorted((str(k), v) for k, v in options)))
+        object.__setattr__(self, "options", canonical_options(self.options))
         for name in ("soft_weight", "temperature", "alpha", "lr", "warmup_ratio", "weight_decay"):
             object.__setattr__(self, name, float(getattr(self, name)))
         if not isinstance(self.beta, str):
@@ -166,14 +186,11 @@ class Trial:
 
     def to_dict(self) -> dict[str, Any]:
         """All fields, defaults filled in, as JSON-ready values (tuples become lists)."""
-        config = dataclasses.asdict(self)
-        config["knowledge"] = list(self.knowledge)
-        config["options"] = {k: v for k, v in self.options}
-        return config
+        return json_fields(self)
 
     def canonical_json(self) -> str:
         """Sorted keys, no whitespace, defaults filled in: the text the id hashes."""
-        return json.dumps({"v": TRIAL_ID_VERSION, **self.to_dict()}, sort_keys=True, separators=(",", ":"))
+        return versioned_json(TRIAL_ID_VERSION, self.to_dict())
 
     @functools.cached_property
     def trial_id(self) -> str:

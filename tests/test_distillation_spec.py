@@ -41,3 +41,27 @@ def test_a_recipes_terms_become_its_objectives_trial_field_for_field() -> None:
     assert (trial.soft_weight, trial.alpha, trial.init, trial.seed) == (0.0, 0.0, "random", recipe.seed)
     assert distillation_trial(recipe).relation_heads == recipe.relation_heads is None
     assert json.loads(recipe.canonical_json())["beta"] == 0.5 and "distillation" not in recipe.to_dict()
+
+
+def test_a_trial_and_a_recipe_canonicalise_options_and_serialise_alike() -> None:
+    # One canonical form (`canonical_options`, `json_fields`, `versioned_json`): options written as a mapping or as
+    # pairs in any order give the same value and id, and the JSON both hash is the same shape.
+    pairs = (("temperature_schedule", "cosine"), ("soft_t2", True))
+    for make in (
+        lambda options: Trial("polarity", "minilm-l6", "bert-tiny", knowledge=("cos",), strategy="First",
+                              options=options),
+        lambda options: PretrainRecipe("bert-tiny", teacher="minilm-l6", knowledge=("cos",), strategy="First",
+                                       options=options),
+    ):  # fmt: skip
+        as_pairs, as_mapping = make(pairs), make(dict(reversed(pairs)))
+        assert as_pairs == as_mapping and as_pairs.canonical_json() == as_mapping.canonical_json()
+        assert as_pairs.options == (("soft_t2", True), ("temperature_schedule", "cosine"))
+        text = as_pairs.canonical_json()
+        assert text == json.dumps(
+            json.loads(text), sort_keys=True, separators=(",", ":")
+        )  # sorted, no spaces
+        data = json.loads(text)
+        assert data["options"] == {"soft_t2": True, "temperature_schedule": "cosine"} and data[
+            "knowledge"
+        ] == ["cos"]
+        assert {k: v for k, v in data.items() if k != "v"} == as_pairs.to_dict()

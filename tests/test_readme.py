@@ -3,14 +3,15 @@
 - README.md is at most `MAX_README_LINES` lines; everything else lives in docs/.
 - Every docs/ page or image the README (or a docs/ page) names exists.
 - The row schema version the docs state is `kdgrid.store.schema.SCHEMA_VERSION`.
-- docs/design.md's module list ("Where things live") has a line for every module of `kdgrid` and `analysis`, and
-  names no file that does not exist.
+- docs/design.md's module list ("Where things live") has one line for every package of `kdgrid` (and `tools`),
+  and names no file that does not exist; every module has a docstring (where the details live).
 - README command 1 (`make demo`) installs kdgrid without the test, benchmark and MLflow extras, and command 2
   (`make test`, what `.ci/run` runs) installs them (read from `make --dry-run`, nothing is executed).
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -97,7 +98,14 @@ def _dry_run(target: str) -> list[str]:
     # "Entering/Leaving directory" lines among the commands; the dry run must see what a user's shell sees.
     user_shell = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"}}
     done = subprocess.run(
-        ["make", "--dry-run", "--always-make", "--no-print-directory", target, "VENV=/nonexistent-kdgrid-venv"],
+        [
+            "make",
+            "--dry-run",
+            "--always-make",
+            "--no-print-directory",
+            target,
+            "VENV=/nonexistent-kdgrid-venv",
+        ],
         cwd=ROOT,
         env=user_shell,
         capture_output=True,
@@ -133,61 +141,94 @@ def test_make_test_installs_the_test_extras_and_ci_runs_it() -> None:
 
 
 DESIGN = DOCS / "design.md"
-PACKAGE_HEADER = re.compile(r"^\| `([\w/]+/)` \|")  # a table of one package: | `grid/` | what it is |
+OUTSIDE = "### Outside the package"
+# A path a row of the module list names in backticks: a folder (`slurm_profiles/`), a file (`expand.py`,
+# `recipes/*.yaml`); not a name of code (`Trial`) or a command (`run --make-checkpoints`).
+NAMED_PATH = re.compile(r"^[\w*./-]+(/|\.(py|yaml|csv|md|sh))$")
 
 
-def _module_list() -> list[str]:
-    """The files docs/design.md's "Where things live" lists, as paths below the repository root: each row's first
-    cell, under its table's package (`| `grid/` | ... |` heads a table of `grid/`'s modules); a bare name after
-    a path in one cell (`analysis/paper_conclusions.py`, `tables_conclusions.py`) is in that path's folder."""
-    text = DESIGN.read_text(encoding="utf-8")
+def _where_things_live(text: str) -> list[tuple[str, list[str]]]:
+    """Each row of docs/design.md's "Where things live" tables as (its folder, the paths it names): the first
+    cell names the row's package (below the repository root outside the package, below `kdgrid/` else; `kdgrid/`
+    itself is the root of the package); the other paths are read relative to that folder."""
     section = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
-    listed: list[str] = []
+    rows: list[tuple[str, list[str]]] = []
     base = "kdgrid/"
-    lines = section.splitlines()
-    for index, line in enumerate(lines):
+    for line in section.splitlines():
         if line.startswith("### "):
-            base = "kdgrid/" if "`kdgrid/`" in line else ""
-        heads_a_table = index + 1 < len(lines) and lines[index + 1].startswith("| ---")
-        header = PACKAGE_HEADER.match(line) if heads_a_table else None
-        if header:
-            prefix = base + header.group(1)
-            continue
-        if heads_a_table:  # | file | ... | or | `export/`, `report/` | ... |: rows name their own folders
-            prefix = base
-            continue
+            base = "" if line.startswith(OUTSIDE) else "kdgrid/"
         if not line.startswith("| `"):
             continue
-        folder = ""
-        for token in re.findall(r"`([^`]+)`", line.split(" | ")[0]):
-            if "/" in token.rstrip("/"):
-                folder = token[: token.rstrip("/").rfind("/") + 1]
-                listed.append(prefix + token)
-            else:
-                listed.append(prefix + folder + token)
-    return listed
+        first, rest = line.split(" | ", 1)
+        head = re.findall(r"`([^`]+)`", first)[0]
+        folder = head if head == "kdgrid/" or not base else base + head
+        named = [token for token in re.findall(r"`([^`]+)`", rest) if NAMED_PATH.match(token)]
+        rows.append((folder, named))
+    return rows
 
 
-def _modules() -> list[str]:
-    found = []
+def _packages() -> list[str]:
+    """Every package of kdgrid, as `kdgrid/grid/`, and `tools/`."""
+    found = [
+        path.parent.relative_to(ROOT).as_posix() + "/" for path in (ROOT / "kdgrid").rglob("__init__.py")
+    ]
+    return sorted([*found, "tools/"])
+
+
+def _exists(folder: str, named: str) -> bool:
+    """Whether a path a row names is there: below the row's folder, the package or the repository root."""
+    for base in (
+        ROOT / folder[: folder.rfind("/") + 1],
+        ROOT / "kdgrid",
+        ROOT,
+    ):  # `sweeps/*.yaml`: in sweeps/
+        if any(base.glob(named)) if "*" in named else (base / named).exists():
+            return True
+    return False
+
+
+def test_the_module_list_is_one_line_per_package() -> None:
+    listed = [folder for folder, _ in _where_things_live(DESIGN.read_text(encoding="utf-8"))]
+    repeated = sorted({folder for folder in listed if listed.count(folder) > 1})
+    assert not repeated, f"docs/design.md, 'Where things live', lists a package twice: {repeated}"
+    missing = [package for package in _packages() if package not in listed]
+    assert not missing, f"docs/design.md, 'Where things live', has no line for the package(s): {missing}"
+    modules = [folder for folder in listed if folder.endswith(".py")]
+    assert not modules, f"docs/design.md, 'Where things live', lists modules, not packages: {modules}"
+
+
+def test_every_module_has_a_docstring() -> None:
+    # What a module holds is said in its docstring, not in docs/design.md, so it cannot drift from the code.
+    missing = []
     for package in ("kdgrid", "tools"):
         for path in sorted((ROOT / package).rglob("*.py")):
-            if path.name not in ("__init__.py", "__main__.py"):
-                found.append(path.relative_to(ROOT).as_posix())
-    return found
-
-
-def test_the_module_list_has_every_module() -> None:
-    listed = _module_list()
-    folders = tuple(entry for entry in listed if entry.endswith("/"))
-    missing = [m for m in _modules() if m not in listed and not m.startswith(folders)]
-    assert not missing, f"docs/design.md, 'Where things live', has no line for: {missing}"
+            if not ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))):
+                missing.append(path.relative_to(ROOT).as_posix())
+    assert not missing, f"modules without a docstring saying what is in them: {missing}"
 
 
 def test_the_module_list_names_only_files_that_exist() -> None:
-    listed = _module_list()
-    assert (
-        "kdgrid/grid/spec.py" in listed and "kdgrid/analysis/tidy.py" in listed
-    )  # the parser reads the tables
-    stale = [entry for entry in listed if "*" not in entry and not (ROOT / entry).exists()]
-    assert not stale, f"docs/design.md, 'Where things live', names files that do not exist: {stale}"
+    rows = _where_things_live(DESIGN.read_text(encoding="utf-8"))
+    named = {(folder, path) for folder, paths in rows for path in paths}
+    assert ("kdgrid/grid/", "expand.py") in named and (
+        "kdgrid/analysis/",
+        "tidy.py",
+    ) in named  # rows are read
+    stale = [f"{folder}: {path}" for folder, path in sorted(named) if not _exists(folder, path)]
+    folders = [folder for folder, _ in rows if not _exists("", folder.rstrip("/"))]
+    assert not stale + folders, (
+        f"docs/design.md, 'Where things live', names files that do not exist: {stale + folders}"
+    )
+
+
+def test_the_module_list_reader_sees_packages_and_stale_names() -> None:
+    # The checks above are only worth something if the reader finds rows: a made-up list with one package, one
+    # file that exists, one that does not and a name of code gives exactly those.
+    text = (
+        "## Where things live\n\n### `kdgrid/` (the package)\n\n| package | what |\n| --- | --- |\n"
+        "| `grid/` | `expand.py`, `gone.py`, `load_sweep`, `run --smoke` |\n\n"
+        f"{OUTSIDE}\n\n| folder | what |\n| --- | --- |\n| `tools/` | `transcribe_paper.py` |\n\n## Next\n"
+    )
+    rows = _where_things_live(text)
+    assert rows == [("kdgrid/grid/", ["expand.py", "gone.py"]), ("tools/", ["transcribe_paper.py"])]
+    assert [path for folder, paths in rows for path in paths if not _exists(folder, path)] == ["gone.py"]

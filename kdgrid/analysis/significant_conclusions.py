@@ -86,18 +86,6 @@ def _tally(pairs: list[tuple[Cell, Cell]], compare: Compare, correction: str = "
     return _count([(t.difference, t.p_value, t.floor) for t in tests], correction)
 
 
-def _example_scores(cells: list[Cell], predictions: Mapping[str, TrialPredictions]) -> np.ndarray | None:
-    """``[k, N]`` per-example correctness of each cell, mean over its seeds; None unless all have predictions."""
-    scores = []
-    for cell in cells:
-        runs = cell_runs(cell, predictions)
-        if runs is None:
-            return None
-        gold, predicted = runs
-        scores.append((predicted == gold[None]).mean(axis=0))
-    return np.stack(scores)
-
-
 def one_layer_test(
     cells: list[Cell],
     predictions: Mapping[str, TrialPredictions],

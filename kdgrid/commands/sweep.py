@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -415,44 +417,88 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         )
 
 
-def _show(
-    sweep_path: Path,
-    store: Path,
-    as_json: bool,
+@dataclass(frozen=True)
+class PlanOptions:
+    """How ``plan`` and ``status`` plan a sweep's jobs, as ``run`` will (the planning half of
+    `kdgrid.sweep_run.RunOptions`): one value, built once from the command line (`_plan_options`, which refuses
+    bad values) and passed down whole.
+
+    Attributes:
+        executor, executor_settings: the executor the jobs are planned for and its settings (``--set``,
+            ``--profile``, parsed).
+        memory_budget_gb: ``"auto"``, 0 or a number of GB (`kdgrid.sweep_plan.memory_budget`).
+        max_group_size: at most this many trials per job (0 = no limit).
+        max_trials: the most grid points the sweep may have.
+        as_json: print one JSON object instead of tables.
+    """
+
+    executor: str = "local"
+    executor_settings: Mapping[str, Any] = field(default_factory=dict)
+    memory_budget_gb: float | str = DEFAULT_MEMORY_BUDGET
+    max_group_size: int = DEFAULT_MAX_GROUP_SIZE
+    max_trials: int = DEFAULT_MAX_TRIALS
+    as_json: bool = False
+
+
+@dataclass(frozen=True)
+class _View:
+    """What one of ``plan`` / ``status`` shows: its ``title`` (formatted with ``sweep``, the sweep's name, and
+    ``store``); with ``failures`` each failed, running, degenerate and over-fitting trial; with ``checkpoints``
+    the pre-training checkpoints the trials need (hand-made ``init_from`` folders must exist)."""
+
+    title: str
+    failures: bool
+    checkpoints: bool
+
+
+PLAN_VIEW = _View("plan of {sweep} against {store}", failures=False, checkpoints=True)
+STATUS_VIEW = _View("status of {sweep} in {store}", failures=True, checkpoints=False)
+
+
+def _plan_options(
     executor: str,
     settings: list[str] | None,
     profile: str | None,
     max_group_size: int,
     memory_budget_gb: str,
+    max_trials: int,
     *,
-    title: str,
-    with_failures: bool,
-    check_checkpoints: bool = False,
-    max_trials: int = DEFAULT_MAX_TRIALS,
-) -> None:
-    """The body of ``plan`` and ``status``: the sweep's summary against the store, and with ``with_failures``
-    each failed trial with its error. ``title`` is formatted with ``sweep`` (its name) and ``store``."""
+    as_json: bool = False,
+) -> PlanOptions:
+    """The planning options of ``plan``, ``status``, ``run`` and ``resume`` as one value; ``--set``,
+    ``--profile`` and ``--max-trials`` refused here when bad."""
+    check_max_trials(max_trials)
+    return PlanOptions(
+        executor=executor,
+        executor_settings=_executor_settings(settings, profile, executor),
+        memory_budget_gb=memory_budget_gb,
+        max_group_size=max_group_size,
+        max_trials=max_trials,
+        as_json=as_json,
+    )
+
+
+def _show(sweep_path: Path, store: Path, options: PlanOptions, view: _View) -> None:
+    """The body of ``plan`` and ``status``: the sweep's summary against the store, as ``view`` says."""
     from kdgrid.core.pretrained.needed import listing, needed_checkpoints
     from kdgrid.grid.state import running_trials, sweep_state
     from kdgrid.preflight.local import check_init_checkpoints
     from kdgrid.sweep_plan import executor_and_budget, load_named_sweep
 
-    check_max_trials(max_trials)
-    spec = load_named_sweep(sweep_path, max_trials=max_trials)
+    spec = load_named_sweep(sweep_path, max_trials=options.max_trials)
     pretrained: list[NeededCheckpoint] = []
-    if check_checkpoints:  # hand-made init_from folders must exist; recipe checkpoints are listed instead
+    if view.checkpoints:  # hand-made init_from folders must exist; recipe checkpoints are listed instead
         check_init_checkpoints((planned.trial for planned in spec.trials), recipes=False)
         pretrained = needed_checkpoints(planned.trial for planned in spec.trials)
-    _, budget = executor_and_budget(
-        executor, _executor_settings(settings, profile, executor), memory_budget_gb
-    )
+    _, budget = executor_and_budget(options.executor, options.executor_settings, options.memory_budget_gb)
     state = sweep_state(spec, store)
-    summary = _summary(spec, state, max_group_size, budget)
+    summary = _summary(spec, state, options.max_group_size, budget)
+    with_failures = view.failures
     failed = _failed_trials(state, spec.study_of()) if with_failures else []
     running = running_trials(state, spec.study_of()) if with_failures else []
     degenerate = _degenerate(state, store, spec.study_of()) if with_failures else []
     overfit = _projector_overfit(state, store, spec.study_of()) if with_failures else []
-    if as_json:
+    if options.as_json:
         extra: dict[str, Any] = (
             {
                 "failed_trials": failed,
@@ -463,11 +509,11 @@ def _show(
             if with_failures
             else {}
         )
-        if check_checkpoints:
+        if view.checkpoints:
             extra["pretrain_checkpoints"] = [needed.as_dict() for needed in pretrained]
         _print_json({**summary, **extra})
         return
-    _print_summary(summary, title.format(sweep=spec.name, store=store))
+    _print_summary(summary, view.title.format(sweep=spec.name, store=store))
     for line in listing(pretrained):
         typer.echo(line)
     if with_failures:
@@ -497,20 +543,10 @@ def plan(
     the axes (the settings that vary, with their values) and why the trials run as the jobs they do.
 
     Example: kdgrid plan table5_single_match --store results"""
-    _show(
-        sweep,
-        store,
-        as_json,
-        executor,
-        settings,
-        profile,
-        max_group_size,
-        memory_budget_gb,
-        title="plan of {sweep} against {store}",
-        with_failures=False,
-        max_trials=max_trials,
-        check_checkpoints=True,
+    options = _plan_options(
+        executor, settings, profile, max_group_size, memory_budget_gb, max_trials, as_json=as_json
     )
+    _show(sweep, store, options, PLAN_VIEW)
 
 
 def status(
@@ -529,19 +565,10 @@ def status(
     their job reached.
 
     Example: kdgrid status demo --store results"""
-    _show(
-        sweep,
-        store,
-        as_json,
-        executor,
-        settings,
-        profile,
-        max_group_size,
-        memory_budget_gb,
-        title="status of {sweep} in {store}",
-        with_failures=True,
-        max_trials=max_trials,
+    options = _plan_options(
+        executor, settings, profile, max_group_size, memory_budget_gb, max_trials, as_json=as_json
     )
+    _show(sweep, store, options, STATUS_VIEW)
 
 
 def _run_options(
@@ -571,19 +598,19 @@ def _run_options(
     given = {"micro_batch": pretrain_micro_batch, "checkpoint_every": pretrain_checkpoint_every,
              "nodes": pretrain_nodes}  # fmt: skip
     checkpoint_settings = CheckpointJobSettings(**{k: v for k, v in given.items() if v is not None})
-    check_max_trials(max_trials)
+    planning = _plan_options(executor, settings, profile, max_group_size, memory_budget_gb, max_trials)
     return RunOptions(
-        executor=executor,
-        executor_settings=_executor_settings(settings, profile, executor),
-        memory_budget_gb=memory_budget_gb,
-        max_group_size=max_group_size,
+        executor=planning.executor,
+        executor_settings=planning.executor_settings,
+        memory_budget_gb=planning.memory_budget_gb,
+        max_group_size=planning.max_group_size,
         max_attempts=max_attempts,
         preflight=preflight,
         online=online,
         compact_after=compact_after,
         make_checkpoints=make_checkpoints,
         checkpoint_settings=checkpoint_settings,
-        max_trials=max_trials,
+        max_trials=planning.max_trials,
     )
 
 

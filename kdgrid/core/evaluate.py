@@ -83,18 +83,6 @@ def evaluate_dev_sets(
     return DevOutcome(scores, predicted)
 
 
-def evaluate(
-    model: nn.Module,
-    task: Any,
-    dev_sets: Mapping[str, Any],
-    batch_size: int,
-    device: torch.device | str = "cpu",
-    align: Callable[[torch.Tensor], torch.Tensor] | None = None,
-) -> dict[str, dict[str, float]]:
-    """``{dev_set: {metric: value}}`` for each tokenized dev set (`evaluate_dev_sets`' scores)."""
-    return evaluate_dev_sets(model, task, dev_sets, batch_size, device, align).scores
-
-
 def gold_labels(split: TokenizedSplit, regression: bool) -> np.ndarray:
     """A dev set's gold labels ``[N]`` as predictions store them: int64 class ids, float32 scores."""
     return np.asarray(split.labels).astype(np.float32 if regression else np.int64)

@@ -102,7 +102,6 @@ BASIS_WORDS: dict[str, str] = {
     "known": "from kdgrid's table of known teacher orders",
     "identity": "output k as label k: no declaration, no meaningful label names, no known order",
 }
-BASES: tuple[str, ...] = tuple(BASIS_WORDS)
 
 
 def normalize_label_name(name: str) -> str:
@@ -135,7 +134,7 @@ class LabelOrder:
 
     Attributes:
         order: ``order[k]`` is the task's label id of teacher output k (a permutation of ``range(C)``).
-        basis: which rule gave it (`BASES`).
+        basis: which rule gave it (a key of `BASIS_WORDS`).
         label_names: the task's label names in id order, or None (then labels are written as ids).
         teacher_names: the checkpoint's ``id2label`` names, for the record.
     """

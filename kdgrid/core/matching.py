@@ -82,6 +82,7 @@ from kdgrid.core import learned_strategies as mappings
 from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.suggest import did_you_mean
+from kdgrid.trial import Trial
 
 LayerPairs = list[tuple[int, int]]
 
@@ -333,23 +334,20 @@ def get_strategy(name: str) -> MatchingStrategy:
     return STRATEGIES[canonical_strategy(name)]
 
 
-def mapping_context(
-    strategy: str,
-    student: tuple[int, int],
-    teacher: tuple[int, int],
-    seed: int,
-    options: Mapping[str, Any] | None = None,
-) -> MappingContext:
-    """The `MappingContext` of a trial: ``student`` and ``teacher`` are (layers, width)."""
-    pairs = layer_pairs(strategy, student[0], teacher[0], seed=seed)
+def mapping_context(trial: Trial, student: Any, teacher: Any) -> MappingContext:
+    """The `MappingContext` of ``trial``'s strategy between a ``student`` and a ``teacher`` shape (anything with
+    ``layers`` and ``width``, `kdgrid.core.shapes`): what the objective builds the mapping from and the memory
+    estimate counts its parameters by."""
+    strategy = str(trial.strategy)
+    pairs = layer_pairs(strategy, student.layers, teacher.layers, seed=trial.seed)
     return MappingContext(
-        student_layers=student[0],
-        teacher_layers=teacher[0],
-        student_width=student[1],
-        teacher_width=teacher[1],
+        student_layers=student.layers,
+        teacher_layers=teacher.layers,
+        student_width=student.width,
+        teacher_width=teacher.width,
         pairs=tuple(pairs),
-        seed=seed,
-        options=dict(options or {}),
+        seed=trial.seed,
+        options=dict(trial.options),
     )
 
 

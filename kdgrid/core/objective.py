@@ -189,13 +189,7 @@ class Objective(nn.Module):
         # After the projections: their seeded draw is the same whether or not the strategy learns.
         self.mapping: LayerMapping | None = None
         if any(term.mapped for term in terms):
-            context = mapping_context(
-                str(trial.strategy),
-                (student.layers, student.width),
-                (teacher.layers, teacher.width),
-                trial.seed,
-                dict(trial.options),
-            )
+            context = mapping_context(trial, student, teacher)
             self.mapping = build_mapping(trial.strategy, context)
         self.temperature_learner: TemperatureLearner | None = build_temperature_learner(
             str(trial.option(TEMPERATURE_LEARNER, NO_TEMPERATURE_LEARNER)), trial.temperature, dict(trial.options)

@@ -27,7 +27,7 @@ from transformers import AutoTokenizer
 from kdgrid.core.data import get_task, load_splits
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.data.tokenization import tokenize_task
-from kdgrid.core.evaluate import evaluate
+from kdgrid.core.evaluate import evaluate_dev_sets
 from kdgrid.core.models import load_pretrained_bert
 from kdgrid.core.optim import build_optimizer
 from kdgrid.core.teacher_cache import (
@@ -92,7 +92,7 @@ def finetune_teacher(
                 total += loss.item()
             say(f"epoch {epoch + 1}/{recipe.epochs}: train loss {total / max(1, len(batches)):.4f}")
     dev = {name: tokenized[name] for name in task.dev_sets}
-    scores = evaluate(model, task, dev, recipe.batch_size)
+    scores = evaluate_dev_sets(model, task, dev, recipe.batch_size).scores
     splits = load_splits(task)
     first_dev = task.dev_sets[0]
     majority = majority_baseline(task, splits["train"][task.label_key], splits[first_dev][task.label_key])

@@ -139,6 +139,16 @@ def calibrate_auto_weights(
         run.result.extra["auto_calibration"] = {"batches": used, "means": means}
 
 
+def _mark_failed(run: StudentRun, error: Exception, **where: int) -> None:
+    """A student's step or end of epoch raised: a divergence is recorded with the step, term and layer pair where
+    the loss stopped being finite; any other error with ``where`` (``failed_at_step`` or ``failed_at_epoch``)."""
+    if isinstance(error, DivergenceError):
+        pair = list(error.pair) if error.pair else None
+        mark_failed(run.result, error, diverged_at_step=error.step, diverged_term=error.term, diverged_pair=pair)
+    else:
+        mark_failed(run.result, error, **where)
+
+
 def run_job(
     trials: list[Trial],
     *,
@@ -231,17 +241,8 @@ def run_job(
                 t0 = time.perf_counter()
                 try:
                     train_step(run, job, batch, teacher, step, targets)
-                except DivergenceError as error:
-                    mark_failed(
-                        run.result,
-                        error,
-                        diverged_at_step=error.step,
-                        diverged_term=error.term,
-                        diverged_pair=list(error.pair) if error.pair else None,
-                    )
-                    finish(run)
                 except Exception as error:
-                    mark_failed(run.result, error, failed_at_step=step)
+                    _mark_failed(run, error, failed_at_step=step)
                     finish(run)
                 run.seconds += time.perf_counter() - t0 + share
             del teacher, targets  # before the next batch's teacher pass: one set of features at a time
@@ -253,16 +254,8 @@ def run_job(
             t0 = time.perf_counter()
             try:
                 end_epoch(run, job, epoch, checkpoint_dir)
-            except DivergenceError as error:
-                mark_failed(
-                    run.result,
-                    error,
-                    diverged_at_step=error.step,
-                    diverged_term=error.term,
-                    diverged_pair=list(error.pair) if error.pair else None,
-                )
             except Exception as error:
-                mark_failed(run.result, error, failed_at_epoch=epoch + 1)
+                _mark_failed(run, error, failed_at_epoch=epoch + 1)
             run.seconds += time.perf_counter() - t0
             if not run.active or run.epochs_done >= run.trial.epochs:
                 finish(run)

@@ -167,21 +167,21 @@ class _StudyExpander:
         return None if when is None else (when, settings)
 
     def _finish(self, config: dict[str, Any], where: str) -> Trial | None:
+        """The trial of one grid point: matching overrides set their values, templates are filled, then
+        `build_trial` (each missing field reported once per study)."""
         for when, settings in self.overrides:
             if _matches(when, config):
                 set_fields(config, settings)
         _fill_templates(config)
-        drop_unused_fields(config)
-        missing = _missing_fields(config, self.bad)
-        for field in missing:
-            if field not in self.missing_reported:
-                self.missing_reported.add(field)
-                self.problems.add(
-                    self.source, where, f"no value for required field {field!r} (set it in fixed or axes)"
-                )
-        if missing or any(f in self.bad for f in REQUIRED_FIELDS if f not in config):
-            return None
-        return Trial(**config)
+        return build_trial(
+            config,
+            self.bad,
+            self.problems,
+            self.source,
+            where,
+            hint=SWEEP_HINT,
+            reported=self.missing_reported,
+        )
 
     def grid(self) -> Iterable[tuple[Trial | None, str, bool]]:
         """(trial or None, where, is_include) for each grid point, excluded points skipped."""
@@ -218,43 +218,79 @@ def set_fields(config: dict[str, Any], settings: dict[str, Any]) -> None:
         config[field] = value
 
 
-def _missing_fields(config: dict[str, Any], bad: set[str]) -> list[str]:
-    """Required fields without a value (those whose value was invalid are reported as such, not as missing)."""
-    return [f for f in REQUIRED_FIELDS if f not in config and f not in bad]
+# Where a missing required field is set, by the kind of file that lacks it (the rest of the message is one text).
+SWEEP_HINT = "set it in fixed or axes"
+TRIAL_FILE_HINT = "set it in the trial"
+
+
+def build_trial(
+    config: dict[str, Any],
+    refused: set[str],
+    problems: Problems,
+    source: str,
+    where: str,
+    *,
+    hint: str,
+    reported: set[str] | None = None,
+) -> Trial | None:
+    """The one way canonical settings become a `Trial`, for sweep files and trial files alike.
+
+    ``config``: field -> canonical value (`normalize` applied, as `_Normalizer.settings` does); ``refused``: the
+    fields whose value was refused (already reported where it was written, so not reported again as missing).
+    Unused fields are dropped (`drop_unused_fields`); each required field without a value is reported under
+    ``where`` as "no value for required field 'F' (``hint``)" (``hint`` says where it is set: `SWEEP_HINT`,
+    `TRIAL_FILE_HINT`), once per field in ``reported`` when given. None when a required field has no value or a
+    refused one; a trial built without a refused optional field is still returned, so that its other problems
+    are found too (`report_trial_problems` skips those that only follow from the refusal).
+    """
+    drop_unused_fields(config)
+    missing = [f for f in REQUIRED_FIELDS if f not in config and f not in refused]
+    for field in missing:
+        if reported is None or field not in reported:
+            if reported is not None:
+                reported.add(field)
+            problems.add(source, where, f"no value for required field {field!r} ({hint})")
+    if missing or any(f in refused for f in REQUIRED_FIELDS if f not in config):
+        return None
+    return Trial(**config)
+
+
+def report_trial_problems(
+    trial: Trial, messages: Iterable[str], refused: set[str], problems: Problems, source: str, where: str
+) -> None:
+    """Add a trial's problems (`kdgrid.core.trial_rules.trial_problems` or parts of it) under ``where: trial
+    {its settings}``, leaving out those that only follow from a refused value reported where it was written
+    (a knowledge that "needs a `strategy`" when the strategy written was refused)."""
+    for message in messages:
+        if "strategy" in refused and "needs a `strategy`" in message:
+            continue
+        problems.add(source, f"{where}: trial {_describe(trial)}", message)
 
 
 def trial_from_settings(settings: Any, problems: Problems, source: str, where: str) -> Trial | None:
-    """One trial from a mapping of field -> value as written (an entry of a trial file), canonicalised as sweep
-    files are (`normalize` per value, then `drop_unused_fields`) and checked by the same rules
-    (`kdgrid.core.trial_rules.trial_problems`). Every problem is added to ``problems`` under ``where``; None when there is any."""
+    """One trial from a mapping of field -> value as written (an entry of a trial file): each value
+    canonicalised as a sweep file's are (`_Normalizer`, located at ``where: FIELD``), then `build_trial` and
+    `kdgrid.core.trial_rules.trial_problems`, as a sweep's grid point. Every problem is added to ``problems``
+    under ``where``; None when there is any."""
     if not isinstance(settings, dict):
         problems.add(source, where, "not a mapping of trial fields")
         return None
     allowed = Trial.field_names()
-    normalizer = _Normalizer(problems)
-    config: dict[str, Any] = {}
-    bad: set[str] = set()
+    located: dict[str, Located] = {}
+    unknown: set[str] = set()
     for field, value in settings.items():
-        if field not in allowed:
-            problems.add(source, where, f"unknown key {field!r}; allowed: {', '.join(allowed)}")
-            bad.add(field)
-            continue
-        ok, canonical = normalizer.value(field, Located(value, source, f"{where}: {field}"))
-        if ok:
-            config[field] = canonical
+        if field in allowed:
+            located[field] = Located(value, source, f"{where}: {field}")
         else:
-            bad.add(field)
-    drop_unused_fields(config)
-    missing = _missing_fields(config, bad)
-    if missing:
-        problems.add(source, where, f"missing required field(s) {', '.join(missing)}")
-    if bad or missing:
+            problems.add(source, where, f"unknown key {field!r}; allowed: {', '.join(allowed)}")
+            unknown.add(field)
+    config, refused = _Normalizer(problems).settings(located)
+    trial = build_trial(config, refused, problems, source, where, hint=TRIAL_FILE_HINT)
+    if trial is None:
         return None
-    trial = Trial(**config)
     messages = trial_problems(trial)
-    for message in messages:
-        problems.add(source, f"{where}: trial {_describe(trial)}", message)
-    return None if messages else trial
+    report_trial_problems(trial, messages, refused, problems, source, where)
+    return None if messages or refused or unknown else trial
 
 
 def _describe(trial: Trial) -> str:
@@ -381,7 +417,9 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
         for point, where, _ in expander.grid():
             if point is None:
                 continue
-            if is_reference(point):  # a teacher assistant's dependant: made once its assistants are (stages.py)
+            if is_reference(
+                point
+            ):  # a teacher assistant's dependant: made once its assistants are (stages.py)
                 references.append(Reference(point, study.name, where))
                 continue
             if spec.seeds is not None and point.option(DATA_SEED) is not None:
@@ -401,10 +439,7 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
                 if messages:
                     if (key, *messages) not in reported:
                         reported.add((key, *messages))
-                        for message in messages:
-                            if "strategy" in expander.bad and "needs a `strategy`" in message:
-                                continue  # a consequence of the invalid strategy reported above
-                            problems.add(source, f"{where}: trial {_describe(trial)}", message)
+                        report_trial_problems(trial, messages, expander.bad, problems, source, where)
                     continue
                 trial_id = trial.trial_id
                 if trial_id in seen:

@@ -178,13 +178,7 @@ def mapping_params(trial: Trial) -> int:
     teacher = teacher_shape(trial.teacher, trial.task)
     count = get_strategy(str(trial.strategy)).mapping_parameters
     try:
-        context = mapping_context(
-            str(trial.strategy),
-            (student.layers, student.width),
-            (teacher.layers, teacher.width),
-            trial.seed,
-            dict(trial.options),
-        )
+        context = mapping_context(trial, student, teacher)
     except ConfigError:
         return 0
     return int(count(context)) if count is not None else 0

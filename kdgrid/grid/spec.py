@@ -387,18 +387,20 @@ def _axes(value: Any, source: str, where: str, problems: Problems) -> dict[str, 
         else:
             seen: list[Any] = []
             for item in values:
-                frozen = _freeze(item)
-                if frozen in seen:
+                frozen_item = frozen(item)
+                if frozen_item in seen:
                     problems.add(source, located.where, f"value {item!r} is listed twice on this axis")
-                seen.append(frozen)
+                seen.append(frozen_item)
     return axes
 
 
-def _freeze(value: Any) -> Any:
+def frozen(value: Any) -> Any:
+    """A YAML value made hashable, equal values alike: lists as tuples, mappings as sorted ``(key, value)``
+    pairs, recursively (to find a value written twice on an axis, or among a rule's candidates)."""
     if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
+        return tuple(frozen(v) for v in value)
     if isinstance(value, Mapping):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+        return tuple(sorted((k, frozen(v)) for k, v in value.items()))
     return value
 
 

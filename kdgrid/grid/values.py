@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kdgrid.core.choices import INIT_SCHEMES, PROJECTIONS, unknown_choice
@@ -19,6 +19,7 @@ from kdgrid.core.knowledge import canonical_knowledge
 from kdgrid.core.matching import canonical_strategy
 from kdgrid.core.shapes import STUDENTS, student_shape
 from kdgrid.errors import KdgridError
+from kdgrid.grid.spec import frozen
 
 FLOAT_FIELDS = ("soft_weight", "temperature", "alpha", "lr", "warmup_ratio", "weight_decay")
 INT_FIELDS = ("batch_size", "max_length", "epochs", "seed")
@@ -34,20 +35,21 @@ def _number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-@functools.cache
-def _knowledge_name(name: str) -> str:
-    try:
-        return canonical_knowledge(name)
-    except KdgridError as error:
-        raise InvalidValue(str(error)) from None
+def _refused_as_invalid(canonical: Callable[[str], str]) -> Callable[[str], str]:
+    """``canonical`` (a registry's name lookup), memoised, its refusal raised as `InvalidValue` (one message)."""
+
+    @functools.cache
+    def name(written: str) -> str:
+        try:
+            return canonical(written)
+        except KdgridError as error:
+            raise InvalidValue(str(error)) from None
+
+    return name
 
 
-@functools.cache
-def _strategy_name(name: str) -> str:
-    try:
-        return canonical_strategy(name)
-    except KdgridError as error:
-        raise InvalidValue(str(error)) from None
+_knowledge_name = _refused_as_invalid(canonical_knowledge)
+_strategy_name = _refused_as_invalid(canonical_strategy)
 
 
 @functools.cache
@@ -132,7 +134,7 @@ def normalize(field: str, value: Any) -> Any:
             return ()
         if not isinstance(value, Mapping):
             raise InvalidValue(f"options must be a mapping of option name -> value, got {value!r}")
-        return tuple(sorted((str(k), _hashable(v)) for k, v in value.items()))
+        return tuple(sorted((str(k), frozen(v)) for k, v in value.items()))
     raise InvalidValue(f"unknown field {field!r}")
 
 
@@ -142,14 +144,6 @@ def drop_unused_fields(config: dict[str, Any]) -> dict[str, Any]:
     if not config.get("knowledge"):
         config["strategy"] = None
     return config
-
-
-def _hashable(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    if isinstance(value, Mapping):
-        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
-    return value
 
 
 def rule_candidates(field: str, value: Any) -> list[Any]:

@@ -38,14 +38,12 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.errors import ConfigError, LaunchError
-from kdgrid.launch.environment import job_variables
 from kdgrid.launch.slurm import (
     SlurmSettings,
     check_partition,
     resolve_settings,
     shield_requeue_from_sigterm,
     submit_one,
-    submitit_parameters,
     submitter,
 )
 from kdgrid.plugins import load_plugins_or_exit
@@ -81,13 +79,6 @@ def job_shape(settings: SlurmSettings, nodes: int, tasks_per_node: int | None) -
             f"{settings.gpus} GPU(s) per node (slurm_gpus)"
         )
     return JobShape(nodes, tasks)
-
-
-def job_parameters(settings: SlurmSettings, shape: JobShape) -> dict[str, Any]:
-    """`submitit.SlurmExecutor.update_parameters` keywords for one job of ``shape`` (trials' translation of the
-    profile, `kdgrid.launch.slurm.submitit_parameters`, with the job's nodes and tasks): what `submit` submits
-    with."""
-    return submitit_parameters(settings, job_variables(), nodes=shape.nodes, tasks_per_node=shape.tasks_per_node)
 
 
 def log_folder(recipe: PretrainRecipe) -> Path:

@@ -40,11 +40,6 @@ class StoreCheck:
     duplicates: dict[str, list[str]] = field(default_factory=dict)
     superseded: int = 0
 
-    @property
-    def clean(self) -> bool:
-        """No stray file and no trial with two done rows."""
-        return not self.strays and not self.duplicates
-
 
 def quarantine_dir(store: Path) -> Path:
     return Path(store) / QUARANTINE_DIR

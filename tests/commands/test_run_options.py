@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from kdgrid import sweep_run
 from kdgrid.cli import app
+from kdgrid.commands import sweep as sweep_command
 from kdgrid.errors import ConfigError
 from kdgrid.pretrain.checkpoint_grid import CheckpointJobSettings
 from kdgrid.sweep_run import RunOptions
@@ -57,13 +58,17 @@ def test_run_hands_its_flags_down_as_one_value(handed_down: list[tuple[str, Any]
 
 
 def test_resume_is_run_with_max_attempts(handed_down: list[tuple[str, Any]]) -> None:
-    result = CliRunner().invoke(app, ["resume", "demo", "--store", "elsewhere", "--max-attempts", "2", *FLAGS])
+    result = CliRunner().invoke(
+        app, ["resume", "demo", "--store", "elsewhere", "--max-attempts", "2", *FLAGS]
+    )
     assert result.exit_code == 0, result.output
     [(_, (_, _, options))] = handed_down
     assert options.max_attempts == 2 and options == RunOptions(**{**EXPECTED.__dict__, "max_attempts": 2})
 
 
-def test_smoke_gets_the_same_value_and_exits_1_when_a_group_failed(handed_down: list[tuple[str, Any]]) -> None:
+def test_smoke_gets_the_same_value_and_exits_1_when_a_group_failed(
+    handed_down: list[tuple[str, Any]],
+) -> None:
     result = CliRunner().invoke(app, ["run", "demo", "--smoke", "--keep", *FLAGS])
     assert result.exit_code == 1
     assert handed_down == [("smoke", ("demo", EXPECTED, True))]
@@ -76,3 +81,47 @@ def test_a_bad_flag_is_refused_before_anything_runs(handed_down: list[tuple[str,
     result = CliRunner().invoke(app, ["resume", "demo", "--set", "local_workers"])
     assert isinstance(result.exception, ConfigError) and "write KEY=VALUE" in str(result.exception)
     assert handed_down == []
+
+
+PLAN_FLAGS = [
+    "--set",
+    "local_workers=2",
+    "--max-group-size",
+    "3",
+    "--memory-budget-gb",
+    "4",
+    "--max-trials",
+    "500",
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "view"), [("plan", sweep_command.PLAN_VIEW), ("status", sweep_command.STATUS_VIEW)]
+)
+def test_plan_and_status_hand_down_the_planning_half_of_runs_value(
+    monkeypatch: pytest.MonkeyPatch, command: str, view: Any
+) -> None:
+    # `plan` / `status` must plan the jobs `run` will start: the same flags give the same planning fields.
+    seen: list[tuple[str, Any, Any]] = []
+    monkeypatch.setattr(
+        sweep_command,
+        "_show",
+        lambda sweep, store, options, shown: seen.append((Path(sweep).name, options, shown)),
+    )
+    result = CliRunner().invoke(app, [command, "demo", "--json", *PLAN_FLAGS])
+    assert result.exit_code == 0, result.output
+    [(name, options, shown)] = seen
+    assert (name, shown) == ("demo", view)
+    assert options == sweep_command.PlanOptions(
+        executor="local", executor_settings={"local_workers": 2}, memory_budget_gb="4", max_group_size=3,
+        max_trials=500, as_json=True,
+    )  # fmt: skip
+    planning = ("executor", "executor_settings", "memory_budget_gb", "max_group_size", "max_trials")
+    assert {k: getattr(options, k) for k in planning} == {k: getattr(EXPECTED, k) for k in planning}
+
+
+def test_plan_refuses_a_bad_flag_before_reading_the_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweep_command, "_show", lambda *args: pytest.fail("the sweep was read"))
+    result = CliRunner().invoke(app, ["plan", "no-such-sweep", "--profile", "gpu"])
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception) == "--profile is a SLURM setting; the executor is 'local'"

@@ -414,3 +414,73 @@ def test_bad_seeds_are_refused_by_plan_with_exit_status_2(
     assert code == 2 and "Traceback" not in err
     assert all(fact in err for fact in facts), err
     assert not store.exists()
+
+
+# A sweep file and a trial file reach a Trial through one path (`kdgrid.grid.expand.build_trial`): the same settings
+# give the same trial, and the same problem the same message, only its hint naming where the file sets a field.
+@pytest.mark.parametrize(
+    ("kind", "text", "where", "hint"),
+    [
+        ("sweep", "fixed: {teacher: bert-base}\naxes: {task: [mrpc]}\n", "axes", "set it in fixed or axes"),
+        ("trial", "- {teacher: bert-base, task: mrpc}\n", "trial 0", "set it in the trial"),
+    ],
+)
+def test_a_missing_required_field_has_one_message_with_the_files_hint(
+    tmp_path: Path, kind: str, text: str, where: str, hint: str
+) -> None:
+    from kdgrid.commands.core import read_trials
+
+    path = write(tmp_path, f"{kind}.yaml", text)
+    with pytest.raises(ConfigError) as raised:
+        load_sweep(path) if kind == "sweep" else read_trials(path)
+    assert str(raised.value) == (
+        f"{path}: 1 problem(s):\n  {path}: {where}: no value for required field 'student' ({hint})"
+    )
+
+
+def test_a_sweep_reports_a_missing_field_once_per_study_however_many_points_lack_it(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", "fixed: {teacher: bert-base}\naxes: {task: [mrpc, rte, sst2]}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_sweep(path)
+    assert str(raised.value).count("no value for required field 'student'") == 1
+
+
+def test_a_trial_file_and_a_sweep_give_the_same_trial_and_the_same_combination_problem(
+    tmp_path: Path,
+) -> None:
+    from kdgrid.commands.core import read_trials
+
+    settings = (
+        "{task: MRPC, teacher: bert-base, student: bert-tiny, knowledge: [vr], strategy: last-1, lr: 1e-4}"
+    )
+    sweep = load_sweep(write(tmp_path, "s.yaml", f"fixed: {settings}\n"))
+    assert [p.trial for p in sweep.trials] == read_trials(write(tmp_path, "t.yaml", f"- {settings}\n"))
+
+    impossible = (
+        "{task: rte, teacher: bert-base, student: bert-tiny, knowledge: cos}"  # knowledge, no strategy
+    )
+    with pytest.raises(ConfigError) as from_sweep:
+        load_sweep(write(tmp_path, "bad.yaml", f"fixed: {impossible}\n"))
+    with pytest.raises(ConfigError) as from_trial:
+        read_trials(write(tmp_path, "bad-trial.yaml", f"- {impossible}\n"))
+    sweep_line = str(from_sweep.value).splitlines()[1].split(": trial {", 1)[1]
+    trial_line = str(from_trial.value).splitlines()[1].split(": trial {", 1)[1]
+    assert "needs a `strategy`" in sweep_line and sweep_line == trial_line
+
+
+def test_a_refused_strategy_is_reported_once_not_again_as_a_missing_strategy(tmp_path: Path) -> None:
+    # Both files: the misspelt strategy is reported where it is written; "needs a `strategy`", which only
+    # follows from it, is not; the trial's other problems are still found.
+    from kdgrid.commands.core import read_trials
+
+    settings = "{task: polarity, teacher: bert-base, student: bert-tiny, knowledge: cos, strategy: Lst-1}"
+    for kind, path in (
+        ("sweep", write(tmp_path, "s.yaml", f"fixed: {settings}\n")),
+        ("trial", write(tmp_path, "t.yaml", f"- {settings}\n")),
+    ):
+        with pytest.raises(ConfigError) as raised:
+            load_sweep(path) if kind == "sweep" else read_trials(path)
+        message = str(raised.value)
+        assert "2 problem(s)" in message, (kind, message)
+        assert "'Lst-1'" in message and "no bert-base teacher for task 'polarity'" in message, kind
+        assert "needs a `strategy`" not in message, kind

@@ -24,7 +24,7 @@ from kdgrid.launch import slurm
 from kdgrid.launch.job import Launch
 from kdgrid.launch.local import _run_in_child
 from kdgrid.launch.ray import RayExecutor, run_one_job
-from kdgrid.launch.slurm import ArrayTask, SlurmExecutor, SlurmSettings
+from kdgrid.launch.slurm import ArrayTask, SlurmExecutor, SlurmSettings, submitter
 from kdgrid.plugins import PLUGINS_VARIABLE, load_plugins, loaded_plugins
 from kdgrid.pretrain import child as pretrain_child
 from kdgrid.pretrain import slurm as pretrain_slurm
@@ -147,7 +147,8 @@ def test_a_pretraining_job_and_its_torchrun_processes_get_the_plugins(
     load_plugins([PLUGIN], source=f"the environment variable {PLUGINS_VARIABLE}")
     os.environ.pop(PLUGINS_VARIABLE, None)  # what this process loaded counts, not what its variable says now
     shape = pretrain_slurm.job_shape(SlurmSettings(), nodes=1, tasks_per_node=2)
-    setup = pretrain_slurm.job_parameters(SlurmSettings(), shape)["setup"]
+    job = submitter(SlurmSettings(), tmp_path / "slurm", nodes=shape.nodes, tasks_per_node=shape.tasks_per_node)
+    setup = job.parameters["setup"]  # what `kdgrid.pretrain.slurm.submit` submits with
     assert f"export {PLUGINS_VARIABLE}={PLUGIN}" in setup
 
     started: list[dict[str, str]] = []

@@ -9,21 +9,21 @@ from typing import Any
 import pytest
 
 from kdgrid.errors import LaunchError
+from kdgrid.launch.environment import job_variables
 from kdgrid.launch.slurm import SlurmSettings, submit_one, submitit_parameters, submitter
 from kdgrid.pretrain import slurm as pretrain_slurm
 
 SETTINGS = SlurmSettings(partition="gpu", time=30, cpus_per_task=4, gpus=2, mem_gb=16.0, array_parallelism=8)
 
 
-def test_a_pre_training_job_is_the_trials_translation_with_its_shape_and_no_array() -> None:
+def test_a_pre_training_job_is_the_trials_translation_with_its_shape_and_no_array(tmp_path: Path) -> None:
     trials = submitit_parameters(SETTINGS, {})
     job = submitit_parameters(SETTINGS, {}, nodes=3, tasks_per_node=2)
     assert trials["array_parallelism"] == 8 and "nodes" not in trials
     assert job == {**{k: v for k, v in trials.items() if k != "array_parallelism"}, "nodes": 3, "ntasks_per_node": 2}
     shape = pretrain_slurm.job_shape(SETTINGS, nodes=3, tasks_per_node=None)  # one task per GPU of the profile
-    assert pretrain_slurm.job_parameters(SETTINGS, shape) == submitit_parameters(
-        SETTINGS, {**pretrain_slurm.job_variables()}, nodes=3, tasks_per_node=2
-    )
+    submitted = submitter(SETTINGS, tmp_path, nodes=shape.nodes, tasks_per_node=shape.tasks_per_node)  # as `submit`
+    assert submitted.parameters == submitit_parameters(SETTINGS, job_variables(), nodes=3, tasks_per_node=2)
 
 
 def test_the_submitter_carries_the_profile_and_the_requeue_limit(tmp_path: Path) -> None:

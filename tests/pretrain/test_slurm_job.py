@@ -10,7 +10,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -19,7 +19,7 @@ from submitit.helpers import DelayedSubmission
 from kdgrid.cli import main
 from kdgrid.core.pretrained import artifacts
 from kdgrid.errors import ConfigError
-from kdgrid.launch.slurm import SlurmSettings
+from kdgrid.launch.slurm import SlurmSettings, submitter
 from kdgrid.pretrain import slurm, step_checkpoint, train
 from kdgrid.pretrain.processes import RENDEZVOUS_PORTS, slurm_rendezvous
 from kdgrid.pretrain.train import RunSettings, run_pretrain
@@ -27,16 +27,21 @@ from tests.pretrain.test_preemption import _signal_during
 from tests.pretrain.test_train import _recipe, _weights
 
 
-def test_one_task_per_gpu_across_nodes() -> None:
+def _job_parameters(settings: SlurmSettings, shape: slurm.JobShape, folder: Path) -> dict[str, Any]:
+    """What `slurm.submit` submits a job of ``shape`` with: the one submitter's parameters (no job is submitted)."""
+    return submitter(settings, folder, nodes=shape.nodes, tasks_per_node=shape.tasks_per_node).parameters
+
+
+def test_one_task_per_gpu_across_nodes(tmp_path: Path) -> None:
     gpus = SlurmSettings(gpus=8, cpus_per_task=4, partition="gpu", time=90)
     shape = slurm.job_shape(gpus, nodes=4, tasks_per_node=None)
     assert (shape.nodes, shape.tasks_per_node, shape.world_size) == (4, 8, 32)
-    params = slurm.job_parameters(gpus, shape)
+    params = _job_parameters(gpus, shape, tmp_path)
     assert params["nodes"] == 4 and params["ntasks_per_node"] == 8 and params["gpus_per_node"] == 8
     assert params["cpus_per_task"] == 4 and params["partition"] == "gpu" and params["time"] == 90
     assert "array_parallelism" not in params
     cpu = slurm.job_shape(SlurmSettings(), nodes=1, tasks_per_node=2)
-    assert cpu.world_size == 2 and "gpus_per_node" not in slurm.job_parameters(SlurmSettings(), cpu)
+    assert cpu.world_size == 2 and "gpus_per_node" not in _job_parameters(SlurmSettings(), cpu, tmp_path)
 
 
 @pytest.mark.parametrize(

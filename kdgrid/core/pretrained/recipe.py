@@ -32,7 +32,7 @@ from kdgrid.core.pretrained.corpus_spec import CORPUS_FORMAT_VERSION, parse_corp
 from kdgrid.core.shapes import student_shape
 from kdgrid.core.teacher_cache import MINILM_ALIAS, base_digest
 from kdgrid.errors import ConfigError
-from kdgrid.trial import Distillation
+from kdgrid.trial import Distillation, canonical_options, json_fields, versioned_json
 
 # Bump only when the meaning of an existing field changes: every key changes with it.
 RECIPE_VERSION = 1
@@ -131,8 +131,7 @@ class PretrainRecipe:
             )
         if self.tokenizer is None:
             set_("tokenizer", self.teacher or MINILM_ALIAS)
-        options = self.options.items() if isinstance(self.options, dict) else self.options
-        set_("options", tuple(sorted((str(k), v) for k, v in options)))
+        set_("options", canonical_options(self.options))
         if self.objective == "pretrain":
             set_("mlm_weight", 1.0)
             set_("knowledge", ())
@@ -186,10 +185,7 @@ class PretrainRecipe:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, defaults filled in, as JSON-ready values."""
-        data = dataclasses.asdict(self)
-        data["knowledge"] = list(self.knowledge)
-        data["options"] = dict(self.options)
-        return data
+        return json_fields(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PretrainRecipe:
@@ -205,7 +201,7 @@ class PretrainRecipe:
 
     def canonical_json(self) -> str:
         """Sorted keys, no whitespace, defaults filled in (the human-readable half of the key)."""
-        return json.dumps({"v": RECIPE_VERSION, **self.to_dict()}, sort_keys=True, separators=(",", ":"))
+        return versioned_json(RECIPE_VERSION, self.to_dict())
 
     def command(self) -> str:
         """The `kdgrid pretrain` command that makes this recipe's checkpoint (fields at their default left out;
