@@ -35,22 +35,24 @@ def test_a_test_is_grouped_by_its_mark_then_its_shared_runtime_then_its_file() -
     assert group_of(FakeItem("t.py::t", marks=(pytest.mark.xdist_group(name="kw"),))) == "kw"
 
 
-def test_the_groups_holding_a_slow_test_come_first_in_file_order() -> None:
+def test_the_groups_with_the_most_slow_tests_come_first_then_file_order() -> None:
     items = [
         FakeItem("tests/test_a.py::one"),
         FakeItem("tests/test_b.py::fast"),
         FakeItem("tests/test_c.py::two", ("slurm_cluster",)),
         FakeItem("tests/test_b.py::slow", marks=(pytest.mark.slow,)),
         FakeItem("tests/test_d.py::three", ("slurm_cluster",), (pytest.mark.slow,)),
+        FakeItem("tests/test_e.py::five", ("slurm_cluster",), (pytest.mark.slow,)),
         FakeItem("tests/test_a.py::four"),
     ]
     slow_groups_first(items)  # type: ignore[arg-type]
     assert [item.nodeid for item in items] == [
-        "tests/test_b.py::fast",
-        "tests/test_c.py::two",
-        "tests/test_b.py::slow",
+        "tests/test_c.py::two",  # slurm: 2 slow tests
         "tests/test_d.py::three",
-        "tests/test_a.py::one",
+        "tests/test_e.py::five",
+        "tests/test_b.py::fast",  # tests/test_b.py: 1
+        "tests/test_b.py::slow",
+        "tests/test_a.py::one",  # no slow test
         "tests/test_a.py::four",
     ]
 

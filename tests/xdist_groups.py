@@ -5,8 +5,8 @@ A test's group (`group_of`) is, in order: the name of its own ``xdist_group`` ma
 (`SHARED_FIXTURES`: one SLURM cluster per machine, whose state directory two workers must not start at once and
 whose queue a test counts; one Ray runtime per session, not one per worker; the polarity teacher, fine-tuned once
 for minutes into the user's cache, not once per worker at the same time); else its file, so that a module-scoped
-fixture is built once. Groups holding a slow test are handed out first: a long group started last would leave
-one worker running alone at the end.
+fixture is built once. Groups holding slow tests are handed out first, those with the most first: a long group
+started last would leave one worker running alone at the end.
 
 The groups travel from the workers (which collect the tests and see their fixtures) to the scheduler in the
 controlling process (which sees only node ids) as a JSON file per worker in a folder the controller makes: xdist's
@@ -50,9 +50,13 @@ def group_of(item: pytest.Item) -> str:
 
 
 def slow_groups_first(items: list[pytest.Item]) -> None:
-    """Sort ``items`` in place: the tests of groups that hold a slow test first, file order otherwise (stable)."""
-    slow = {group_of(item) for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: group_of(item) not in slow)
+    """Sort ``items`` in place: groups by their number of slow tests, most first (the longest work first, as far
+    as the marks tell), file order otherwise (stable)."""
+    slow: dict[str, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            slow[group_of(item)] = slow.get(group_of(item), 0) + 1
+    items.sort(key=lambda item: -slow.get(group_of(item), 0))
 
 
 class GroupScheduling(LoadScopeScheduling):
