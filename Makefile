@@ -30,14 +30,15 @@ demo: install-demo
 	$(BIN)/kdgrid demo
 
 # README command 2 (what CI runs): the whole suite: the import contracts (pyproject.toml, [tool.importlinter]),
-# then fast tests and the ones marked slow.
+# then fast tests and the ones marked slow, in two worker processes (pytest-xdist; docs/testing.md).
+TEST_WORKERS ?= 2
 test: assets
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -m "slow or not slow"
+	$(BIN)/python -m pytest -m "slow or not slow" -n $(TEST_WORKERS)
 
 test-fast: assets
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,4 +1,5 @@
-"""Fixtures shared by the test folders: tiny random teachers saved as local directories.
+"""Fixtures shared by the test folders: tiny random teachers saved as local directories; and, with
+pytest-xdist, how ``pytest -n 2`` groups the tests between its workers (`tests.xdist_groups`).
 
 Helpers that are not fixtures live in modules of the `tests` package (`tests.teachers`,
 `tests.analysis.tables_testing`) and are imported by their full name.
@@ -6,10 +7,32 @@ Helpers that are not fixtures live in modules of the `tests` package (`tests.tea
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.xdist_groups import XdistGroups, one_torch_thread_per_worker
+
+if TYPE_CHECKING:
+    from kdgrid.core.teacher_cache import TeacherRecord
+
+pytest_plugins = ["pytester"]  # tests/test_xdist_groups.py runs a small suite of its own
+
+
+# The user's kdgrid cache as the process started (before any fixture changed it): where the polarity teacher is kept.
+USER_CACHE = os.environ.get("KDGRID_CACHE")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistGroups(), "kdgrid-xdist-groups")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    one_torch_thread_per_worker(item.config)
 
 
 @pytest.fixture(autouse=True)
@@ -51,3 +74,26 @@ def tiny_teacher(tmp_path_factory: pytest.TempPathFactory) -> str:
     from tests.teachers import TINY_TEACHER_SHAPE, save_random_teacher
 
     return save_random_teacher(tmp_path_factory.mktemp("tiny-teacher") / "teacher", TINY_TEACHER_SHAPE)
+
+
+@pytest.fixture(scope="session")
+def finetuned_polarity_teacher() -> TeacherRecord:
+    """The offline MiniLM fine-tuned on the polarity corpus with the default recipe, as `kdgrid demo` makes it: made
+    once (3 epochs, minutes on 2 threads) in the user's kdgrid cache, where the demo and a rerun find it. The tests
+    using it share one xdist worker (tests/xdist_groups.py), so a run of the suite makes it at most once."""
+    import torch
+
+    from kdgrid.core.teacher import finetune_teacher
+    from kdgrid.core.teacher_cache import TeacherRecipe
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            if USER_CACHE is None:
+                patch.delenv("KDGRID_CACHE", raising=False)
+            else:
+                patch.setenv("KDGRID_CACHE", USER_CACHE)
+            return finetune_teacher("polarity", "minilm-l6", TeacherRecipe())
+    finally:
+        torch.set_num_threads(threads)

@@ -6,7 +6,8 @@
 - docs/design.md's module list ("Where things live") has one line for every package of `kdgrid` (and `tools`),
   and names no file that does not exist; every module has a docstring (where the details live).
 - README command 1 (`make demo`) installs kdgrid without the test, benchmark and MLflow extras, and command 2
-  (`make test`, what `.ci/run` runs) installs them (read from `make --dry-run`, nothing is executed).
+  (`make test`, what `.ci/run` runs) installs them and runs every test, slow ones included, in two worker
+  processes (read from `make --dry-run`, nothing is executed).
 """
 
 from __future__ import annotations
@@ -138,6 +139,13 @@ def test_make_test_installs_the_test_extras_and_ci_runs_it() -> None:
     assert re.search(r"^make test +# 2\.", readme, re.MULTILINE)
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert re.search(r"^make test$", ci, re.MULTILINE), ".ci/run must run README command 2 exactly"
+
+
+def test_make_test_runs_every_test_in_two_worker_processes() -> None:
+    """CI's time on 2 cores holds with the suite split between two pytest-xdist workers (docs/testing.md)."""
+    [run] = [line for line in _dry_run("test") if " -m pytest " in line]
+    assert '-m "slow or not slow"' in run, run  # the slow tests run in CI too
+    assert re.search(r" -n 2\b", run), run
 
 
 DESIGN = DOCS / "design.md"

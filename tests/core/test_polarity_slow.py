@@ -1,8 +1,8 @@
 """On the offline assets: a fine-tuned MiniLM teacher on polarity, and a bert-tiny student distilled from it.
 
 Slow (minutes on 2 CPU cores). The teacher is fine-tuned with the default recipe (3 epochs, ~3 minutes on 2 quiet
-cores) and cached under the usual cache directory: the demo (`kdgrid demo`) reuses the same teacher, and so does a
-rerun.
+cores) and cached under the usual cache directory (`finetuned_polarity_teacher` in tests/conftest.py): the demo
+(`kdgrid demo`) reuses the same teacher, and so does a rerun.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from kdgrid.core.teacher import finetune_teacher
-from kdgrid.core.teacher_cache import TeacherRecipe, TeacherRecord
+from kdgrid.core.teacher_cache import TeacherRecord
 from kdgrid.trial import Trial
 
 pytestmark = pytest.mark.slow
@@ -26,10 +25,10 @@ MARGIN = 0.01
 
 
 @pytest.fixture(scope="module")
-def polarity_teacher() -> Iterator[TeacherRecord]:
+def polarity_teacher(finetuned_polarity_teacher: TeacherRecord) -> Iterator[TeacherRecord]:
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
-    yield finetune_teacher("polarity", "minilm-l6", TeacherRecipe())
+    yield finetuned_polarity_teacher
     torch.set_num_threads(threads)
 
 
