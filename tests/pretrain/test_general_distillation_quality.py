@@ -27,12 +27,15 @@ from kdgrid import assets
 from kdgrid.analysis.stats import paired_bootstrap_test
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.needed import recipe_for_trial
-from kdgrid.core.teacher_cache import TeacherRecord
+from kdgrid.core.teacher import finetune_teacher
+from kdgrid.core.teacher_cache import TeacherRecipe
 from kdgrid.core.train import run_job
 from kdgrid.pretrain.train import RunSettings, run_pretrain
 from kdgrid.trial import Trial
 
-pytestmark = pytest.mark.slow
+# Slow; and with the tests that share the fine-tuned polarity teacher (tests/xdist_groups.py): it fine-tunes the same
+# teacher into the user's cache, which two workers must not do at once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("polarity-teacher")]
 
 # The user's kdgrid cache as the process started (before any fixture changed it): where the teacher is kept.
 USER_CACHE = os.environ.get("KDGRID_CACHE")
@@ -44,9 +47,7 @@ MAX_P_VALUE = 0.05
 
 
 @pytest.fixture
-def offline_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finetuned_polarity_teacher: TeacherRecord
-) -> Iterator[Path]:
+def offline_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh kdgrid cache holding links to the user's polarity corpus and fine-tuned teachers (the teacher made
     there once, as the demo makes it), so the general-distillation artifact never lands in the user's cache. (The
     package's autouse `cache` fixture has already pointed KDGRID_CACHE at a per-test folder: the user's setting,
@@ -58,7 +59,7 @@ def offline_cache(
     else:
         monkeypatch.setenv("KDGRID_CACHE", USER_CACHE)
     polarity = assets.fetch_all()["polarity"]
-    teacher = finetuned_polarity_teacher
+    teacher = finetune_teacher("polarity", "minilm-l6", TeacherRecipe())
     cache = tmp_path / "general_distillation_cache"
     cache.mkdir()
     (cache / polarity.name).symlink_to(polarity, target_is_directory=True)
