@@ -227,7 +227,7 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
     from kdgrid.core.train import (
         load_job,
         make_runtime,
-        plan_trial,
+        set_up_trial,
         setup_student,
         teacher_capture_needs,
         teacher_forward,
@@ -236,7 +236,7 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
 
     job = load_job(trials[0], make_runtime("cpu"))
     batches = list(train_batches(job.tokenized["train"], trials[0].batch_size, trials[0].seed, 0))[:steps]
-    runs = [setup_student(plan_trial(t, job.teacher), job, None) for t in trials]
+    runs = [setup_student(set_up_trial(t, job.teacher), job, None) for t in trials]
     capture = FeatureCapture(job.teacher_model, *teacher_capture_needs(runs))
     teacher_clock, features = Clock(), []
     for batch in batches:

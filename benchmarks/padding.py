@@ -48,7 +48,7 @@ def time_steps(task: str, batches: list[dict], width: int | None, batch_size: in
     from kdgrid.core.train import (
         load_job,
         make_runtime,
-        plan_trial,
+        set_up_trial,
         setup_student,
         teacher_capture_needs,
         teacher_forward,
@@ -69,7 +69,7 @@ def time_steps(task: str, batches: list[dict], width: int | None, batch_size: in
         options=NOT_MEANT_TO_BE_ACCURATE,
     )
     job = load_job(trial, make_runtime("cpu"))
-    run = setup_student(plan_trial(trial, job.teacher), job, None)
+    run = setup_student(set_up_trial(trial, job.teacher), job, None)
     capture = FeatureCapture(job.teacher_model, *teacher_capture_needs([run]))
     times = []
     for step, batch in enumerate([batches[0], *batches], start=1):  # the repeated first batch is a warm-up

@@ -171,10 +171,10 @@ def run_textbrewer(trial: Any, steps: int) -> dict[str, Any]:
 
     from kdgrid.core.data import train_batches
     from kdgrid.core.optim import decay_groups, linear_schedule
-    from kdgrid.core.train import load_job, make_runtime, plan_trial, setup_student
+    from kdgrid.core.train import load_job, make_runtime, set_up_trial, setup_student
 
     job = load_job(trial, make_runtime("cpu"))
-    run = setup_student(plan_trial(trial, job.teacher), job, None)  # kdgrid's student, projections and seed
+    run = setup_student(set_up_trial(trial, job.teacher), job, None)  # kdgrid's student, projections and seed
     run.capture.remove()  # TextBrewer reads the model's outputs, not kdgrid's hooks
     batches = list(train_batches(job.tokenized["train"], trial.batch_size, trial.seed, 0))[:steps]
     with tempfile.TemporaryDirectory() as out_dir:
@@ -224,7 +224,7 @@ def run_interleaved(trial: Any, steps: int) -> dict[str, Any]:
     from kdgrid.core.train import (
         load_job,
         make_runtime,
-        plan_trial,
+        set_up_trial,
         setup_student,
         teacher_capture_needs,
         teacher_forward,
@@ -232,8 +232,8 @@ def run_interleaved(trial: Any, steps: int) -> dict[str, Any]:
     )
 
     job = load_job(trial, make_runtime("cpu"))
-    ours = setup_student(plan_trial(trial, job.teacher), job, None)
-    theirs = setup_student(plan_trial(trial, job.teacher), job, None)  # the same seed: the same student
+    ours = setup_student(set_up_trial(trial, job.teacher), job, None)
+    theirs = setup_student(set_up_trial(trial, job.teacher), job, None)  # the same seed: the same student
     theirs.capture.remove()
     capture = FeatureCapture(job.teacher_model, *teacher_capture_needs([ours]))
     batches = list(train_batches(job.tokenized["train"], trial.batch_size, trial.seed, 0))[:steps]

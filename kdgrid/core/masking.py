@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kdgrid.core.job import Job
+from kdgrid.core.loaded_job import LoadedJob
 from kdgrid.core.method_options import DEFAULT_MASK_FRACTION
 from kdgrid.core.models import load_tokenizer
 from kdgrid.core.teacher_targets import teacher_side
@@ -70,7 +70,7 @@ def _special_ids(source: str, teacher: Any) -> tuple[int, tuple[int, ...]]:
     return int(tokenizer.mask_token_id), tuple(int(i) for i in tokenizer.all_special_ids)
 
 
-def special_ids(job: Job) -> tuple[int, tuple[int, ...]]:
+def special_ids(job: LoadedJob) -> tuple[int, tuple[int, ...]]:
     """The teacher tokenizer's [MASK] id and its special ids (loaded once per teacher)."""
     return _special_ids(job.teacher.source, job.teacher)
 
@@ -145,7 +145,7 @@ def _masked(batch: dict[str, torch.Tensor], positions: torch.Tensor, mask_id: in
 
 
 def _positions(
-    job: Job, masking: Masking, batch: dict[str, torch.Tensor], key: tuple[int, int, int]
+    job: LoadedJob, masking: Masking, batch: dict[str, torch.Tensor], key: tuple[int, int, int]
 ) -> torch.Tensor:
     _, specials = special_ids(job)
     candidates = candidates_of(batch["input_ids"], batch["attention_mask"], specials)
@@ -158,7 +158,7 @@ def _positions(
 
 
 def teacher_input(
-    job: Job, trial: Trial, batch: dict[str, torch.Tensor], phase: int, step: int
+    job: LoadedJob, trial: Trial, batch: dict[str, torch.Tensor], phase: int, step: int
 ) -> dict[str, torch.Tensor]:
     """The batch the shared teacher pass reads: masked when the job's trials mask the teacher's input (every
     trial of a job agrees on it: it is part of the group key), else ``batch`` itself."""
@@ -170,7 +170,7 @@ def teacher_input(
 
 
 def student_input(
-    job: Job, trial: Trial, batch: dict[str, torch.Tensor], phase: int, step: int
+    job: LoadedJob, trial: Trial, batch: dict[str, torch.Tensor], phase: int, step: int
 ) -> dict[str, torch.Tensor]:
     """The batch a student's forward pass reads: masked for student masking, else ``batch`` itself."""
     masking = masking_of(trial)

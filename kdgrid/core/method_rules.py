@@ -1,7 +1,7 @@
 """What the projector, gradient-conflict and masking options combine with: checked before anything runs, from the
 trial alone (`method_problems`, part of `kdgrid.core.trial_rules.combination_problems`, so ``kdgrid plan`` refuses
 what ``kdgrid run`` would) and, once the loss terms are known, from them (`term_problems`, in
-`kdgrid.core.planning.plan_trial`). Torch-free. The options themselves: `kdgrid.core.method_options`.
+`kdgrid.core.trial_setup.set_up_trial`). Torch-free. The options themselves: `kdgrid.core.method_options`.
 """
 
 from __future__ import annotations

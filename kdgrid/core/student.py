@@ -28,17 +28,17 @@ from kdgrid.core.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.finite_guard import FiniteGuard
 from kdgrid.core.grad_split import CosineLog, gradient_cosine, split_gradients, task_and_distillation
 from kdgrid.core.init import build_student
-from kdgrid.core.job import Job, TeacherInfo
+from kdgrid.core.loaded_job import LoadedJob, TeacherInfo
 from kdgrid.core.masking import TRAINING, student_input
 from kdgrid.core.method_options import DOT_DELTA, DUAL_HEAD, OPTIMIZER
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
 from kdgrid.core.optim import build_optimizer, scaled_step
-from kdgrid.core.planning import TrialPlan
 from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
 from kdgrid.core.projector_overfit import projector_overfit
 from kdgrid.core.reaugkd import pipeline as reaugkd
 from kdgrid.core.runtime import Runtime, compile_forward
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
+from kdgrid.core.trial_setup import TrialSetup
 from kdgrid.device_sharing import current_sharing
 from kdgrid.errors import ConfigError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
@@ -61,7 +61,7 @@ def primary_score(scores: dict[str, dict[str, float]], dev_set: str, metric: str
 class StudentRun:
     """One trial's training state inside a job."""
 
-    plan: TrialPlan | None  # None for a trial that failed before it could be planned
+    plan: TrialSetup | None  # None for a trial that failed before it could be planned
     result: TrialResult
     model: Any = None
     objective: Objective | None = None
@@ -190,7 +190,7 @@ def mark_failed(result: TrialResult, error: BaseException, **extra: Any) -> Tria
     return result
 
 
-def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None) -> StudentRun:
+def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None = None) -> StudentRun:
     """A planned trial's student ready to train: model, projections, optimizer, scheduler and RNG stream, all
     seeded by the trial's seed; restored from ``checkpoint_dir`` when it holds the trial's last epoch."""
     trial = plan.trial
@@ -263,7 +263,7 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
 
 def train_step(
     run: StudentRun,
-    job: Job,
+    job: LoadedJob,
     batch: dict[str, torch.Tensor],
     teacher: Features,
     step: int,
@@ -343,7 +343,7 @@ def split_step(run: StudentRun, values: dict[str, torch.Tensor]) -> list[torch.T
     return g_task
 
 
-def end_epoch(run: StudentRun, job: Job, epoch: int, checkpoint_dir: Path | None = None) -> None:
+def end_epoch(run: StudentRun, job: LoadedJob, epoch: int, checkpoint_dir: Path | None = None) -> None:
     """Close a student's ``epoch`` (0-based): check its weights are finite, record the epoch's mean loss terms
     and dev scores, keep the best epoch's scores and per-example predictions, and save a checkpoint unless it was the last epoch.
 

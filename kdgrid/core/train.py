@@ -2,7 +2,7 @@
 
 A job is a list of trials sharing `kdgrid.trial.group_key`; they see the same batches in the same order (drawn
 from the job's data-order seed, `kdgrid.trial.data_order_seed`: students of one job may differ in seed), so the
-teacher runs once per batch (`kdgrid.core.job`) and every student trains on its features (`kdgrid.core.student`:
+teacher runs once per batch (`kdgrid.core.loaded_job`) and every student trains on its features (`kdgrid.core.student`:
 each student owns its weights, optimizer and RNG stream, so a trial trained in a group of N gives exactly the
 same weights and metrics as the trial trained alone on CPU in deterministic mode). Teacher-side loss targets are
 computed once per batch too (`kdgrid.core.teacher_targets`: one memo per batch, passed to every student's step).
@@ -12,7 +12,7 @@ loss term and layer pair where that applies; its group-mates go on. Device, prec
 `kdgrid.core.runtime`.
 
 The trainer's steps, for executors and benchmarks that drive them one by one (all importable from here):
-`make_runtime` -> `load_job` -> `plan_trial` -> `setup_student` per trial -> per batch `teacher_forward`, then
+`make_runtime` -> `load_job` -> `set_up_trial` -> `setup_student` per trial -> per batch `teacher_forward`, then
 `train_step` per student -> `end_epoch` per student -> `finish_student`.
 """
 
@@ -28,11 +28,10 @@ import torch
 from kdgrid.core.capture import FeatureCapture
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.dual_head import with_distill_logits
-from kdgrid.core.job import Job, TeacherInfo, load_job, teacher_forward
+from kdgrid.core.loaded_job import LoadedJob, TeacherInfo, load_job, teacher_forward
 from kdgrid.core.masking import CALIBRATION, TRAINING, student_input, teacher_input
 from kdgrid.core.objective import DivergenceError, captured_layers
 from kdgrid.core.options import DEFAULT_AUTO_BATCHES
-from kdgrid.core.planning import TrialPlan, plan_trial, validate_trials
 from kdgrid.core.reaugkd.pipeline import evaluate_trained_student
 from kdgrid.core.reaugkd_options import evaluation_only
 from kdgrid.core.runtime import Runtime, make_runtime
@@ -48,24 +47,25 @@ from kdgrid.core.student import (
 from kdgrid.core.teacher_gate import TeacherGateRefused
 from kdgrid.core.teacher_share import record_teacher_pass
 from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
+from kdgrid.core.trial_setup import TrialSetup, set_up_trial, validate_trials
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
 from kdgrid.trial import GROUP_DESCRIPTION, Trial, data_order_seed, group_key
 
 __all__ = [
     "DEFAULT_AUTO_BATCHES",
-    "Job",
+    "LoadedJob",
     "Runtime",
     "StudentRun",
     "TeacherTargets",
-    "TrialPlan",
+    "TrialSetup",
     "calibrate_auto_weights",
     "end_epoch",
     "finish_student",
     "load_job",
     "make_runtime",
-    "plan_trial",
     "run_job",
+    "set_up_trial",
     "setup_student",
     "teacher_capture_needs",
     "teacher_forward",
@@ -88,7 +88,7 @@ def teacher_capture_needs(runs: list[StudentRun]) -> tuple[frozenset[str], froze
 
 def calibrate_auto_weights(
     runs: list[StudentRun],
-    job: Job,
+    job: LoadedJob,
     capture: FeatureCapture,
     seed: int,
     on_result: Callable[[TrialResult], None] | None = None,
@@ -201,7 +201,7 @@ def run_job(
         if evaluation_only(trial):
             continue
         try:
-            run = setup_student(plan_trial(trial, job.teacher), job, checkpoint_dir)
+            run = setup_student(set_up_trial(trial, job.teacher), job, checkpoint_dir)
             run.teacher_info = teacher_info
             runs.append(run)
         except Exception as error:
@@ -271,7 +271,7 @@ def run_job(
 
 
 def evaluate_only(
-    trial: Trial, job: Job, teacher_info: TeacherInfo, on_result: Callable[[TrialResult], None] | None
+    trial: Trial, job: LoadedJob, teacher_info: TeacherInfo, on_result: Callable[[TrialResult], None] | None
 ) -> TrialResult:
     """A ReAugKD evaluation-only trial's result (`evaluate_trained_student`), or its failure."""
     started_at = utc_now()

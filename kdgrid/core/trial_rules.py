@@ -1,6 +1,6 @@
 """The rules a trial must satisfy, checked without weights or the network: one home for every check that
 sweep expansion (`kdgrid.grid.expand`, so ``kdgrid plan``), ``kdgrid trial`` and the trainer's pre-flight
-(`kdgrid.core.planning`, so ``kdgrid run``) make, so each message is written once and ``plan`` refuses what
+(`kdgrid.core.trial_setup`, so ``kdgrid run``) make, so each message is written once and ``plan`` refuses what
 ``run`` would.
 
 - `number_problems`: every number in its range (finite; temperature at least `MIN_TEMPERATURE`; max_length within
@@ -13,7 +13,7 @@ sweep expansion (`kdgrid.grid.expand`, so ``kdgrid plan``), ``kdgrid trial`` and
   with the teacher's found without loading anything (`teacher_shape`: its config.json where this machine has it,
   a local directory or the Hugging Face cache; else the shape kdgrid declares for a paper teacher).
 - `trial_problems`: all of them; the one function every caller applies (sweep expansion and trial files with the
-  shapes found here, the trainer's pre-flight `kdgrid.core.planning.plan_trial` with the resolved teacher's).
+  shapes found here, the trainer's pre-flight `kdgrid.core.trial_setup.set_up_trial` with the resolved teacher's).
 
 This is the static tier of the pre-flight (`kdgrid.preflight`). What needs weights (a local checkpoint's shape, a
 fine-tuned offline teacher) is checked by the core only (`kdgrid.core.init.check_init`,

@@ -99,12 +99,12 @@ def _trial(teacher: str, strategy: str, seed: int) -> Trial:
 
 
 def test_a_trials_plan_records_the_controls_pairs(teacher: str) -> None:
-    from kdgrid.core.planning import plan_trial
+    from kdgrid.core.trial_setup import set_up_trial
 
     student, teacher_layers = 2, SMALL_TEACHER_SHAPE.layers
-    reverse = plan_trial(_trial(teacher, "Reverse", 3))
+    reverse = set_up_trial(_trial(teacher, "Reverse", 3))
     assert reverse.pairs == reverse.used_pairs == [(1, 3), (2, 1)]
-    plans = {seed: plan_trial(_trial(teacher, "Random", seed)) for seed in (0, 1, 2, 3)}
+    plans = {seed: set_up_trial(_trial(teacher, "Random", seed)) for seed in (0, 1, 2, 3)}
     for seed, plan in plans.items():
         drawn = layer_pairs("Random", student, teacher_layers, seed=seed)
         assert plan.pairs == plan.used_pairs == drawn  # used_pairs is what the row's layer_pairs records

@@ -14,7 +14,7 @@ import torch
 from transformers import BertForSequenceClassification
 
 from kdgrid.core.evaluate import dev_fingerprint
-from kdgrid.core.job import load_job
+from kdgrid.core.loaded_job import load_job
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE, TEACHER_LABEL_ORDER
 from kdgrid.core.train import make_runtime, run_job
 from kdgrid.predictions import teacher_agreement
@@ -100,7 +100,7 @@ def test_a_stored_row_reproduces_its_accuracy_and_carries_the_teachers_predictio
 def test_the_best_epochs_predictions_are_kept_and_the_teacher_is_evaluated_once(
     teacher: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kdgrid.core.job as job_module
+    import kdgrid.core.loaded_job as job_module
 
     calls: list[int] = []
     real = job_module.evaluate_dev_sets

@@ -14,7 +14,6 @@ from transformers import BertForSequenceClassification
 from kdgrid.core import models, shapes
 from kdgrid.core.data import get_task
 from kdgrid.core.models import bert_config, check_torch_version, load_pretrained_bert, load_teacher
-from kdgrid.core.planning import validate_trials
 from kdgrid.core.shapes import (
     TEACHERS,
     ResolvedTeacher,
@@ -25,6 +24,7 @@ from kdgrid.core.shapes import (
     parse_model_config,
     resolve_teacher,
 )
+from kdgrid.core.trial_setup import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.trial import Trial
 from tests.hub import conftest as hub_conftest

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from kdgrid.core.capture import FeatureCapture
-from kdgrid.core.job import Job, load_job, teacher_forward
-from kdgrid.core.planning import plan_trial
+from kdgrid.core.loaded_job import LoadedJob, load_job, teacher_forward
 from kdgrid.core.runtime import FP32, Precision, Runtime, make_runtime, precision_policy
 from kdgrid.core.student import StudentRun, setup_student, train_step
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.core.train import teacher_capture_needs
+from kdgrid.core.trial_setup import set_up_trial
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 
@@ -108,12 +108,12 @@ def cpu_runtime(precision: Precision) -> Runtime:
     )
 
 
-def set_up(trial: Trial, precision: Precision) -> tuple[Job, StudentRun, dict[str, torch.Tensor], object]:
+def set_up(trial: Trial, precision: Precision) -> tuple[LoadedJob, StudentRun, dict[str, torch.Tensor], object]:
     """A job and one student under ``precision`` on the CPU, the first training batch and its teacher features."""
     from kdgrid.core.data.batching import train_batches
 
     job = load_job(trial, cpu_runtime(precision))
-    run = setup_student(plan_trial(trial, job.teacher), job)
+    run = setup_student(set_up_trial(trial, job.teacher), job)
     capture = FeatureCapture(job.teacher_model, *teacher_capture_needs([run]))
     batch = job.runtime.to_device(train_batches(job.tokenized["train"], trial.batch_size, trial.seed, 0)[0])
     return job, run, batch, teacher_forward(job, capture, batch)

@@ -169,7 +169,7 @@ def test_a_teacher_evaluation_error_is_recorded_and_the_trained_students_kept(
     teacher: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import kdgrid.core.evaluate as evaluation
-    import kdgrid.core.job as job_module
+    import kdgrid.core.loaded_job as job_module
     import kdgrid.core.student as student_module
 
     real_evaluate = evaluation.evaluate_dev_sets
@@ -319,7 +319,7 @@ def test_gradient_checkpointing_trains_the_same_student(
 
 
 def test_max_dev_samples_cuts_the_dev_sets_the_students_are_scored_on(teacher: str) -> None:
-    from kdgrid.core.job import load_job
+    from kdgrid.core.loaded_job import load_job
     from kdgrid.core.train import make_runtime
 
     whole = load_job(make_trial(teacher), make_runtime("cpu"))

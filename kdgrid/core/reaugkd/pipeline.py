@@ -33,7 +33,7 @@ import torch
 
 from kdgrid.core.data.batching import eval_batches
 from kdgrid.core.evaluate import measure_latency_ms
-from kdgrid.core.job import Job, TeacherInfo
+from kdgrid.core.loaded_job import LoadedJob, TeacherInfo
 from kdgrid.core.models import load_checkpoint, load_tokenizer
 from kdgrid.core.reaugkd.knowledge_base import (
     KBIdentity,
@@ -78,14 +78,14 @@ EXTRA_KEY = "reaugkd"  # the row's ``extra`` entry of everything ReAugKD records
 _LAST_PASS: dict[str, TeacherPass] = {}
 # The last job's identity, beside a weak reference to the job (a new job at the same address is not mistaken for
 # it, and a finished job's teacher is not kept alive by this memo).
-_LAST_IDENTITY: dict[int, tuple[weakref.ref[Job], dict[str, str]]] = {}
+_LAST_IDENTITY: dict[int, tuple[weakref.ref[LoadedJob], dict[str, str]]] = {}
 
 
 class StudentNotTrained(KdgridError):
     """An evaluation-only trial names a student no trial has trained (and saved) yet."""
 
 
-def tokenizer_digest(job: Job) -> str:
+def tokenizer_digest(job: LoadedJob) -> str:
     """SHA-256 of the teacher tokenizer's vocabulary, class and casing: what decides the token ids."""
     tokenizer = load_tokenizer(job.teacher)
     digest = hashlib.sha256(type(tokenizer).__name__.encode())
@@ -94,7 +94,7 @@ def tokenizer_digest(job: Job) -> str:
     return digest.hexdigest()
 
 
-def job_identity(job: Job) -> dict[str, str]:
+def job_identity(job: LoadedJob) -> dict[str, str]:
     """The content hashes of what a knowledge base of this job is built from, the head aside (computed once per
     job)."""
     known = _LAST_IDENTITY.get(id(job))
@@ -118,7 +118,7 @@ def _split_fingerprint(split: Any) -> str:
 
 
 @torch.no_grad()
-def teacher_pass(job: Job, batch_size: int = 64) -> TeacherPass:
+def teacher_pass(job: LoadedJob, batch_size: int = 64) -> TeacherPass:
     """The frozen teacher's sentence vectors and soft labels on the job's train split (in its order); computed
     once per teacher and split in this process."""
     identity = job_identity(job)
@@ -163,7 +163,7 @@ def retrieval_settings(trial: Trial) -> RetrievalSettings | None:
     )
 
 
-def check_k_fits(trial: Trial, job: Job) -> None:
+def check_k_fits(trial: Trial, job: LoadedJob) -> None:
     """Refuse a ``retrieval_k`` above the knowledge base's size (the train split's), before anything trains."""
     k = retrieval_k(trial)
     size = len(job.tokenized["train"])
@@ -174,7 +174,7 @@ def check_k_fits(trial: Trial, job: Job) -> None:
         )
 
 
-def teacher_head_for(trial: Trial, job: Job, student_width: int) -> ProjectionHead | None:
+def teacher_head_for(trial: Trial, job: LoadedJob, student_width: int) -> ProjectionHead | None:
     """The frozen head mapping the teacher's sentence vectors into ``student_width`` (None unless the trial sets
     ``reaugkd_head``), on the job's device; trained and cached on first use."""
     if not uses_head(trial):
@@ -187,11 +187,11 @@ def teacher_head_for(trial: Trial, job: Job, student_width: int) -> ProjectionHe
     return head.to(job.runtime.device)
 
 
-def kb_identity(job: Job, head: ProjectionHead) -> KBIdentity:
+def kb_identity(job: LoadedJob, head: ProjectionHead) -> KBIdentity:
     return KBIdentity(head=head.key, **job_identity(job))
 
 
-def knowledge_base_for(job: Job, head: ProjectionHead) -> tuple[KnowledgeBase, bool]:
+def knowledge_base_for(job: LoadedJob, head: ProjectionHead) -> tuple[KnowledgeBase, bool]:
     """The knowledge base of (the job's teacher and train split, ``head``): cached, else built and cached; and
     whether it was built now."""
     identity = kb_identity(job, head)
@@ -228,7 +228,7 @@ def save_student(model: Any, trial: Trial, identity: KBIdentity) -> Path:
     return final
 
 
-def retrieval_report(model: Any, trial: Trial, job: Job, kb: KnowledgeBase) -> tuple[dict[str, Any], dict]:
+def retrieval_report(model: Any, trial: Trial, job: LoadedJob, kb: KnowledgeBase) -> tuple[dict[str, Any], dict]:
     """The dev sets scored with and without retrieval (`evaluate_with_retrieval`) and the predictions with it."""
     settings = retrieval_settings(trial)
     assert settings is not None
@@ -248,7 +248,7 @@ def retrieval_report(model: Any, trial: Trial, job: Job, kb: KnowledgeBase) -> t
     return report, predicted
 
 
-def after_training(model: Any, trial: Trial, job: Job, head: ProjectionHead) -> dict[str, Any]:
+def after_training(model: Any, trial: Trial, job: LoadedJob, head: ProjectionHead) -> dict[str, Any]:
     """A ReAugKD student's finish: knowledge base, saved student, and (with ``retrieval_k``) its evaluation with
     and without retrieval. Returns the row's ``extra`` entries."""
     started = time.perf_counter()
@@ -272,7 +272,7 @@ def after_training(model: Any, trial: Trial, job: Job, head: ProjectionHead) -> 
 
 
 def evaluate_trained_student(
-    trial: Trial, job: Job, teacher_info: TeacherInfo | None, started_at: str | None = None
+    trial: Trial, job: LoadedJob, teacher_info: TeacherInfo | None, started_at: str | None = None
 ) -> TrialResult:
     """An evaluation-only trial's row: the saved student of its key scored with its retrieval settings.
 

@@ -41,7 +41,7 @@ from kdgrid.trial import Trial, data_order_seed
 
 
 @dataclass
-class Job:
+class LoadedJob:
     """The shared part of a job.
 
     Attributes:
@@ -83,7 +83,7 @@ class Job:
         }
 
 
-def load_job(trial: Trial, runtime: Runtime) -> Job:
+def load_job(trial: Trial, runtime: Runtime) -> LoadedJob:
     """Load what the job of ``trial`` (any of its trials) shares: the task's data and the teacher, its label
     order resolved and the teacher gated.
 
@@ -119,12 +119,12 @@ def load_job(trial: Trial, runtime: Runtime) -> Job:
         tokenized = tokenized.with_dev_sets_cut(dev_cap)
     steps = len(train_batches(tokenized["train"], trial.batch_size, data_order_seed(trial), 0))
     fingerprints = {name: dev_fingerprint(tokenized[name]) for name in task.dev_sets}
-    return Job(task, teacher, teacher_model, tokenized, runtime, steps, label_order, gate, fingerprints)
+    return LoadedJob(task, teacher, teacher_model, tokenized, runtime, steps, label_order, gate, fingerprints)
 
 
-def teacher_forward(job: Job, capture: FeatureCapture, batch: dict[str, torch.Tensor]) -> Features:
+def teacher_forward(job: LoadedJob, capture: FeatureCapture, batch: dict[str, torch.Tensor]) -> Features:
     """The teacher's features of one batch (what ``capture`` is set to keep), without gradients; its logits
-    ``[B, C]`` are in the task's label order (`Job.label_order`), whatever order the checkpoint has."""
+    ``[B, C]`` are in the task's label order (`LoadedJob.label_order`), whatever order the checkpoint has."""
     with torch.no_grad(), job.runtime.autocast():
         features = capture(batch)
     if job.label_order is not None:
@@ -139,7 +139,7 @@ class TeacherInfo:
 
     The teacher is evaluated once per job, when the job's first trial finishes: after training, so the
     evaluation reuses memory training freed instead of adding to the job's peak; its logits are read in the
-    task's label order (`Job.label_order`) and it scores the very examples the students score (the job's dev
+    task's label order (`LoadedJob.label_order`) and it scores the very examples the students score (the job's dev
     sets, after any ``max_dev_samples`` cut). That one pass gives the predictions and, for a teacher kdgrid did
     not fine-tune (a Hub teacher), the scores; a teacher kdgrid fine-tuned brings its scores (on the full dev
     sets) and cache key in ``teacher.json``. (The teacher gate's pass is not reused: it scores at most 2,000
@@ -149,7 +149,7 @@ class TeacherInfo:
     students are kept.
     """
 
-    def __init__(self, job: Job, batch_size: int) -> None:
+    def __init__(self, job: LoadedJob, batch_size: int) -> None:
         self._job = job
         self._batch_size = batch_size
         self._extra: dict[str, Any] | None = None

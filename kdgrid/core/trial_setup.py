@@ -1,4 +1,4 @@
-"""The trainer's own check of a job: a trial validated and planned (its shapes, teacher, layer pairs and loss
+"""The trainer's own check of a job: a trial validated and set up (its shapes, teacher, layer pairs and loss
 terms) without loading weights or data. `kdgrid.preflight.local` applies it to every job before a run submits
 anything; the core applies it again as each job starts.
 
@@ -28,7 +28,7 @@ from kdgrid.trial import GROUP_DESCRIPTION, Trial, group_key
 
 
 @dataclass(frozen=True)
-class TrialPlan:
+class TrialSetup:
     """A validated trial: its student shape, its teacher, matched layer pairs and knowledge terms."""
 
     trial: Trial
@@ -44,7 +44,7 @@ class TrialPlan:
         return [pair for pair in self.pairs if pair in used]
 
 
-def plan_trial(trial: Trial, teacher: ResolvedTeacher | None = None) -> TrialPlan:
+def set_up_trial(trial: Trial, teacher: ResolvedTeacher | None = None) -> TrialSetup:
     """Validate one trial without loading weights or data; raises `ConfigError` / `KdgridError` naming the key.
 
     ``teacher`` (the job's, already resolved) spares resolving it again.
@@ -61,10 +61,10 @@ def plan_trial(trial: Trial, teacher: ResolvedTeacher | None = None) -> TrialPla
     problems = term_problems(trial, sum(term.projected for term in terms))
     if problems:
         raise ConfigError("; ".join(problems))
-    return TrialPlan(trial, shape, teacher, pairs, terms)
+    return TrialSetup(trial, shape, teacher, pairs, terms)
 
 
-def validate_trials(trials: list[Trial]) -> list[TrialPlan]:
+def validate_trials(trials: list[Trial]) -> list[TrialSetup]:
     """Validate a whole job before anything trains: the shared group key, the teacher (its config read, from the
     cache or downloaded unless offline: its head must fit the task and its shape the planned one), then every
     trial (all problems in one `ConfigError`, each prefixed by the trial id)."""
@@ -81,11 +81,11 @@ def validate_trials(trials: list[Trial]) -> list[TrialPlan]:
         check_teacher_config(teacher, get_task(first.task).num_labels)
     except KdgridError as error:
         raise ConfigError(str(error)) from None
-    plans: list[TrialPlan] = []
+    plans: list[TrialSetup] = []
     problems: list[str] = []
     for trial in trials:
         try:
-            plans.append(plan_trial(trial, teacher))
+            plans.append(set_up_trial(trial, teacher))
         except KdgridError as error:
             problems.append(f"trial {trial.trial_id} ({trial.student}, {list(trial.knowledge)}): {error}")
     if problems:
