@@ -39,6 +39,7 @@ from torch import nn
 from kdgrid.core.capture import Features
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
 from kdgrid.core.knowledge import get_knowledge, term_name, term_pairs
+from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, Curriculum
 from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.losses.logits import soft_label_per_example, teacher_loss_per_example
 from kdgrid.core.mapping import LayerMapping, build_mapping
@@ -206,11 +207,22 @@ class Objective(nn.Module):
         self.spectral = spectral_weight(trial)  # lambda of the projections' spectral penalty, or None
         self.example_weight = str(trial.option(EXAMPLE_WEIGHT, DEFAULT_EXAMPLE_WEIGHT))
         self.progress = 0.0
+        boundaries = trial.option(LAYER_CURRICULUM)  # a layer-wise curriculum (kdgrid.core.layer_curriculum)
+        self.curriculum = (
+            None if boundaries is None else Curriculum.of(boundaries, [(term.name, term.pair) for term in terms])
+        )
+        self.stage = 0
 
     def set_progress(self, step_index: int, total_steps: int) -> None:
         """Where training is: the 0-based index of the coming optimiser step among ``total_steps``
         (`kdgrid.core.schedules.progress`); the schedules read it."""
         self.progress = progress(step_index, total_steps)
+        if self.curriculum is not None:
+            self.stage = self.curriculum.stage(step_index, total_steps)
+
+    def trainable_layers(self) -> frozenset[int] | None:
+        """The student layers the current curriculum stage trains (0 = embeddings); None: all of them."""
+        return None if self.curriculum is None else self.curriculum.trainable_layers(self.stage)
 
     def scheduled(self, target: str, start: float) -> float:
         """``target``'s value now: its schedule (option ``{target}_schedule``) from ``start`` to the option
@@ -375,11 +387,13 @@ class Objective(nn.Module):
         return sum(p.numel() for module in learned for p in module.parameters())
 
     def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher)."""
+        """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher). In a
+        layer stage of a curriculum, only that stage's terms count."""
         weights = self.weights()
+        staged = None if self.curriculum is None else self.curriculum.stage_terms(self.stage)
         total = torch.zeros((), device=values["soft"].device)
         for name, value in values.items():
-            weight = weights[name]
+            weight = weights[name] if staged is None or name in staged else 0
             if weight != 0:
                 total = total + weight * value
         return total

@@ -29,6 +29,8 @@ from kdgrid.core.finite_guard import FiniteGuard
 from kdgrid.core.grad_split import CosineLog, gradient_cosine, split_gradients, task_and_distillation
 from kdgrid.core.init import build_student
 from kdgrid.core.job import Job, TeacherInfo
+from kdgrid.core.layer_curriculum import EXTRA_KEY as CURRICULUM_KEY
+from kdgrid.core.layer_curriculum import drop_frozen_gradients
 from kdgrid.core.masking import TRAINING, student_input
 from kdgrid.core.method_options import DOT_DELTA, DUAL_HEAD, OPTIMIZER
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
@@ -254,6 +256,8 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
         result.extra["mapping_params"] = mapping_params
     result.extra["teacher_source"] = plan.teacher.source
     result.extra["steps_per_epoch"] = job.steps_per_epoch
+    if run.objective.curriculum is not None:  # refuses a stage that would get no step
+        result.extra[CURRICULUM_KEY] = run.objective.curriculum.summary(total_steps)
     state = load_checkpoint(checkpoint_dir, trial.trial_id)
     if state is not None:
         run.restore(state)
@@ -303,6 +307,8 @@ def train_step(
         split = split_step(run, values)  # DOT's gradients, and the sampled cosine (kdgrid.core.grad_split)
         if split is None:
             (scaler.scale(total) if scaler is not None else total).backward()
+        # A curriculum's layer stage: the layers outside it get no gradient (kdgrid.core.layer_curriculum).
+        drop_frozen_gradients(run.model.named_parameters(), run.objective.trainable_layers())
         max_norm = run.trial.option("max_grad_norm")
         if max_norm:
             if scaler is not None:

@@ -34,6 +34,7 @@ from kdgrid.core.choices import PROJECTIONS
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
+from kdgrid.core.layer_curriculum import curriculum_problems
 from kdgrid.core.learned_strategies import STRATEGY_OPTIONS
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
 from kdgrid.core.method_rules import method_problems
@@ -357,12 +358,14 @@ def _combination_rules(trial: Trial, student: StudentShape, teacher: StudentShap
     if trial.init == "general_distillation" and not trial.init_from and trial.option(INIT_RECIPE) is None:
         problems.append(GENERAL_DISTILLATION_NEEDS_INIT_FROM)
     if teacher is None:
-        return problems
+        return problems + curriculum_problems(trial, None)
+    pairs: list[tuple[int, int]] | None = None
     if trial.strategy is not None:
         try:
-            matched_pairs(trial, student.layers, teacher.layers)
+            pairs = matched_pairs(trial, student.layers, teacher.layers)
         except KdgridError as error:
             problems.append(str(error))
+    problems += curriculum_problems(trial, pairs)
     if trial.init == "preload" and not trial.init_from:
         problems += preload_problems(student, teacher, trial.teacher)
     problems += relation_heads_problems(trial, student, teacher)
