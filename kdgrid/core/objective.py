@@ -381,10 +381,13 @@ class Objective(nn.Module):
             parts["learned_temperature"] = self.temperature_learner.summary()
         return parts
 
+    def learned_modules(self) -> list[nn.Module]:
+        """The method's learned parts: the learnable mapping and the learned temperature, where present."""
+        return [module for module in (self.mapping, self.temperature_learner) if module is not None]
+
     def learned_parameter_count(self) -> int:
         """The parameters of the learnable mapping and the learned temperature (not projections)."""
-        learned = [module for module in (self.mapping, self.temperature_learner) if module is not None]
-        return sum(p.numel() for module in learned for p in module.parameters())
+        return sum(p.numel() for module in self.learned_modules() for p in module.parameters())
 
     def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher). In a

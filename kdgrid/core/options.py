@@ -25,6 +25,7 @@ from kdgrid.core import method_options as methods
 from kdgrid.core.adakd import ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION, adakd_function_problem
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
 from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, boundaries_problem
+from kdgrid.core.learned_lr import LEARNED_LR_SCALE
 from kdgrid.core.learned_strategies import ALP_KD_SCALE, alp_kd_scale_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.reaugkd_options import OPTION_DECLARATIONS as REAUGKD_OPTIONS
@@ -387,6 +388,14 @@ register_option(
     "train the student layer by layer, shallow to deep, then on the full objective: the stage boundaries as "
     "fractions of the training steps, one per matched student layer (kdgrid.core.layer_curriculum); unset: none",
     check=boundaries_problem,
+)
+register_option(
+    LEARNED_LR_SCALE,
+    "number",
+    None,
+    "the learning rate of a method's learned parameters (a learnable strategy's mapping, a learned temperature, "
+    "learned loss weights) as a multiple of lr (kdgrid.core.learned_lr); unset: lr",
+    check=_naming(LEARNED_LR_SCALE, lambda v: None if _fits("number", v) and v > 0 else "allowed: a number > 0"),
 )
 for _declaration in REAUGKD_OPTIONS:  # ReAugKD's, declared beside its rules (kdgrid.core.reaugkd_options)
     register_option(**_declaration)

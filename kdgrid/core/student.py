@@ -31,6 +31,7 @@ from kdgrid.core.init import build_student
 from kdgrid.core.job import Job, TeacherInfo
 from kdgrid.core.layer_curriculum import EXTRA_KEY as CURRICULUM_KEY
 from kdgrid.core.layer_curriculum import drop_frozen_gradients
+from kdgrid.core.learned_lr import LEARNED_LR_SCALE
 from kdgrid.core.masking import TRAINING, student_input
 from kdgrid.core.method_options import DOT_DELTA, DUAL_HEAD, OPTIMIZER
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
@@ -239,6 +240,8 @@ def setup_student(plan: TrialPlan, job: Job, checkpoint_dir: Path | None = None)
         trial.warmup_ratio,
         kind=trial.option(OPTIMIZER) or "adamw",
         dot_delta=trial.option(DOT_DELTA),
+        learned=run.objective.learned_modules(),
+        learned_lr_scale=trial.option(LEARNED_LR_SCALE),
     )
     run.scaler = runtime.grad_scaler()
     if run.scaler is not None and isinstance(run.optimizer, DOT):

@@ -35,6 +35,7 @@ from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
 from kdgrid.core.layer_curriculum import curriculum_problems
+from kdgrid.core.learned_lr import learned_lr_problems
 from kdgrid.core.learned_strategies import STRATEGY_OPTIONS
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
 from kdgrid.core.method_rules import method_problems
@@ -133,9 +134,20 @@ def learned_method_problems(trial: Trial) -> list[str]:
             continue
         knowledge.append((spec.name, frozenset(spec.needs), spec.placement))
     schedule = str(options.get(schedule_option("temperature"), "constant"))
-    return mapping_problems(trial.strategy, knowledge, options) + learner_problems(
-        options, trial.temperature, trial.soft_weight, schedule
+    return (
+        mapping_problems(trial.strategy, knowledge, options)
+        + learner_problems(options, trial.temperature, trial.soft_weight, schedule)
+        + learned_lr_problems(trial, learns_beside_the_student(trial))
     )
+
+
+def learns_beside_the_student(trial: Trial) -> bool:
+    """Whether the trial has a learned part: a learnable strategy or a temperature learner."""
+    try:
+        learnable = trial.strategy is not None and get_strategy(trial.strategy).learnable
+    except KdgridError:  # an unknown strategy: refused by its own check
+        learnable = False
+    return learnable or trial.option("temperature_learner", "none") != "none"
 
 
 def mapping_problems(
