@@ -24,5 +24,5 @@ def learned_lr_problems(trial: Any, learns: bool) -> list[str]:
         return []
     return [
         f"option {LEARNED_LR_SCALE} scales the learning rate of a method's learned parameters, and this trial has "
-        "none: it needs a learnable strategy (LAD, ALP-KD), temperature_learner ctkd, or lkd: true"
+        "none: it needs a learnable strategy (LAD, ALP-KD), temperature_learner ctkd, or lkd_holdout"
     ]

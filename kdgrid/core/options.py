@@ -27,6 +27,7 @@ from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_p
 from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, boundaries_problem
 from kdgrid.core.learned_lr import LEARNED_LR_SCALE
 from kdgrid.core.learned_strategies import ALP_KD_SCALE, alp_kd_scale_problem
+from kdgrid.core.lkd_options import holdout_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.reaugkd_options import OPTION_DECLARATIONS as REAUGKD_OPTIONS
 from kdgrid.core.schedules import (
@@ -47,7 +48,7 @@ from kdgrid.core.temperature_learners import (
     ramp_problem,
 )
 from kdgrid.errors import KdgridError
-from kdgrid.trial import DATA_SEED, MASK_BY, MASK_FRACTION, MASK_INPUT, SEED_LIMIT
+from kdgrid.trial import DATA_SEED, LKD_HOLDOUT, MASK_BY, MASK_FRACTION, MASK_INPUT, SEED_LIMIT
 
 # What a value of each kind of option must be, and how a message names it.
 OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "number_list", "labels"]
@@ -396,6 +397,14 @@ register_option(
     "the learning rate of a method's learned parameters (a learnable strategy's mapping, a learned temperature, "
     "learned loss weights) as a multiple of lr (kdgrid.core.learned_lr); unset: lr",
     check=_naming(LEARNED_LR_SCALE, lambda v: None if _fits("number", v) and v > 0 else "allowed: a number > 0"),
+)
+register_option(
+    LKD_HOLDOUT,
+    "number",
+    None,
+    "LKD: learn the loss weights by one-step lookahead on this share of the training examples, held out from "
+    "training (kdgrid.core.lkd); unset: fixed weights",
+    check=holdout_problem,
 )
 for _declaration in REAUGKD_OPTIONS:  # ReAugKD's, declared beside its rules (kdgrid.core.reaugkd_options)
     register_option(**_declaration)

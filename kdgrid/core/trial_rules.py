@@ -37,6 +37,7 @@ from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
 from kdgrid.core.layer_curriculum import curriculum_problems
 from kdgrid.core.learned_lr import learned_lr_problems
 from kdgrid.core.learned_strategies import STRATEGY_OPTIONS
+from kdgrid.core.lkd_options import lkd_problems
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
 from kdgrid.core.method_rules import method_problems
 from kdgrid.core.options import MIN_TEMPERATURE, schedule_option
@@ -58,7 +59,7 @@ from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.core.temperature_learners import learner_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
-from kdgrid.trial import SEED_LIMIT, Trial, assistant_id
+from kdgrid.trial import LKD_HOLDOUT, SEED_LIMIT, Trial, assistant_id
 
 NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to learn from"
 # all-MiniLM-L6-v2's shape: the offline alias is resolved to a fine-tuned copy only at run time, but its shape is
@@ -138,6 +139,7 @@ def learned_method_problems(trial: Trial) -> list[str]:
         mapping_problems(trial.strategy, knowledge, options)
         + learner_problems(options, trial.temperature, trial.soft_weight, schedule)
         + learned_lr_problems(trial, learns_beside_the_student(trial))
+        + lkd_problems(trial)
     )
 
 
@@ -147,7 +149,8 @@ def learns_beside_the_student(trial: Trial) -> bool:
         learnable = trial.strategy is not None and get_strategy(trial.strategy).learnable
     except KdgridError:  # an unknown strategy: refused by its own check
         learnable = False
-    return learnable or trial.option("temperature_learner", "none") != "none"
+    learned_temperature = trial.option("temperature_learner", "none") != "none"
+    return learnable or learned_temperature or trial.option(LKD_HOLDOUT) is not None
 
 
 def mapping_problems(
