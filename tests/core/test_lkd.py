@@ -5,6 +5,7 @@ bit."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from kdgrid.core.data.holdout import HOLDOUT_STREAM, indices_digest
 from kdgrid.core.lkd import LossWeights, lkd_gradients
 from kdgrid.core.train import load_job, make_runtime
 from kdgrid.core.trial_rules import trial_problems
-from kdgrid.trial import group_key
+from kdgrid.grid.memory_estimate import GIB, estimate_trial_memory_gb
+from kdgrid.trial import Trial, group_key
 from tests.core.test_train_methods import make_trial, run
 
 LKD = {"lkd_holdout": 0.25}
@@ -165,3 +167,12 @@ def test_lkd_trains_records_its_trajectory_and_resumes_bit_for_bit(
     assert resumed.curve == straight.curve
     for key, value in weights[trial.trial_id].items():
         assert torch.equal(value, resumed_weights[trial.trial_id][key]), key
+
+
+def test_the_memory_estimate_counts_the_per_term_gradients_and_the_weights() -> None:
+    fixed = Trial("polarity", "minilm-l6", "bert-tiny", knowledge=("hidden_mse",), strategy="Last", alpha=0.5)
+    lkd = dataclasses.replace(fixed, options=(("lkd_holdout", 0.1),))
+    parameters = estimate_trial_memory_gb(fixed) * GIB / 16  # 16 bytes per parameter without LKD
+    terms = 2 + 2  # soft, hard, hidden_mse on bert-tiny's 2 matched layers
+    # each term's gradient, their sum and the parameter copy: (terms + 2) fp32 values more per parameter
+    assert estimate_trial_memory_gb(lkd) * GIB == pytest.approx((parameters + terms) * (16 + (terms + 2) * 4))
