@@ -389,7 +389,7 @@ class Objective(nn.Module):
         return parts
 
     def learned_modules(self) -> list[nn.Module]:
-        """The method's learned parts: the learnable mapping and the learned temperature, where present."""
+        """The method's learned parts: the learnable mapping, the learned temperature and LKD's weights, where present."""
         learned = (self.mapping, self.temperature_learner, self.loss_weights)
         return [module for module in learned if module is not None]
 
