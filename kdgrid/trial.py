@@ -41,8 +41,10 @@ def assistant_id(teacher: str) -> str | None:
     return teacher[len(TRAINED_TEACHER_PREFIX) :] if teacher.startswith(TRAINED_TEACHER_PREFIX) else None
 
 
+# LKD's held-out split (`kdgrid.core.lkd`): the share of the training data it holds out; it changes the batches.
+LKD_HOLDOUT = "lkd_holdout"
 # Options that change the shared teacher pass: trials differing in one of them are different groups.
-TEACHER_PASS_OPTIONS: tuple[str, ...] = (TEACHER_GATE, TEACHER_LABEL_ORDER)
+TEACHER_PASS_OPTIONS: tuple[str, ...] = (TEACHER_GATE, TEACHER_LABEL_ORDER, LKD_HOLDOUT)
 # Masked distillation (`kdgrid.core.masking`): which side sees masked inputs, how many tokens, chosen how. With
 # ``mask_input: teacher`` the masking changes the teacher pass, so then (and only then) all three split groups.
 MASK_INPUT = "mask_input"

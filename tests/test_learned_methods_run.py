@@ -127,3 +127,28 @@ def test_every_learned_parameter_is_checkpointed_and_resumes_bit_for_bit(
     for trial_id, state in straight_weights.items():
         for key, value in state.items():
             assert torch.equal(value, resumed_weights[trial_id][key]), (trial_id, key)
+
+
+def test_the_curriculum_lkd_and_the_learned_rate_run_through_the_local_executor(
+    tmp_path: Path, teacher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = count_teacher_passes(monkeypatch)
+    spec = json.loads(sweep_file(tmp_path / "base.yaml", teacher).read_text())
+    spec["studies"] = {
+        "curriculum": {"include": [{"strategy": "Last", "options": {"layer_curriculum": [0.25, 0.5]}}]},
+        "lad_fast": {"include": [{"strategy": "LAD", "options": {"learned_lr_scale": 10.0}}]},
+        "lkd": {"include": [{"strategy": "Last", "alpha": 0.5, "options": {"lkd_holdout": 0.25}}]},
+    }
+    for study in spec["studies"].values():  # the teacher is random: its gate is off, as in the fixed settings
+        study["include"][0]["options"] = {**NOT_MEANT_TO_BE_ACCURATE, **study["include"][0]["options"]}
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(json.dumps(spec))
+    outcome = run_sweep(sweep, tmp_path / "store", RunOptions(executor_settings={"local_progress": False}, preflight=False))
+    assert outcome.ok and outcome.done_now == 3
+    assert outcome.jobs == 2  # LKD holds out part of the training data: its own batches, its own teacher pass
+    assert sorted(seen["jobs"]) == [5, 6]  # 72 and 96 training sentences in batches of 16
+    rows = read_table(tmp_path / "store", ["status", "strategy", "extra_json"]).to_pylist()
+    extras = [json.loads(row["extra_json"]) for row in rows]
+    assert {row["status"] for row in rows} == {"done"}
+    assert sum("layer_curriculum" in e for e in extras) == 1 and sum("lkd" in e for e in extras) == 1
+    assert sum("mapping" in e for e in extras) == 1

@@ -13,6 +13,10 @@ Conventions:
     axes: the fields whose value differs between the sweep's trials, in `Trial`'s field order, then options.
         Rows default to the first axis, columns to the second; the axes on neither are laid out as blocks
         (one per combination), so that a cell only ever averages seeds.
+    studies: a sweep of several studies, each fixing every axis (one cell per study, as sweeps/methods.yaml:
+        one method per study), is laid out by study by default: one row per study in the file's order, its
+        reference the first study that is soft labels only. ``--rows study`` asks for that layout of any sweep
+        of several studies.
     cells: the metric the task reports (`kdgrid.paper.reported_metric`) on each dev set, mean over seeds, the
         best epoch's (``kind="best"``) or the last one's.
     reference: per block (its task, dev set, student, teacher and block fields), the cell named by
@@ -59,7 +63,7 @@ from kdgrid.predictions import TrialPredictions
 from kdgrid.store import read_store, scores_long
 from kdgrid.store.membership import SweepMembership, read_memberships
 from kdgrid.store.read import latest_done_rows
-from kdgrid.trial import Trial
+from kdgrid.trial import Trial, assistant_id
 
 NONE_LABEL = "(none)"
 """How an empty value (no knowledge, no strategy) is shown in a row or column label."""
@@ -144,6 +148,19 @@ class SweepRuns:
     sweep: str
     runs: pd.DataFrame
     axes: list[str]
+    studies: list[str] = dataclasses.field(default_factory=list)  # in the sweep's order, where it has several
+
+    def by_study(self) -> bool:
+        """Several studies, each of them one value of every axis (a teacher assistant's student, which differs
+        with the seed, counts as one): the studies are the design's cells."""
+        if len(self.studies) < 2:
+            return False
+        for _, members in self.runs.groupby("study", sort=False):
+            for axis in self.axes:
+                found = set(members[axis])
+                if len(found) > 1 and not (axis == "teacher" and all(assistant_id(v) for v in found)):
+                    return False
+        return True
 
 
 def sweep_runs(
@@ -188,7 +205,14 @@ def sweep_runs(
     varying = [name for name in names if runs[name].nunique() > 1] if len(runs) else []
     order = {name: i for i, name in enumerate(_FIELD_ORDER)}
     axes = sorted(varying, key=lambda n: (order.get(n, len(order)), n))
-    return SweepRuns(sweep, runs, axes)
+    study_of = {t: s for m in memberships if m.sweep == sweep for t, s in m.trials.items()}
+    if "study" in done.columns:
+        study_of = {**dict(zip(done["trial_id"].astype(str), done["study"].astype(str), strict=True)), **study_of}
+    studies = list(dict.fromkeys(study_of[t] for t in study_of if t in set(runs["trial_id"])))
+    if len(studies) < 2:
+        return SweepRuns(sweep, runs, axes)
+    runs["study"] = [study_of.get(t, "") for t in runs["trial_id"]]
+    return SweepRuns(sweep, runs, axes, studies)
 
 
 # --- the layout -------------------------------------------------------------------------------------------------
@@ -344,7 +368,10 @@ def build_sweep_table(
         ConfigError: a bad ``reference`` (see `parse_sweep_reference`), or one matching several cells of a block.
     """
     frame = runs.runs
-    values = {axis: _value_order(axis, frame[axis]) for axis in (*layout.axes, *layout.blocks)}
+    values = {
+        axis: list(runs.studies) if axis == "study" else _value_order(axis, frame[axis])
+        for axis in (*layout.axes, *layout.blocks)
+    }
     parsed = parse_sweep_reference(reference, layout, values)
     several_dev_sets = frame[["task", "dev_set"]].drop_duplicates().shape[0] > frame["task"].nunique()
     cells: dict[tuple[str, str, Column], Cell] = {}
@@ -395,6 +422,8 @@ def build_sweep_table(
     mark_best(view, "block")
     if parsed is None:
         parsed = _default_reference(view, layout, values)
+        if layout.rows == ("study",) and not parsed.explicit and layout.blocks == ():
+            parsed = _soft_labels_study(view, values["study"], parsed)
     if intervals:
         bank = ReplicateBank(test_resamples, seed)
         summary = attach_uncertainty(
@@ -531,6 +560,17 @@ def _default_reference(
     return Reference(fields, explicit=False, condition_fields=conditions)
 
 
+def _soft_labels_study(view: TableView, studies: Sequence[str], fallback: Reference) -> Reference:
+    """In a table laid out by study: the first study (in the sweep's order) that is soft labels only, as the
+    reference of every cell of its condition; ``fallback`` where no study is."""
+    soft = Reference(condition_fields=fallback.condition_fields)
+    cells = [cell for block in view.blocks for cell in block.cells.values()]
+    for study in studies:
+        if any(c.config.get("study") == study and soft.matches(c.config) for c in cells):
+            return Reference((("study", study),), explicit=False, condition_fields=fallback.condition_fields)
+    return fallback
+
+
 def _cell_replicates(
     cell: Cell, predictions: Mapping[str, TrialPredictions], bank: ReplicateBank
 ) -> tuple[str, np.ndarray] | None:
@@ -648,7 +688,13 @@ def sweep_table(
     if store_df.empty:
         raise KdgridError(f"the store {store_dir} has no rows" + (" matching --where" if where else ""))
     runs = sweep_runs(store_df, read_memberships(store_dir, skip_bad=True), sweep, kind)
-    layout = choose_layout(runs.axes, rows, cols)
+    asked = {*_axis_list(rows), *_axis_list(cols)}
+    if runs.studies and ("study" in asked or (not asked and runs.by_study())):
+        layout = choose_layout([*runs.axes, "study"], rows or "study", cols or "")
+        if layout.rows == ("study",) and not layout.cols and runs.by_study():
+            layout = SweepLayout(("study",), (), ())  # every other axis is fixed by the study: no blocks
+    else:
+        layout = choose_layout(runs.axes, rows, cols)
     predictions = load_predictions(store_dir, runs.runs["row_id"]) if intervals != "off" else {}
     if intervals == "on" and not predictions:
         raise KdgridError(

@@ -25,9 +25,11 @@ import torch
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.batching import train_batches
+from kdgrid.core.data.holdout import split_off
 from kdgrid.core.data.tokenization import tokenize_task
 from kdgrid.core.evaluate import dev_fingerprint, evaluate_dev_sets, gold_labels
 from kdgrid.core.label_order import LabelOrder, resolve_label_order
+from kdgrid.core.lkd import HeldOut
 from kdgrid.core.models import load_teacher, load_tokenizer
 from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.runtime import Runtime
@@ -37,7 +39,7 @@ from kdgrid.core.teacher_gate import check_teacher
 from kdgrid.core.teacher_options import declared_label_order, gate_enabled, teacher_option_problems
 from kdgrid.errors import ConfigError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
-from kdgrid.trial import Trial, data_order_seed
+from kdgrid.trial import LKD_HOLDOUT, Trial, data_order_seed
 
 
 @dataclass
@@ -66,6 +68,7 @@ class LoadedJob:
     label_order: LabelOrder | None = None
     teacher_gate: dict[str, Any] = field(default_factory=dict)
     dev_fingerprints: dict[str, str] = field(default_factory=dict)
+    held_out: HeldOut | None = None  # LKD's held-out split of the training data (`kdgrid.core.lkd`)
 
     def dev_sets(self) -> dict[str, Any]:
         """The tokenized dev sets the job scores, by name, in the task's order."""
@@ -117,9 +120,17 @@ def load_job(trial: Trial, runtime: Runtime) -> LoadedJob:
     dev_cap = trial.option(MAX_DEV_SAMPLES)
     if dev_cap is not None:  # after the gate, which judges the teacher on the whole dev set
         tokenized = tokenized.with_dev_sets_cut(dev_cap)
+    held_out = None
+    fraction = trial.option(LKD_HOLDOUT)
+    if fraction is not None:  # part of the group key: every trial of the job holds out the same examples
+        train, held, indices = split_off(tokenized["train"], float(fraction), data_order_seed(trial))
+        tokenized = {**tokenized, "train": train}  # a new mapping: the tokenized task may be cached in memory
+        held_out = HeldOut(held, indices, float(fraction), data_order_seed(trial))
     steps = len(train_batches(tokenized["train"], trial.batch_size, data_order_seed(trial), 0))
     fingerprints = {name: dev_fingerprint(tokenized[name]) for name in task.dev_sets}
-    return LoadedJob(task, teacher, teacher_model, tokenized, runtime, steps, label_order, gate, fingerprints)
+    return LoadedJob(
+        task, teacher, teacher_model, tokenized, runtime, steps, label_order, gate, fingerprints, held_out
+    )
 
 
 def teacher_forward(job: LoadedJob, capture: FeatureCapture, batch: dict[str, torch.Tensor]) -> Features:

@@ -39,6 +39,8 @@ from torch import nn
 from kdgrid.core.capture import Features
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
 from kdgrid.core.knowledge import get_knowledge, term_name, term_pairs
+from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, Curriculum
+from kdgrid.core.lkd import LossWeights
 from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.losses.logits import soft_label_per_example, teacher_loss_per_example
 from kdgrid.core.mapping import LayerMapping, build_mapping
@@ -52,7 +54,7 @@ from kdgrid.core.shapes import StudentShape
 from kdgrid.core.teacher_targets import teacher_side, trainable_targets
 from kdgrid.core.temperature_learner import TemperatureLearner, build_temperature_learner
 from kdgrid.errors import ConfigError
-from kdgrid.trial import Trial
+from kdgrid.trial import LKD_HOLDOUT, Trial
 
 LAYER_FEATURES = ("scores", "hidden", "query", "key", "value")
 ATTENTION_FEATURES = frozenset({"scores", "query", "key", "value"})
@@ -200,11 +202,28 @@ class Objective(nn.Module):
         self.spectral = spectral_weight(trial)  # lambda of the projections' spectral penalty, or None
         self.example_weight = str(trial.option(EXAMPLE_WEIGHT, DEFAULT_EXAMPLE_WEIGHT))
         self.progress = 0.0
+        boundaries = trial.option(LAYER_CURRICULUM)  # a layer-wise curriculum (kdgrid.core.layer_curriculum)
+        self.curriculum = (
+            None if boundaries is None else Curriculum.of(boundaries, [(term.name, term.pair) for term in terms])
+        )
+        self.stage = 0
+        # LKD's learned loss weights (kdgrid.core.lkd): one per term, the soft and hard labels included
+        self.loss_weights = (
+            LossWeights(["soft", "hard", *(term.name for term in terms)])
+            if trial.option(LKD_HOLDOUT) is not None
+            else None
+        )
 
     def set_progress(self, step_index: int, total_steps: int) -> None:
         """Where training is: the 0-based index of the coming optimiser step among ``total_steps``
         (`kdgrid.core.schedules.progress`); the schedules read it."""
         self.progress = progress(step_index, total_steps)
+        if self.curriculum is not None:
+            self.stage = self.curriculum.stage(step_index, total_steps)
+
+    def trainable_layers(self) -> frozenset[int] | None:
+        """The student layers the current curriculum stage trains (0 = embeddings); None: all of them."""
+        return None if self.curriculum is None else self.curriculum.trainable_layers(self.stage)
 
     def scheduled(self, target: str, start: float) -> float:
         """``target``'s value now: its schedule (option ``{target}_schedule``) from ``start`` to the option
@@ -363,17 +382,27 @@ class Objective(nn.Module):
             parts["learned_temperature"] = self.temperature_learner.summary()
         return parts
 
+    def learned_modules(self) -> list[nn.Module]:
+        """The method's learned parts: the learnable mapping, the learned temperature and LKD's weights, where present."""
+        learned = (self.mapping, self.temperature_learner, self.loss_weights)
+        return [module for module in learned if module is not None]
+
     def learned_parameter_count(self) -> int:
-        """The parameters of the learnable mapping and the learned temperature (not projections)."""
-        learned = [module for module in (self.mapping, self.temperature_learner) if module is not None]
-        return sum(p.numel() for module in learned for p in module.parameters())
+        """The parameters of the learnable mapping, the learned temperature and LKD's weights (not projections)."""
+        return sum(p.numel() for module in self.learned_modules() for p in module.parameters())
 
     def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher)."""
+        """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher). In a
+        layer stage of a curriculum, only that stage's terms count; under LKD each weight is multiplied by its
+        learned multiplier (without gradient: `kdgrid.core.lkd` gives the weights theirs)."""
         weights = self.weights()
+        if self.loss_weights is not None:
+            multipliers = self.loss_weights.as_dict()
+            weights = {name: w * multipliers.get(name, 1.0) for name, w in weights.items()}
+        staged = None if self.curriculum is None else self.curriculum.stage_terms(self.stage)
         total = torch.zeros((), device=values["soft"].device)
         for name, value in values.items():
-            weight = weights[name]
+            weight = weights[name] if staged is None or name in staged else 0
             if weight != 0:
                 total = total + weight * value
         return total

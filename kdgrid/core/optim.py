@@ -15,12 +15,15 @@ from kdgrid.core.method_options import DEFAULT_DOT_DELTA, OPTIMIZERS
 from kdgrid.errors import ConfigError
 
 
-def decay_groups(modules: Iterable[nn.Module], weight_decay: float) -> list[dict[str, object]]:
-    """Parameter groups: biases and LayerNorm weights get no weight decay (BERT's habit), the rest do."""
+def decay_groups(
+    modules: Iterable[nn.Module], weight_decay: float, leave_out: frozenset[int] = frozenset()
+) -> list[dict[str, object]]:
+    """Parameter groups: biases and LayerNorm weights get no weight decay (BERT's habit), the rest do. Parameters
+    whose ``id`` is in ``leave_out`` are left out (they have groups of their own)."""
     decay, no_decay = [], []
     for module in modules:
         for name, param in module.named_parameters():
-            if not param.requires_grad:
+            if not param.requires_grad or id(param) in leave_out:
                 continue
             (no_decay if name.endswith("bias") or "LayerNorm" in name or param.ndim < 2 else decay).append(
                 param
@@ -55,14 +58,28 @@ def build_optimizer(
     *,
     kind: str = "adamw",
     dot_delta: float | None = None,
+    learned: Iterable[nn.Module] = (),
+    learned_lr_scale: float | None = None,
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW (or, ``kind="dot"``, DOT with ``dot_delta``) over every trainable parameter of ``modules`` and its
     linear warm-up/decay scheduler.
 
+    With ``learned_lr_scale`` m, the parameters of the ``learned`` modules (a method's learned parts, inside
+    ``modules``) get groups of their own at learning rate ``m x lr`` (`kdgrid.core.learned_lr`); without it,
+    ``learned`` is ignored and the groups are exactly those of ``modules``.
+
     AdamW's fused implementation (CPU and CUDA) is used: on CPU it makes a BERT-tiny step about a third cheaper
     than the per-tensor loop that is PyTorch's CPU default.
     """
-    groups = decay_groups(modules, weight_decay)
+    learned = list(learned) if learned_lr_scale is not None else []
+    own = frozenset(id(p) for module in learned for p in module.parameters())
+    groups = decay_groups(modules, weight_decay, own)
+    if learned:
+        groups += [
+            {**group, "lr": lr * float(learned_lr_scale)}  # type: ignore[arg-type]
+            for group in decay_groups(learned, weight_decay)
+            if group["params"]
+        ]
     if kind == "dot":
         delta = DEFAULT_DOT_DELTA if dot_delta is None else float(dot_delta)
         optimizer: torch.optim.Optimizer = DOT(groups, lr=lr, delta=delta)

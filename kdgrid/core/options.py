@@ -24,7 +24,10 @@ from kdgrid.core import knowledge as registry
 from kdgrid.core import method_options as methods
 from kdgrid.core.adakd import ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION, adakd_function_problem
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
+from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, boundaries_problem
+from kdgrid.core.learned_lr import LEARNED_LR_SCALE
 from kdgrid.core.learned_strategies import ALP_KD_SCALE, alp_kd_scale_problem
+from kdgrid.core.lkd_options import holdout_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.reaugkd_options import OPTION_DECLARATIONS as REAUGKD_OPTIONS
 from kdgrid.core.schedules import (
@@ -45,16 +48,17 @@ from kdgrid.core.temperature_learners import (
     ramp_problem,
 )
 from kdgrid.errors import KdgridError
-from kdgrid.trial import DATA_SEED, MASK_BY, MASK_FRACTION, MASK_INPUT, SEED_LIMIT
+from kdgrid.trial import DATA_SEED, LKD_HOLDOUT, MASK_BY, MASK_FRACTION, MASK_INPUT, SEED_LIMIT
 
 # What a value of each kind of option must be, and how a message names it.
-OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "labels"]
+OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "number_list", "labels"]
 KIND_WORDS: dict[str, str] = {
     "bool": "true or false",
     "int": "an integer",
     "number": "a finite number",
     "text": "a string",
     "int_list": "a list of integers",
+    "number_list": "a list of finite numbers",
     "labels": "a list of label names or ids",
 }
 
@@ -152,6 +156,8 @@ def _fits(kind: str, value: Any) -> bool:
         return _is_number(value) and math.isfinite(value)
     if kind == "text":
         return isinstance(value, str)
+    if kind == "number_list":
+        return isinstance(value, list | tuple) and all(_fits("number", v) for v in value)
     if kind == "labels":
         return isinstance(value, list | tuple) and all(isinstance(v, str) or _fits("int", v) for v in value)
     return isinstance(value, list | tuple) and all(_fits("int", v) for v in value)
@@ -375,6 +381,30 @@ register_option(
     "log the cosine between the task and distillation gradients on this many evenly spaced batches per epoch "
     "(the row's extra grad_cosine: one mean per epoch); unset: not logged",
     minimum=1,
+)
+register_option(
+    LAYER_CURRICULUM,
+    "number_list",
+    None,
+    "train the student layer by layer, shallow to deep, then on the full objective: the stage boundaries as "
+    "fractions of the training steps, one per matched student layer (kdgrid.core.layer_curriculum); unset: none",
+    check=boundaries_problem,
+)
+register_option(
+    LEARNED_LR_SCALE,
+    "number",
+    None,
+    "the learning rate of a method's learned parameters (a learnable strategy's mapping, a learned temperature, "
+    "learned loss weights) as a multiple of lr (kdgrid.core.learned_lr); unset: lr",
+    check=_naming(LEARNED_LR_SCALE, lambda v: None if _fits("number", v) and v > 0 else "allowed: a number > 0"),
+)
+register_option(
+    LKD_HOLDOUT,
+    "number",
+    None,
+    "LKD: learn the loss weights by one-step lookahead on this share of the training examples, held out from "
+    "training (kdgrid.core.lkd); unset: fixed weights",
+    check=holdout_problem,
 )
 for _declaration in REAUGKD_OPTIONS:  # ReAugKD's, declared beside its rules (kdgrid.core.reaugkd_options)
     register_option(**_declaration)

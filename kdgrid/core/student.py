@@ -28,6 +28,11 @@ from kdgrid.core.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.finite_guard import FiniteGuard
 from kdgrid.core.grad_split import CosineLog, gradient_cosine, split_gradients, task_and_distillation
 from kdgrid.core.init import build_student
+from kdgrid.core.layer_curriculum import EXTRA_KEY as CURRICULUM_KEY
+from kdgrid.core.layer_curriculum import drop_frozen_gradients
+from kdgrid.core.learned_lr import LEARNED_LR_SCALE
+from kdgrid.core.lkd import EXTRA_KEY as LKD_KEY
+from kdgrid.core.lkd import lkd_gradients, validation_loss_fn
 from kdgrid.core.loaded_job import LoadedJob, TeacherInfo
 from kdgrid.core.masking import TRAINING, student_input
 from kdgrid.core.method_options import DOT_DELTA, DUAL_HEAD, OPTIMIZER
@@ -237,10 +242,22 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         trial.warmup_ratio,
         kind=trial.option(OPTIMIZER) or "adamw",
         dot_delta=trial.option(DOT_DELTA),
+        learned=run.objective.learned_modules(),
+        learned_lr_scale=trial.option(LEARNED_LR_SCALE),
     )
     run.scaler = runtime.grad_scaler()
     if run.scaler is not None and isinstance(run.optimizer, DOT):
         raise ConfigError("optimizer 'dot' takes no fp16 loss scaling: run it with KDGRID_AMP=bf16 or off")
+    if run.objective.loss_weights is not None:
+        if run.scaler is not None:
+            raise ConfigError("LKD (lkd_holdout) takes no fp16 loss scaling: run it with KDGRID_AMP=bf16 or off")
+        if job.held_out is None:
+            raise ConfigError("LKD (lkd_holdout): this job holds no split out of its training data")
+        result.extra[LKD_KEY] = {
+            "terms": list(run.objective.loss_weights.names),
+            "held_out": job.held_out.record(),
+            "trajectory": [list(run.objective.loss_weights.as_dict().values())],  # the start, then every epoch
+        }
     run.cosine = CosineLog.for_trial(trial, job.steps_per_epoch)
     if runtime.compile:
         run.model.forward = compile_forward(run.model)
@@ -254,6 +271,8 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         result.extra["mapping_params"] = mapping_params
     result.extra["teacher_source"] = plan.teacher.source
     result.extra["steps_per_epoch"] = job.steps_per_epoch
+    if run.objective.curriculum is not None:  # refuses a stage that would get no step
+        result.extra[CURRICULUM_KEY] = run.objective.curriculum.summary(total_steps)
     state = load_checkpoint(checkpoint_dir, trial.trial_id)
     if state is not None:
         run.restore(state)
@@ -301,8 +320,12 @@ def train_step(
             run.finite_guard.check(run.objective, step)
         scaler = run.scaler
         split = split_step(run, values)  # DOT's gradients, and the sampled cosine (kdgrid.core.grad_split)
-        if split is None:
+        if run.objective.loss_weights is not None:  # LKD: the step's and the weights' gradients (kdgrid.core.lkd)
+            lkd_step(run, job, values, step)
+        elif split is None:
             (scaler.scale(total) if scaler is not None else total).backward()
+        # A curriculum's layer stage: the layers outside it get no gradient (kdgrid.core.layer_curriculum).
+        drop_frozen_gradients(run.model.named_parameters(), run.objective.trainable_layers())
         max_norm = run.trial.option("max_grad_norm")
         if max_norm:
             if scaler is not None:
@@ -317,6 +340,30 @@ def train_step(
         detached = value.detach().float()
         run.sums[name] = run.sums[name] + detached if name in run.sums else detached
     run.steps_in_epoch += 1
+
+
+def lkd_step(run: StudentRun, job: LoadedJob, values: dict[str, torch.Tensor], step: int) -> None:
+    """LKD's gradients for this step: the weighted terms' on the student and its projections, the first-order
+    hypergradient on the loss weights from the job's held-out batch of this step (`kdgrid.core.lkd`)."""
+    assert run.objective is not None and run.objective.loss_weights is not None and job.held_out is not None
+    assert run.optimizer is not None
+    phi = run.objective.loss_weights.phi
+    pairs = [(p, group["lr"]) for group in run.optimizer.param_groups for p in group["params"] if p is not phi]
+    batch = job.runtime.to_device(job.held_out.batch(step, run.trial.batch_size))
+    loss = validation_loss_fn(
+        run.model,
+        batch,
+        job.task.is_regression,
+        lambda model, b: model(**{k: v for k, v in b.items() if k != "labels"}).logits,
+    )
+    lkd_gradients(
+        values,
+        run.objective.weights(),
+        run.objective.loss_weights,
+        [p for p, _ in pairs],
+        [float(lr) for _, lr in pairs],
+        loss,
+    )
 
 
 def split_step(run: StudentRun, values: dict[str, torch.Tensor]) -> list[torch.Tensor | None] | None:
@@ -359,6 +406,8 @@ def end_epoch(run: StudentRun, job: LoadedJob, epoch: int, checkpoint_dir: Path 
     loss_terms = {k: float(v) / max(1, run.steps_in_epoch) for k, v in run.sums.items()}
     if run.cosine is not None:
         run.cosine.close_epoch(run.result.extra)
+    if run.objective.loss_weights is not None:  # LKD's weights after each epoch
+        run.result.extra[LKD_KEY]["trajectory"].append(list(run.objective.loss_weights.as_dict().values()))
     run.sums, run.steps_in_epoch = {}, 0
     with job.runtime.autocast():
         outcome = evaluate_dev_sets(

@@ -34,7 +34,10 @@ from kdgrid.core.choices import PROJECTIONS
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
+from kdgrid.core.layer_curriculum import curriculum_problems
+from kdgrid.core.learned_lr import learned_lr_problems
 from kdgrid.core.learned_strategies import STRATEGY_OPTIONS
+from kdgrid.core.lkd_options import lkd_problems
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
 from kdgrid.core.method_rules import method_problems
 from kdgrid.core.options import MIN_TEMPERATURE, schedule_option
@@ -56,7 +59,7 @@ from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.core.temperature_learners import learner_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
-from kdgrid.trial import SEED_LIMIT, Trial, assistant_id
+from kdgrid.trial import LKD_HOLDOUT, SEED_LIMIT, Trial, assistant_id
 
 NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to learn from"
 # all-MiniLM-L6-v2's shape: the offline alias is resolved to a fine-tuned copy only at run time, but its shape is
@@ -132,9 +135,22 @@ def learned_method_problems(trial: Trial) -> list[str]:
             continue
         knowledge.append((spec.name, frozenset(spec.needs), spec.placement))
     schedule = str(options.get(schedule_option("temperature"), "constant"))
-    return mapping_problems(trial.strategy, knowledge, options) + learner_problems(
-        options, trial.temperature, trial.soft_weight, schedule
+    return (
+        mapping_problems(trial.strategy, knowledge, options)
+        + learner_problems(options, trial.temperature, trial.soft_weight, schedule)
+        + learned_lr_problems(trial, learns_beside_the_student(trial))
+        + lkd_problems(trial)
     )
+
+
+def learns_beside_the_student(trial: Trial) -> bool:
+    """Whether the trial has a learned part: a learnable strategy or a temperature learner."""
+    try:
+        learnable = trial.strategy is not None and get_strategy(trial.strategy).learnable
+    except KdgridError:  # an unknown strategy: refused by its own check
+        learnable = False
+    learned_temperature = trial.option("temperature_learner", "none") != "none"
+    return learnable or learned_temperature or trial.option(LKD_HOLDOUT) is not None
 
 
 def mapping_problems(
@@ -357,12 +373,14 @@ def _combination_rules(trial: Trial, student: StudentShape, teacher: StudentShap
     if trial.init == "general_distillation" and not trial.init_from and trial.option(INIT_RECIPE) is None:
         problems.append(GENERAL_DISTILLATION_NEEDS_INIT_FROM)
     if teacher is None:
-        return problems
+        return problems + curriculum_problems(trial, None)
+    pairs: list[tuple[int, int]] | None = None
     if trial.strategy is not None:
         try:
-            matched_pairs(trial, student.layers, teacher.layers)
+            pairs = matched_pairs(trial, student.layers, teacher.layers)
         except KdgridError as error:
             problems.append(str(error))
+    problems += curriculum_problems(trial, pairs)
     if trial.init == "preload" and not trial.init_from:
         problems += preload_problems(student, teacher, trial.teacher)
     problems += relation_heads_problems(trial, student, teacher)

@@ -33,7 +33,7 @@ from kdgrid.core.reaugkd_options import evaluation_only
 from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
 from kdgrid.core.temperature_learners import learned_temperature_parameters
 from kdgrid.errors import ConfigError
-from kdgrid.trial import Trial
+from kdgrid.trial import LKD_HOLDOUT, Trial
 
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and AdamW's two moments
 # A step that takes the task and distillation gradients apart (optimizer dot, grad_cosine_batches;
@@ -41,6 +41,8 @@ BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and AdamW's two moments
 # (DOT's two momenta take the place of AdamW's two moments, so its optimizer state costs the same).
 SPLIT_GRADIENT_BYTES = 8
 BYTES_PER_VALUE = 4  # fp32 activations and features
+# LKD (kdgrid.core.lkd) holds each loss term's gradient, their weighted sum and a copy of the parameters at once:
+# (terms + 2) more fp32 values per parameter.
 GIB = 2**30
 # Activations a BERT layer keeps for its backward pass, per token and unit of width (Q, K, V, attention output,
 # two LayerNorms, the FFN's 4x-wide input and GELU output, dropout masks), and per attention score (scores,
@@ -191,14 +193,30 @@ def estimate_trial_memory_gb(trial: Trial) -> float:
     The job's other parts (one student's activations, the teacher) are counted once per job
     (`estimate_job_memory_gb`)."""
     shape = student_shape(trial.student)
-    per_parameter = BYTES_PER_PARAMETER + (SPLIT_GRADIENT_BYTES if splits_gradients(trial) else 0)
+    terms = lkd_terms(trial)
+    per_parameter = (
+        BYTES_PER_PARAMETER
+        + (SPLIT_GRADIENT_BYTES if splits_gradients(trial) else 0)
+        + (terms + 2) * BYTES_PER_VALUE * (terms > 0)
+    )
     parameters = (
         shape.param_count()
         + projection_params(trial)
         + mapping_params(trial)
         + learned_temperature_parameters(dict(trial.options))
+        + terms  # LKD's one weight per term
     )
     return parameters * per_parameter / GIB
+
+
+def lkd_terms(trial: Trial) -> int:
+    """The loss terms whose weights LKD learns (0 without LKD): soft, hard and each knowledge on each pair (an
+    upper bound: a knowledge on the embeddings or without layers counts one per pair too)."""
+    if trial.option(LKD_HOLDOUT) is None:
+        return 0
+    student = student_shape(trial.student)
+    pairs = _pairs(trial, student, teacher_shape(trial.teacher, trial.task)) if trial.strategy else []
+    return 2 + len(trial.knowledge) * max(1, len(pairs))
 
 
 def student_activation_bytes(trial: Trial) -> int:
@@ -322,6 +340,7 @@ def memory_key(trial: Trial) -> tuple[object, ...]:
         trial.projection,
         trial.option(PROJECTOR_MEMBERS),
         splits_gradients(trial),
+        trial.option(LKD_HOLDOUT),
     )
 
 

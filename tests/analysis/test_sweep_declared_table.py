@@ -69,6 +69,7 @@ def test_every_bundled_paper_sweep_declares_the_table_its_name_gave() -> None:
     for study in ("layer_selection.yaml", "layer_selection_glue.yaml"):  # no paper table: their own sweep tables
         assert declared.pop(study) is None
     assert declared.pop("assistants.yaml") is None  # not a paper study: `kdgrid tables --sweep assistants` lays it out
+    assert declared.pop("methods.yaml") is None  # the literature's methods: `kdgrid tables --sweep methods`
     # ReAugKD's sweeps are another paper's: no table of this one (`kdgrid tables --sweep`)
     assert declared.pop("reaugkd.yaml") is None and declared.pop("reaugkd_offline.yaml") is None
     assert declared == {name: legacy_table_of("main", name) for name in declared} and set(

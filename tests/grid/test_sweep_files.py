@@ -42,6 +42,8 @@ COUNTS = {
     "reaugkd.yaml": (546, 546),
     # 3 seeds x (soft labels, relation alone, ReAugKD, 7 evaluation-only)
     "reaugkd_offline.yaml": (30, 30),
+    # 21 methods, references and assistant cells x 5 seeds, offline (sweeps/methods.yaml says which share a pass)
+    "methods.yaml": (105, 105),
 }
 
 

@@ -1,0 +1,53 @@
+"""LKD's option and what it combines with (torch-free: the grid validates them; the method: `kdgrid.core.lkd`).
+
+``lkd_holdout: f`` turns LKD on and holds out the share f of the training examples for its validation loss.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from kdgrid.trial import LKD_HOLDOUT
+
+MAX_HOLDOUT = 0.5  # more would leave the student less to train on than it validates on
+
+
+def holdout_problem(value: Any) -> str | None:
+    """Why ``lkd_holdout`` = ``value`` is not allowed: a number in (0, 0.5]."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value <= MAX_HOLDOUT:
+        return None
+    return (
+        f"option {LKD_HOLDOUT}={value!r} is invalid; allowed: a number in (0, {MAX_HOLDOUT:g}] (the share of the "
+        "training examples LKD holds out for its validation loss)"
+    )
+
+
+def lkd_problems(trial: Any) -> list[str]:
+    """What LKD cannot combine with (empty when it can, or without the option): fewer than two weighted terms
+    (one weight alone has nothing to trade against), no task loss to validate on (alpha = 0 is fine: the held-out
+    loss reads the gold labels), or a method that takes the step's gradients itself."""
+    if trial.option(LKD_HOLDOUT) is None:
+        return []
+    problems: list[str] = []
+    terms = int(trial.soft_weight > 0) + int(trial.alpha > 0) + len(trial.knowledge)
+    if terms < 2:
+        problems.append(
+            f"option {LKD_HOLDOUT} learns the weights of the trial's loss terms: it needs at least two (soft_weight > "
+            f"0, alpha > 0, knowledge); here soft_weight {trial.soft_weight:g}, alpha {trial.alpha:g}, knowledge "
+            f"{list(trial.knowledge)}"
+        )
+    clashing = [
+        name
+        for name, on in (
+            ("optimizer dot", trial.option("optimizer") == "dot"),
+            ("grad_cosine_batches", trial.option("grad_cosine_batches") is not None),
+            ("layer_curriculum", trial.option("layer_curriculum") is not None),
+        )
+        if on
+    ]
+    if clashing:
+        problems.append(
+            f"option {LKD_HOLDOUT} takes the step's gradients apart itself: it cannot go with {', '.join(clashing)}"
+        )
+    return problems

@@ -1,0 +1,119 @@
+"""`kdgrid tables --sweep methods` on a small fake store of the bundled methods sweep's own trials (the sweep is
+not run): one row per study in the file's order, soft labels only as every cell's reference, intervals and marks;
+the assistant cells (another student, another teacher) carry intervals without a test. A sweep whose studies do
+not fix every axis keeps its usual layout unless ``--rows study`` asks."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kdgrid.analysis.sweep_tables import sweep_table
+from kdgrid.grid import load_sweep
+from kdgrid.predictions import DevSetPredictions
+from kdgrid.result import TrialResult
+from kdgrid.store.membership import record_membership
+from kdgrid.store.write import write_result
+from tests.analysis.tables_testing import run_kdgrid
+
+SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
+N = 200
+GOLD = np.arange(N) % 2
+FINGERPRINT = "f" * 64
+# Right on this share of the dev examples (the seed shifts which ones); every other study: 0.7.
+SHARES = {"soft_labels": 0.7, "lad": 0.85, "dot": 0.55}
+
+
+def predictions(share: float, seed: int) -> np.ndarray:
+    right = (np.arange(N) - 3 * seed) % N < round(share * N)
+    return np.where(right, GOLD, 1 - GOLD)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("methods") / "store"
+    sweep = load_sweep(SWEEPS / "methods.yaml")
+    studies = sweep.study_of()
+    for planned in sweep.trials:
+        trial, study = planned.trial, studies[planned.trial.trial_id]
+        student = predictions(SHARES.get(study, 0.7), trial.seed)
+        accuracy = float((student == GOLD).mean())
+        result = TrialResult(
+            trial=trial, status="done", scores={"validation": {"accuracy": accuracy}},
+            last_scores={"validation": {"accuracy": accuracy}}, best_epoch=1,
+        )  # fmt: skip
+        outcome = {"validation": DevSetPredictions(GOLD, student, predictions(0.9, 0), FINGERPRINT)}
+        write_result(path, dataclasses.replace(result, predictions=outcome), sweep="methods", study=study)
+    record_membership(path, "methods", studies)
+    return path
+
+
+def test_one_row_per_study_against_soft_labels_with_intervals_and_marks(store: Path) -> None:
+    built = sweep_table(store, "methods", resamples=200, test_resamples=500)
+    assert (built.layout.rows, built.layout.cols, built.layout.blocks) == (("study",), (), ())
+    order = list(dict.fromkeys(load_sweep(SWEEPS / "methods.yaml").study_of().values()))
+    main = built.view.blocks[0]
+    assert main.rows == order and order[0] == "soft_labels" and len(order) == 21
+    column = main.columns[0]
+    reference, lad, dot = (main.cell(s, column) for s in ("soft_labels", "lad", "dot"))
+    assert reference.is_reference and reference.n_seeds == 5 and reference.value == pytest.approx(0.7)
+    assert lad.value == pytest.approx(0.85) and lad.significant and lad.direction == 1 and lad.has_interval
+    assert dot.value == pytest.approx(0.55) and dot.significant and dot.direction == -1
+    same = main.cell("projector_mlp", column)
+    assert same.has_interval and not same.significant  # the same predictions as the reference
+    for study in (
+        "assistant",
+        "via_assistant",
+    ):  # another student / teacher: an interval, no reference to test
+        cell = main.cell(study, column)
+        assert (
+            cell.n_seeds == 5
+            and cell.has_interval
+            and math.isnan(cell.p_vs_reference)
+            and not cell.test_method
+        )
+
+
+def test_the_cli_lays_it_out_by_study(store: Path, capsys) -> None:
+    code, out, err = run_kdgrid(
+        capsys, "tables", "--sweep", "methods", "--store", str(store), "--format", "csv",
+        "--resamples", "200", "--test-resamples", "500",
+    )  # fmt: skip
+    assert code == 0, err
+    rows = {r["row"]: r for r in csv.DictReader(io.StringIO(out)) if r["column"] == "accuracy"}
+    assert rows["lad"]["significant"] == "1" and float(rows["lad"]["ci_low"]) <= 0.85 <= float(
+        rows["lad"]["ci_high"]
+    )
+    assert rows["ctkd"]["significant"] == "0" and set(rows) >= {"curriculum", "lkd", "mask_teacher"}
+
+
+def test_studies_that_do_not_fix_every_axis_keep_the_usual_layout_unless_asked(tmp_path: Path) -> None:
+    path, made = tmp_path / "store", {}
+    for study, knowledge in (("plain", ()), ("hidden", ("hidden_mse",))):
+        for lr in (1e-3, 1e-2):
+            trial = load_sweep(SWEEPS / "methods.yaml").trials[0].trial
+            trial = dataclasses.replace(
+                trial, knowledge=knowledge, strategy="Last-1" if knowledge else None, lr=lr
+            )
+            student = predictions(0.7, 0)
+            result = TrialResult(
+                trial=trial, status="done", scores={"validation": {"accuracy": 0.7}}, best_epoch=1
+            )
+            outcome = {"validation": DevSetPredictions(GOLD, student, student, FINGERPRINT)}
+            write_result(path, dataclasses.replace(result, predictions=outcome), sweep="mixed", study=study)
+            made[trial.trial_id] = study
+    record_membership(path, "mixed", made)
+    usual = sweep_table(path, "mixed", resamples=50, test_resamples=50)
+    assert "study" not in (*usual.layout.rows, *usual.layout.cols, *usual.layout.blocks)
+    asked = sweep_table(path, "mixed", rows="study", resamples=50, test_resamples=50)
+    assert asked.layout.rows == ("study",) and "lr" in asked.layout.blocks  # lr varies within a study: blocks
+    assert {row for block in asked.view.blocks[: asked.main_blocks] for row in block.rows} == {
+        "plain",
+        "hidden",
+    }
