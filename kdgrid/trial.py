@@ -166,7 +166,9 @@ class Trial:
 
     def to_dict(self) -> dict[str, Any]:
         """All fields, defaults filled in, as JSON-ready values (tuples become lists)."""
-        config = dataclasses.asdict(self)
+        # every field is a str, number or None but these two: a shallow copy (dataclasses.asdict's deep copy
+        # was the largest cost of expanding a sweep of thousands of trials)
+        config = {name: getattr(self, name) for name in _FIELD_NAMES}
         config["knowledge"] = list(self.knowledge)
         config["options"] = {k: v for k, v in self.options}
         return config
@@ -194,6 +196,8 @@ class Trial:
         """A trial of the terms ``spec`` and the other ``fields`` (task, teacher, student, ...)."""
         return cls(**spec.fields(), **fields)
 
+
+_FIELD_NAMES: tuple[str, ...] = Trial.field_names()
 
 # The fields a trial cannot do without (those without a default): sweep and trial files must set them.
 REQUIRED_FIELDS: tuple[str, ...] = tuple(
