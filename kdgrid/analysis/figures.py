@@ -18,6 +18,7 @@ A cell with a degenerate run (`kdgrid.analysis.tidy`'s ``degenerate``) is hatche
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -188,10 +189,17 @@ def temperature_figure(view: TableView, out_dir: Path) -> list[Path]:
     cells = view_cells(view)
     with plt.rc_context(STYLE):
         height = max(2.0, 0.3 * max(len(b.rows) for b in blocks) + 1.0)
-        figure, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH_IN, height * nrows + 0.3), squeeze=False)
+        figure, axes = plt.subplots(
+            nrows, ncols, figsize=(PAGE_WIDTH_IN, height * nrows + 0.3), squeeze=False
+        )
         drawn = [
             draw_heatmap(
-                axis, block, block.title, cells=cells, row_title="hard-label weight", column_title="temperature"
+                axis,
+                block,
+                block.title,
+                cells=cells,
+                row_title="hard-label weight",
+                column_title="temperature",
             )
             for axis, block in zip(axes.flat, blocks, strict=False)
         ]
@@ -317,6 +325,22 @@ FIGURES: dict[str, Callable[[TableView, Path], list[Path]]] = {
 }
 
 
+def with_cells_of(view: TableView, laid_out: TableView) -> TableView:
+    """``view``'s blocks, rows and columns (the store's cells only) with the cells of ``laid_out`` where it has
+    them at the same place: their intervals and marks, without the rows and blocks a comparison with the paper
+    adds (published numbers with nothing of ours beside them draw as empty panels)."""
+    blocks = []
+    for block in view.blocks:
+        source = next((b for b in laid_out.blocks if b.title == block.title), None)
+        cells = (
+            dict(block.cells)
+            if source is None
+            else {key: source.cells.get(key, c) for key, c in block.cells.items()}
+        )
+        blocks.append(dataclasses.replace(block, cells=cells))
+    return dataclasses.replace(view, blocks=blocks)
+
+
 def write_figures(
     tidy: pd.DataFrame,
     out_dir: Path,
@@ -327,8 +351,9 @@ def write_figures(
     """Every figure the tidy numbers allow, under ``out_dir``; returns the files written (PNG and PDF).
 
     ``paper``: the published numbers to scatter against (default: `kdgrid.analysis.paper_numbers`). ``views``:
-    tables already laid out with their intervals and tests (`kdgrid.analysis.tables_report.build_report`), drawn
-    in place of the plain layout of the same table, so the heat maps carry their marks and intervals."""
+    tables already laid out with their intervals and tests (`kdgrid.analysis.tables_report.build_report`, compared
+    with the paper or not): their cells are drawn in the plain layout of the same table (`with_cells_of`), so the
+    heat maps carry their marks and intervals."""
     out_dir = Path(out_dir)
     written: list[Path] = []
     compared = []
@@ -336,7 +361,9 @@ def write_figures(
     for name in tables_in(tidy):
         view = build_view(get_spec(name), tidy)
         if name in FIGURES:
-            written += FIGURES[name](laid_out.get(name, view), out_dir)
+            written += FIGURES[name](
+                with_cells_of(view, laid_out[name]) if name in laid_out else view, out_dir
+            )
         if name != "demo":
             compared.append(
                 compare_with_paper(view, None if paper is None else paper[paper["table"] == name])

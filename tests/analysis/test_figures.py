@@ -224,3 +224,14 @@ def test_the_paper_figures_draw_the_laid_out_views_they_are_given(tmp_path, monk
     figures.write_figures(tidy, tmp_path, views=[view])
     texts = {t.get_text() for d in drawn for t in d.colour_bar.mappable.axes.texts}
     assert "0.600 ▼" in texts
+    # compared with the paper, the view holds the paper's every task, student and knowledge type: the heat maps
+    # keep the store's (two panels of two rows), with the compared view's cells
+    from kdgrid.analysis.compare import compare_with_paper
+
+    compared = compare_with_paper(view)
+    assert len(compared.blocks) > len(view.blocks) and len(compared.block("RTE · bert-tiny").rows) > 2
+    drawn.clear()
+    figures.write_figures(tidy, tmp_path, views=[compared])
+    shapes = [d.matrix.shape for d in drawn]  # Table 4's panel (2 x 4), then Table 5's two students
+    assert shapes == [(2, 4), (2, 5), (2, 5)]
+    assert "0.600 ▼" in {t.get_text() for d in drawn for t in d.colour_bar.mappable.axes.texts}
