@@ -161,9 +161,10 @@ def draw_heat_map(
     for i, row in enumerate(block.rows):
         for j, column in enumerate(columns):
             cell = block.cell(row, column)
-            shade = norm(matrix[i, j]) if np.isfinite(matrix[i, j]) else 0.5
-            red, green, blue, _ = cmap(float(shade))
-            colour = "white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black"
+            colour = "black"  # on the light grey of a missing cell, and on light colours
+            if np.isfinite(matrix[i, j]):
+                red, green, blue, _ = cmap(float(norm(matrix[i, j])))
+                colour = "white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black"
             number, _, interval = cell_text(cell).partition("\n")
             marked = marked or (cell.significant and bool(cell.direction))
             axes.text(j, i - (0.17 if interval else 0.0), number, ha="center", va="center", fontsize=font_pt,

@@ -235,3 +235,18 @@ def test_the_paper_figures_draw_the_laid_out_views_they_are_given(tmp_path, monk
     shapes = [d.matrix.shape for d in drawn]  # Table 4's panel (2 x 4), then Table 5's two students
     assert shapes == [(2, 4), (2, 5), (2, 5)]
     assert "0.600 ▼" in {t.get_text() for d in drawn for t in d.colour_bar.mappable.axes.texts}
+
+
+def test_text_stays_legible_on_its_cell():
+    """Numbers are white on dark cells, black on light ones, and a missing cell's ``-`` is black on its grey."""
+    view = build_view(get_spec("5"), small_tidy())
+    tiny = view.block("RTE · bert-tiny")
+    figure, axis = plt.subplots()
+    try:
+        draw_heatmap(axis, tiny, "bert-tiny")
+        colours = {t.get_text(): t.get_color() for t in axis.texts}
+        assert colours["-"] == "black"
+        assert colours["0.600"] == "white"  # viridis at its low end: dark
+        assert colours["0.630"] == "black"  # viridis at its high end: yellow
+    finally:
+        plt.close(figure)
