@@ -2,12 +2,18 @@
 transformers alone costs (the part of a command's time a light command path should not pay).
 
     .venv/bin/python benchmarks/cli_latency.py [--sweep table5_single_match] [--repeats 3] [--json PATH]
+        [--baseline DIR]
 
 Each figure is the wall time of a fresh ``python -m kdgrid.cli ...`` (or ``python -c "import torch"``)
 subprocess, the median of ``--repeats`` runs, against an empty store in a temporary folder (``status`` of a store
 without rows reads no Parquet file; its time is the command's own). After each command the script also records
 whether torch and transformers were imported (``-X importtime`` on one more run), so a figure can be read as
 "imports" or "work". The machine's load is recorded beside the figures: on a busy shared machine they vary.
+
+``--baseline DIR``: another checkout of kdgrid (e.g. ``git worktree add /tmp/before main``) timed in the same run
+with the same interpreter, each repeat of a command run there and here in turn, so that a changing load falls on
+both columns alike ("before" and "after" side by side). Its kdgrid is the one imported: a fresh process puts its
+working directory first on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -29,20 +35,35 @@ from rich.table import Table
 HEAVY = ("torch", "transformers")
 
 
-def timed(argv: list[str], repeats: int) -> dict[str, Any]:
-    """Median / min wall seconds of ``argv`` run ``repeats`` times in fresh processes (each must exit 0)."""
-    seconds = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
-        seconds.append(time.perf_counter() - started)
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+def _run(argv: list[str], cwd: Path) -> float:
+    """Wall seconds of ``argv`` in a fresh process in ``cwd`` (it must exit 0)."""
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(
+            f"{' '.join(argv)} (in {cwd}) exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        )
+    return seconds
+
+
+def _summary(seconds: list[float]) -> dict[str, Any]:
     return {
         "median_s": round(statistics.median(seconds), 3),
         "min_s": round(min(seconds), 3),
-        "runs": repeats,
+        "runs": len(seconds),
     }
+
+
+def timed(argv: list[str], repeats: int, baseline: Path | None = None) -> dict[str, Any]:
+    """Median / min wall seconds of ``argv`` run ``repeats`` times in fresh processes (each must exit 0); with
+    ``baseline``, also in that checkout, in turn with each run here (its figures under ``baseline``)."""
+    here, there = [], []
+    for _ in range(repeats):
+        if baseline is not None:
+            there.append(_run(argv, baseline))
+        here.append(_run(argv, ROOT))
+    return {**_summary(here), **({"baseline": _summary(there)} if baseline is not None else {})}
 
 
 def heavy_imports(argv: list[str]) -> dict[str, bool]:
@@ -62,6 +83,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--smoke", action="store_true", help="one run each, for the benchmarks' smoke test")
+    parser.add_argument("--baseline", type=Path, help="another kdgrid checkout, timed side by side (before)")
     args = parser.parse_args()
     repeats = 1 if args.smoke else args.repeats
     python = sys.executable
@@ -85,22 +107,33 @@ def main() -> None:
         }
         figures = {}
         for name, argv in commands.items():
-            figures[name] = timed(argv, repeats)
+            figures[name] = timed(argv, repeats, args.baseline)
             if name.startswith(("kdgrid", "import kdgrid")):
                 figures[name]["imports"] = heavy_imports(argv)
     table = Table(title=f"wall time of a fresh process ({repeats} run(s), median)")
     table.add_column("command")
+    if args.baseline is not None:
+        table.add_column("baseline median s", justify="right")
     table.add_column("median s", justify="right")
     table.add_column("min s", justify="right")
     table.add_column("imports torch / transformers")
     for name, figure in figures.items():
         imports = figure.get("imports")
         shown = "" if imports is None else " / ".join("yes" if imports[h] else "no" for h in HEAVY)
-        table.add_row(name, f"{figure['median_s']:.2f}", f"{figure['min_s']:.2f}", shown)
+        before = [f"{figure['baseline']['median_s']:.2f}"] if args.baseline is not None else []
+        table.add_row(name, *before, f"{figure['median_s']:.2f}", f"{figure['min_s']:.2f}", shown)
     Console(width=110).print(table)  # a log or a pipe keeps whole rows
     if args.json:
         args.json.write_text(
-            json.dumps({"machine": machine(), "sweep": args.sweep, "figures": figures}, indent=1)
+            json.dumps(
+                {
+                    "machine": machine(),
+                    "sweep": args.sweep,
+                    "baseline": None if args.baseline is None else str(args.baseline),
+                    "figures": figures,
+                },
+                indent=1,
+            )
         )
 
 

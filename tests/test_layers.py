@@ -90,3 +90,53 @@ def test_every_top_level_module_has_a_layer() -> None:
     top_level = {f"kdgrid.{m.name}" for m in pkgutil.iter_modules(kdgrid.__path__)}
     assert top_level - named == set()
     assert named - top_level == set()
+
+
+# What `kdgrid plan` and `kdgrid status` never need: the deep-learning stack, the tokenizer module that loads
+# transformers, the retrieval index, the executors and the plotting and statistics libraries (each costs a
+# measurable part of a second at start-up: benchmarks/cli_latency.py).
+NOT_FOR_PLANNING = (
+    *HEAVY,
+    "tokenizers",
+    "datasets",
+    "kdgrid.core.data.tokenization",
+    "faiss",
+    "ray",
+    "submitit",
+    "mlflow",
+    "matplotlib",
+    "scipy",
+    "sklearn",
+)
+
+
+def _modules_imported_by(argv: list[str]) -> set[str]:
+    """Every module a fresh ``python ARGV`` imports (from ``-X importtime``'s report); it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return {
+        line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")
+    }
+
+
+@pytest.mark.parametrize(
+    ("command", "sweep", "rows"),
+    [("plan", "table5_single_match", False), ("status", "table5_single_match", False), ("status", "demo", True)],
+)
+def test_plan_and_status_import_no_heavy_module(command: str, sweep: str, rows: bool, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    if rows:  # done, failed and pending trials: status reads rows, degenerate checks, failures
+        from tests.report.store_testing import make_store
+
+        make_store(store)
+    imported = _modules_imported_by(["-m", "kdgrid.cli", command, sweep, "--store", str(store)])
+    assert {"kdgrid.grid.state", "kdgrid.grid.plan"} <= imported  # the command ran, and the report saw it
+    assert sorted(imported & set(NOT_FOR_PLANNING)) == []
+
+
+def test_the_import_report_sees_a_heavy_module() -> None:
+    """The check above can fail: importing the tokenizer module shows it and transformers in the report."""
+    imported = _modules_imported_by(["-c", "import kdgrid.core.data.tokenization"])
+    assert {"kdgrid.core.data.tokenization", "transformers"} <= imported

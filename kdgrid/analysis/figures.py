@@ -1,21 +1,27 @@
 """The figures: matplotlib (Agg backend), each written as PNG (200 dpi) and PDF, sized for a two-column paper
 (6.75 in wide, 7-8 pt text).
 
-    heat maps of knowledge x strategy: one figure per table (5, 6, 8, demo) and dev set, one panel per student;
-    temperature x hard-label weight: one figure for Table 4, one panel per dev set;
+    heat maps of knowledge x strategy: one figure per table (5, 6, 8, demo) and dev set, one panel per student
+        (one above the other, each the page's width);
+    temperature x hard-label weight: one figure for Table 4, one panel per dev set, two a row;
     score against parameters and against FLOPs: one figure for Table 2 (width-depth), one line per dev set;
     reproduced against published: one scatter of every cell with both numbers, one colour per table, y = x.
 
 Figures are drawn from the same `TableView`s as the tables, so a figure shows exactly the table's numbers
-(missing cells blank, never 0). A cell with a degenerate run (`kdgrid.analysis.tidy`'s ``degenerate``) carries the
-tables' mark ``†`` in a heat map (with the reasons under the figure) and a red cross in the scatter.
+(missing cells blank, never 0); `write_store_figures` and the report lay them out with their intervals and tests.
+The heat maps are drawn by `kdgrid.analysis.heat_map` (as any sweep's are): a diverging scale centred on the
+block's reference where the table holds one (the demo's soft-labels-only baseline), else the values on a
+sequential scale; a labelled colour bar, axis titles, the table's marks and intervals where its cells carry them.
+A cell with a degenerate run (`kdgrid.analysis.tidy`'s ``degenerate``) is hatched and carries the tables' mark
+``†`` in a heat map (with the reasons under the figure) and a red cross in the scatter.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import matplotlib
@@ -27,10 +33,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from kdgrid.analysis.cell_stats import DEFAULT_REFERENCE_LABEL
 from kdgrid.analysis.compare import compare_with_paper
+from kdgrid.analysis.heat_map import HeatMap, block_reference, draw_heat_map
 from kdgrid.analysis.render import DEGENERATE_MARK
-from kdgrid.analysis.tables import Block, TableView, build_view, get_spec, tables_in
-from kdgrid.analysis.tables_report import load_tidy
+from kdgrid.analysis.tables import Block, Cell, TableView, build_view, get_spec, tables_in
+from kdgrid.analysis.tables_report import UncertaintyOptions, build_report, load_tidy
+from kdgrid.errors import KdgridError
 
 PAGE_WIDTH_IN = 6.75
 STYLE = {
@@ -43,6 +52,7 @@ STYLE = {
     "pdf.fonttype": 42,  # embed TrueType: text stays text in the PDF
 }
 HEATMAP_TABLES = ("5", "6", "8", "demo")
+PANEL_FONT_PT = 7.0  # a heat-map cell's number (its interval 1.5 pt smaller): legible in print at full width
 
 
 def slug(text: str) -> str:
@@ -69,30 +79,49 @@ def block_matrix(block: Block) -> tuple[np.ndarray, list[str], list[str]]:
     return matrix.reshape(len(block.rows), len(columns)), list(block.rows), [c.label for c in columns]
 
 
-def draw_heatmap(axis, block: Block, title: str, *, annotate: bool = True) -> None:
-    """One block as a heat map: colour = score (per-panel scale), the value written in each cell, missing
-    cells blank and marked ``-``."""
-    matrix, rows, columns = block_matrix(block)
-    score_columns = [c for c in block.columns if not c.fact]
-    degenerate = np.array([[bool(block.cell(r, c).degenerate) for c in score_columns] for r in block.rows])
-    masked = np.ma.masked_invalid(matrix)
-    cmap = plt.get_cmap("viridis").with_extremes(bad="#eeeeee")
-    image = axis.imshow(masked, cmap=cmap, aspect="auto")
-    axis.set_xticks(range(len(columns)), columns, rotation=45, ha="right")
-    axis.set_yticks(range(len(rows)), rows)
-    axis.set_title(title)
-    if annotate and matrix.size <= 400:
-        finite = matrix[np.isfinite(matrix)]
-        middle = (finite.min() + finite.max()) / 2 if finite.size else 0.0
-        for i in range(matrix.shape[0]):
-            for j in range(matrix.shape[1]):
-                value = matrix[i, j]
-                text = "-" if math.isnan(value) else f"{value:.3f}"
-                if degenerate.size and degenerate[i, j] and not math.isnan(value):
-                    text += DEGENERATE_MARK
-                colour = "black" if math.isnan(value) or value > middle else "white"
-                axis.text(j, i, text, ha="center", va="center", fontsize=5, color=colour)
-    axis.figure.colorbar(image, ax=axis, fraction=0.046, pad=0.02)
+def block_metric(block: Block) -> str:
+    """The metric(s) of the block's score cells, as the colour bar names them (``accuracy``, ``mcc``)."""
+    metrics = {str(c.config["metric"]) for c in block.cells.values() if c.config.get("metric")}
+    return ", ".join(sorted(metrics)) or "score"
+
+
+def draw_heatmap(
+    axis,
+    block: Block,
+    title: str,
+    *,
+    cells: Iterable[Cell] = (),
+    row_title: str = "",
+    column_title: str = "",
+) -> HeatMap:
+    """One block of a paper table as a heat map (`kdgrid.analysis.heat_map.draw_heat_map`, the sweep tables'
+    drawing): centred on the block's reference where the view holds one (``cells``: the view's cells; the
+    soft-labels-only cell of the block's condition, e.g. the demo's baselines), else the values on a sequential
+    scale; the table's marks and intervals where its cells carry them."""
+    reference = block_reference(block, cells)
+    return draw_heat_map(
+        axis,
+        block,
+        metric=block_metric(block),
+        row_title=row_title,
+        column_title=column_title,
+        title=title,
+        reference=reference,
+        reference_label=DEFAULT_REFERENCE_LABEL if reference is not None else "",
+        font_pt=PANEL_FONT_PT,
+    )
+
+
+def view_cells(view: TableView) -> list[Cell]:
+    """Every cell of ``view`` (where a block's reference is looked for)."""
+    return [cell for block in view.blocks for cell in block.cells.values()]
+
+
+def notes_caption(figure: Figure, drawn: list[HeatMap]) -> None:
+    """What the marks and hatching of the drawn heat maps mean, once under the figure."""
+    notes = list(dict.fromkeys(note for heat_map in drawn for note in heat_map.notes))
+    if notes:
+        figure.text(0.0, -0.005, "; ".join(notes), fontsize=PANEL_FONT_PT - 1, va="top")
 
 
 def degenerate_caption(figure: Figure, blocks: list[Block]) -> None:
@@ -110,43 +139,74 @@ def _split_title(title: str) -> tuple[str, str]:
     return task, rest
 
 
+ROW_TITLES = {"6": "knowledge pair"}  # the match tables' rows; the others: "knowledge"
+
+
 def heatmap_figures(view: TableView, out_dir: Path) -> list[Path]:
-    """Knowledge x strategy heat maps of a match table: one figure per dev set, one panel per student."""
+    """Knowledge x strategy heat maps of a match table: one figure per dev set, one panel per student, one above
+    the other (each panel the page's width, so its numbers and intervals stay legible)."""
     by_task: dict[str, list[Block]] = {}
     for block in view.blocks:
         if block.title.endswith("baselines"):
             continue
         by_task.setdefault(_split_title(block.title)[0], []).append(block)
+    cells = view_cells(view)
     written = []
     with plt.rc_context(STYLE):
         for task, blocks in by_task.items():
-            height = max(2.2, 0.18 * max(len(b.rows) for b in blocks) + 1.2)
-            figure, axes = plt.subplots(1, len(blocks), figsize=(PAGE_WIDTH_IN, height), squeeze=False)
-            for axis, block in zip(axes[0], blocks, strict=True):
-                draw_heatmap(axis, block, _split_title(block.title)[1] or block.title)
-                if axis is not axes[0][0]:
-                    axis.set_yticklabels([])
+            heights = [max(2.0, 0.3 * len(b.rows) + 0.9) for b in blocks]  # room for the colour bar's label
+            figure, axes = plt.subplots(
+                len(blocks),
+                1,
+                figsize=(PAGE_WIDTH_IN, sum(heights)),
+                squeeze=False,
+                gridspec_kw={"height_ratios": heights},
+            )
+            drawn = [
+                draw_heatmap(
+                    axis,
+                    block,
+                    _split_title(block.title)[1] or block.title,
+                    cells=cells,
+                    row_title=ROW_TITLES.get(view.name, "knowledge"),
+                    column_title="matching strategy",
+                )
+                for axis, block in zip(axes[:, 0], blocks, strict=True)
+            ]
             figure.suptitle(f"{view.title.split(':')[0]}: {task}", fontsize=8)
             figure.tight_layout()
+            notes_caption(figure, drawn)
             degenerate_caption(figure, blocks)
             written += save(figure, out_dir, f"table{view.name}_{slug(task)}_knowledge_x_strategy")
     return written
 
 
 def temperature_figure(view: TableView, out_dir: Path) -> list[Path]:
-    """Table 4: temperature (x) x hard-label weight (y) heat maps, one panel per dev set."""
+    """Table 4: temperature (x) x hard-label weight (y) heat maps, one panel per dev set, two panels a row."""
     blocks = view.blocks
-    ncols = min(3, len(blocks))
+    ncols = min(2, len(blocks))
     nrows = math.ceil(len(blocks) / ncols)
+    cells = view_cells(view)
     with plt.rc_context(STYLE):
-        figure, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH_IN, 1.9 * nrows + 0.4), squeeze=False)
-        for axis, block in zip(axes.flat, blocks, strict=False):
-            draw_heatmap(axis, block, block.title)
-            axis.set_xlabel("temperature")
-            axis.set_ylabel("hard-label weight")
+        height = max(2.0, 0.3 * max(len(b.rows) for b in blocks) + 1.0)
+        figure, axes = plt.subplots(
+            nrows, ncols, figsize=(PAGE_WIDTH_IN, height * nrows + 0.3), squeeze=False
+        )
+        drawn = [
+            draw_heatmap(
+                axis,
+                block,
+                block.title,
+                cells=cells,
+                row_title="hard-label weight",
+                column_title="temperature",
+            )
+            for axis, block in zip(axes.flat, blocks, strict=False)
+        ]
         for axis in list(axes.flat)[len(blocks) :]:
             axis.axis("off")
         figure.tight_layout()
+        notes_caption(figure, drawn)
         degenerate_caption(figure, blocks)
         return save(figure, out_dir, "table4_temperature_x_hard_label_weight")
 
@@ -265,17 +325,45 @@ FIGURES: dict[str, Callable[[TableView, Path], list[Path]]] = {
 }
 
 
-def write_figures(tidy: pd.DataFrame, out_dir: Path, *, paper: pd.DataFrame | None = None) -> list[Path]:
+def with_cells_of(view: TableView, laid_out: TableView) -> TableView:
+    """``view``'s blocks, rows and columns (the store's cells only) with the cells of ``laid_out`` where it has
+    them at the same place: their intervals and marks, without the rows and blocks a comparison with the paper
+    adds (published numbers with nothing of ours beside them draw as empty panels)."""
+    blocks = []
+    for block in view.blocks:
+        source = next((b for b in laid_out.blocks if b.title == block.title), None)
+        cells = (
+            dict(block.cells)
+            if source is None
+            else {key: source.cells.get(key, c) for key, c in block.cells.items()}
+        )
+        blocks.append(dataclasses.replace(block, cells=cells))
+    return dataclasses.replace(view, blocks=blocks)
+
+
+def write_figures(
+    tidy: pd.DataFrame,
+    out_dir: Path,
+    *,
+    paper: pd.DataFrame | None = None,
+    views: Iterable[TableView] = (),
+) -> list[Path]:
     """Every figure the tidy numbers allow, under ``out_dir``; returns the files written (PNG and PDF).
 
-    ``paper``: the published numbers to scatter against (default: `kdgrid.analysis.paper_numbers`)."""
+    ``paper``: the published numbers to scatter against (default: `kdgrid.analysis.paper_numbers`). ``views``:
+    tables already laid out with their intervals and tests (`kdgrid.analysis.tables_report.build_report`, compared
+    with the paper or not): their cells are drawn in the plain layout of the same table (`with_cells_of`), so the
+    heat maps carry their marks and intervals."""
     out_dir = Path(out_dir)
     written: list[Path] = []
     compared = []
+    laid_out = {view.name: view for view in views}
     for name in tables_in(tidy):
         view = build_view(get_spec(name), tidy)
         if name in FIGURES:
-            written += FIGURES[name](view, out_dir)
+            written += FIGURES[name](
+                with_cells_of(view, laid_out[name]) if name in laid_out else view, out_dir
+            )
         if name != "demo":
             compared.append(
                 compare_with_paper(view, None if paper is None else paper[paper["table"] == name])
@@ -285,5 +373,11 @@ def write_figures(tidy: pd.DataFrame, out_dir: Path, *, paper: pd.DataFrame | No
 
 
 def write_store_figures(store_dir: Path, out_dir: Path, *, kind: str = "best") -> list[Path]:
-    """Every figure of the store at ``store_dir`` (what `kdgrid figures` and the demo write)."""
-    return write_figures(load_tidy(Path(store_dir), kind), Path(out_dir))
+    """Every figure of the store at ``store_dir`` (what `kdgrid figures` and the demo write), from the tables as
+    `kdgrid tables` lays them out (intervals and tests where the rows carry predictions)."""
+    tidy = load_tidy(Path(store_dir), kind)
+    try:
+        views = build_report(tidy, "all", Path(store_dir), uncertainty=UncertaintyOptions(kind=kind)).views
+    except KdgridError:  # no paper table at all: the figures say so (none written)
+        views = []
+    return write_figures(tidy, Path(out_dir), views=views)

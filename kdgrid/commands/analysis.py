@@ -30,7 +30,8 @@ def tables(
         str | None,
         typer.Option(
             help="`paper`: put the published number and the difference beside each of ours, and summarise "
-            "agreement per block (mean |difference|, Spearman rank correlation)."
+            "agreement per block (mean |difference|, Spearman rank correlation). With --sweep reaugkd: "
+            "ReAugKD's published Tables 1 and 2 beside ours."
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Write to this file instead of the terminal.")] = None,
@@ -246,9 +247,10 @@ def _sweep_tables(
     if table.strip().lower() != "all":
         raise ConfigError(f"give a paper table ({table}) or --sweep {sweep}, not both")
     if compare is not None:
-        raise ConfigError(
-            f"--compare paper: sweep {sweep!r} is not one of the paper's tables, it has no published numbers"
-        )
+        _published_comparison(store, fmt, compare, out, kind, intervals, counts, where, values, sweep,
+                              {"--rows": rows, "--cols": cols, "--pairs": pairs or None, "--summary": summary,
+                               "--reference": reference})  # fmt: skip
+        return
     if values != "score":
         raise ConfigError(
             f"--values {values}: a sweep's table shows scores only (allowed with --sweep: score)"
@@ -279,6 +281,79 @@ def _sweep_tables(
     else:
         console = Console() if sys.stdout.isatty() else Console(width=250)
         console.print(to_rich(built.view))
+
+
+def _published_comparison(
+    store: Path,
+    fmt: str,
+    compare: str,
+    out: Path | None,
+    kind: str,
+    intervals: str,
+    counts: dict[str, int],
+    where: list[str] | None,
+    values: str,
+    sweep: str,
+    layout: dict[str, object],
+) -> None:
+    """`kdgrid tables --sweep NAME --compare paper` for a sweep whose paper's numbers are transcribed (ReAugKD's
+    Tables 1 and 2, `kdgrid.analysis.reaugkd_tables`): each published number beside ours with our 95% interval,
+    as the main paper's ``--compare paper`` prints them."""
+    from kdgrid.analysis.reaugkd_tables import REAUGKD_SWEEP, store_views
+    from kdgrid.analysis.render import render, to_rich
+    from kdgrid.analysis.tables_report import UncertaintyOptions
+
+    if compare != "paper":
+        raise ConfigError(f"unknown --compare {compare!r}; allowed: paper")
+    if sweep != REAUGKD_SWEEP:
+        raise ConfigError(
+            f"--compare paper: sweep {sweep!r} is not one of the paper's tables, it has no published numbers "
+            f"(sweeps with them: {REAUGKD_SWEEP}; the paper's tables: kdgrid tables 1-8 --compare paper)"
+        )
+    for option, given in layout.items():
+        if given is not None:
+            raise ConfigError(
+                f"{option} lays out a sweep's own table; --compare paper lays out the published tables of "
+                f"{sweep}: give one or the other"
+            )
+    if values != "score":
+        raise ConfigError(f"--values {values}: the published tables hold scores (allowed with --compare: score)")
+    if kind != "best":
+        raise ConfigError(
+            f"--kind {kind}: the comparison reads each row's best-epoch scores, as the paper reports its best "
+            "(allowed with --compare: best)"
+        )
+    UncertaintyOptions(intervals, None, **counts).check()
+    views = store_views(
+        store,
+        sweep=sweep,
+        where=where or (),
+        intervals=intervals != "off",
+        **({"resamples": counts["resamples"]} if "resamples" in counts else {}),
+    )
+    if intervals == "on" and not any(c.has_interval for v in views for b in v.blocks for c in b.cells.values()):
+        raise KdgridError(
+            f"--intervals on: no cell of sweep {sweep} in {store} has an interval (one seed per cell and no stored "
+            "predictions); run two or more seeds, or drop --intervals on"
+        )
+    if out is not None or fmt != "terminal":
+        texts = [render(view, fmt) for view in views]
+        if fmt == "csv":  # one CSV, one header (both tables are compared: the same columns)
+            texts = [texts[0], *(text.split("\n", 1)[1] for text in texts[1:])]
+        text = ("" if fmt == "csv" else "\n").join(texts)
+        if out is None:
+            typer.echo(text, nl=False)
+            return
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        Console(stderr=True).print(
+            f"wrote the comparison of sweep {sweep} with its paper to {out}", markup=False, highlight=False
+        )
+        return
+    console = Console() if sys.stdout.isatty() else Console(width=250)
+    for view in views:
+        console.print(to_rich(view))
+        console.print()
 
 
 def _method_summary(store: Path, sweep: str, kind: str, where: list[str], text: str) -> list[str]:

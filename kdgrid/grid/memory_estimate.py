@@ -114,10 +114,18 @@ def projected_knowledge(name: str) -> bool:
 def _pairs(trial: Trial, student: StudentShape, teacher: StudentShape) -> list[tuple[int, int]]:
     """The strategy's layer pairs; every student layer to the teacher's last ones where the strategy cannot
     tell (an unknown name or depths it refuses: the trial fails at validation anyway)."""
+    return list(_pairs_of(trial.strategy, student.layers, teacher.layers, trial.seed))
+
+
+@lru_cache(maxsize=4096)
+def _pairs_of(
+    strategy: str | None, student_layers: int, teacher_layers: int, seed: int
+) -> tuple[tuple[int, int], ...]:
+    # memoised: planning asks three times per trial, and a strategy's pairs depend on these four values only
     try:
-        return layer_pairs(trial.strategy, student.layers, teacher.layers, seed=trial.seed)
+        return tuple(layer_pairs(strategy or "", student_layers, teacher_layers, seed=seed))
     except ConfigError:
-        return [(i, teacher.layers - student.layers + i) for i in range(1, student.layers + 1)]
+        return tuple((i, teacher_layers - student_layers + i) for i in range(1, student_layers + 1))
 
 
 def _per_layer_values(feature: str, batch: int, length: int, shape: StudentShape) -> int:
@@ -165,8 +173,14 @@ def projection_params(trial: Trial) -> int:
 
 def _learnable(trial: Trial) -> bool:
     """Whether the trial's strategy is a learnable one (an unknown name is not: validation refuses it)."""
+    return bool(trial.knowledge) and trial.strategy is not None and _learnable_strategy(trial.strategy)
+
+
+@lru_cache(maxsize=256)
+def _learnable_strategy(name: str) -> bool:
+    # memoised: a name's strategy never changes once registered (a second registration is refused)
     try:
-        return bool(trial.knowledge) and trial.strategy is not None and get_strategy(trial.strategy).learnable
+        return get_strategy(name).learnable
     except ConfigError:
         return False
 
@@ -263,15 +277,18 @@ def _teacher_reads(trial: Trial) -> tuple[frozenset[tuple[str, int]], frozenset[
     return frozenset(features), frozenset(targets)
 
 
-def _teacher_batch_bytes(trial: Trial, features: set[tuple[str, int]], targets: set[tuple[str, int]]) -> int:
+def _feature_bytes(trial: Trial, feature: str) -> int:
+    """Bytes of one kept teacher (feature, layer) for one batch of ``trial``'s group."""
     teacher = teacher_shape(trial.teacher, trial.task)
-    batch, length = trial.batch_size, trial.max_length
-    kept = sum(_per_layer_values(feature, batch, length, teacher) for feature, _ in features)
-    derived = sum(
-        _target_values(knowledge_feature(name) or "hidden", name, batch, length, teacher.heads, teacher.width)
-        for name, _ in targets
-    )
-    return (kept + derived) * BYTES_PER_VALUE
+    return _per_layer_values(feature, trial.batch_size, trial.max_length, teacher) * BYTES_PER_VALUE
+
+
+def _target_bytes(trial: Trial, name: str) -> int:
+    """Bytes of one teacher-side target (knowledge ``name`` at one layer) for one batch of ``trial``'s group."""
+    teacher = teacher_shape(trial.teacher, trial.task)
+    feature = knowledge_feature(name) or "hidden"
+    values = _target_values(feature, name, trial.batch_size, trial.max_length, teacher.heads, teacher.width)
+    return values * BYTES_PER_VALUE
 
 
 def teacher_bytes(trials: Sequence[Trial]) -> int:
@@ -286,14 +303,18 @@ def teacher_bytes(trials: Sequence[Trial]) -> int:
 
 class JobMemory:
     """The estimate of a job built one trial at a time (`plus`), in O(1) per trial beyond the teacher's
-    (feature, layer) sets: what `plan_jobs` packs with."""
+    (feature, layer) sets: what `plan_jobs` packs with. The teacher's per-batch bytes are kept as a running sum
+    over the (feature, layer) and (knowledge, layer) pairs a trial adds (each pair counted once), so asking a
+    grown job for its `gb` never sums the whole set again (a planning of a thousand trials asked it thousands
+    of times)."""
 
     def __init__(self) -> None:
         self.first: Trial | None = None
         self.students_gb = 0.0
         self.activation_bytes = 0
-        self.features: set[tuple[str, int]] = set()
-        self.targets: set[tuple[str, int]] = set()
+        self.features: frozenset[tuple[str, int]] = frozenset()
+        self.targets: frozenset[tuple[str, int]] = frozenset()
+        self.batch_bytes = 0  # the teacher's kept features and targets of one batch, in bytes
         self.trials = 0
 
     def plus(self, trial: Trial) -> JobMemory:
@@ -302,11 +323,17 @@ class JobMemory:
         if evaluation_only(trial):  # ReAugKD: its student is loaded after the job's students are freed
             static, features, targets = 0.0, frozenset(), frozenset()
         out = JobMemory()
-        out.first = self.first or trial
+        out.first = first = self.first or trial  # the group's batch shape: every trial of a job shares it
         out.students_gb = self.students_gb + static
         out.activation_bytes = max(self.activation_bytes, activations)
-        out.features = self.features | features
-        out.targets = self.targets | targets
+        new_features, new_targets = features - self.features, targets - self.targets
+        out.features = self.features | new_features if new_features else self.features
+        out.targets = self.targets | new_targets if new_targets else self.targets
+        out.batch_bytes = (
+            self.batch_bytes
+            + sum(_feature_bytes(first, feature) for feature, _ in new_features)
+            + sum(_target_bytes(first, name) for name, _ in new_targets)
+        )
         out.trials = self.trials + 1
         return out
 
@@ -315,9 +342,7 @@ class JobMemory:
         if self.first is None:
             return 0
         teacher = teacher_shape(self.first.teacher, self.first.task)
-        return teacher.param_count() * BYTES_PER_VALUE + _teacher_batch_bytes(
-            self.first, self.features, self.targets
-        )
+        return teacher.param_count() * BYTES_PER_VALUE + self.batch_bytes
 
     @property
     def gb(self) -> float:

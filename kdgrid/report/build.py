@@ -216,13 +216,13 @@ class ReportWriter:
         update = ReportUpdate(changed=True)
         self._write_trial_pages(data, update)
         tidy = self._tidy(data)
-        views, missing, problem = self._tables(tidy, update)
+        paper_views, missing, problem = self._tables(tidy, update)
         sweep_views, sweep_problems = self._sweep_views(data)
-        views = [*views, *sweep_views]
+        views = [*paper_views, *sweep_views]
         update.tables = len(views)
         if sweep_problems:
             problem = "; ".join([*([problem] if problem else []), *sweep_problems])
-        figures = self._figures(data, tidy, update, final=final)
+        figures = self._figures(data, tidy, update, final=final, views=paper_views)
         refresh = self.refresh_s
         summary = {
             "index.html": overview_page(data, views, figures, refresh_s=refresh),
@@ -313,9 +313,16 @@ class ReportWriter:
         return views, problems
 
     def _figures(
-        self, data: ReportData, tidy: pd.DataFrame, update: ReportUpdate, *, final: bool
+        self,
+        data: ReportData,
+        tidy: pd.DataFrame,
+        update: ReportUpdate,
+        *,
+        final: bool,
+        views: list[TableView],
     ) -> list[Path]:
-        """The figures, drawn again only when a done row arrived, and then at most every ``figures_every_s``."""
+        """The figures, drawn again only when a done row arrived, and then at most every ``figures_every_s``;
+        the paper tables' heat maps from ``views`` (the tables page's, with their intervals and marks)."""
         if not self.draw_figures:
             return []
         done = done_rows(data.rows)["row_id"]
@@ -329,7 +336,7 @@ class ReportWriter:
             return self._figure_files
         self._figures_key, self._figures_drawn_at, self._figures_pending = key, now, False
         folder = self.out / FIGURES_DIR
-        self._figure_files = write_figures(tidy, folder) if len(done) else []
+        self._figure_files = write_figures(tidy, folder, views=views) if len(done) else []
         for table in self._sweep_tables:  # a user's own sweep: its forest plots and heat maps
             self._figure_files += sweep_figures(table, folder)
         update.figures = len(self._figure_files)

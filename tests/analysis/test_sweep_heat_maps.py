@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from matplotlib.colors import TwoSlopeNorm
 
-from kdgrid.analysis.sweep_figures import cell_text, heat_map_figure, heat_maps, heat_values
+from kdgrid.analysis.heat_map import cell_text, heat_values
+from kdgrid.analysis.sweep_figures import heat_map_figure, heat_maps
 from kdgrid.analysis.sweep_tables import sweep_table
 from kdgrid.analysis.tables import Cell
 from tests.analysis.test_sweep_tables import SWEEP, store  # noqa: F401  (the fixture)

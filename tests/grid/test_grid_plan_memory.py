@@ -112,3 +112,18 @@ def test_a_150_student_table5_group_is_one_job_on_an_80_gb_gpu() -> None:
     assert len(per_group) == 8 and set(per_group.values()) == {1}
     assert sorted({len(job) for job in jobs}) == [150]
     assert all(estimate_job_memory_gb(job) <= 72.0 for job in jobs)
+
+
+def test_the_teacher_share_counts_each_layer_the_students_read_once() -> None:
+    """The running sum a job keeps (`JobMemory`) against the sum by hand: hidden_mse keeps each read teacher
+    layer's hidden states [B, L, d] and a target copy of the same size, once however many students read it."""
+    from kdgrid.core.matching import layer_pairs
+
+    base = Trial(task="mrpc", teacher="bert-base", student="bert-tiny", knowledge=("hidden_mse",))
+    trials = [dataclasses.replace(base, strategy=s) for s in ("First", "Last", "Dilatation", "First")]
+    read = {t for s in ("First", "Last", "Dilatation") for _, t in layer_pairs(s, 2, 12)}
+    assert read == {1, 2, 6, 11, 12}
+    per_layer = base.batch_size * base.max_length * 768  # fp32 values of one layer's hidden states
+    expected = teacher_shape("bert-base", "mrpc").param_count() * 4 + 4 * len(read) * 2 * per_layer
+    assert teacher_bytes(trials) == expected
+    assert teacher_bytes(trials[::-1]) == expected  # the order the job was built in does not matter
