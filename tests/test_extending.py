@@ -20,6 +20,7 @@ from kdgrid.store import read_table
 from kdgrid.sweep_run import RunOptions, run_sweep
 from kdgrid.trial import Trial
 from tests.plugin_files import isolated_plugins
+from tests.preemption import preempted_in_epoch
 
 MODULE = "kdlearn_plugin"
 PLUGIN_SOURCE = '''\
@@ -119,8 +120,6 @@ def test_a_plugin_alone_adds_a_knowledge_and_a_learnable_strategy_that_run_in_a_
 def test_the_learnable_mapping_is_checkpointed_and_resumes_bit_for_bit(
     tmp_path: Path, teacher: str, plugin: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kdgrid.core.data.batching as batching
-    import kdgrid.core.train as train
     from kdgrid.core.train import run_job
 
     [trial] = [planned.trial for planned in load_sweep(sweep_file(tmp_path / "s.yaml", teacher)).trials]
@@ -135,23 +134,11 @@ def test_the_learnable_mapping_is_checkpointed_and_resumes_bit_for_bit(
 
     [straight], straight_weights = run([trial])
 
-    class Preempted(BaseException):
-        pass
-
-    original = batching.train_batches
-
-    def preempt_in_epoch_2(tokenized, batch_size, seed, epoch, **kw):  # type: ignore[no-untyped-def]
-        if epoch == 1:
-            raise Preempted
-        return original(tokenized, batch_size, seed, epoch, **kw)
-
-    monkeypatch.setattr(train, "train_batches", preempt_in_epoch_2)
-    with pytest.raises(Preempted):
+    with preempted_in_epoch(monkeypatch, 1):
         run([trial], checkpoint_dir=tmp_path)
     state = torch.load(tmp_path / f"{trial.trial_id}.pt", weights_only=False)
     saved = state["objective"]["mapping.logits"]
     assert saved.shape == (2, 3) and saved.abs().max() > 0  # trained for an epoch, and saved
-    monkeypatch.setattr(train, "train_batches", original)
     [resumed], resumed_weights = run([trial], checkpoint_dir=tmp_path)
     assert resumed.extra["resumed_from_epoch"] == 1
     assert resumed.extra["mapping"] == straight.extra["mapping"]  # the learned weights, exactly

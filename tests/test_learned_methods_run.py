@@ -17,6 +17,7 @@ from kdgrid.store import read_table
 from kdgrid.sweep_run import RunOptions, run_sweep
 from kdgrid.trial import Trial
 from tests.commands.test_sweep_end_to_end import count_teacher_passes
+from tests.preemption import preempted_in_epoch
 
 TASK = "synthetic-single-binary-n96-d32"
 LEARNED_TEMPERATURE = {**NOT_MEANT_TO_BE_ACCURATE, "temperature_learner": "ctkd", "ctkd_ramp": 0.5,
@@ -77,8 +78,6 @@ def test_fixed_and_learned_methods_share_one_job_and_one_teacher_pass_per_batch(
 def test_every_learned_parameter_is_checkpointed_and_resumes_bit_for_bit(
     tmp_path: Path, teacher: str, monkeypatch: pytest.MonkeyPatch, deterministic: None
 ) -> None:
-    import kdgrid.core.data.batching as batching
-    import kdgrid.core.train as train
     from kdgrid.core.train import run_job
 
     trials = [
@@ -98,18 +97,7 @@ def test_every_learned_parameter_is_checkpointed_and_resumes_bit_for_bit(
 
     straight, straight_weights = run()
 
-    class Preempted(BaseException):
-        pass
-
-    original = batching.train_batches
-
-    def preempt_in_epoch_2(tokenized, batch_size, seed, epoch, **kw):  # type: ignore[no-untyped-def]
-        if epoch == 1:
-            raise Preempted
-        return original(tokenized, batch_size, seed, epoch, **kw)
-
-    monkeypatch.setattr(train, "train_batches", preempt_in_epoch_2)
-    with pytest.raises(Preempted):
+    with preempted_in_epoch(monkeypatch, 1):
         run(checkpoint_dir=tmp_path)
     saved = {t.strategy if t.temperature == 1.0 else "CTKD": torch.load(tmp_path / f"{t.trial_id}.pt",
              weights_only=False)["objective"] for t in trials}  # fmt: skip
@@ -117,7 +105,6 @@ def test_every_learned_parameter_is_checkpointed_and_resumes_bit_for_bit(
     assert saved["ALP-KD"]["mapping.weight_count"].tolist() == [96.0, 96.0]
     assert "mapping.query.weight" in saved["ALP-KD"]
     assert saved["CTKD"]["temperature_learner.theta"].item() != 0.0
-    monkeypatch.setattr(train, "train_batches", original)
     resumed, resumed_weights = run(checkpoint_dir=tmp_path)
     for one, other in zip(straight, resumed, strict=True):
         assert other.extra["resumed_from_epoch"] == 1

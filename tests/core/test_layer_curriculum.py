@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import torch
 
-import kdgrid.core.train as train
 from kdgrid.core.capture import FeatureCapture
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.layer_curriculum import Curriculum, parameter_layer
@@ -21,6 +20,7 @@ from kdgrid.core.trial_rules import trial_problems
 from kdgrid.errors import ConfigError
 from kdgrid.trial import data_order_seed
 from tests.core.test_train_methods import make_trial, run
+from tests.preemption import preempted_in_epoch
 
 CURRICULUM = {"layer_curriculum": [0.25, 0.5]}
 
@@ -142,20 +142,8 @@ def test_a_preempted_curriculum_resumes_bit_for_bit(
     assert straight.status == "done", straight.error_message
     assert math.isfinite(straight.curve[-1]["loss_terms"]["hidden_mse@2-3"])
 
-    class Preempted(BaseException):
-        pass
-
-    original = train.train_batches
-
-    def preempt_in_epoch_2(tokenized, batch_size, seed, epoch, **kw):  # type: ignore[no-untyped-def]
-        if epoch == 1:
-            raise Preempted
-        return original(tokenized, batch_size, seed, epoch, **kw)
-
-    monkeypatch.setattr(train, "train_batches", preempt_in_epoch_2)
-    with pytest.raises(Preempted):
+    with preempted_in_epoch(monkeypatch, 1):
         run([trial], checkpoint_dir=tmp_path)
-    monkeypatch.setattr(train, "train_batches", original)
     [resumed], resumed_weights = run([trial], checkpoint_dir=tmp_path)
     assert resumed.extra["resumed_from_epoch"] == 1
     assert (

@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-import kdgrid.core.train as train
 from kdgrid.core.optim import build_optimizer, decay_groups
 from kdgrid.core.trial_rules import trial_problems
 from tests.core.test_train_methods import make_trial, run
+from tests.preemption import preempted_in_epoch
 
 LR, WD, SCALE = 0.01, 0.1, 30.0
 
@@ -116,20 +116,8 @@ def test_the_gate_moves_further_and_resumes_bit_for_bit(
 
     assert spread(r_scaled) > 5 * spread(r_plain) > 0
 
-    class Preempted(BaseException):
-        pass
-
-    original = train.train_batches
-
-    def preempt_in_epoch_2(tokenized, batch_size, seed, epoch, **kw):  # type: ignore[no-untyped-def]
-        if epoch == 1:
-            raise Preempted
-        return original(tokenized, batch_size, seed, epoch, **kw)
-
-    monkeypatch.setattr(train, "train_batches", preempt_in_epoch_2)
-    with pytest.raises(Preempted):
+    with preempted_in_epoch(monkeypatch, 1):
         run([scaled], checkpoint_dir=tmp_path)
-    monkeypatch.setattr(train, "train_batches", original)
     [resumed], resumed_weights = run([scaled], checkpoint_dir=tmp_path)
     assert resumed.extra["resumed_from_epoch"] == 1 and resumed.extra["mapping"] == r_scaled.extra["mapping"]
     assert resumed.curve == r_scaled.curve and resumed.scores == r_scaled.scores

@@ -15,7 +15,6 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-import kdgrid.core.train as train
 from kdgrid.core.data.holdout import HOLDOUT_STREAM, indices_digest
 from kdgrid.core.lkd import LossWeights, lkd_gradients
 from kdgrid.core.train import load_job, make_runtime
@@ -23,6 +22,7 @@ from kdgrid.core.trial_rules import trial_problems
 from kdgrid.grid.memory_estimate import GIB, estimate_trial_memory_gb
 from kdgrid.trial import Trial, group_key
 from tests.core.test_train_methods import make_trial, run
+from tests.preemption import preempted_in_epoch
 
 LKD = {"lkd_holdout": 0.25}
 
@@ -148,20 +148,8 @@ def test_lkd_trains_records_its_trajectory_and_resumes_bit_for_bit(
     )
     assert np.abs(trajectory[-1] - 1.0).max() > 1e-3  # the weights moved
 
-    class Preempted(BaseException):
-        pass
-
-    original = train.train_batches
-
-    def preempt_in_epoch_2(tokenized, batch_size, seed, epoch, **kw):  # type: ignore[no-untyped-def]
-        if epoch == 1:
-            raise Preempted
-        return original(tokenized, batch_size, seed, epoch, **kw)
-
-    monkeypatch.setattr(train, "train_batches", preempt_in_epoch_2)
-    with pytest.raises(Preempted):
+    with preempted_in_epoch(monkeypatch, 1):
         run([trial], checkpoint_dir=tmp_path)
-    monkeypatch.setattr(train, "train_batches", original)
     [resumed], resumed_weights = run([trial], checkpoint_dir=tmp_path)
     assert resumed.extra["resumed_from_epoch"] == 1 and resumed.extra["lkd"] == record
     assert resumed.curve == straight.curve

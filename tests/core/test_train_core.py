@@ -18,6 +18,7 @@ from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
+from tests.preemption import preempted_in_epoch
 from tests.teachers import SMALL_TEACHER_SHAPE
 
 TASK = "synthetic-single-binary-n96-d32"
@@ -192,7 +193,6 @@ def test_a_teacher_evaluation_error_is_recorded_and_the_trained_students_kept(
 def test_resume_from_an_epoch_checkpoint_equals_an_uninterrupted_run(
     teacher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kdgrid.core.data.batching as batching
 
     trials = [
         make_trial(teacher, knowledge=("cos",), strategy="First", beta="auto", epochs=3),
@@ -200,23 +200,9 @@ def test_resume_from_an_epoch_checkpoint_equals_an_uninterrupted_run(
     ]
     straight, straight_weights = run(trials)
 
-    class Preempted(BaseException):
-        pass
-
-    original = batching.train_batches
-
-    def preempt_in_epoch_3(tokenized, batch_size, seed, epoch, **kw):  # type: ignore[no-untyped-def]
-        if epoch == 2:
-            raise Preempted
-        return original(tokenized, batch_size, seed, epoch, **kw)
-
-    import kdgrid.core.train as train
-
-    monkeypatch.setattr(train, "train_batches", preempt_in_epoch_3)  # the job loop's batches
-    with pytest.raises(Preempted):
+    with preempted_in_epoch(monkeypatch, 2):
         run(trials, checkpoint_dir=tmp_path)
     assert sorted(p.name for p in tmp_path.glob("*.pt")) == sorted(f"{t.trial_id}.pt" for t in trials)
-    monkeypatch.setattr(train, "train_batches", original)
     resumed, resumed_weights = run(trials, checkpoint_dir=tmp_path)
     for a, b in zip(straight, resumed, strict=True):
         assert b.extra["resumed_from_epoch"] == 2

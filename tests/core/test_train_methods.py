@@ -14,6 +14,7 @@ import torch
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
+from tests.preemption import preempted_in_epoch
 
 TASK = "synthetic-single-binary-n96-d32"  # 96 examples: 6 batches of 16 per epoch
 
@@ -87,7 +88,6 @@ def test_logging_the_cosine_changes_nothing_in_training(teacher: str) -> None:
 def test_dot_with_an_ensemble_and_a_dual_head_resumes_bit_for_bit(
     teacher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kdgrid.core.train as train
 
     trial = make_trial(
         teacher, knowledge=("hidden_mse",), strategy="Last", projection="ensemble", epochs=3, lr=0.05,
@@ -95,20 +95,8 @@ def test_dot_with_an_ensemble_and_a_dual_head_resumes_bit_for_bit(
     )  # fmt: skip
     (straight,), straight_weights = run([trial])
 
-    class Preempted(BaseException):
-        pass
-
-    original = train.train_batches
-
-    def preempt_in_epoch_3(tokenized, batch_size, seed, epoch, **kw):  # type: ignore[no-untyped-def]
-        if epoch == 2:
-            raise Preempted
-        return original(tokenized, batch_size, seed, epoch, **kw)
-
-    monkeypatch.setattr(train, "train_batches", preempt_in_epoch_3)
-    with pytest.raises(Preempted):
+    with preempted_in_epoch(monkeypatch, 2):
         run([trial], checkpoint_dir=tmp_path)
-    monkeypatch.setattr(train, "train_batches", original)
     (resumed,), resumed_weights = run([trial], checkpoint_dir=tmp_path)
     assert resumed.extra["resumed_from_epoch"] == 2
     assert resumed.curve == straight.curve
