@@ -97,3 +97,17 @@ def finetuned_polarity_teacher() -> TeacherRecord:
             return finetune_teacher("polarity", "minilm-l6", TeacherRecipe())
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def deterministic_torch() -> Iterator[None]:
+    """One torch thread and deterministic algorithms for the test (bit-for-bit comparisons of two runs), restored
+    after it."""
+    import torch  # only the tests that ask for it pay for importing torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(False)
+    torch.set_num_threads(threads)

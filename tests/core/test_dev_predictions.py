@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,14 +25,7 @@ from kdgrid.trial import Trial
 TASK = "synthetic-single-binary-n96-d32"
 
 
-@pytest.fixture(autouse=True)
-def deterministic() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    yield
-    torch.use_deterministic_algorithms(False)
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("deterministic_torch")  # bit-for-bit comparisons (tests/conftest.py)
 
 
 def make_trial(teacher: str, **overrides: object) -> Trial:

@@ -4,8 +4,6 @@ and a dual-head trial trains, resumes and records the head's size."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import torch
@@ -23,14 +21,7 @@ from tests.core.test_train_methods import make_trial, run
 SHAPE = StudentShape(layers=2, width=16, heads=2, ffn=32)
 
 
-@pytest.fixture(autouse=True)
-def deterministic() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    yield
-    torch.use_deterministic_algorithms(False)
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("deterministic_torch")  # bit-for-bit comparisons (tests/conftest.py)
 
 
 def tiny_dual_head() -> BertForSequenceClassification:

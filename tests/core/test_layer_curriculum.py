@@ -6,7 +6,6 @@ preempted trial resumes mid-curriculum bit for bit."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,14 +24,7 @@ from tests.preemption import preempted_in_epoch
 CURRICULUM = {"layer_curriculum": [0.25, 0.5]}
 
 
-@pytest.fixture(autouse=True)
-def deterministic() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    yield
-    torch.use_deterministic_algorithms(False)
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("deterministic_torch")  # bit-for-bit comparisons (tests/conftest.py)
 
 
 def test_stages_by_hand() -> None:

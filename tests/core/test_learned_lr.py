@@ -4,7 +4,6 @@ trainer, and a preempted trial with it resuming bit for bit."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,7 @@ from tests.preemption import preempted_in_epoch
 LR, WD, SCALE = 0.01, 0.1, 30.0
 
 
-@pytest.fixture(autouse=True)
-def deterministic() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    yield
-    torch.use_deterministic_algorithms(False)
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("deterministic_torch")  # bit-for-bit comparisons (tests/conftest.py)
 
 
 class Owner(nn.Module):

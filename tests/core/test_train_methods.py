@@ -5,7 +5,6 @@ for bit."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,7 @@ from tests.preemption import preempted_in_epoch
 TASK = "synthetic-single-binary-n96-d32"  # 96 examples: 6 batches of 16 per epoch
 
 
-@pytest.fixture(autouse=True)
-def deterministic() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    yield
-    torch.use_deterministic_algorithms(False)
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("deterministic_torch")  # bit-for-bit comparisons (tests/conftest.py)
 
 
 def make_trial(teacher: str, **overrides: object) -> Trial:
