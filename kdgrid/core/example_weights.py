@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kdgrid.core.adakd import ADAKD, adakd
+from kdgrid.core.named_registry import registrar
 from kdgrid.errors import ConfigError
 from kdgrid.suggest import did_you_mean
 
@@ -66,16 +67,8 @@ ExampleWeight = Callable[[ExampleBatch], "Tensor"]
 EXAMPLE_WEIGHTS: dict[str, ExampleWeight] = {}
 
 
-def register_example_weight(name: str) -> Callable[[ExampleWeight], ExampleWeight]:
-    """Register the decorated ``ExampleBatch -> raw weights [B]`` function as ``name``."""
-
-    def decorate(fn: ExampleWeight) -> ExampleWeight:
-        if name in EXAMPLE_WEIGHTS:
-            raise ValueError(f"example weight {name!r} is registered twice")
-        EXAMPLE_WEIGHTS[name] = fn
-        return fn
-
-    return decorate
+# ``@register_example_weight(name)``: register the decorated ``ExampleBatch -> raw weights [B]`` function as ``name``.
+register_example_weight = registrar(EXAMPLE_WEIGHTS, "example weight")
 
 
 @register_example_weight("uniform")

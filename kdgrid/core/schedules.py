@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from kdgrid.core.named_registry import registrar
 from kdgrid.errors import ConfigError
 from kdgrid.suggest import did_you_mean
 
@@ -46,16 +47,8 @@ DEFAULT_SCHEDULE = "constant"
 SCHEDULES: dict[str, Schedule] = {}
 
 
-def register_schedule(name: str) -> Callable[[Schedule], Schedule]:
-    """Register the decorated ``(progress, start, end) -> value`` function as schedule ``name``."""
-
-    def decorate(fn: Schedule) -> Schedule:
-        if name in SCHEDULES:
-            raise ValueError(f"schedule {name!r} is registered twice")
-        SCHEDULES[name] = fn
-        return fn
-
-    return decorate
+# ``@register_schedule(name)``: register the decorated ``(progress, start, end) -> value`` function as ``name``.
+register_schedule = registrar(SCHEDULES, "schedule")
 
 
 @register_schedule("constant")
@@ -78,18 +71,9 @@ TEMPERATURE_LEARNERS: dict[str, Callable[[float, dict[str, Any]], Any]] = {}
 NO_TEMPERATURE_LEARNER = "none"
 
 
-def register_temperature_learner(
-    name: str,
-) -> Callable[[Callable[[float, dict[str, Any]], Any]], Callable[[float, dict[str, Any]], Any]]:
-    """Register the decorated ``(start temperature, options) -> TemperatureLearner`` factory as ``name``."""
-
-    def decorate(factory: Callable[[float, dict[str, Any]], Any]) -> Callable[[float, dict[str, Any]], Any]:
-        if name in TEMPERATURE_LEARNERS or name == NO_TEMPERATURE_LEARNER:
-            raise ValueError(f"temperature learner {name!r} is registered twice")
-        TEMPERATURE_LEARNERS[name] = factory
-        return factory
-
-    return decorate
+# ``@register_temperature_learner(name)``: register the decorated ``(start temperature, options) ->
+# TemperatureLearner`` factory as ``name`` (``none`` is taken: it means no learner).
+register_temperature_learner = registrar(TEMPERATURE_LEARNERS, "temperature learner", {NO_TEMPERATURE_LEARNER})
 
 
 def temperature_learner_problem(value: object) -> str | None:
