@@ -22,7 +22,7 @@ from _machine import ROOT
 from _machine import machine as torch_free_machine
 
 # The benchmark teachers have random classifier heads (they time steps, not accuracy): their trials say so, and
-# the teacher gate (`kdgrid.core.teacher_gate`) is skipped for them.
+# the teacher gate (`kdgrid.core.teacher.gate`) is skipped for them.
 from kdgrid.core.models import bert_config
 from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE

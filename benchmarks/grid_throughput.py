@@ -10,7 +10,7 @@ steps, run three ways for each teacher (the offline MiniLM 6 x 384, and a random
 - ``per_trial``: each trial alone through `run_job([trial])`: its own teacher forward every step;
 - ``grouped``: `run_job(all trials)`: one teacher forward per batch shared by the group;
 - ``lower_bound``: the teacher's forward alone over the same batches, plus each student's training steps alone
-  against precomputed teacher features (with the teacher-side loss targets of `kdgrid.core.teacher_targets`
+  against precomputed teacher features (with the teacher-side loss targets of `kdgrid.core.teacher.targets`
   computed once per batch, by the first student that needs each), timed separately and summed.
 
 The seeds case (``--cases seeds``, not run by default): the first ``--seed-students`` (10) trials of that grid, each with ``--seeds``
@@ -223,7 +223,7 @@ def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
     """The teacher's forward alone, then each student's steps against the stored teacher features."""
     from kdgrid.core.capture import FeatureCapture
     from kdgrid.core.data import train_batches
-    from kdgrid.core.teacher_targets import TeacherTargets
+    from kdgrid.core.teacher.targets import TeacherTargets
     from kdgrid.core.train import (
         load_job,
         make_runtime,

@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kdgrid.core.teacher_share import record_teacher_pass
+from kdgrid.core.teacher.share import record_teacher_pass
 from kdgrid.paper import PAPER_KNOWLEDGE, PAPER_STRATEGIES
 from kdgrid.report.build import ReportWriter
 from kdgrid.report.watch import FIGURES_EVERY_S

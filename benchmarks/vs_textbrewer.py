@@ -220,7 +220,7 @@ def run_interleaved(trial: Any, steps: int) -> dict[str, Any]:
     from kdgrid.core.capture import FeatureCapture
     from kdgrid.core.data import train_batches
     from kdgrid.core.optim import decay_groups, linear_schedule
-    from kdgrid.core.teacher_targets import TeacherTargets
+    from kdgrid.core.teacher.targets import TeacherTargets
     from kdgrid.core.train import (
         load_job,
         make_runtime,

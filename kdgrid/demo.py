@@ -20,7 +20,7 @@ from kdgrid import assets
 from kdgrid.analysis.figures import write_store_figures
 from kdgrid.analysis.tables_report import demo_table
 from kdgrid.bundled_sweeps import bundled_sweep
-from kdgrid.core.teacher import finetune_teacher
+from kdgrid.core.teacher.finetune import finetune_teacher
 from kdgrid.errors import ConfigError
 from kdgrid.markup import plain
 from kdgrid.sweep_run import RunOptions, SweepRun, run_sweep

@@ -83,7 +83,7 @@ def finetuned_polarity_teacher() -> TeacherRecord:
     using it share one xdist worker (tests/xdist_groups.py), so a run of the suite makes it at most once."""
     import torch
 
-    from kdgrid.core.teacher import finetune_teacher
+    from kdgrid.core.teacher.finetune import finetune_teacher
     from kdgrid.core.teacher_cache import TeacherRecipe
 
     threads = torch.get_num_threads()

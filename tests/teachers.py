@@ -2,7 +2,7 @@
 
 A teacher here is a `BertForSequenceClassification` of a small `StudentShape`, initialised with seed 0 (so every
 test gets the same weights), saved with the offline MiniLM's tokenizer beside it: the core loads it by path like
-any fine-tuned teacher. Such a teacher is at chance level, so the teacher gate (`kdgrid.core.teacher_gate`) would
+any fine-tuned teacher. Such a teacher is at chance level, so the teacher gate (`kdgrid.core.teacher.gate`) would
 refuse it: trials that use one only to exercise the machinery say so with `kdgrid.core.teacher_options.NOT_MEANT_TO_BE_ACCURATE`.
 """
 

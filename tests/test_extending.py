@@ -31,7 +31,7 @@ from torch import nn
 from kdgrid.core.knowledge import register
 from kdgrid.core.mapping import LayerMapping
 from kdgrid.core.matching import register_strategy
-from kdgrid.core.teacher_targets import fixed
+from kdgrid.core.teacher.targets import fixed
 
 
 @register("plug_l1", needs=["hidden"], needs_projection=True, category="feature", region="hidden",

@@ -57,7 +57,10 @@ def finetune(
 
     Example: kdgrid teacher finetune sst2 --base bert-base-uncased --epochs 3
     """
-    from kdgrid.core.teacher import TeacherRecipe, finetune_teacher  # torch: see the module docstring
+    from kdgrid.core.teacher.finetune import (  # torch: see the module docstring
+        TeacherRecipe,
+        finetune_teacher,
+    )
 
     console = Console(stderr=True)
     recipe = TeacherRecipe(
@@ -96,7 +99,7 @@ def check(
 
     Example: kdgrid teacher check ishan/bert-base-uncased-mnli --task mnli
     """
-    from kdgrid.core.teacher_check import (  # torch: see the module docstring
+    from kdgrid.core.teacher.check import (  # torch: see the module docstring
         check_teacher_orders,
         verdict_lines,
     )
@@ -191,7 +194,7 @@ def trial(
     """Run one trial (or a small group sharing one teacher pass) and print its result row.
 
     Example: kdgrid trial my-trial.yaml --device cpu --json"""
-    from kdgrid.core.teacher_gate import TeacherGateRefused  # torch: see the module docstring
+    from kdgrid.core.teacher.gate import TeacherGateRefused  # torch: see the module docstring
     from kdgrid.core.train import run_job
     from kdgrid.preflight.jobs import check_job
 

@@ -15,7 +15,7 @@ The order is resolved once per job (`resolve_label_order`), first rule that appl
    task's (another task's checkpoint, other words) are recorded, not trusted, and the next rules apply;
 3. ``known``: `KNOWN_LABEL_ORDERS`, the class orders of the paper's teachers whose configs carry generic names,
    each with its source;
-4. ``identity``: output k is label k. The teacher gate (`kdgrid.core.teacher_gate`) checks every order at job
+4. ``identity``: output k is label k. The teacher gate (`kdgrid.core.teacher.gate`) checks every order at job
    start, so a wrong identity guess is refused with the declaration that fixes it.
 
 Orders are tuples ``order`` with ``order[k]`` = the task's label id of teacher output k. `LabelOrder.align`

@@ -6,7 +6,7 @@ runs once per batch, under ``torch.no_grad``, capturing the union of what the st
 (`teacher_forward`).
 
 Before any student exists, `load_job` resolves which task label each teacher output means
-(`kdgrid.core.label_order`) and gates the teacher (`kdgrid.core.teacher_gate`: a teacher kdgrid did not
+(`kdgrid.core.label_order`) and gates the teacher (`kdgrid.core.teacher.gate`: a teacher kdgrid did not
 fine-tune must beat the majority class, in its label order and no other); `teacher_forward` hands every student
 the teacher's logits already in the task's label order.
 """
@@ -34,8 +34,8 @@ from kdgrid.core.models import load_teacher, load_tokenizer
 from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.runtime import Runtime
 from kdgrid.core.shapes import ResolvedTeacher, resolve_teacher
+from kdgrid.core.teacher.gate import check_teacher
 from kdgrid.core.teacher_cache import TEACHER_INFO
-from kdgrid.core.teacher_gate import check_teacher
 from kdgrid.core.teacher_options import declared_label_order, gate_enabled, teacher_option_problems
 from kdgrid.errors import ConfigError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
@@ -54,7 +54,7 @@ class LoadedJob:
         runtime: device and precision settings.
         steps_per_epoch: batches per epoch (the same for every student of the job).
         label_order: which task label each teacher output means; None = the outputs are in the task's order.
-        teacher_gate: the teacher gate's verdict and scores (`kdgrid.core.teacher_gate.check_teacher`).
+        teacher_gate: the teacher gate's verdict and scores (`kdgrid.core.teacher.gate.check_teacher`).
         dev_fingerprints: ``{dev_set: fingerprint}`` of the dev sets the job scores (after any
             ``max_dev_samples`` cut; `kdgrid.core.evaluate.dev_fingerprint`), recorded with every prediction.
     """
@@ -92,7 +92,7 @@ def load_job(trial: Trial, runtime: Runtime) -> LoadedJob:
 
     Raises:
         ConfigError: invalid teacher options (``teacher_label_order``, ``teacher_gate``).
-        kdgrid.core.teacher_gate.TeacherGateRefused: the gate refused the teacher (nothing trains).
+        kdgrid.core.teacher.gate.TeacherGateRefused: the gate refused the teacher (nothing trains).
     """
     problems = teacher_option_problems(trial)
     if problems:

@@ -5,7 +5,7 @@ A learnable strategy (`kdgrid.core.matching.register_strategy` with ``mapping=``
 objective hands it that layer's student feature and the teacher's same feature on every transformer layer 1..L_T;
 the mapping returns the target the knowledge compares the student with, in place of one teacher layer's feature.
 Its parameters train with the student (one AdamW over the student, its projections and its mapping), and reach the
-loss through the target: inside `kdgrid.core.teacher_targets.trainable_targets` the losses keep the target's graph
+loss through the target: inside `kdgrid.core.teacher.targets.trainable_targets` the losses keep the target's graph
 (a fixed teacher layer stays detached). The module is part of the trial's objective, so its state is in every
 epoch checkpoint and restored on resume; `LayerMapping.summary` (e.g. the learned weights) goes to the row's
 ``extra`` as ``mapping`` when the trial finishes.

@@ -36,7 +36,7 @@ import torch
 from kdgrid.core.loaded_job import LoadedJob
 from kdgrid.core.method_options import DEFAULT_MASK_FRACTION
 from kdgrid.core.models import load_tokenizer
-from kdgrid.core.teacher_targets import teacher_side
+from kdgrid.core.teacher.targets import teacher_side
 from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT, Trial, data_order_seed
 
 TRAINING, CALIBRATION = 0, 1  # the phases a masking draw is keyed by

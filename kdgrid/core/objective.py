@@ -51,7 +51,7 @@ from kdgrid.core.projection import Projection
 from kdgrid.core.projector_penalty import SPECTRAL_TERM, spectral_penalty, spectral_weight
 from kdgrid.core.schedules import DEFAULT_SCHEDULE, NO_TEMPERATURE_LEARNER, progress, schedule_value
 from kdgrid.core.shapes import StudentShape
-from kdgrid.core.teacher_targets import teacher_side, trainable_targets
+from kdgrid.core.teacher.targets import teacher_side, trainable_targets
 from kdgrid.core.temperature_learner import TemperatureLearner, build_temperature_learner
 from kdgrid.errors import ConfigError
 from kdgrid.trial import LKD_HOLDOUT, Trial

@@ -42,7 +42,7 @@ from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
 from kdgrid.core.projector_overfit import projector_overfit
 from kdgrid.core.reaugkd import pipeline as reaugkd
 from kdgrid.core.runtime import Runtime, compile_forward
-from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
+from kdgrid.core.teacher.targets import TeacherTargets, shared_teacher_targets
 from kdgrid.core.trial_setup import TrialSetup
 from kdgrid.device_sharing import current_sharing
 from kdgrid.errors import ConfigError

@@ -4,7 +4,7 @@ A cached teacher is ``kdgrid.assets.cache_dir()/teachers/<key>/`` where ``<key>`
 of the base weights' bytes, the task spec and the recipe (`teacher_key`); the directory holds what
 ``save_pretrained`` writes for the model and the tokenizer, plus ``teacher.json`` (`TEACHER_INFO`). The trial
 alias ``minilm-l6`` (`MINILM_ALIAS`) names the MiniLM base fine-tuned on the trial's task with the default recipe.
-Looking a teacher up needs neither torch nor transformers; making one is `kdgrid.core.teacher.finetune_teacher`.
+Looking a teacher up needs neither torch nor transformers; making one is `kdgrid.core.teacher.finetune.finetune_teacher`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ is, so trials that differ in one of them never share a job (`kdgrid.trial.TEACHE
   them (`kdgrid.core.label_order`).
 - ``teacher_gate``: ``true`` (the default) or ``false``. ``false`` says "this teacher is not meant to be
   accurate" (a random teacher that only exercises the machinery, a study of bad teachers): the gate
-  (`kdgrid.core.teacher_gate`) is skipped and every row records that it was.
+  (`kdgrid.core.teacher.gate`) is skipped and every row records that it was.
 
 This module needs neither torch nor transformers: sweep expansion and `kdgrid.trial` import it.
 """

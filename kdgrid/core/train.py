@@ -5,7 +5,7 @@ from the job's data-order seed, `kdgrid.trial.data_order_seed`: students of one 
 teacher runs once per batch (`kdgrid.core.loaded_job`) and every student trains on its features (`kdgrid.core.student`:
 each student owns its weights, optimizer and RNG stream, so a trial trained in a group of N gives exactly the
 same weights and metrics as the trial trained alone on CPU in deterministic mode). Teacher-side loss targets are
-computed once per batch too (`kdgrid.core.teacher_targets`: one memo per batch, passed to every student's step).
+computed once per batch too (`kdgrid.core.teacher.targets`: one memo per batch, passed to every student's step).
 
 A trial that fails (bad config, a NaN/inf loss, an exception in its step) is reported ``failed`` with the step,
 loss term and layer pair where that applies; its group-mates go on. Device, precision and compilation settings:
@@ -44,9 +44,9 @@ from kdgrid.core.student import (
     train_step,
     utc_now,
 )
-from kdgrid.core.teacher_gate import TeacherGateRefused
-from kdgrid.core.teacher_share import record_teacher_pass
-from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets
+from kdgrid.core.teacher.gate import TeacherGateRefused
+from kdgrid.core.teacher.share import record_teacher_pass
+from kdgrid.core.teacher.targets import TeacherTargets, shared_teacher_targets
 from kdgrid.core.trial_setup import TrialSetup, set_up_trial, validate_trials
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
@@ -162,7 +162,7 @@ def run_job(
 
     Returns one `TrialResult` per trial, in the order given; ``on_result`` is called as each finishes. A trial
     that cannot be set up or diverges is ``failed``; the others go on. A job-level failure (the teacher or the
-    data cannot be loaded, the teacher gate refuses the teacher: `kdgrid.core.teacher_gate`) fails every trial
+    data cannot be loaded, the teacher gate refuses the teacher: `kdgrid.core.teacher.gate`) fails every trial
     with that error, before any student is built. With ``checkpoint_dir``, each trial saves its state
     at the end of every epoch and a rerun continues from there (a finished trial's checkpoint is removed).
     ``on_model(trial, model)`` (optional, not needed by executors) receives each finished student's model, e.g.

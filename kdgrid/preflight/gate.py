@@ -1,7 +1,7 @@
 """The gate tier of the pre-flight: the teacher gate run by `kdgrid run`'s pre-flight, on this machine, before
 the store is created (`check_gate`).
 
-A job gates its teacher when it starts (`kdgrid.core.loaded_job.load_job`, `kdgrid.core.teacher_gate`); a teacher refused
+A job gates its teacher when it starts (`kdgrid.core.loaded_job.load_job`, `kdgrid.core.teacher.gate`); a teacher refused
 there fails every trial of its job, and the first run of a sweep would fill the store with failed rows. Where jobs
 run on this machine (the local executor), the pre-flight therefore gates each teacher first, once per distinct
 (teacher, task, max length, gate switch, declared order) of the trials to run (`gate_inputs`):
@@ -20,7 +20,7 @@ The child returns each verdict (or the job's start-up error) and exits, freeing 
 runs in this process (no context to protect, and no child's start-up to pay).
 
 Ray and SLURM jobs run elsewhere (other GPUs, other caches): their pre-flight reads cached verdicts only
-(`kdgrid.core.teacher_gate.cached_refusals`) and each job still gates its teacher at start.
+(`kdgrid.core.teacher.gate.cached_refusals`) and each job still gates its teacher at start.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import torch
 
 from kdgrid.core.loaded_job import load_job
 from kdgrid.core.runtime import make_runtime
-from kdgrid.core.teacher_gate import (
+from kdgrid.core.teacher.gate import (
     TeacherGateRefused,
     cached_refusals,
     cached_verdict,
@@ -156,7 +156,7 @@ def check_gate(trials: list[Trial], *, here: bool, log: Callable[[str], None] | 
     """The gate tier of the pre-flight. With ``here`` (jobs run on this machine: the local executor's core jobs)
     the gate runs here once per distinct teacher and task (`gate_teachers_here`: a verdict not cached yet is
     computed and cached, so the jobs read it); else only its cached verdicts are read
-    (`kdgrid.core.teacher_gate.cached_refusals`: no teacher is loaded here; each job still gates its teacher
+    (`kdgrid.core.teacher.gate.cached_refusals`: no teacher is loaded here; each job still gates its teacher
     when it starts).
 
     Raises:

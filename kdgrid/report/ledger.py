@@ -1,6 +1,6 @@
 """The cost ledger: what sharing one teacher pass per job saved, from the rows' own records.
 
-Every row records its share of the teacher passes (`kdgrid.core.teacher_share`). Per (sweep, study), summed over
+Every row records its share of the teacher passes (`kdgrid.core.teacher.share`). Per (sweep, study), summed over
 every attempt's row:
 
 - forwards run = sum of ``teacher_batches_shared`` (each forward split between the students it fed);
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from kdgrid.core.teacher_share import (
+from kdgrid.core.teacher.share import (
     TEACHER_BATCHES,
     TEACHER_BATCHES_SHARED,
     TEACHER_SECONDS,

@@ -48,7 +48,7 @@ def ordered_teachers(teacher: str, tmp_path_factory: pytest.TempPathFactory) -> 
     the same teacher with its two output classes swapped: its classifier's rows exchanged)."""
     from transformers import AutoTokenizer
 
-    from kdgrid.core.teacher_gate import teacher_logits
+    from kdgrid.core.teacher.gate import teacher_logits
 
     model = BertForSequenceClassification.from_pretrained(teacher)
     dev = load_job(make_trial(teacher), make_runtime("cpu")).tokenized["validation"]

@@ -18,7 +18,7 @@ from kdgrid.core.method_rules import method_problems
 from kdgrid.core.models import bert_config
 from kdgrid.core.options import option_problems
 from kdgrid.core.shapes import StudentShape
-from kdgrid.core.teacher_share import TEACHER_BATCHES, TEACHER_BATCHES_SHARED
+from kdgrid.core.teacher.share import TEACHER_BATCHES, TEACHER_BATCHES_SHARED
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial, group_key
 from tests.core.test_train_methods import make_trial, run

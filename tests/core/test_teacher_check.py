@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kdgrid.core.label_order import LabelOrder
-from kdgrid.core.teacher_check import OrderCheck, check_teacher_orders, rank_orders, verdict_lines
+from kdgrid.core.teacher.check import OrderCheck, check_teacher_orders, rank_orders, verdict_lines
 from kdgrid.errors import ConfigError
 
 MNLI_NAMES = ("entailment", "neutral", "contradiction")

@@ -16,7 +16,7 @@ from kdgrid.cli import app
 from kdgrid.core.data import get_task
 from kdgrid.core.models import bert_config
 from kdgrid.core.shapes import StudentShape, resolve_teacher
-from kdgrid.core.teacher import finetune_teacher
+from kdgrid.core.teacher.finetune import finetune_teacher
 from kdgrid.core.teacher_cache import TeacherRecipe, cached_teacher, teacher_cache_root
 from kdgrid.errors import KdgridError
 from tests.teachers import TINY_TEACHER_SHAPE, save_random_teacher

@@ -20,10 +20,10 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core import teacher_gate
 from kdgrid.core.data import get_task
 from kdgrid.core.label_order import KNOWN_LABEL_ORDERS, LabelOrder, resolve_label_order
-from kdgrid.core.teacher_gate import TeacherGateRefused, judge_classifier, judge_regression
+from kdgrid.core.teacher import gate as teacher_gate
+from kdgrid.core.teacher.gate import TeacherGateRefused, judge_classifier, judge_regression
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, teacher_option_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.result import TrialResult
@@ -40,7 +40,7 @@ def gate_teachers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """``good``: a tiny teacher fine-tuned on `TASK` (accuracy near 1), copied out of the teacher cache;
     ``swapped``: the same with its two classifier rows swapped; ``random``: an untrained teacher;
     ``finetuned``: the original in the teacher cache ``cache`` (the ``KDGRID_CACHE`` of this module's tests)."""
-    from kdgrid.core.teacher import finetune_teacher
+    from kdgrid.core.teacher.finetune import finetune_teacher
     from kdgrid.core.teacher_cache import TeacherRecipe
 
     root = tmp_path_factory.mktemp("gate-teachers")

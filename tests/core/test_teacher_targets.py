@@ -9,7 +9,7 @@ import torch
 from kdgrid.core.knowledge import get_knowledge
 from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.projection import Projection
-from kdgrid.core.teacher_targets import TeacherTargets, shared_teacher_targets, teacher_side
+from kdgrid.core.teacher.targets import TeacherTargets, shared_teacher_targets, teacher_side
 from kdgrid.paper import PAPER_KNOWLEDGE
 
 BATCH, LENGTH, WIDTH_S, WIDTH_T, HEADS_S, HEADS_T = 3, 5, 8, 48, 2, 4

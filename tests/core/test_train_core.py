@@ -89,7 +89,7 @@ def test_a_trial_reading_teacher_targets_computed_by_a_mate_equals_the_trial_alo
 ) -> None:
     """The teacher-side loss targets (Gram products, head-mean attention, relations, ...) are computed by the
     first student of a batch and read by the others: the readers train exactly as they would alone."""
-    from kdgrid.core import teacher_targets
+    from kdgrid.core.teacher import targets as teacher_targets
 
     memos: list[teacher_targets.TeacherTargets] = []
     original_init = teacher_targets.TeacherTargets.__init__

@@ -17,7 +17,7 @@ import torch
 from kdgrid.core.label_order import LabelOrder
 from kdgrid.core.models import load_checkpoint, load_teacher, load_tokenizer
 from kdgrid.core.shapes import fetch_config, resolve_teacher
-from kdgrid.core.teacher_gate import judge_classifier
+from kdgrid.core.teacher.gate import judge_classifier
 from tests.hub.hub_cache import (
     LEGACY_BIN_REPO,
     SEED,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kdgrid.core.teacher_share import record_teacher_pass
+from kdgrid.core.teacher.share import record_teacher_pass
 from kdgrid.result import TrialResult
 from kdgrid.store import write_result
 from kdgrid.store.membership import record_membership

@@ -13,11 +13,11 @@ Conventions shared by every function (``docs/design.md``, "Loss conventions", re
 * Padding never leaks into a loss: padded positions are replaced (not multiplied) before any arithmetic, so a
   batch with padding of any length and any content (even NaN) gives the same value as the unpadded batch.
 * The teacher is a fixed target: every function reads its teacher inputs through
-  `kdgrid.core.teacher_targets.fixed` (detached), so gradients reach the student (and a projection applied to the
+  `kdgrid.core.teacher.targets.fixed` (detached), so gradients reach the student (and a projection applied to the
   student) only, whether or not the caller ran the teacher under ``torch.no_grad()``; inside
-  `kdgrid.core.teacher_targets.trainable_targets` (a learnable strategy's target, `kdgrid.core.mapping`) they
+  `kdgrid.core.teacher.targets.trainable_targets` (a learnable strategy's target, `kdgrid.core.mapping`) they
   keep the target's graph instead. What a function derives from the teacher alone (a Gram product, a head-mean attention
-  distribution, relation log-probabilities) goes through `kdgrid.core.teacher_targets.teacher_side`, so the
+  distribution, relation log-probabilities) goes through `kdgrid.core.teacher.targets.teacher_side`, so the
   students of one group compute it once per batch.
 * Each function returns a 0-dim tensor, unweighted: the objective multiplies by beta / alpha.
 * Where the student must be in the teacher's width (``needs_projection`` in the registry) the caller passes the

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from kdgrid.core.knowledge import ShapeError
-from kdgrid.core.teacher_targets import fixed, teacher_side
+from kdgrid.core.teacher.targets import fixed, teacher_side
 
 
 def shape(x: Tensor) -> str:

@@ -16,7 +16,7 @@ from kdgrid.core.losses._common import (
     shape,
     token_count,
 )
-from kdgrid.core.teacher_targets import fixed, teacher_side
+from kdgrid.core.teacher.targets import fixed, teacher_side
 from kdgrid.errors import ConfigError
 
 

@@ -11,7 +11,7 @@ from kdgrid.core.losses._common import (
     zero_padding,
 )
 from kdgrid.core.losses.hidden import check_hidden_tokens
-from kdgrid.core.teacher_targets import fixed, teacher_side
+from kdgrid.core.teacher.targets import fixed, teacher_side
 
 
 @register(

@@ -11,7 +11,7 @@ from kdgrid.core.losses._common import (
     expect_same_shape,
     shape,
 )
-from kdgrid.core.teacher_targets import fixed
+from kdgrid.core.teacher.targets import fixed
 from kdgrid.errors import ConfigError
 
 

@@ -17,7 +17,7 @@ from kdgrid.core.losses._common import (
     token_count,
     zero_padding,
 )
-from kdgrid.core.teacher_targets import fixed, teacher_side
+from kdgrid.core.teacher.targets import fixed, teacher_side
 from kdgrid.errors import ConfigError
 
 

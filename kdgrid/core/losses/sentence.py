@@ -14,7 +14,7 @@ from kdgrid.core.losses._common import (
     l2_normalize,
     projection_hint,
 )
-from kdgrid.core.teacher_targets import fixed
+from kdgrid.core.teacher.targets import fixed
 from kdgrid.errors import ConfigError
 
 

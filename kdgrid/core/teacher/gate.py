@@ -3,7 +3,7 @@
 A Hub checkpoint or a local directory can be untrained, fine-tuned for another task, or have its classes in
 another order than the task's (`kdgrid.core.label_order`); distilling from it gives rows that say ``done`` and
 mean nothing. So every job whose teacher is not one of kdgrid's own fine-tuned teachers (`is_kdgrid_finetuned`:
-those were checked against the majority class when they were made, `kdgrid.core.teacher`) first scores the
+those were checked against the majority class when they were made, `kdgrid.core.teacher.finetune`) first scores the
 teacher, its logits read in the job's label order, on up to `GATE_MAX_EXAMPLES` examples of the task's first dev
 set (evenly spaced, so a dev file sorted by label still gives every class):
 
