@@ -160,12 +160,13 @@ def sequential_runs(
     trial: Any, n: int, total_steps: int, runtime: Any, dropout: bool = True
 ) -> tuple[list[Any], Any]:
     """N `StudentRun`s set up like the core's `setup_student` (seeds 0..N-1; same optimizer, scheduler and RNG
-    stream rules) and the minimal `Job` that `train_step` reads; ``runtime`` is a `kdgrid.core.train.Runtime`
+    stream rules) and the minimal `LoadedJob` that `train_step` reads; ``runtime`` is a `kdgrid.core.train.Runtime`
     (device and autocast)."""
     from dataclasses import replace
 
+    from kdgrid.core.loaded_job import LoadedJob
     from kdgrid.core.optim import build_optimizer
-    from kdgrid.core.train import Job, StudentRun
+    from kdgrid.core.train import StudentRun
     from kdgrid.result import TrialResult
 
     runs = []
@@ -182,7 +183,7 @@ def sequential_runs(
         if runtime.device.type == "cuda":
             run.cuda_rng = torch.Generator(device=runtime.device).manual_seed(seed + 2).get_state()
         runs.append(run)
-    job = Job(None, None, None, {}, runtime, total_steps)
+    job = LoadedJob(None, None, None, {}, runtime, total_steps)
     return runs, job
 
 

@@ -199,9 +199,9 @@ def run_textbrewer(trial: Any, steps: int) -> dict[str, Any]:
         )
         # A trial ends with its dev scores (kdgrid's run_job evaluates each epoch); a TextBrewer user evaluates in
         # its callback. Same evaluation here, so both peaks include it.
-        from kdgrid.core.evaluate import evaluate
+        from kdgrid.core.evaluate import evaluate_dev_sets
 
-        evaluate(run.model, job.task, {n: job.tokenized[n] for n in job.task.dev_sets}, trial.batch_size)
+        evaluate_dev_sets(run.model, job.task, {n: job.tokenized[n] for n in job.task.dev_sets}, trial.batch_size)
     gaps = [b - a for a, b in itertools.pairwise(starts)]  # steps 1..N-1, each start to next start
     return {"step_s": mean_step(gaps), "first_batch_loss": losses}
 

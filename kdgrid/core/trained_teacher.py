@@ -92,8 +92,8 @@ def trained_source(trial_id: str) -> Path | None:
     found = file_sha256(weights)
     if found != saved.sha256:
         raise KdgridError(
-            f"assistant trial {trial_id}: its saved weights {weights} have SHA-256 {found[:16]}, not the "
-            f"{saved.sha256[:16]} its done row recorded; `kdgrid store forget {trial_id}` and run again"
+            f"assistant trial {trial_id}: its saved weights have SHA-256 {found[:16]}, not the {saved.sha256[:16]} "
+            f"its done row recorded ({weights}); `kdgrid store forget {trial_id}` and run again"
         )
     return saved.directory
 
