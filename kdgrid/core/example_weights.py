@@ -29,9 +29,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kdgrid.core.adakd import ADAKD, adakd
-from kdgrid.core.named_registry import registrar
+from kdgrid.core.named_registry import registrar, registration_problem
 from kdgrid.errors import ConfigError
-from kdgrid.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -87,12 +86,7 @@ register_example_weight(ADAKD)(adakd)
 
 def example_weight_problem(value: object) -> str | None:
     """Why ``value`` is not a registered example weight (None when it is); names the allowed ones."""
-    if isinstance(value, str) and value in EXAMPLE_WEIGHTS:
-        return None
-    return (
-        f"example weight {value!r} is not registered; allowed: {', '.join(EXAMPLE_WEIGHTS)}"
-        f"{did_you_mean(str(value), EXAMPLE_WEIGHTS)}"
-    )
+    return registration_problem(value, EXAMPLE_WEIGHTS, "example weight")
 
 
 def normalised_weights(name: str, batch: ExampleBatch) -> Tensor:

@@ -1,11 +1,15 @@
 """One way to register a named extension (an example weight, a schedule, a temperature learner): a decorator
 that adds the decorated function or class to its table under a name, refusing a name registered twice. Without
-torch."""
+torch.
+
+`registration_problem` is the one refusal of a name that is not registered."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, MutableMapping
+from collections.abc import Callable, Collection, Iterable, MutableMapping
 from typing import TypeVar
+
+from kdgrid.suggest import did_you_mean
 
 Entry = TypeVar("Entry")
 
@@ -28,3 +32,12 @@ def registrar(
         return decorate
 
     return register
+
+
+def registration_problem(value: object, table: Iterable[str], kind: str, also: Iterable[str] = ()) -> str | None:
+    """Why ``value`` is not a name in ``table`` nor one of ``also`` (None when it is): the message names the
+    allowed ones and the closest."""
+    allowed = [*also, *table]
+    if isinstance(value, str) and value in allowed:
+        return None
+    return f"{kind} {value!r} is not registered; allowed: {', '.join(allowed)}{did_you_mean(str(value), allowed)}"

@@ -34,9 +34,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kdgrid.core.named_registry import registrar
+from kdgrid.core.named_registry import registrar, registration_problem
 from kdgrid.errors import ConfigError
-from kdgrid.suggest import did_you_mean
 
 Schedule = Callable[[float, float, float], float]
 
@@ -78,20 +77,12 @@ register_temperature_learner = registrar(TEMPERATURE_LEARNERS, "temperature lear
 
 def temperature_learner_problem(value: object) -> str | None:
     """Why ``value`` is not a registered temperature learner nor ``none`` (None when it is)."""
-    allowed = [NO_TEMPERATURE_LEARNER, *TEMPERATURE_LEARNERS]
-    if isinstance(value, str) and value in allowed:
-        return None
-    return f"temperature learner {value!r} is not registered; allowed: {', '.join(allowed)}{did_you_mean(str(value), allowed)}"
+    return registration_problem(value, TEMPERATURE_LEARNERS, "temperature learner", also=[NO_TEMPERATURE_LEARNER])
 
 
 def schedule_problem(value: object) -> str | None:
     """Why ``value`` is not a registered schedule name (None when it is); the message names the allowed ones."""
-    if isinstance(value, str) and value in SCHEDULES:
-        return None
-    return (
-        f"schedule {value!r} is not registered; allowed: {', '.join(SCHEDULES)}"
-        f"{did_you_mean(str(value), SCHEDULES)}"
-    )
+    return registration_problem(value, SCHEDULES, "schedule")
 
 
 def progress(step_index: int, total_steps: int) -> float:
