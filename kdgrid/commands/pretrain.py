@@ -17,9 +17,9 @@ import json
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 import yaml
@@ -33,9 +33,7 @@ from kdgrid.plugins import plugin_environment
 from kdgrid.pretrain.child import run_child, run_options, write_recipe
 from kdgrid.pretrain.preemption import signal_name, stopped_exit_status
 from kdgrid.pretrain.processes import process_place
-
-if TYPE_CHECKING:
-    from kdgrid.pretrain.train import RunSettings
+from kdgrid.pretrain.run_settings import RunSettings
 
 RECIPE_HELP = "Recipe"
 RUN_HELP = "How it runs (not part of the recipe's key)"
@@ -50,20 +48,15 @@ class PretrainRun:
     relaunch and the SLURM submission, as `kdgrid.sweep_run.RunOptions` is for ``kdgrid run``.
 
     Attributes:
-        micro_batch, checkpoint_every, stop_after, work_dir, device, progress: the run's
-            `kdgrid.pretrain.train.RunSettings` (`run_settings`).
+        settings: each process's `kdgrid.pretrain.run_settings.RunSettings` (micro-batch, checkpoint interval,
+            stop after, work folder, device, progress bar).
         nproc_per_node: start this many processes on this node through torchrun (None: this process only).
         slurm, nodes, tasks_per_node, wait: submit as one SLURM job through this profile, of ``nodes`` x
             ``tasks_per_node`` tasks, and wait for it (`kdgrid.pretrain.slurm`).
         dry_run: describe the recipe (key, folder, whether it exists); train nothing.
     """
 
-    micro_batch: int = 32
-    checkpoint_every: int = 1000
-    stop_after: int | None = None
-    work_dir: Path | None = None
-    device: str = "auto"
-    progress: bool = True
+    settings: RunSettings = field(default_factory=RunSettings)
     nproc_per_node: int | None = None
     slurm: str | None = None
     nodes: int = 1
@@ -72,17 +65,8 @@ class PretrainRun:
     dry_run: bool = False
 
     def run_settings(self, *, progress: bool | None = None) -> RunSettings:
-        """The `kdgrid.pretrain.train.RunSettings` of each process (``progress`` given: instead of the option)."""
-        from kdgrid.pretrain.train import RunSettings  # torch: see the module docstring
-
-        return RunSettings(
-            micro_batch=self.micro_batch,
-            checkpoint_every=self.checkpoint_every,
-            stop_after=self.stop_after,
-            work_dir=self.work_dir,
-            device=self.device,
-            progress=self.progress if progress is None else progress,
-        )
+        """Each process's `RunSettings` (``progress`` given: instead of the option)."""
+        return self.settings if progress is None else replace(self.settings, progress=progress)
 
 
 def read_recipe_file(path: Path) -> dict[str, Any]:
@@ -316,13 +300,16 @@ def pretrain(
         "seed": seed,
     }
     recipe = recipe_from_command_line(recipe_file, given, set_fields or [])
-    run = PretrainRun(
+    settings = RunSettings(
         micro_batch=micro_batch,
         checkpoint_every=checkpoint_every,
         stop_after=stop_after,
         work_dir=work_dir,
         device=device,
         progress=progress,
+    )
+    run = PretrainRun(
+        settings=settings,
         nproc_per_node=nproc_per_node,
         slurm=slurm,
         nodes=nodes,

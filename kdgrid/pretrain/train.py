@@ -68,32 +68,11 @@ from kdgrid.pretrain.loss import (
 )
 from kdgrid.pretrain.preemption import StopSignals
 from kdgrid.pretrain.processes import process_place
+from kdgrid.pretrain.run_settings import RunSettings
 
 T = TypeVar("T")
 MAX_GRAD_NORM = 1.0  # BERT's gradient clipping
 HISTORY_KEPT = 10_000  # the outcome keeps the loss terms of this run's last steps only (a run may take 1M)
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """How a run executes (none of it is part of the recipe's key).
-
-    Attributes:
-        micro_batch: sequences per forward pass on one process.
-        checkpoint_every: write a step checkpoint every this many optimizer steps.
-        stop_after: stop after this many steps of this run, with a checkpoint (a time-limited job); ``None``: go
-            on to the recipe's last step.
-        work_dir: where step checkpoints go; ``None``: the recipe's (`kdgrid.core.pretrained.artifacts.work_dir`).
-        device: ``auto`` (this process's GPU where there is one, else the CPU), ``cpu`` or ``cuda``.
-        progress: show a progress bar (process 0).
-    """
-
-    micro_batch: int = 32
-    checkpoint_every: int = 1000
-    stop_after: int | None = None
-    work_dir: Path | None = None
-    device: str = "auto"
-    progress: bool = True
 
 
 @dataclass

@@ -14,6 +14,7 @@ from kdgrid.commands import pretrain as pretrain_command
 from kdgrid.commands.pretrain import PretrainRun, recipe_from_command_line
 from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.errors import ConfigError
+from kdgrid.pretrain.run_settings import RunSettings
 
 
 def test_the_command_line_becomes_one_recipe_and_one_run_value(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -26,7 +27,8 @@ def test_the_command_line_becomes_one_recipe_and_one_run_value(monkeypatch: pyte
     assert result.exit_code == 0, result.output
     assert handed == [(
         PretrainRecipe(student="bert-tiny", corpus="generated", steps=5, dropout=0.0),
-        PretrainRun(micro_batch=8, stop_after=2, device="cpu", progress=False, slurm="local", nodes=2, wait=False),
+        PretrainRun(RunSettings(micro_batch=8, stop_after=2, device="cpu", progress=False), slurm="local", nodes=2,
+                    wait=False),
     )]  # fmt: skip
 
 
@@ -43,7 +45,7 @@ def test_options_override_set_fields_which_override_the_recipe_file(tmp_path: Pa
 
 
 def test_each_process_gets_the_run_settings_of_the_value() -> None:
-    run = PretrainRun(micro_batch=4, checkpoint_every=7, stop_after=3, work_dir=Path("w"), device="cpu")
+    run = PretrainRun(RunSettings(micro_batch=4, checkpoint_every=7, stop_after=3, work_dir=Path("w"), device="cpu"))
     settings = run.run_settings()
     assert (settings.micro_batch, settings.checkpoint_every, settings.stop_after, settings.work_dir,
             settings.device, settings.progress) == (4, 7, 3, Path("w"), "cpu", True)  # fmt: skip

@@ -14,28 +14,16 @@ from transformers import BertForSequenceClassification
 
 from kdgrid.core.evaluate import dev_fingerprint
 from kdgrid.core.loaded_job import load_job
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE, TEACHER_LABEL_ORDER
+from kdgrid.core.teacher_options import TEACHER_LABEL_ORDER
 from kdgrid.core.train import make_runtime, run_job
 from kdgrid.predictions import teacher_agreement
 from kdgrid.result import TrialResult
 from kdgrid.store import read_store, write_result
 from kdgrid.store.predictions import read_predictions
 from kdgrid.trial import Trial
-
-TASK = "synthetic-single-binary-n96-d32"
-
+from tests.tiny_trials import tiny_trial as make_trial
 
 pytestmark = pytest.mark.usefixtures("deterministic_torch")  # bit-for-bit comparisons (tests/conftest.py)
-
-
-def make_trial(teacher: str, **overrides: object) -> Trial:
-    options = {**NOT_MEANT_TO_BE_ACCURATE, **dict(overrides.pop("options", {}))}  # type: ignore[call-overload]
-    config: dict[str, object] = dict(
-        task=TASK, teacher=teacher, student="w32-l2-h2-f64", init="random", batch_size=16, max_length=24,
-        epochs=2, lr=2e-3, seed=3, options=options,
-    )  # fmt: skip
-    config.update(overrides)
-    return Trial(**config)  # type: ignore[arg-type]
 
 
 def run(trials: list[Trial], **kwargs: object) -> list[TrialResult]:

@@ -10,11 +10,11 @@ from kdgrid.core.capture import FeatureCapture
 from kdgrid.core.loaded_job import LoadedJob, load_job, teacher_forward
 from kdgrid.core.runtime import FP32, Precision, Runtime, make_runtime, precision_policy
 from kdgrid.core.student import StudentRun, setup_student, train_step
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.core.train import teacher_capture_needs
 from kdgrid.core.trial_setup import set_up_trial
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
+from tests.tiny_trials import tiny_trial
 
 BF16 = Precision(torch.bfloat16, grad_scaling=False)
 FP16_SCALED = Precision(torch.float16, grad_scaling=True)
@@ -76,26 +76,14 @@ def test_the_cpu_runtime_has_no_autocast_and_no_scaler(monkeypatch: pytest.Monke
 
 
 # -- the autocast training path on the CPU --------------------------------------------------------------------------
-TASK = "synthetic-single-binary-n96-d32"
 
 
 def make_trial(teacher: str, **overrides: object) -> Trial:
+    """Every knowledge family at once, one epoch: only the precision machinery is under test."""
     config: dict[str, object] = dict(
-        task=TASK,
-        teacher=teacher,
-        student="w32-l2-h2-f64",
-        init="random",
-        knowledge=("hidden_mse", "attention_ce_mean", "value_relation", "gram"),
-        strategy="Last",
-        batch_size=16,
-        max_length=24,
-        epochs=1,
-        lr=2e-3,
-        seed=3,
-        options=NOT_MEANT_TO_BE_ACCURATE,  # a random teacher: only the precision machinery is under test
+        knowledge=("hidden_mse", "attention_ce_mean", "value_relation", "gram"), strategy="Last", epochs=1
     )
-    config.update(overrides)
-    return Trial(**config)  # type: ignore[arg-type]
+    return tiny_trial(teacher, **{**config, **overrides})
 
 
 def cpu_runtime(precision: Precision) -> Runtime:
@@ -170,7 +158,7 @@ def test_fp16_with_a_gradient_scaler_unscales_before_clipping(teacher: str) -> N
     """With ``max_grad_norm`` the optimizer must see the clipped TRUE gradients: clipping the scaled ones (or
     skipping the clip, as an earlier version did under the scaler) gives another norm."""
     max_norm = 1e-3  # far below the gradients' norm: clipping always acts
-    trial = make_trial(teacher, options={**NOT_MEANT_TO_BE_ACCURATE, "max_grad_norm": max_norm})
+    trial = make_trial(teacher, options={"max_grad_norm": max_norm})
     job, run, batch, teacher_features = set_up(trial, FP16_SCALED)
     assert isinstance(run.scaler, torch.amp.GradScaler)
     run.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)  # no overflow on the first step

@@ -16,9 +16,9 @@ from kdgrid.core.reaugkd.knowledge_base import kb_folder
 from kdgrid.core.reaugkd.pipeline import student_folder
 from kdgrid.core.reaugkd.projection_head import reaugkd_cache_root
 from kdgrid.core.reaugkd_options import student_trial
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.core.train import run_job
 from kdgrid.trial import Trial
+from tests.tiny_trials import tiny_trial
 
 TASK = "synthetic-single-binary-n64-d24"
 HEAD = {
@@ -38,20 +38,10 @@ def one_thread() -> Iterator[None]:
 
 
 def make_trial(teacher: str, seed: int = 1, **options: object) -> Trial:
-    return Trial(
-        task=TASK,
-        teacher=teacher,
-        student="w32-l2-h2-f64",
-        init="random",
-        knowledge=("reaug_relation",),
-        strategy="Last-1",
-        batch_size=16,
-        max_length=16,
-        epochs=1,
-        lr=2e-3,
-        seed=seed,
-        options={**NOT_MEANT_TO_BE_ACCURATE, **HEAD, **options},
-    )
+    return tiny_trial(
+        teacher, task=TASK, knowledge=("reaug_relation",), strategy="Last-1", max_length=16, epochs=1, seed=seed,
+        options={**HEAD, **options},
+    )  # fmt: skip
 
 
 def test_a_k_by_beta_evaluation_sweep_reuses_one_trained_student(teacher: str) -> None:

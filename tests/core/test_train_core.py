@@ -13,35 +13,17 @@ from transformers import BertForSequenceClassification
 
 from kdgrid.core.models import bert_config
 from kdgrid.core.shapes import StudentShape
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
 from tests.preemption import preempted_in_epoch
 from tests.teachers import SMALL_TEACHER_SHAPE
+from tests.tiny_trials import tiny_trial as make_trial
 
-TASK = "synthetic-single-binary-n96-d32"
 TEACHER_SHAPE = SMALL_TEACHER_SHAPE  # the shape of the `teacher` fixture (tests/conftest.py)
 
 
 pytestmark = pytest.mark.usefixtures("deterministic_torch")  # bit-for-bit comparisons (tests/conftest.py)
-
-
-def make_trial(teacher: str, **overrides: object) -> Trial:
-    config: dict[str, object] = dict(
-        task=TASK,
-        teacher=teacher,
-        student="w32-l2-h2-f64",
-        init="random",
-        batch_size=16,
-        max_length=24,
-        epochs=2,
-        lr=2e-3,
-        seed=3,
-    )
-    config.update(overrides)
-    config["options"] = {**NOT_MEANT_TO_BE_ACCURATE, **dict(overrides.get("options", {}))}  # type: ignore[call-overload]
-    return Trial(**config)  # type: ignore[arg-type]
 
 
 def run(

@@ -10,25 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
 from tests.preemption import preempted_in_epoch
-
-TASK = "synthetic-single-binary-n96-d32"  # 96 examples: 6 batches of 16 per epoch
-
+from tests.tiny_trials import tiny_trial as make_trial
 
 pytestmark = pytest.mark.usefixtures("deterministic_torch")  # bit-for-bit comparisons (tests/conftest.py)
-
-
-def make_trial(teacher: str, **overrides: object) -> Trial:
-    options = {**NOT_MEANT_TO_BE_ACCURATE, **dict(overrides.pop("options", {}))}  # type: ignore[call-overload]
-    config: dict[str, object] = dict(
-        task=TASK, teacher=teacher, student="w32-l2-h2-f64", init="random", batch_size=16, max_length=24,
-        epochs=2, lr=2e-3, seed=3, options=options,
-    )  # fmt: skip
-    config.update(overrides)
-    return Trial(**config)  # type: ignore[arg-type]
 
 
 def run(

@@ -15,7 +15,6 @@ options: ``test_raise``, ``test_raise_once``, ``test_log``, ...) plus what a cha
 from __future__ import annotations
 
 import hashlib
-import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from kdgrid.core.trained_teacher import WEIGHTS_FILE
 from kdgrid.launch.worker import run_job_to_store
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial, assistant_id
-from tests.launch.fakes import _now, _run_one
+from tests.launch.fakes import _run_one, failed_result
 
 
 class FakeStudent:
@@ -64,9 +63,7 @@ def chain_run_job(
             if on_model is not None:
                 on_model(trial, FakeStudent(trial))
         except Exception as error:
-            result = TrialResult(trial=trial, status="failed", error_type=type(error).__name__,
-                                 error_message=str(error), traceback=traceback.format_exc(),
-                                 started_at=_now(), ended_at=_now())  # fmt: skip
+            result = failed_result(trial, error)
         if on_result is not None:
             on_result(result)
         results.append(result)

@@ -146,6 +146,19 @@ def _run_one(
     )
 
 
+def failed_result(trial: Trial, error: Exception) -> TrialResult:
+    """The failed row a core returns for a trial that raised ``error`` (called inside its ``except``)."""
+    return TrialResult(
+        trial=trial,
+        status="failed",
+        error_type=type(error).__name__,
+        error_message=str(error),
+        traceback=traceback.format_exc(),
+        started_at=_now(),
+        ended_at=_now(),
+    )
+
+
 def fake_run_job(
     trials: list[Trial],
     *,
@@ -165,15 +178,7 @@ def fake_run_job(
         except ClaimsLost:
             raise  # the worker stops the job (as the core lets an exception of on_step through)
         except Exception as error:
-            result = TrialResult(
-                trial=trial,
-                status="failed",
-                error_type=type(error).__name__,
-                error_message=str(error),
-                traceback=traceback.format_exc(),
-                started_at=_now(),
-                ended_at=_now(),
-            )
+            result = failed_result(trial, error)
         if on_result is not None:
             on_result(result)
         results.append(result)

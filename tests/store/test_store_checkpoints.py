@@ -20,10 +20,8 @@ from kdgrid.core.checkpoint import (
 )
 from kdgrid.core.models import bert_config
 from kdgrid.core.shapes import StudentShape
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.trial import Trial
-
-TASK = "synthetic-single-binary-n96-d32"
+from tests.tiny_trials import tiny_trial
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +42,7 @@ def teacher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def make_trial(teacher: str) -> Trial:
-    return Trial(
-        task=TASK, teacher=teacher, student="w32-l2-h2-f64", init="random", batch_size=16, max_length=24,
-        epochs=2, lr=2e-3, seed=3, knowledge=("cos",), strategy="First", options=NOT_MEANT_TO_BE_ACCURATE,
-    )  # fmt: skip
+    return tiny_trial(teacher, knowledge=("cos",), strategy="First")
 
 
 def run(trial: Trial, checkpoint_dir: Path | None = None):  # type: ignore[no-untyped-def]
