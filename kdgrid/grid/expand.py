@@ -1,7 +1,8 @@
 """From a parsed sweep to validated, canonical, de-duplicated trials.
 
 Per study: the cross product of the axes over ``fixed``; then each ``override`` whose ``when`` matches sets its
-values (in file order; ``extends`` files first; ``options`` are merged option by option, not replaced);
+values (in file order; ``extends`` files first); ``options`` are merged option by option, never replaced, wherever
+they are set again (``extends`` files, the top level, a study, an axis value, an override, an ``include`` entry);
 ``{field}`` in a string value is replaced by that field's value (e.g. ``init_from: gd/{student}``); a trial
 without knowledge has no strategy (so a baseline crossed with the strategies is one trial); ``exclude`` rules drop grid points; ``include`` entries are added. With ``seeds: N``
 each trial becomes N student seeds sharing one data order (`seed_variants`). A trial that two studies (or two
@@ -191,7 +192,7 @@ class _StudyExpander:
         points = [] if not self.axes and self.study.include else itertools.product(*(v for _, v in self.axes))
         for point in points:
             config = dict(self.fixed)
-            config.update(zip(fields, point, strict=True))
+            set_fields(config, dict(zip(fields, point, strict=True)))
             trial = self._finish(config, where)
             if trial is None:
                 yield None, where, False

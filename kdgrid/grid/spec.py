@@ -450,6 +450,29 @@ def _check_axis_fixed_clash(
             )
 
 
+def layer_settings(under: dict[str, Located], over: dict[str, Located]) -> dict[str, Located]:
+    """Set ``over``'s settings on ``under`` (in place; returned): each field replaces the one beneath, except
+    ``options`` mappings, which merge option by option (a later value of the same option wins), as overrides
+    and ``include`` entries merge them. So options fixed in an ``extends`` file, at the top level and in a study
+    all reach the study's trials; a value that is not a mapping replaces (and is refused where it is checked)."""
+    for key, located in over.items():
+        beneath = under.get(key)
+        if key == "options" and beneath is not None and _both_mappings(beneath.value, located.value):
+            located = Located({**beneath.value, **located.value}, located.source, located.where)
+        under[key] = located
+    return under
+
+
+def _both_mappings(first: Any, second: Any) -> bool:
+    return isinstance(first, dict) and isinstance(second, dict)
+
+
+def _unswept(fixed: dict[str, Located], axes: dict[str, Located]) -> dict[str, Located]:
+    """The fixed settings a level's axes leave in place: a swept field replaces the fixed one, except
+    ``options``, which each axis value merges into (`kdgrid.grid.expand.set_fields`)."""
+    return {k: v for k, v in fixed.items() if k not in axes or k == "options"}
+
+
 def _load_fragment(
     path: Path, problems: Problems, chain: tuple[Path, ...]
 ) -> tuple[dict[str, Located], list[Override]]:
@@ -461,7 +484,7 @@ def _load_fragment(
     data = _mapping(load_yaml(path, problems), source, "", problems)
     _check_keys(data, ("extends", *FRAGMENT_KEYS), source, "", problems, "extends-file")
     fixed, overrides = _extends(data.get("extends"), path, problems, (*chain, path.resolve()))
-    fixed.update(_settings(data.get("fixed"), source, "fixed", problems))
+    layer_settings(fixed, _settings(data.get("fixed"), source, "fixed", problems))
     overrides.extend(_overrides(data.get("overrides"), source, "overrides", problems))
     return fixed, overrides
 
@@ -483,7 +506,7 @@ def _extends(
             problems.add(str(path), "extends", f"file {name!r} not found (looked at {base})")
             continue
         more_fixed, more_overrides = _load_fragment(base, problems, chain)
-        fixed.update(more_fixed)
+        layer_settings(fixed, more_fixed)
         overrides.extend(more_overrides)
     return fixed, overrides
 
@@ -511,7 +534,7 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
     top_axes = _axes(data.get("axes"), source, "axes", problems)
     _check_axis_fixed_clash(own_fixed, top_axes, source, problems)
     # What an `extends` file fixes, this file may sweep or fix differently.
-    top_fixed = {**{k: v for k, v in base_fixed.items() if k not in top_axes}, **own_fixed}
+    top_fixed = layer_settings(_unswept(base_fixed, top_axes), own_fixed)
     top_overrides = base_overrides + _overrides(data.get("overrides"), source, "overrides", problems)
     top_exclude = _rules(data.get("exclude"), source, "exclude", problems)
     studies_data = _mapping(data.get("studies"), source, "studies", problems)
@@ -542,7 +565,7 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
         own_axes = _axes(body.get("axes"), source, f"{where}.axes", problems)
         _check_axis_fixed_clash(own_fixed, own_axes, source, problems)
         # A study may sweep what the top level fixes, and fix what the top level sweeps.
-        fixed = {**{k: v for k, v in top_fixed.items() if k not in own_axes}, **own_fixed}
+        fixed = layer_settings(_unswept(top_fixed, own_axes), own_fixed)
         axes = {**{k: v for k, v in top_axes.items() if k not in own_fixed}, **own_axes}
         include = _rules(body.get("include"), source, f"{where}.include", problems)
         studies.append(

@@ -112,6 +112,35 @@ def test_overrides_and_includes_merge_options_option_by_option(tmp_path: Path) -
     }
 
 
+def test_options_fixed_at_every_level_merge_into_each_trial(tmp_path: Path) -> None:
+    """Options fixed in an `extends` file, at the top level, in a study and on a study's axis all reach the
+    study's trials, merged option by option (a study that sets one option must not silently drop the others);
+    the more specific level wins on the same option."""
+    write(tmp_path, "base.yaml", "fixed: {options: {max_grad_norm: 2.0, auto_batches: 3}}\n")
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """
+        extends: base.yaml
+        fixed: {task: mrpc, teacher: bert-base, student: bert-mini, knowledge: [], options: {auto_batches: 4}}
+        studies:
+          plain: {}
+          dot:
+            fixed: {options: {optimizer: dot}}
+          swept:
+            axes:
+              options: [{grad_cosine_batches: 2}, {grad_cosine_batches: 4, max_grad_norm: 5.0}]
+        """,
+    )
+    options = sorted((p.study, sorted(dict(p.trial.options).items())) for p in load_sweep(path).trials)
+    assert options == [
+        ("dot", [("auto_batches", 4), ("max_grad_norm", 2.0), ("optimizer", "dot")]),
+        ("plain", [("auto_batches", 4), ("max_grad_norm", 2.0)]),
+        ("swept", [("auto_batches", 4), ("grad_cosine_batches", 2), ("max_grad_norm", 2.0)]),
+        ("swept", [("auto_batches", 4), ("grad_cosine_batches", 4), ("max_grad_norm", 5.0)]),
+    ]
+
+
 def test_studies_inherit_and_override_the_top_level(tmp_path: Path) -> None:
     path = write(
         tmp_path,
