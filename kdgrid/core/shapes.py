@@ -74,8 +74,11 @@ class StudentShape:
         embeddings = (vocab_size + MAX_POSITIONS + TYPE_VOCAB) * d + 2 * d
         layer = 4 * (d * d + d) + 2 * d + (d * f + f) + (f * d + d) + 2 * d
         pooler = d * d + d
-        classifier = d * num_labels + num_labels
-        return embeddings + self.layers * layer + pooler + classifier
+        return embeddings + self.layers * layer + pooler + self.classifier_param_count(num_labels)
+
+    def classifier_param_count(self, num_labels: int = 2) -> int:
+        """Parameters of one classification head (``Linear(width, num_labels)``)."""
+        return self.width * num_labels + num_labels
 
     def flops_per_sequence(self, seq_len: int, num_labels: int = 2) -> int:
         """Forward FLOPs of one sequence of ``seq_len`` tokens, counting a multiply-add as 2 FLOPs: per layer the

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from kdgrid.core.knowledge import KNOWLEDGE, KnowledgeSpec, canonical_knowledge
 from kdgrid.core.matching import get_strategy, layer_pairs, mapping_context
-from kdgrid.core.method_options import DEFAULT_ENSEMBLE_MEMBERS, PROJECTOR_MEMBERS
+from kdgrid.core.method_options import DEFAULT_ENSEMBLE_MEMBERS, DUAL_HEAD, PROJECTOR_MEMBERS
 from kdgrid.core.method_rules import splits_gradients
 from kdgrid.core.reaugkd_options import evaluation_only
 from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
@@ -202,8 +202,8 @@ def mapping_params(trial: Trial) -> int:
 
 def estimate_trial_memory_gb(trial: Trial) -> float:
     """What one student adds to its job for the job's whole life, in GiB: fp32 weights, gradients and AdamW's
-    two moments of the student, its projections, a learnable strategy's mapping and a learned temperature (16
-    bytes per parameter).
+    two moments of the student, its projections, a learnable strategy's mapping, a learned temperature and a
+    dual head's second classifier (16 bytes per parameter).
     The job's other parts (one student's activations, the teacher) are counted once per job
     (`estimate_job_memory_gb`)."""
     shape = student_shape(trial.student)
@@ -218,6 +218,7 @@ def estimate_trial_memory_gb(trial: Trial) -> float:
         + projection_params(trial)
         + mapping_params(trial)
         + learned_temperature_parameters(dict(trial.options))
+        + (shape.classifier_param_count() if trial.option(DUAL_HEAD) else 0)  # the distillation head
         + terms  # LKD's one weight per term
     )
     return parameters * per_parameter / GIB
@@ -353,7 +354,10 @@ class JobMemory:
 
 
 def memory_key(trial: Trial) -> tuple[object, ...]:
-    """Every field a trial's memory estimate depends on (two trials with equal keys have equal estimates)."""
+    """Every field a trial's memory estimate depends on (two trials with equal keys have equal estimates): its
+    shapes and lengths, knowledge, projection, options (projector members, LKD, DOT's split gradients, a
+    learned temperature, a dual head, ...) and its layer pairs (a `Random` strategy's depend on the seed)."""
+    pairs = _pairs(trial, student_shape(trial.student), teacher_shape(trial.teacher, trial.task))
     return (
         trial.student,
         trial.teacher,
@@ -363,9 +367,8 @@ def memory_key(trial: Trial) -> tuple[object, ...]:
         trial.knowledge,
         trial.strategy,
         trial.projection,
-        trial.option(PROJECTOR_MEMBERS),
-        splits_gradients(trial),
-        trial.option(LKD_HOLDOUT),
+        trial.options,
+        tuple(pairs) if trial.strategy else (),
     )
 
 

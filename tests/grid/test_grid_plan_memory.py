@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kdgrid.core.matching import layer_pairs
 from kdgrid.grid import estimate_job_memory_gb, estimate_trial_memory_gb, load_sweep, plan_jobs
 from kdgrid.grid.memory_estimate import (
     knowledge_feature,
@@ -55,6 +56,27 @@ def test_every_field_the_estimate_reads_is_part_of_its_cache_key() -> None:
             field != "task"
         ):  # the task picks the teacher (its shape here is the same BERT-base for every task)
             assert estimate_job_memory_gb([other]) != estimate_job_memory_gb([base]), field
+
+
+def test_the_cache_key_tells_apart_random_pairs_and_options() -> None:
+    """A `Random` strategy's pairs depend on the seed (so do the teacher layers a job must keep), and options
+    change what a student carries: neither may share a cached estimate with a trial they differ from."""
+    random = Trial(task="mrpc", teacher="bert-base", student="bert-mini", knowledge=("hidden_mse",),
+                   strategy="Random")  # fmt: skip
+    other_seed = next(
+        dataclasses.replace(random, seed=s)
+        for s in range(1, 50)
+        if layer_pairs("Random", 4, 12, seed=s) != layer_pairs("Random", 4, 12, seed=0)
+    )
+    assert memory_key(other_seed) != memory_key(random)
+    last = dataclasses.replace(random, strategy="Last")
+    assert memory_key(dataclasses.replace(last, seed=7)) == memory_key(last)  # fixed pairs: seeds share it
+    soft = Trial(task="mrpc", teacher="bert-base", student="bert-mini")
+    dual = dataclasses.replace(soft, options={"dual_head": True})
+    assert memory_key(dual) != memory_key(soft)
+    # the distillation head: one more Linear(256, 2) with its gradient and AdamW's two moments, 16 bytes each
+    extra = estimate_trial_memory_gb(dual) - estimate_trial_memory_gb(soft)
+    assert extra == pytest.approx((256 * 2 + 2) * 16 / GIB)
 
 
 def test_a_job_counts_one_students_activations_and_one_teacher() -> None:
