@@ -310,6 +310,28 @@ def term_name(name: str, layer_pair: tuple[int, int] | None) -> str:
     return name if layer_pair is None else f"{name}@{layer_pair[0]}-{layer_pair[1]}"
 
 
+# The soft and hard labels (eq. 9): the objective's own soft and hard terms, weighted by soft_weight and alpha,
+# cover them, so written as knowledge they add no knowledge term.
+RESPONSE_KNOWLEDGE: tuple[str, ...] = ("soft_label", "hard_label")
+# The features of the attention blocks: the embedding layer (0) has none, so no such term is placed on it.
+ATTENTION_FEATURES: frozenset[str] = frozenset({"scores", "query", "key", "value"})
+
+
+def is_response(name: str) -> bool:
+    """Whether ``name`` (any accepted name) is the soft or hard label, which adds no knowledge term; False for an
+    unknown name (its own check refuses it)."""
+    try:
+        return canonical_knowledge(name) in RESPONSE_KNOWLEDGE
+    except ConfigError:
+        return False
+
+
+def distilled_knowledge(names: Sequence[str]) -> list[str]:
+    """The names of ``names`` that add knowledge terms: all but the soft and hard labels (`RESPONSE_KNOWLEDGE`),
+    as written."""
+    return [name for name in names if not is_response(name)]
+
+
 def term_pairs(name: str, strategy_pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int] | None]:
     """The layer pairs one knowledge is applied on, given the matching strategy's pairs.
 
@@ -321,3 +343,26 @@ def term_pairs(name: str, strategy_pairs: Sequence[tuple[int, int]]) -> list[tup
     if placement == "embeddings":
         return [(0, 0)]
     return [None]
+
+
+def placed_terms(
+    names: Sequence[str], strategy_pairs: Sequence[tuple[int, int]]
+) -> list[tuple[str, tuple[int, int] | None]]:
+    """The (knowledge, layer pair) of every knowledge term of a trial with knowledge ``names`` (any accepted
+    names) on the matching strategy's pairs, as the objective builds them: the soft and hard labels add none
+    (`RESPONSE_KNOWLEDGE`), each other knowledge is placed by `term_pairs`, and an attention knowledge
+    (`ATTENTION_FEATURES`) has no term on a pair that touches the embedding layer 0. Pair None: a term without
+    layers (sentence vectors, logits).
+
+    Raises ConfigError for an unknown name.
+    """
+    placed: list[tuple[str, tuple[int, int] | None]] = []
+    for name in distilled_knowledge(names):
+        spec = get_knowledge(name)
+        attention = bool(spec.needs & ATTENTION_FEATURES)
+        placed += [
+            (spec.name, pair)
+            for pair in term_pairs(spec.name, strategy_pairs)
+            if pair is None or not (attention and 0 in pair)
+        ]
+    return placed

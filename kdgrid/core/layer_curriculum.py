@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kdgrid.core.knowledge import distilled_knowledge, placed_terms
 from kdgrid.errors import ConfigError
 
 LAYER_CURRICULUM = "layer_curriculum"
@@ -67,18 +68,28 @@ def stage_layers(pairs: Iterable[tuple[int, int] | None]) -> tuple[int, ...]:
     return tuple(sorted({pair[0] for pair in pairs if pair is not None and pair[0] > 0}))
 
 
+def curriculum_layers(knowledge: Iterable[str], pairs: Iterable[tuple[int, int]]) -> tuple[int, ...]:
+    """The student layers of the layer stages of a trial with ``knowledge`` on the strategy's ``pairs``: those of
+    its knowledge terms (`kdgrid.core.knowledge.placed_terms`: no soft or hard label, no knowledge without
+    layers, no ``embedding_mse``, no attention term on layer 0), as `Curriculum.of` counts them from the
+    objective's terms."""
+    return stage_layers(pair for _, pair in placed_terms(list(knowledge), list(pairs)))
+
+
 def curriculum_problems(trial: Any, pairs: list[tuple[int, int]] | None) -> list[str]:
     """What a trial with ``layer_curriculum`` cannot combine with (empty when it can, or without the option):
-    no strategy or knowledge to match, an optimiser or log that takes the gradients apart, or a boundary count
-    other than its matched student layers (``pairs``: the strategy's, None when the shapes are unknown)."""
+    no strategy or knowledge terms to match (the soft and hard labels are none), an optimiser or log that takes
+    the gradients apart, or a boundary count other than the student layers its knowledge terms are placed on
+    (`curriculum_layers`; ``pairs``: the strategy's, None when the shapes are unknown)."""
     boundaries = trial.option(LAYER_CURRICULUM)
     if boundaries is None:
         return []
     problems: list[str] = []
-    if trial.strategy is None or not trial.knowledge:
+    if trial.strategy is None or not distilled_knowledge(trial.knowledge):
         problems.append(
             f"option {LAYER_CURRICULUM} trains the student layer by layer against matched teacher layers: it needs "
-            "a strategy and knowledge"
+            f"a strategy and knowledge other than soft_label and hard_label; here strategy {trial.strategy!r}, "
+            f"knowledge {list(trial.knowledge)}"
         )
     if trial.option("optimizer") == "dot" or trial.option("grad_cosine_batches") is not None:
         problems.append(
@@ -86,11 +97,16 @@ def curriculum_problems(trial: Any, pairs: list[tuple[int, int]] | None) -> list
             "have no task gradient"
         )
     if pairs is not None and not problems:
-        layers = stage_layers(pairs)
+        try:
+            layers = curriculum_layers(trial.knowledge, pairs)
+        except ConfigError:  # an unknown knowledge: refused, with the allowed names, by its own check
+            return problems
         if len(layers) != len(boundaries):
             problems.append(
                 f"option {LAYER_CURRICULUM} has {len(boundaries)} boundaries, but strategy {trial.strategy!r} "
-                f"matches {len(layers)} student layers {list(layers)}: give one boundary per matched layer"
+                f"matches {len(layers)} student layers {list(layers)} with knowledge terms of knowledge "
+                f"{list(trial.knowledge)}: give one boundary per such layer (knowledge without layers, "
+                "embedding_mse and attention knowledge on layer 0 place no term there)"
             )
     return problems
 

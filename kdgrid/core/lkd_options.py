@@ -8,6 +8,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+from kdgrid.core.knowledge import distilled_knowledge
 from kdgrid.trial import LKD_HOLDOUT
 
 MAX_HOLDOUT = 0.5  # more would leave the student less to train on than it validates on
@@ -25,16 +26,19 @@ def holdout_problem(value: Any) -> str | None:
 
 def lkd_problems(trial: Any) -> list[str]:
     """What LKD cannot combine with (empty when it can, or without the option): fewer than two weighted terms
-    (one weight alone has nothing to trade against), no task loss to validate on (alpha = 0 is fine: the held-out
+    (one weight alone has nothing to trade against; the soft and hard labels written as knowledge add no term:
+    `kdgrid.core.knowledge.distilled_knowledge`), no task loss to validate on (alpha = 0 is fine: the held-out
     loss reads the gold labels), or a method that takes the step's gradients itself."""
     if trial.option(LKD_HOLDOUT) is None:
         return []
     problems: list[str] = []
-    terms = int(trial.soft_weight > 0) + int(trial.alpha > 0) + len(trial.knowledge)
+    knowledge = distilled_knowledge(trial.knowledge)
+    terms = int(trial.soft_weight > 0) + int(trial.alpha > 0) + len(knowledge)
     if terms < 2:
         problems.append(
             f"option {LKD_HOLDOUT} learns the weights of the trial's loss terms: it needs at least two (soft_weight > "
-            f"0, alpha > 0, knowledge); here soft_weight {trial.soft_weight:g}, alpha {trial.alpha:g}, knowledge "
+            f"0, alpha > 0, knowledge other than soft_label and hard_label, which soft_weight and alpha weigh); "
+            f"here soft_weight {trial.soft_weight:g}, alpha {trial.alpha:g}, knowledge "
             f"{list(trial.knowledge)}"
         )
     clashing = [

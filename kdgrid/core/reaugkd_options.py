@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
+from kdgrid.core.knowledge import KNOWLEDGE, get_knowledge
+from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 
 REAUGKD_HEAD = "reaugkd_head"
@@ -35,6 +38,7 @@ RETRIEVAL_BETA = "retrieval_beta"
 RETRIEVAL_TAU = "retrieval_tau"
 RETRIEVAL_INDEX = "retrieval_index"
 EVALUATE = "reaugkd_evaluate"
+REAUG_RELATION = "reaug_relation"  # the knowledge that reads the head's output (`kdgrid.core.losses.sentence`)
 
 HEAD_OPTIONS: tuple[str, ...] = (HEAD_TAU, HEAD_EPOCHS, HEAD_LR, HEAD_BATCH_SIZE)
 RETRIEVAL_OPTIONS: tuple[str, ...] = (RETRIEVAL_K, RETRIEVAL_BETA, RETRIEVAL_TAU, RETRIEVAL_INDEX)
@@ -182,8 +186,37 @@ def student_trial(trial: Trial) -> Trial:
     return Trial(**{**trial.to_dict(), "knowledge": tuple(trial.knowledge), "options": options})
 
 
+def head_knowledge_problems(knowledge: Sequence[str]) -> list[str]:
+    """What ``reaugkd_head: true`` cannot go with, given the trial's ``knowledge`` (any accepted names; an unknown
+    one is left to its own check): without ``reaug_relation`` nothing reads the head's output (the head and the
+    knowledge base would be built for nothing), and the objective feeds the head's output, in place of the
+    teacher's sentence vector, to every knowledge that reads the sentence vector, so another such knowledge
+    (``contrastive``) would silently compare the student with the head's output."""
+    names = []
+    for name in knowledge:
+        try:
+            names.append(get_knowledge(name).name)
+        except ConfigError:
+            continue
+    problems: list[str] = []
+    if REAUG_RELATION not in names:
+        problems.append(
+            f"option {REAUGKD_HEAD} needs knowledge {REAUG_RELATION!r}, the only knowledge that reads the head's "
+            f"output; here knowledge {list(knowledge)}"
+        )
+    others = sorted({n for n in names if n != REAUG_RELATION and "sentence" in KNOWLEDGE[n].needs})
+    if others:
+        problems.append(
+            f"option {REAUGKD_HEAD} cannot go with knowledge {', '.join(others)}: the head's output replaces the "
+            f"teacher's sentence vector for every knowledge that reads it, so they would compare the student "
+            f"with the head's output; sentence knowledge allowed with the head: {REAUG_RELATION}"
+        )
+    return problems
+
+
 def reaugkd_problems(trial: Trial, regression: bool | None) -> list[str]:
-    """What makes a trial's ReAugKD options impossible together (empty when they can run); ``regression`` is
+    """What makes a trial's ReAugKD options impossible together (empty when they can run), the head's knowledge
+    included (`head_knowledge_problems`); ``regression`` is
     whether the trial's task has one output (None: unknown, its checks are skipped). The values themselves are
     checked by their declarations; ``k`` against the knowledge base's size where ``max_train_samples`` tells it
     (else when the job has its train split, before anything trains)."""
@@ -199,6 +232,8 @@ def reaugkd_problems(trial: Trial, regression: bool | None) -> list[str]:
             f"option {RETRIEVAL_K} needs {REAUGKD_HEAD}: true (the knowledge base holds the teacher's embeddings "
             "through its SupCon-trained head, in the student's width)"
         )
+    if uses_head(trial):
+        problems += head_knowledge_problems(trial.knowledge)
     head_settings = sorted(set_names & set(HEAD_OPTIONS))
     if head_settings and not uses_head(trial):
         problems.append(f"option(s) {', '.join(head_settings)} need {REAUGKD_HEAD}: true")

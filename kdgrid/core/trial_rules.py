@@ -57,6 +57,7 @@ from kdgrid.core.shapes import (
 )
 from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.core.temperature_learners import learner_problems
+from kdgrid.core.weighting_rules import weighting_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.trial import LKD_HOLDOUT, SEED_LIMIT, Trial, assistant_id
@@ -125,7 +126,10 @@ def option_problems(trial: Trial) -> list[str]:
 def learned_method_problems(trial: Trial) -> list[str]:
     """What a learned method cannot combine with: a learnable strategy's mapping and the features of the
     trial's knowledge, or an option of one strategy on another (`mapping_problems`); a
-    learned temperature's range, schedule and soft weight (`kdgrid.core.temperature_learners.learner_problems`)."""
+    learned temperature's range, schedule and soft weight (`kdgrid.core.temperature_learners.learner_problems`);
+    the learned parameters' learning rate (`kdgrid.core.learned_lr.learned_lr_problems`); LKD's terms and
+    clashes (`kdgrid.core.lkd_options.lkd_problems`); an example weight, AdaKD function or schedule end that
+    would do nothing (`kdgrid.core.weighting_rules.weighting_problems`)."""
     options = dict(trial.options)
     knowledge = []
     for name in trial.knowledge:
@@ -140,11 +144,13 @@ def learned_method_problems(trial: Trial) -> list[str]:
         + learner_problems(options, trial.temperature, trial.soft_weight, schedule)
         + learned_lr_problems(trial, learns_beside_the_student(trial))
         + lkd_problems(trial)
+        + weighting_problems(trial)
     )
 
 
 def learns_beside_the_student(trial: Trial) -> bool:
-    """Whether the trial has a learned part: a learnable strategy or a temperature learner."""
+    """Whether the trial has a learned part beside the student: a learnable strategy (its mapping), a
+    temperature learner, or LKD (``lkd_holdout``: its learned loss weights)."""
     try:
         learnable = trial.strategy is not None and get_strategy(trial.strategy).learnable
     except KdgridError:  # an unknown strategy: refused by its own check

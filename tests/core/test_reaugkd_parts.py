@@ -3,17 +3,22 @@ search against exact search, the head's training, the knowledge base's cache and
 
 from __future__ import annotations
 
+import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
+from kdgrid.core.label_order import LabelOrder
+from kdgrid.core.reaugkd import pipeline
 from kdgrid.core.reaugkd.knowledge_base import (
     KBIdentity,
     StaleKnowledgeBase,
     build_knowledge_base,
     cached_knowledge_base,
+    check_identity,
     exact_search,
     kb_folder,
     normalize_rows,
@@ -21,6 +26,7 @@ from kdgrid.core.reaugkd.knowledge_base import (
     recall_at_k,
     save_knowledge_base,
 )
+from kdgrid.core.reaugkd.pipeline import label_order_identity
 from kdgrid.core.reaugkd.projection_head import HeadSettings, TeacherPass, cached_or_trained_head
 from kdgrid.core.reaugkd.retrieval import retrieval_mix
 from kdgrid.core.reaugkd.supcon import supcon_loss
@@ -123,12 +129,56 @@ def test_knowledge_base_cache_round_trip_and_stale_refusal(tmp_path, monkeypatch
     assert loaded is not None and len(loaded) == 40
     np.testing.assert_array_equal(loaded.embeddings, kb.embeddings)
     np.testing.assert_array_equal(loaded.search(kb.embeddings[:3], 1)[1][:, 0], [0, 1, 2])
-    for field in ("teacher", "head", "task", "train_split", "tokenizer"):
+    for field in ("teacher", "head", "task", "train_split", "tokenizer", "label_order"):
         other = _identity(**{field: "other"})
         with pytest.raises(
             StaleKnowledgeBase, match=rf"built for another {field} \(built for .*, expected other\)"
         ):
             open_knowledge_base(folder, other)
+
+
+class _Recomputed(Exception):
+    """Raised where the teacher pass would run the teacher: the memo was not used."""
+
+
+class _FakeJob:
+    """What `job_identity` and `teacher_pass` read of a job before running the teacher (whose model raises)."""
+
+    def __init__(self, label_order: LabelOrder | None) -> None:
+        self.label_order = label_order
+        self.teacher = SimpleNamespace(source="teacher-dir")
+        self.task = SimpleNamespace(name="mnli")
+        self.tokenized = {"train": "the train split"}
+
+    @property
+    def teacher_model(self) -> None:
+        raise _Recomputed
+
+
+def test_the_teacher_label_order_is_part_of_the_knowledge_base_identity(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(pipeline, "base_digest", lambda source: "t" * 8)
+    monkeypatch.setattr(pipeline, "tokenizer_digest", lambda job: "v" * 8)
+    monkeypatch.setattr(pipeline, "_split_fingerprint", lambda split: "s" * 8)
+    names = ("entailment", "neutral", "contradiction")
+    wrong = LabelOrder(order=(0, 1, 2), basis="config", label_names=names)
+    fixed = LabelOrder(order=(2, 0, 1), basis="declared", label_names=names)
+    assert label_order_identity(None) == label_order_identity(wrong) == "identity"  # both leave the logits as they are
+    assert label_order_identity(fixed) == "contradiction,entailment,neutral"  # the task label of each teacher output
+
+    old, new = _FakeJob(wrong), _FakeJob(fixed)
+    old_identity, new_identity = pipeline.job_identity(old), pipeline.job_identity(new)
+    assert {k for k in old_identity if old_identity[k] != new_identity[k]} == {"label_order"}
+    old_kb, new_kb = (KBIdentity(head="h" * 8, **identity) for identity in (old_identity, new_identity))
+    assert old_kb.key() != new_kb.key()  # a corrected order names another knowledge base on disk
+    with pytest.raises(StaleKnowledgeBase, match=r"built for another label_order \(built for identity, expected "):
+        check_identity(old_kb, new_kb)
+
+    # the in-process memo of the teacher pass: reused for the same identity, not across label orders
+    memo = TeacherPass(np.zeros((1, 2)), np.full((1, 3), 1 / 3), np.zeros(1, np.int64), old_identity)
+    monkeypatch.setattr(pipeline, "_LAST_PASS", {json.dumps(old_identity, sort_keys=True): memo})
+    assert pipeline.teacher_pass(_FakeJob(wrong)) is memo
+    with pytest.raises(_Recomputed):
+        pipeline.teacher_pass(new)
 
 
 def test_projection_head_trains_separates_classes_and_is_cached(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -158,7 +208,11 @@ def test_projection_head_trains_separates_classes_and_is_cached(tmp_path, monkey
 
 
 def _trial(**options: object) -> Trial:
-    return Trial(task="polarity", teacher="minilm-l6", student="bert-tiny", options=options)
+    # reaug_relation: the knowledge that reads the head's output (the head is refused without it)
+    return Trial(
+        task="polarity", teacher="minilm-l6", student="bert-tiny", knowledge=("reaug_relation",), strategy="Last-1",
+        options=options,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(

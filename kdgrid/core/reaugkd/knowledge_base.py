@@ -6,7 +6,7 @@ The approximate search is faiss's ``IndexHNSWFlat`` on inner products (cosine si
 length); the exact search is a plain matrix product and a sort, independent of faiss, so the two check each other
 (`recall_at_k`).
 
-A knowledge base is built once per (teacher, head, task, tokenizer) and cached by content hash in
+A knowledge base is built once per (teacher, head, task, train split, tokenizer, teacher label order) and cached by content hash in
 ``$KDGRID_CACHE/reaugkd/knowledge_bases/<key>/`` (``kb.npz``, ``index.faiss``, ``kb.json``), beside the teachers'
 cache. Its identity (`KBIdentity`) holds the content hashes of what built it; opening it with another expected
 identity is refused, naming each field that differs (`StaleKnowledgeBase`), never a path.
@@ -37,10 +37,11 @@ KB_INFO = "kb.json"
 HNSW_M = 32  # graph degree
 HNSW_EF_CONSTRUCTION = 200
 HNSW_EF_SEARCH = 128  # at least k is used
+UNRECORDED = "unrecorded"  # an identity field a record written by an older kdgrid lacks
 
 
 class StaleKnowledgeBase(ConfigError):
-    """A knowledge base built for another teacher, head, task, train split or tokenizer."""
+    """A knowledge base built for another teacher, head, task, train split, tokenizer or teacher label order."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class KBIdentity:
         task: the task's name.
         train_split: the tokenized train split's fingerprint (examples, token ids and labels).
         tokenizer: SHA-256 of the tokenizer's vocabulary and casing.
+        label_order: the teacher's label order its soft labels were aligned by
+            (`kdgrid.core.reaugkd.pipeline.label_order_identity`); `UNRECORDED` in a record written before the
+            order was part of the identity, so such a base or student is refused rather than trusted.
     """
 
     teacher: str
@@ -60,6 +64,7 @@ class KBIdentity:
     task: str
     train_split: str
     tokenizer: str
+    label_order: str = UNRECORDED
 
     def key(self) -> str:
         """16 hex digits naming the knowledge base."""

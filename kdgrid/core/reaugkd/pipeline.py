@@ -11,8 +11,8 @@
    without retrieval, timed (`kdgrid.core.reaugkd.retrieval`); all recorded in the row's ``extra["reaugkd"]``.
 3. `evaluate_trained_student` (an evaluation-only trial, after the job's students): the saved student of its
    key, refused with a message naming it when it has not been trained yet, and refused when the teacher, head,
-   task, train split or tokenizer it was trained against are not the ones the job has now; then step 2's
-   evaluation. Its row's scores are the scores with retrieval; nothing trains.
+   task, train split, tokenizer or teacher label order it was trained against are not the ones the job has
+   now; then step 2's evaluation. Its row's scores are the scores with retrieval; nothing trains.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import torch
 
 from kdgrid.core.data.batching import eval_batches
 from kdgrid.core.evaluate import measure_latency_ms
+from kdgrid.core.label_order import LabelOrder
 from kdgrid.core.loaded_job import LoadedJob, TeacherInfo
 from kdgrid.core.models import load_checkpoint, load_tokenizer
 from kdgrid.core.reaugkd.knowledge_base import (
@@ -94,9 +95,20 @@ def tokenizer_digest(job: LoadedJob) -> str:
     return digest.hexdigest()
 
 
+def label_order_identity(order: LabelOrder | None) -> str:
+    """The teacher's label order the soft labels are aligned by, as an identity field: ``identity`` where the
+    outputs are already in the task's order (no alignment, or the identity permutation), else the task's label
+    of each teacher output (``entailment,neutral,contradiction``; ids where the task has no names). A knowledge
+    base's soft labels are in this order's alignment, so a corrected ``teacher_label_order`` names another base."""
+    if order is None or order.is_identity:
+        return "identity"
+    return ",".join(str(label) for label in order.labels_of())
+
+
 def job_identity(job: LoadedJob) -> dict[str, str]:
-    """The content hashes of what a knowledge base of this job is built from, the head aside (computed once per
-    job)."""
+    """The content hashes of what a knowledge base of this job is built from, the head aside: the teacher, its
+    tokenizer, the task, the train split and the teacher's label order (`label_order_identity`). Computed once
+    per job; the key of the in-process teacher pass (`teacher_pass`)."""
     known = _LAST_IDENTITY.get(id(job))
     if known is not None and known[0]() is job:
         return dict(known[1])
@@ -105,6 +117,7 @@ def job_identity(job: LoadedJob) -> dict[str, str]:
         "tokenizer": tokenizer_digest(job),
         "task": job.task.name,
         "train_split": _split_fingerprint(job.tokenized["train"]),
+        "label_order": label_order_identity(job.label_order),
     }
     _LAST_IDENTITY.clear()
     _LAST_IDENTITY[id(job)] = (weakref.ref(job), identity)
@@ -278,8 +291,8 @@ def evaluate_trained_student(
 
     Raises:
         StudentNotTrained: no trial has trained and saved that student yet (the message names its key).
-        StaleKnowledgeBase: the student was trained against another teacher, head, task, train split or
-            tokenizer than the job's.
+        StaleKnowledgeBase: the student was trained against another teacher, head, task, train split,
+            tokenizer or teacher label order than the job's.
     """
     result = TrialResult(trial=trial, status="done", device=job.runtime.description, started_at=started_at)
     started = time.perf_counter()
