@@ -20,6 +20,14 @@ normalises them per batch as every weight is (`kdgrid.core.example_weights.norma
 mean_j r_j``, so the soft loss keeps its scale); a batch whose every raw weight is 0 (a teacher certain and right on
 all of it, under ``exp_inv_sqrt``) is refused there rather than silently dropped. Tensor methods only: no torch,
 and nothing of kdgrid (the registry imports this module).
+
+How this differs from the paper: AdaKD's instance weight ``alpha_i`` trades that instance's two losses against
+each other, ``alpha_i L_KD,i + (1 - alpha_i) L_task,i``, unnormalised. kdgrid's ``adakd`` is an example weight:
+the raw weights are divided by their batch mean (only their ratios within a batch matter) and reweight the
+soft-label term alone; the hard-label term keeps the trial's ``alpha`` for every example and the knowledge terms
+are unweighted. It is the paper's difficulty function used as a per-example reweighting of distillation, not its
+per-instance trade-off with the task loss. ``adakd_function`` without ``example_weight: adakd`` is refused
+(`kdgrid.core.weighting_rules`).
 """
 
 from __future__ import annotations
