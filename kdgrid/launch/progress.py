@@ -94,6 +94,7 @@ class EpochLines:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.epochs = max(1, job[0].epochs)
+        self.trials = len(job)
         number = f" {index}/{jobs}" if index is not None and jobs is not None else ""
         self.where = f"job{number} ({job_label(job)})"
         self.emit = emit
@@ -117,6 +118,11 @@ class EpochLines:
             f"{PREFIX}{self.where}: epoch {done // per_epoch}/{self.epochs} done, step {done:,}/{total:,}, "
             f"{duration(elapsed)} elapsed, ETA {duration(eta)}"
         )
+
+    def trials_done_by_steps(self) -> float:
+        """The job's trials times the fraction of its steps done: its students all finish together, at its last
+        step, so the run's ETA counts them by the job's steps, not by the trials finished."""
+        return self.trials * self.step / self.total if self.total else 0.0
 
     def position(self) -> str:
         """``step s/S`` of the job so far (``starting`` before its first batch)."""
@@ -178,12 +184,14 @@ class PlainProgress:
             self.emit(self.heartbeat_line())
 
     def heartbeat_line(self) -> str:
-        """The run's counts, elapsed time, ETA from the trials finished so far, and the running job's step."""
+        """The run's counts, elapsed time, ETA from the trials finished so far plus the running job's share of its
+        steps, and the running job's step."""
         done, failed, remaining = counts(self.states, self.total)
         elapsed = self.clock() - self.started
         finished = done + failed
-        eta = elapsed / finished * remaining if finished else None
         job = self.current
+        progress = finished + (job.trials_done_by_steps() if job is not None else 0.0)
+        eta = elapsed / progress * (self.total - progress) if progress > 0 else None
         at = f"; {job.where.split(' (')[0]} at {job.position()}" if job is not None else ""
         return (
             f"{PREFIX}{self.title}: {finished:,}/{self.total:,} trials finished (done {done:,}, failed "
@@ -198,6 +206,7 @@ class PlainProgress:
     def job_ended(self, index: int, job: Sequence[Trial], trial_states: Mapping[str, str]) -> None:
         """One line for a job that ended, with the run's counts."""
         self.states = dict(trial_states)
+        self.current = None  # its trials are counted as finished now
         ids = {trial.trial_id for trial in job}
         mine = {trial_id: state for trial_id, state in trial_states.items() if trial_id in ids}
         done, failed, _ = counts(mine, len(ids))

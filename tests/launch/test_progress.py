@@ -105,9 +105,24 @@ def test_the_heartbeat_line_counts_trials_and_says_where_the_running_job_is() ->
     on_step(3, 8)
     progress.show({"a": "done", "b": "failed"})
     assert progress.heartbeat_line() == (
-        "kdgrid: demo/study: 2/4 trials finished (done 1, failed 1), 2 remaining; 30s elapsed, ETA 30s; "
+        "kdgrid: demo/study: 2/4 trials finished (done 1, failed 1), 2 remaining; 30s elapsed, ETA 21s; "
         "job 1/2 at step 3/8"
-    )
+    )  # ETA: 30 s for 2 trials + 3/8 of the running job's one, 1.625 trials to go: 30 / 2.375 * 1.625 = 20.5 s
+
+
+def test_the_run_eta_counts_a_grouped_job_by_its_steps() -> None:
+    """90 students in one job finish together at its last step: with 10 of 100 trials finished after 13 minutes
+    and the job at step 60/64, about a minute is left, not the hour that trials finished per minute would say."""
+    clock, out = FakeClock(), io.StringIO()
+    progress = PlainProgress(100, title="methods", jobs=2, stream=out, interval_s=3600, clock=clock)
+    progress.show({f"t{i}": "done" for i in range(10)})
+    on_step = progress.start_job(2, [_with_epochs(make_trial(i), 2) for i in range(90)])
+    clock.now += 780
+    on_step(60, 64)
+    expected = 780 / (10 + 90 * 60 / 64) * (100 - 10 - 90 * 60 / 64)  # 46.5 s
+    assert f"ETA {round(expected)}s;" in progress.heartbeat_line()
+    progress.job_ended(2, [], {**{f"t{i}": "done" for i in range(100)}})
+    assert "ETA 0s" in progress.heartbeat_line() and " at step" not in progress.heartbeat_line()
 
 
 def test_heartbeats_come_at_the_interval_while_nothing_else_happens() -> None:
