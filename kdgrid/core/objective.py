@@ -270,12 +270,13 @@ class Objective(nn.Module):
         Gram products and relations never round to bf16/fp16 (the projections run in float32 too)."""
         with torch.autocast(device_type=student.logits.device.type, enabled=False):
             s_logits, t_logits = {"logits": student.logits.float()}, {"logits": teacher.logits.float()}
-            # A dual-head student's soft loss reads its distillation head (kdgrid.core.dual_head).
+            # A dual-head student's soft loss reads its distillation head (kdgrid.core.dual_head), weighted per
+            # example or not.
             soft_s = (
                 s_logits if student.distill_logits is None else {"logits": student.distill_logits.float()}
             )
             values = {
-                "soft": self.soft_value(s_logits["logits"], t_logits["logits"], labels)
+                "soft": self.soft_value(soft_s["logits"], t_logits["logits"], labels)
                 if self.example_weight != DEFAULT_EXAMPLE_WEIGHT
                 else compute_knowledge(
                     "soft_label",

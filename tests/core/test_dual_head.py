@@ -71,6 +71,42 @@ def test_each_loss_reaches_its_own_head_and_the_soft_value_matches_a_hand_comput
     assert own_parameter_count(model) == sum(p.numel() for p in model.parameters()) - (16 * 3 + 3)
 
 
+@pytest.mark.parametrize("weighting", ["adakd", "teacher_loss"])
+def test_per_example_weights_read_the_distillation_head_too(weighting: str) -> None:
+    model = tiny_dual_head()
+    head, classifier = getattr(model, DISTILL_HEAD), model.classifier
+    trial = Trial(
+        "sst2", "bert-base", SHAPE.name, temperature=2.0, options={"dual_head": True, "example_weight": weighting}
+    )
+    objective = Objective(trial, [], SHAPE, SHAPE, regression=False)
+    capture = FeatureCapture(model, frozenset({"logits"}), frozenset())
+    inputs = batch()
+    features = with_distill_logits(model, capture(inputs))
+    teacher = Features(
+        logits=torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), mask=inputs["attention_mask"], heads=2
+    )
+    values = objective.term_values(features, teacher, inputs["labels"])
+    # By hand: each example's soft CE at T = 2 from the distillation head's logits, weighted by a function of the
+    # teacher's own cross-entropy on its gold label, the weights normalised to average 1.
+    with torch.no_grad():
+        pooled = model.bert(
+            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]
+        ).pooler_output
+        z_s = (pooled @ head.weight.T + head.bias).double().numpy()
+    z_t = teacher.logits.double().numpy()
+    p_t = np.exp(z_t / 2) / np.exp(z_t / 2).sum(1, keepdims=True)
+    log_p_s = z_s / 2 - np.log(np.exp(z_s / 2).sum(1, keepdims=True))
+    per_example = -(p_t * log_p_s).sum(1)
+    labels = inputs["labels"].numpy()
+    teacher_ce = np.log(np.exp(z_t).sum(1)) - z_t[np.arange(2), labels]
+    raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd" else teacher_ce
+    expected = float((raw / raw.mean() * per_example).mean())
+    assert values["soft"].item() == pytest.approx(expected, rel=1e-5)
+    values["soft"].backward()
+    assert classifier.weight.grad is None  # the task head gets the hard loss only
+    assert head.weight.grad is not None and head.weight.grad.abs().sum() > 0
+
+
 def test_evaluation_reads_the_task_head_whatever_the_distillation_head_holds() -> None:
     from kdgrid.core.evaluate import predictions_of
 
