@@ -4,13 +4,21 @@ and a dual-head trial trains, resumes and records the head's size."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 from transformers import BertForSequenceClassification
 
 from kdgrid.core.capture import FeatureCapture, Features
-from kdgrid.core.dual_head import DISTILL_HEAD, attach_distill_head, own_parameter_count, with_distill_logits
+from kdgrid.core.dual_head import (
+    DISTILL_HEAD,
+    attach_distill_head,
+    own_parameter_count,
+    save_student_model,
+    with_distill_logits,
+)
 from kdgrid.core.method_rules import method_problems
 from kdgrid.core.models import bert_config
 from kdgrid.core.objective import Objective
@@ -123,6 +131,36 @@ def test_evaluation_reads_the_task_head_whatever_the_distillation_head_holds() -
             input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]
         ).pooler_output
     assert torch.equal(task, (pooled @ model.classifier.weight.T + model.classifier.bias).argmax(-1))
+
+
+def test_a_saved_dual_head_student_loads_back_as_a_plain_classifier_of_its_task_head(
+    teacher: str, tmp_path: Path
+) -> None:
+    from kdgrid.core.models import load_checkpoint
+    from kdgrid.core.shapes import resolve_teacher
+    from kdgrid.core.student_export import save_student
+
+    model = tiny_dual_head()
+    with torch.no_grad():  # a distillation head far from the task head: the reloaded logits tell which was saved
+        getattr(model, DISTILL_HEAD).weight.copy_(-model.classifier.weight * 100)
+    inputs = batch()
+    ids = {k: inputs[k] for k in ("input_ids", "attention_mask")}
+    with torch.no_grad():
+        task_logits = model(**ids).logits
+        pooled = model.bert(**ids).pooler_output
+    assert torch.allclose(task_logits, pooled @ model.classifier.weight.T + model.classifier.bias, atol=1e-6)
+    digest = save_student(model, "t-dual", resolve_teacher(teacher, "sst2"), tmp_path / "student")
+    loaded = load_checkpoint(str(tmp_path / "student"), 3, what="assistant", fresh_head=False)
+    assert loaded.fresh_keys == () and not hasattr(loaded.model, DISTILL_HEAD)
+    with torch.no_grad():
+        assert torch.equal(loaded.model.eval()(**ids).logits, task_logits)
+    assert len(digest) == 64
+    # ReAugKD's and `kdgrid trial --save-student`'s path: the same helper, and a plain student is saved whole
+    plain = BertForSequenceClassification(bert_config(SHAPE, 3, vocab_size=50)).eval()
+    save_student_model(plain, tmp_path / "plain")
+    reloaded = load_checkpoint(str(tmp_path / "plain"), 3, what="student", fresh_head=False).model.eval()
+    with torch.no_grad():
+        assert torch.equal(reloaded(**ids).logits, plain(**ids).logits)
 
 
 def test_a_dual_head_needs_both_losses() -> None:
