@@ -22,7 +22,9 @@ goes through `save_student_model`, which leaves the head out: the folder is a pl
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +42,11 @@ class _ClassifierInput:
 
     def __init__(self) -> None:
         self.value: torch.Tensor | None = None
+        self.suspended = False  # `classifier_input_suspended`: keep nothing
 
     def __call__(self, module: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
-        self.value = args[0]
+        if not self.suspended:
+            self.value = args[0]
 
 
 def attach_distill_head(model: nn.Module, seed: int) -> int:
@@ -76,6 +80,22 @@ def with_distill_logits(model: nn.Module, features: Features) -> Features:
     if pooled is None:
         raise RuntimeError("the dual-head student's classifier saw no input in this forward pass")
     return dataclasses.replace(features, distill_logits=getattr(model, DISTILL_HEAD)(pooled))
+
+
+@contextlib.contextmanager
+def classifier_input_suspended(model: nn.Module) -> Iterator[None]:
+    """Inside, a forward pass that is not the training step's (LKD's held-out batch) leaves the classifier input
+    the hook keeps as it was: neither that pass's pooled vector nor its graph is held. Nothing for a model
+    without the head."""
+    if not has_distill_head(model):
+        yield
+        return
+    hook = model._kdgrid_classifier_input
+    previous, hook.suspended = hook.suspended, True
+    try:
+        yield
+    finally:
+        hook.suspended = previous
 
 
 def own_parameter_count(model: nn.Module) -> int:
