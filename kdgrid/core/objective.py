@@ -317,6 +317,8 @@ class Objective(nn.Module):
         """Each knowledge term's unweighted value (0-dim float32 tensors), without the soft and hard terms: what
         task distillation adds to them, and what general distillation adds to the masked-LM loss
         (`kdgrid.pretrain.loss`). Computed in float32 with autocast off (see `term_values`)."""
+        if self.mapping is not None:
+            self.mapping.begin_batch()  # the terms below are one batch's (a mapping's statistics count it once)
         with torch.autocast(device_type=student.mask.device.type, enabled=False):
             values: dict[str, torch.Tensor] = {}
             for term in self.terms:

@@ -110,6 +110,45 @@ def test_alp_kd_attends_over_teacher_layers_from_the_students_cls(scale: str) ->
     assert student_cls.grad is not None and student_cls.grad[:, 0].abs().sum() > 0
 
 
+def test_alp_kd_counts_a_batch_once_per_student_layer_and_no_batch_without_gradients() -> None:
+    t = trial(knowledge=("hidden_mse", "cos", "value_relation"), strategy="ALP-KD", beta=1.0)
+    terms = knowledge_terms(t, layer_pairs("ALP-KD", 2, 3), STUDENT, TEACHER)
+    assert [sum(term.pair == pair for term in terms) for pair in ((1, 1), (2, 3))] == [3, 3]  # 3 terms a layer
+    objective = Objective(t, terms, STUDENT, TEACHER, regression=False)
+    hidden_s, hidden_t = draw((5, 3, 8), 3, 4), draw((5, 3, 8), 4, 5)
+    value_s, value_t = draw((5, 3, 8), 3, 6), draw((5, 3, 8), 4, 7)
+
+    def both(hidden: list[np.ndarray], value: list[np.ndarray]) -> Features:
+        out = features(hidden)
+        out.value = [None, *(torch.tensor(v, dtype=torch.float32) for v in value[1:])]
+        return out
+
+    def attention(student: list[np.ndarray], teacher: list[np.ndarray], layer: int) -> np.ndarray:
+        keys = np.stack([teacher[t][:, 0] for t in (1, 2, 3)], axis=1)
+        return softmax(np.einsum("bd,btd->bt", student[layer][:, 0], keys))  # [B, L_T]
+
+    student, teacher = both(hidden_s, value_s), both(hidden_t, value_t)
+    with torch.no_grad():  # beta: auto's calibration batches: no gradients, nothing recorded
+        objective.knowledge_values(student, teacher)
+    objective.eval()
+    objective.knowledge_values(student, teacher)  # nor in eval mode
+    objective.train()
+    assert objective.learned_parts()["mapping"]["examples"] == [0, 0]
+    objective.knowledge_values(student, teacher)  # one training batch of 5 examples
+    summary = objective.learned_parts()["mapping"]
+    assert summary["examples"] == [5, 5]  # once per student layer, not once per term
+    # hidden_mse and cos read the hidden states (the same attention), value_relation V: the batch records the mean
+    # of its terms' weights on the layer
+    for layer in (1, 2):
+        hidden = attention(hidden_s, hidden_t, layer).mean(axis=0)
+        value = attention(value_s, value_t, layer).mean(axis=0)
+        expected = (2 * hidden + value) / 3
+        assert np.allclose(summary["weights"][layer - 1], expected, atol=1e-6)
+        assert np.allclose(summary["last_batch_weights"][layer - 1], expected, atol=1e-6)
+    objective.knowledge_values(student, both(hidden_t, [0.5 * v for v in value_t]))  # a second batch
+    assert objective.learned_parts()["mapping"]["examples"] == [5 + 5, 5 + 5]
+
+
 def test_alp_kd_maps_a_narrower_students_query_and_the_estimate_counts_it() -> None:
     t = Trial(task="synthetic-single-binary", teacher="t", student=NARROW.name, knowledge=("hidden_mse",),
               strategy="ALP-KD", beta=1.0)  # fmt: skip
