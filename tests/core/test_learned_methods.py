@@ -224,9 +224,13 @@ def test_ctkd_learns_the_temperature_up_the_loss_through_gradient_reversal() -> 
     def soft(temperature: float) -> float:
         return float(-(softmax(z / temperature) * np.log(softmax(s / temperature))).sum(axis=1).mean())
 
+    def kl(temperature: float) -> float:  # the soft term less the teacher's entropy, which T alone moves
+        p_t = softmax(z / temperature)
+        return soft(temperature) + float((p_t * np.log(p_t)).sum(axis=1).mean())
+
     assert values["soft"].item() == pytest.approx(soft(3.0), rel=1e-5)
     values["soft"].backward()
-    d_loss_d_t = (soft(3.0 + 1e-5) - soft(3.0 - 1e-5)) / 2e-5  # central difference, float64
+    d_loss_d_t = (kl(3.0 + 1e-5) - kl(3.0 - 1e-5)) / 2e-5  # central difference, float64: T follows the KL
     sigma = (3.0 - 1.0) / 8.0
     d_t_d_theta = 8.0 * sigma * (1 - sigma)
     strength = (1 - math.cos(math.pi / 4)) / 2
@@ -235,6 +239,62 @@ def test_ctkd_learns_the_temperature_up_the_loss_through_gradient_reversal() -> 
     summary = learned.summary()
     assert summary["temperature"] == pytest.approx(3.0, abs=1e-6) and summary["range"] == [1.0, 9.0]
     assert summary["reversal_strength"] == pytest.approx(strength)
+
+
+@pytest.mark.parametrize("t2", [False, True])
+@pytest.mark.parametrize("weighting", ["uniform", "adakd"])
+def test_ctkds_temperature_is_pushed_up_the_kl_and_the_students_gradient_is_the_cross_entropys(
+    t2: bool, weighting: str
+) -> None:
+    """T's reversed gradient is -d KL(p_T || p_S) / dT (not -d CE / dT, whose teacher-entropy part grows with T
+    whatever the student does); the soft value and the student's gradient are those of the cross-entropy."""
+    options = {"temperature_learner": "ctkd", "ctkd_max_temperature": 9.0, "ctkd_ramp": 0.5, "soft_t2": t2,
+               "example_weight": weighting}  # fmt: skip
+    objective = Objective(trial(temperature=3.0, options=options), [], STUDENT, TEACHER, regression=False)
+    learned = objective.temperature_learner
+    assert learned is not None
+    objective.set_progress(4, 5)  # p = 1 >= ramp: lambda = lambda_max = 1
+    s = np.array([[0.5, -1.0, 0.2], [2.0, 0.0, -1.0], [-0.3, 0.4, 1.5]])
+    z = np.array([[3.0, 0.0, 1.0], [-0.5, 1.0, 2.0], [0.2, 0.1, -2.0]])
+    labels = np.array([0, 1, 2])
+    hidden = draw((3, 3, 8), 1, 0)
+    student = features(hidden, s)
+    student.logits.requires_grad_(True)
+    values = objective.term_values(student, features(hidden, z), torch.tensor(labels))
+    values["soft"].backward()
+    t = float(learned.value().detach())  # 3 up to float32 rounding of theta
+
+    # By hand, float64: AdaKD's weights from the teacher's own cross-entropy, normalised to average 1.
+    teacher_ce = np.log(np.exp(z).sum(1)) - z[np.arange(3), labels]
+    raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd" else np.ones(3)
+    w = raw / raw.mean()
+
+    def ce(temperature: float) -> float:
+        per = -(softmax(z / temperature) * np.log(softmax(s / temperature))).sum(axis=1)
+        return float((w * per).mean()) * (temperature**2 if t2 else 1.0)
+
+    def kl(temperature: float) -> float:
+        p_t, p_s = softmax(z / temperature), softmax(s / temperature)
+        per = (p_t * (np.log(p_t) - np.log(p_s))).sum(axis=1)
+        return float((w * per).mean()) * (temperature**2 if t2 else 1.0)
+
+    assert values["soft"].item() == pytest.approx(ce(t), rel=1e-5)
+    d_kl_d_t = (kl(t + 1e-5) - kl(t - 1e-5)) / 2e-5
+    d_ce_d_t = (ce(t + 1e-5) - ce(t - 1e-5)) / 2e-5
+    sigma = (t - 1.0) / 8.0
+    d_t_d_theta = 8.0 * sigma * (1 - sigma)
+    assert learned.theta.grad.item() == pytest.approx(-d_kl_d_t * d_t_d_theta, rel=1e-3)
+    assert abs(d_ce_d_t - d_kl_d_t) > 0.05 * abs(d_kl_d_t)  # the two differ here: the test tells them apart
+    # The student's gradient is the cross-entropy's: the same trial at a fixed T, differentiated by autograd
+    fixed = Objective(
+        trial(temperature=t, options={"soft_t2": t2, "example_weight": weighting}), [], STUDENT, TEACHER,
+        regression=False,
+    )  # fmt: skip
+    plain = features(hidden, s)
+    plain.logits.requires_grad_(True)
+    fixed.term_values(plain, features(hidden, z), torch.tensor(labels))["soft"].backward()
+    assert student.logits.grad is not None and plain.logits.grad is not None
+    torch.testing.assert_close(student.logits.grad, plain.logits.grad, rtol=1e-5, atol=1e-7)
 
 
 def test_the_memory_estimate_counts_the_learned_temperature() -> None:
