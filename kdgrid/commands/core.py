@@ -194,7 +194,8 @@ def trial(
     """Run one trial (or a small group sharing one teacher pass) and print its result row.
 
     Example: kdgrid trial my-trial.yaml --device cpu --json"""
-    from kdgrid.core.teacher.gate import TeacherGateRefused  # torch: see the module docstring
+    from kdgrid.core.dual_head import save_student_model  # torch: see the module docstring
+    from kdgrid.core.teacher.gate import TeacherGateRefused
     from kdgrid.core.train import run_job
     from kdgrid.preflight.jobs import check_job
 
@@ -203,7 +204,7 @@ def trial(
 
     def save(trial: Any, model: Any) -> None:
         if save_student is not None:
-            model.save_pretrained(save_student / trial.trial_id)
+            save_student_model(model, save_student / trial.trial_id)
 
     results = run_job(trials, device=device, checkpoint_dir=checkpoint_dir, on_model=save)
     if as_json:

@@ -12,7 +12,10 @@ The weights depend on the example and on the student, whose gradient flows throu
 knowledge term. The feature must be ``[B, L, d]`` (hidden states, Q, K or V: its position 0 is the [CLS] token,
 always a real token); validation refuses knowledge on attention scores. The attention each student layer gave the
 teacher's layers is recorded for the row (`AlpAttention.summary`): its mean over every training example the
-mapping saw, and its mean over the last batch, as buffers checkpointed with the trial. docs/learned_methods.md
+mapping saw, and its mean over the last batch, as buffers checkpointed with the trial. Only training batches
+count (module in training mode, gradients on: ``beta: auto``'s calibration batches do not), each example once per
+student layer however many knowledge terms sit on that layer; terms on different features (hidden states and V,
+say) attend differently, and a batch then records the mean of their weights. docs/learned_methods.md
 states the conventions.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -29,6 +33,16 @@ from kdgrid.core.learned_strategies import ALP_KD_SCALE
 from kdgrid.core.mapping import LayerMapping
 from kdgrid.core.matching import MappingContext
 from kdgrid.errors import ConfigError
+
+
+@dataclass
+class _LayerBatch:
+    """One student layer's terms in the current batch: ``base`` the weight sum before the batch ``[L_T]``,
+    ``term_sum`` the sum over its terms of each term's weights summed over the batch ``[L_T]``."""
+
+    base: Tensor
+    term_sum: Tensor
+    terms: int = 0
 
 
 class AlpAttention(LayerMapping):
@@ -45,6 +59,7 @@ class AlpAttention(LayerMapping):
         self.register_buffer("weight_sum", torch.zeros(shape, dtype=torch.float64))
         self.register_buffer("weight_count", torch.zeros(context.student_layers, dtype=torch.float64))
         self.register_buffer("last_weights", torch.zeros(shape, dtype=torch.float64))
+        self._batch: dict[int, _LayerBatch] = {}  # this batch's terms so far, by student layer (0-based)
 
     def attention(self, student: Tensor, teacher: Sequence[Tensor]) -> Tensor:
         """The weights ``[B, L_T]`` of one student layer: softmax over t of ``q . h_T^t[CLS] / s``."""
@@ -58,14 +73,28 @@ class AlpAttention(LayerMapping):
         keys = torch.stack([layer[:, 0] for layer in teacher], dim=1)  # [B, L_T, d_T]
         return (torch.einsum("bd,btd->bt", query, keys) / self.divisor).softmax(dim=-1)
 
+    def begin_batch(self) -> None:
+        self._batch = {}
+
     def forward(self, feature: str, student_layer: int, student: Tensor, teacher: Sequence[Tensor]) -> Tensor:
         weights = self.attention(student, teacher)
-        with torch.no_grad():
-            row = student_layer - 1
-            self.weight_sum[row] += weights.detach().double().sum(dim=0)
-            self.weight_count[row] += weights.shape[0]
-            self.last_weights[row] = weights.detach().double().mean(dim=0)
+        if self.training and torch.is_grad_enabled():  # not auto-weight calibration nor any evaluation
+            self._record(student_layer - 1, weights.detach().double())
         return torch.einsum("bt,bt...->b...", weights, torch.stack(list(teacher), dim=1))
+
+    def _record(self, row: int, weights: Tensor) -> None:
+        """Add one term's weights ``[B, L_T]`` on student layer ``row + 1`` to the statistics: a batch's examples
+        count once per student layer, however many terms that layer has; the batch's contribution is the mean over
+        its terms of each term's weights (equal for terms reading the same feature)."""
+        with torch.no_grad():
+            if row not in self._batch:  # this batch's first term on the layer
+                self._batch[row] = _LayerBatch(self.weight_sum[row].clone(), torch.zeros_like(weights[0]))
+                self.weight_count[row] += weights.shape[0]
+            batch = self._batch[row]
+            batch.term_sum += weights.sum(dim=0)
+            batch.terms += 1
+            self.weight_sum[row] = batch.base + batch.term_sum / batch.terms
+            self.last_weights[row] = batch.term_sum / (batch.terms * weights.shape[0])
 
     def summary(self) -> dict[str, Any]:
         """``weights``: per student layer, the attention on each teacher layer averaged over every training

@@ -16,7 +16,8 @@ train keeps the layers they are matched to, not all of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
@@ -164,6 +165,7 @@ class FeatureCapture:
         self._store: dict[tuple[str, int], torch.Tensor] = {}
         self._handles = []
         self._record: set[str] = set()
+        self._suspended = False  # `suspended`: the hooks keep nothing
         for index, attention in enumerate(self_attention_modules(model), start=1):
             for name in _QKV:
                 self._handles.append(getattr(attention, name).register_forward_hook(self._hook(name, index)))
@@ -182,13 +184,26 @@ class FeatureCapture:
 
     def _hook(self, name: str, layer: int):
         def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
-            if name in self._record and self._keeps(layer):
+            if name in self._record and not self._suspended and self._keeps(layer):
                 self._store[(name, layer)] = output
 
         return hook
 
     def _keeps(self, layer: int) -> bool:
         return self.layers is None or layer in self.layers
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Inside, a forward pass of the model that is not this capture's (LKD's held-out batch,
+        `kdgrid.core.student`) keeps nothing: the hooks record no Q/K/V, and the store is empty after, so no
+        tensor of that pass (nor its graph) outlives it here."""
+        previous, self._suspended = self._suspended, True
+        self._store.clear()
+        try:
+            yield
+        finally:
+            self._suspended = previous
+            self._store.clear()
 
     def remove(self) -> None:
         for handle in self._handles:

@@ -1,8 +1,9 @@
 """CTKD's learned temperature, trained adversarially through gradient reversal with a cosine curriculum.
 
 Li, Li, Yang, Yang, Cheng & Yang, "Curriculum Temperature for Knowledge Distillation", AAAI 2023. The
-soft-label temperature is a parameter that *maximises* the distillation loss while the student minimises it: a
-gradient-reversal layer (Ganin & Lempitsky, ICML 2015) passes the temperature forward unchanged and multiplies
+soft-label temperature is a parameter that *maximises* the distillation loss while the student minimises it (the
+temperature's gradient is that of ``KL(p_T || p_S)``, not of the cross-entropy whose teacher-entropy part grows
+with T whatever the student does: `kdgrid.core.objective.Objective.soft_value`): a gradient-reversal layer (Ganin & Lempitsky, ICML 2015) passes the temperature forward unchanged and multiplies
 its gradient by ``-lambda`` on the way back, so one optimiser step moves the student down the loss and the
 temperature up it. The reversal strength follows CTKD's curriculum, easy to hard: at training progress ``p``
 (`kdgrid.core.schedules.progress`),

@@ -14,12 +14,19 @@ conflict in the shared linear classifier but not in the backbone, so the classif
 
 **Evaluation uses the task head**: the model's forward pass is unchanged, so dev scores, predictions and latency
 are the task head's (tested). The distillation head is saved with the model in epoch checkpoints and is not counted
-in ``student_params`` (it is not part of the deployed student; ``extra["distill_head_params"]`` counts it).
+in ``student_params`` (it is not part of the deployed student; ``extra["distill_head_params"]`` counts it). A
+trained student saved for others to load (a teacher assistant, ReAugKD's student, ``kdgrid trial --save-student``)
+goes through `save_student_model`, which leaves the head out: the folder is a plain
+``BertForSequenceClassification`` whose classifier is the task head, the one evaluated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -35,9 +42,11 @@ class _ClassifierInput:
 
     def __init__(self) -> None:
         self.value: torch.Tensor | None = None
+        self.suspended = False  # `classifier_input_suspended`: keep nothing
 
     def __call__(self, module: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
-        self.value = args[0]
+        if not self.suspended:
+            self.value = args[0]
 
 
 def attach_distill_head(model: nn.Module, seed: int) -> int:
@@ -73,7 +82,35 @@ def with_distill_logits(model: nn.Module, features: Features) -> Features:
     return dataclasses.replace(features, distill_logits=getattr(model, DISTILL_HEAD)(pooled))
 
 
+@contextlib.contextmanager
+def classifier_input_suspended(model: nn.Module) -> Iterator[None]:
+    """Inside, a forward pass that is not the training step's (LKD's held-out batch) leaves the classifier input
+    the hook keeps as it was: neither that pass's pooled vector nor its graph is held. Nothing for a model
+    without the head."""
+    if not has_distill_head(model):
+        yield
+        return
+    hook = model._kdgrid_classifier_input
+    previous, hook.suspended = hook.suspended, True
+    try:
+        yield
+    finally:
+        hook.suspended = previous
+
+
 def own_parameter_count(model: nn.Module) -> int:
     """The student's parameters without the distillation head (what the deployed student has)."""
     prefix = DISTILL_HEAD + "."
     return sum(p.numel() for name, p in model.named_parameters() if not name.startswith(prefix))
+
+
+def save_student_model(model: Any, directory: Path, **kwargs: Any) -> None:
+    """``model.save_pretrained(directory, **kwargs)`` without a dual head's distillation head: every weight but
+    `DISTILL_HEAD`'s, so the folder loads as a plain ``BertForSequenceClassification`` (kdgrid's loader refuses
+    keys it has no place for) whose classifier is the task head. A model without the head is saved as it is."""
+    if not has_distill_head(model):
+        model.save_pretrained(directory, **kwargs)
+        return
+    prefix = DISTILL_HEAD + "."
+    state = {name: value for name, value in model.state_dict().items() if not name.startswith(prefix)}
+    model.save_pretrained(directory, state_dict=state, **kwargs)

@@ -7,7 +7,8 @@ the mapping returns the target the knowledge compares the student with, in place
 Its parameters train with the student (one AdamW over the student, its projections and its mapping), and reach the
 loss through the target: inside `kdgrid.core.teacher.targets.trainable_targets` the losses keep the target's graph
 (a fixed teacher layer stays detached). The module is part of the trial's objective, so its state is in every
-epoch checkpoint and restored on resume; `LayerMapping.summary` (e.g. the learned weights) goes to the row's
+epoch checkpoint and restored on resume; `LayerMapping.begin_batch` marks each batch's first term;
+`LayerMapping.summary` (e.g. the learned weights) goes to the row's
 ``extra`` as ``mapping`` when the trial finishes.
 
 Methods built this way: LAD (Lin et al., 2023: a gate gives each student layer weights over all teacher layers),
@@ -46,6 +47,11 @@ class LayerMapping(nn.Module):
             A tensor of one teacher layer's shape.
         """
         raise NotImplementedError
+
+    def begin_batch(self) -> None:
+        """Called by the objective once per batch, before that batch's terms (which may call ``forward`` several
+        times per student layer: one knowledge term each). A mapping that keeps statistics per training example
+        (ALP-KD's mean attention) counts a batch once here; nothing by default."""
 
     def summary(self) -> dict[str, Any]:
         """What the row records of the learned mapping (JSON-able: numbers, lists); empty by default."""

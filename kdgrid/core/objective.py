@@ -4,7 +4,8 @@
 
 - ``L_soft``: cross-entropy of the student's softmax(z_S / T) against the teacher's softmax(z_T / T), averaged over
   the batch (regression: MSE between the two outputs). Option ``soft_t2`` multiplies it by T^2 (Hinton's scaling;
-  the paper's numbers do not use it).
+  the paper's numbers do not use it). With a learned temperature (`kdgrid.core.temperature_learner`) the value is
+  the same, but the temperature's gradient is the KL divergence's (`Objective.soft_value`).
 - ``L_hard``: cross-entropy with the gold labels (regression: MSE), averaged over the batch.
 - ``L_kl``: knowledge type k (`kdgrid.core.knowledge`) on matched layer pair l = (student layer, teacher layer)
   from `kdgrid.core.matching`; student features go through a learned `Projection` to the teacher's width where the
@@ -42,7 +43,11 @@ from kdgrid.core.knowledge import get_knowledge, term_name, term_pairs
 from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, Curriculum
 from kdgrid.core.lkd import LossWeights
 from kdgrid.core.losses import compute_knowledge
-from kdgrid.core.losses.logits import soft_label_per_example, teacher_loss_per_example
+from kdgrid.core.losses.logits import (
+    soft_label_per_example,
+    teacher_entropy_per_example,
+    teacher_loss_per_example,
+)
 from kdgrid.core.mapping import LayerMapping, build_mapping
 from kdgrid.core.matching import get_strategy, mapping_context
 from kdgrid.core.method_options import PROJECTOR_MEMBERS
@@ -270,20 +275,13 @@ class Objective(nn.Module):
         Gram products and relations never round to bf16/fp16 (the projections run in float32 too)."""
         with torch.autocast(device_type=student.logits.device.type, enabled=False):
             s_logits, t_logits = {"logits": student.logits.float()}, {"logits": teacher.logits.float()}
-            # A dual-head student's soft loss reads its distillation head (kdgrid.core.dual_head).
+            # A dual-head student's soft loss reads its distillation head (kdgrid.core.dual_head), weighted per
+            # example or not.
             soft_s = (
                 s_logits if student.distill_logits is None else {"logits": student.distill_logits.float()}
             )
             values = {
-                "soft": self.soft_value(s_logits["logits"], t_logits["logits"], labels)
-                if self.example_weight != DEFAULT_EXAMPLE_WEIGHT
-                else compute_knowledge(
-                    "soft_label",
-                    soft_s,
-                    t_logits,
-                    temperature=self.temperature,
-                    options={"t2": self.soft_t2, "regression": self.regression},
-                ),
+                "soft": self.soft_value(soft_s["logits"], t_logits["logits"], labels),
                 "hard": compute_knowledge(
                     "hard_label", s_logits, {}, labels=labels, options={"regression": self.regression}
                 ),
@@ -294,21 +292,45 @@ class Objective(nn.Module):
         return values
 
     def soft_value(self, logits_s: torch.Tensor, logits_t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """The soft term with per-example weights: ``mean_i w_i * soft_i`` (times T^2 with ``soft_t2``), the
-        weights normalised to average 1 over the batch (`kdgrid.core.example_weights.normalised_weights`)."""
+        """The soft term: `soft_label` at the temperature now, or with per-example weights ``mean_i w_i * soft_i``,
+        the weights normalised to average 1 over the batch (`kdgrid.core.example_weights.normalised_weights`);
+        times T^2 with ``soft_t2``.
+
+        With a temperature learner (classification), the value stays this cross-entropy but its gradient is that
+        of the KL divergence ``KL(p_T || p_S) = CE - H(p_T)`` (the same weights and T^2 factor): the teacher's
+        entropy ``H(p_T)`` is subtracted and added back detached. The student's gradient is unchanged (the entropy
+        does not depend on it); the temperature's follows the KL, which CTKD maximises (Li et al., AAAI 2023),
+        rather than the entropy, which grows with T whatever the student does."""
         temperature = self.temperature
-        per_example = soft_label_per_example(logits_s, logits_t, temperature, regression=self.regression)
-        batch = ExampleBatch(
-            student_logits=logits_s.detach(),
-            teacher_logits=logits_t.detach(),
-            labels=labels,
-            teacher_loss=teacher_loss_per_example(logits_t, labels, regression=self.regression),
-            regression=self.regression,
-            progress=self.progress,
-            options=dict(self.trial.options),
-        )
-        loss = (normalised_weights(self.example_weight, batch) * per_example).mean()
-        return loss * temperature**2 if self.soft_t2 else loss
+        weights = None
+        if self.example_weight == DEFAULT_EXAMPLE_WEIGHT:
+            loss = compute_knowledge(
+                "soft_label",
+                {"logits": logits_s},
+                {"logits": logits_t},
+                temperature=temperature,
+                options={"t2": self.soft_t2, "regression": self.regression},
+            )
+        else:
+            per_example = soft_label_per_example(logits_s, logits_t, temperature, regression=self.regression)
+            batch = ExampleBatch(
+                student_logits=logits_s.detach(),
+                teacher_logits=logits_t.detach(),
+                labels=labels,
+                teacher_loss=teacher_loss_per_example(logits_t, labels, regression=self.regression),
+                regression=self.regression,
+                progress=self.progress,
+                options=dict(self.trial.options),
+            )
+            weights = normalised_weights(self.example_weight, batch)
+            loss = (weights * per_example).mean()
+            loss = loss * temperature**2 if self.soft_t2 else loss
+        if self.temperature_learner is None or self.regression:
+            return loss  # regression's soft term, a squared distance, has no entropy part
+        per_entropy = teacher_entropy_per_example(logits_t, temperature)
+        entropy = per_entropy.mean() if weights is None else (weights * per_entropy).mean()
+        entropy = entropy * temperature**2 if self.soft_t2 else entropy
+        return loss - entropy + entropy.detach()
 
     def knowledge_values(
         self, student: Features, teacher: Features, labels: torch.Tensor | None = None
@@ -316,6 +338,8 @@ class Objective(nn.Module):
         """Each knowledge term's unweighted value (0-dim float32 tensors), without the soft and hard terms: what
         task distillation adds to them, and what general distillation adds to the masked-LM loss
         (`kdgrid.pretrain.loss`). Computed in float32 with autocast off (see `term_values`)."""
+        if self.mapping is not None:
+            self.mapping.begin_batch()  # the terms below are one batch's (a mapping's statistics count it once)
         with torch.autocast(device_type=student.mask.device.type, enabled=False):
             values: dict[str, torch.Tensor] = {}
             for term in self.terms:

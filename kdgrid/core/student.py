@@ -23,7 +23,12 @@ import torch
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from kdgrid.core.dot import DOT
-from kdgrid.core.dual_head import attach_distill_head, own_parameter_count, with_distill_logits
+from kdgrid.core.dual_head import (
+    attach_distill_head,
+    classifier_input_suspended,
+    own_parameter_count,
+    with_distill_logits,
+)
 from kdgrid.core.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.finite_guard import FiniteGuard
 from kdgrid.core.grad_split import CosineLog, gradient_cosine, split_gradients, task_and_distillation
@@ -350,12 +355,16 @@ def lkd_step(run: StudentRun, job: LoadedJob, values: dict[str, torch.Tensor], s
     phi = run.objective.loss_weights.phi
     pairs = [(p, group["lr"]) for group in run.optimizer.param_groups for p in group["params"] if p is not phi]
     batch = job.runtime.to_device(job.held_out.batch(step, run.trial.batch_size))
-    loss = validation_loss_fn(
-        run.model,
-        batch,
-        job.task.is_regression,
-        lambda model, b: model(**{k: v for k, v in b.items() if k != "labels"}).logits,
-    )
+    capture = run.capture
+    assert capture is not None
+
+    def held_out_logits(model: torch.nn.Module, b: dict[str, torch.Tensor]) -> torch.Tensor:
+        # In the step's precision; the student's hooks (Q/K/V, a dual head's classifier input) keep nothing of
+        # this pass, so its activations and graph are freed once the hypergradient is taken.
+        with job.runtime.autocast(), capture.suspended(), classifier_input_suspended(model):
+            return model(**{k: v for k, v in b.items() if k != "labels"}).logits
+
+    loss = validation_loss_fn(run.model, batch, job.task.is_regression, held_out_logits)
     lkd_gradients(
         values,
         run.objective.weights(),

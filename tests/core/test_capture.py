@@ -147,3 +147,29 @@ def test_only_the_layers_asked_for_are_kept() -> None:
         features.layer_feature("hidden", 1)
     with pytest.raises(ValueError, match="query of layer 1 was not captured"):
         features.layer_feature("query", 1)
+
+
+def test_a_forward_pass_while_suspended_keeps_nothing_and_capture_works_after() -> None:
+    import gc
+    import weakref
+
+    model = tiny_bert()
+    capture = FeatureCapture(model, {"value"})
+    batch = {k: v for k, v in padded_batch().items() if k != "token_type_ids"}
+    outputs: list[weakref.ref] = []
+    watch = model.bert.encoder.layer[1].attention.self.value.register_forward_hook(
+        lambda module, args, output: outputs.append(weakref.ref(output))
+    )
+    model(**batch)  # a pass that is not the capture's, outside `suspended`: its hooks keep V (and its graph)
+    gc.collect()
+    assert outputs[-1]() is not None
+    with capture.suspended():
+        model(**batch)
+    gc.collect()
+    assert outputs[-1]() is None  # kept by nothing
+    assert outputs[0]() is None  # entering `suspended` dropped what the earlier pass left
+    watch.remove()
+    features = capture(batch)  # and the capture records again
+    attention = model.bert.encoder.layer[1].attention.self
+    hidden = model(**batch, output_hidden_states=True).hidden_states[1]
+    torch.testing.assert_close(features.value[2], attention.value(hidden))

@@ -4,13 +4,21 @@ and a dual-head trial trains, resumes and records the head's size."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 from transformers import BertForSequenceClassification
 
 from kdgrid.core.capture import FeatureCapture, Features
-from kdgrid.core.dual_head import DISTILL_HEAD, attach_distill_head, own_parameter_count, with_distill_logits
+from kdgrid.core.dual_head import (
+    DISTILL_HEAD,
+    attach_distill_head,
+    own_parameter_count,
+    save_student_model,
+    with_distill_logits,
+)
 from kdgrid.core.method_rules import method_problems
 from kdgrid.core.models import bert_config
 from kdgrid.core.objective import Objective
@@ -71,6 +79,42 @@ def test_each_loss_reaches_its_own_head_and_the_soft_value_matches_a_hand_comput
     assert own_parameter_count(model) == sum(p.numel() for p in model.parameters()) - (16 * 3 + 3)
 
 
+@pytest.mark.parametrize("weighting", ["adakd", "teacher_loss"])
+def test_per_example_weights_read_the_distillation_head_too(weighting: str) -> None:
+    model = tiny_dual_head()
+    head, classifier = getattr(model, DISTILL_HEAD), model.classifier
+    trial = Trial(
+        "sst2", "bert-base", SHAPE.name, temperature=2.0, options={"dual_head": True, "example_weight": weighting}
+    )
+    objective = Objective(trial, [], SHAPE, SHAPE, regression=False)
+    capture = FeatureCapture(model, frozenset({"logits"}), frozenset())
+    inputs = batch()
+    features = with_distill_logits(model, capture(inputs))
+    teacher = Features(
+        logits=torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), mask=inputs["attention_mask"], heads=2
+    )
+    values = objective.term_values(features, teacher, inputs["labels"])
+    # By hand: each example's soft CE at T = 2 from the distillation head's logits, weighted by a function of the
+    # teacher's own cross-entropy on its gold label, the weights normalised to average 1.
+    with torch.no_grad():
+        pooled = model.bert(
+            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]
+        ).pooler_output
+        z_s = (pooled @ head.weight.T + head.bias).double().numpy()
+    z_t = teacher.logits.double().numpy()
+    p_t = np.exp(z_t / 2) / np.exp(z_t / 2).sum(1, keepdims=True)
+    log_p_s = z_s / 2 - np.log(np.exp(z_s / 2).sum(1, keepdims=True))
+    per_example = -(p_t * log_p_s).sum(1)
+    labels = inputs["labels"].numpy()
+    teacher_ce = np.log(np.exp(z_t).sum(1)) - z_t[np.arange(2), labels]
+    raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd" else teacher_ce
+    expected = float((raw / raw.mean() * per_example).mean())
+    assert values["soft"].item() == pytest.approx(expected, rel=1e-5)
+    values["soft"].backward()
+    assert classifier.weight.grad is None  # the task head gets the hard loss only
+    assert head.weight.grad is not None and head.weight.grad.abs().sum() > 0
+
+
 def test_evaluation_reads_the_task_head_whatever_the_distillation_head_holds() -> None:
     from kdgrid.core.evaluate import predictions_of
 
@@ -87,6 +131,36 @@ def test_evaluation_reads_the_task_head_whatever_the_distillation_head_holds() -
             input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]
         ).pooler_output
     assert torch.equal(task, (pooled @ model.classifier.weight.T + model.classifier.bias).argmax(-1))
+
+
+def test_a_saved_dual_head_student_loads_back_as_a_plain_classifier_of_its_task_head(
+    teacher: str, tmp_path: Path
+) -> None:
+    from kdgrid.core.models import load_checkpoint
+    from kdgrid.core.shapes import resolve_teacher
+    from kdgrid.core.student_export import save_student
+
+    model = tiny_dual_head()
+    with torch.no_grad():  # a distillation head far from the task head: the reloaded logits tell which was saved
+        getattr(model, DISTILL_HEAD).weight.copy_(-model.classifier.weight * 100)
+    inputs = batch()
+    ids = {k: inputs[k] for k in ("input_ids", "attention_mask")}
+    with torch.no_grad():
+        task_logits = model(**ids).logits
+        pooled = model.bert(**ids).pooler_output
+    assert torch.allclose(task_logits, pooled @ model.classifier.weight.T + model.classifier.bias, atol=1e-6)
+    digest = save_student(model, "t-dual", resolve_teacher(teacher, "sst2"), tmp_path / "student")
+    loaded = load_checkpoint(str(tmp_path / "student"), 3, what="assistant", fresh_head=False)
+    assert loaded.fresh_keys == () and not hasattr(loaded.model, DISTILL_HEAD)
+    with torch.no_grad():
+        assert torch.equal(loaded.model.eval()(**ids).logits, task_logits)
+    assert len(digest) == 64
+    # ReAugKD's and `kdgrid trial --save-student`'s path: the same helper, and a plain student is saved whole
+    plain = BertForSequenceClassification(bert_config(SHAPE, 3, vocab_size=50)).eval()
+    save_student_model(plain, tmp_path / "plain")
+    reloaded = load_checkpoint(str(tmp_path / "plain"), 3, what="student", fresh_head=False).model.eval()
+    with torch.no_grad():
+        assert torch.equal(reloaded(**ids).logits, plain(**ids).logits)
 
 
 def test_a_dual_head_needs_both_losses() -> None:

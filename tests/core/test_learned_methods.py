@@ -110,6 +110,45 @@ def test_alp_kd_attends_over_teacher_layers_from_the_students_cls(scale: str) ->
     assert student_cls.grad is not None and student_cls.grad[:, 0].abs().sum() > 0
 
 
+def test_alp_kd_counts_a_batch_once_per_student_layer_and_no_batch_without_gradients() -> None:
+    t = trial(knowledge=("hidden_mse", "cos", "value_relation"), strategy="ALP-KD", beta=1.0)
+    terms = knowledge_terms(t, layer_pairs("ALP-KD", 2, 3), STUDENT, TEACHER)
+    assert [sum(term.pair == pair for term in terms) for pair in ((1, 1), (2, 3))] == [3, 3]  # 3 terms a layer
+    objective = Objective(t, terms, STUDENT, TEACHER, regression=False)
+    hidden_s, hidden_t = draw((5, 3, 8), 3, 4), draw((5, 3, 8), 4, 5)
+    value_s, value_t = draw((5, 3, 8), 3, 6), draw((5, 3, 8), 4, 7)
+
+    def both(hidden: list[np.ndarray], value: list[np.ndarray]) -> Features:
+        out = features(hidden)
+        out.value = [None, *(torch.tensor(v, dtype=torch.float32) for v in value[1:])]
+        return out
+
+    def attention(student: list[np.ndarray], teacher: list[np.ndarray], layer: int) -> np.ndarray:
+        keys = np.stack([teacher[t][:, 0] for t in (1, 2, 3)], axis=1)
+        return softmax(np.einsum("bd,btd->bt", student[layer][:, 0], keys))  # [B, L_T]
+
+    student, teacher = both(hidden_s, value_s), both(hidden_t, value_t)
+    with torch.no_grad():  # beta: auto's calibration batches: no gradients, nothing recorded
+        objective.knowledge_values(student, teacher)
+    objective.eval()
+    objective.knowledge_values(student, teacher)  # nor in eval mode
+    objective.train()
+    assert objective.learned_parts()["mapping"]["examples"] == [0, 0]
+    objective.knowledge_values(student, teacher)  # one training batch of 5 examples
+    summary = objective.learned_parts()["mapping"]
+    assert summary["examples"] == [5, 5]  # once per student layer, not once per term
+    # hidden_mse and cos read the hidden states (the same attention), value_relation V: the batch records the mean
+    # of its terms' weights on the layer
+    for layer in (1, 2):
+        hidden = attention(hidden_s, hidden_t, layer).mean(axis=0)
+        value = attention(value_s, value_t, layer).mean(axis=0)
+        expected = (2 * hidden + value) / 3
+        assert np.allclose(summary["weights"][layer - 1], expected, atol=1e-6)
+        assert np.allclose(summary["last_batch_weights"][layer - 1], expected, atol=1e-6)
+    objective.knowledge_values(student, both(hidden_t, [0.5 * v for v in value_t]))  # a second batch
+    assert objective.learned_parts()["mapping"]["examples"] == [5 + 5, 5 + 5]
+
+
 def test_alp_kd_maps_a_narrower_students_query_and_the_estimate_counts_it() -> None:
     t = Trial(task="synthetic-single-binary", teacher="t", student=NARROW.name, knowledge=("hidden_mse",),
               strategy="ALP-KD", beta=1.0)  # fmt: skip
@@ -185,9 +224,13 @@ def test_ctkd_learns_the_temperature_up_the_loss_through_gradient_reversal() -> 
     def soft(temperature: float) -> float:
         return float(-(softmax(z / temperature) * np.log(softmax(s / temperature))).sum(axis=1).mean())
 
+    def kl(temperature: float) -> float:  # the soft term less the teacher's entropy, which T alone moves
+        p_t = softmax(z / temperature)
+        return soft(temperature) + float((p_t * np.log(p_t)).sum(axis=1).mean())
+
     assert values["soft"].item() == pytest.approx(soft(3.0), rel=1e-5)
     values["soft"].backward()
-    d_loss_d_t = (soft(3.0 + 1e-5) - soft(3.0 - 1e-5)) / 2e-5  # central difference, float64
+    d_loss_d_t = (kl(3.0 + 1e-5) - kl(3.0 - 1e-5)) / 2e-5  # central difference, float64: T follows the KL
     sigma = (3.0 - 1.0) / 8.0
     d_t_d_theta = 8.0 * sigma * (1 - sigma)
     strength = (1 - math.cos(math.pi / 4)) / 2
@@ -196,6 +239,62 @@ def test_ctkd_learns_the_temperature_up_the_loss_through_gradient_reversal() -> 
     summary = learned.summary()
     assert summary["temperature"] == pytest.approx(3.0, abs=1e-6) and summary["range"] == [1.0, 9.0]
     assert summary["reversal_strength"] == pytest.approx(strength)
+
+
+@pytest.mark.parametrize("t2", [False, True])
+@pytest.mark.parametrize("weighting", ["uniform", "adakd"])
+def test_ctkds_temperature_is_pushed_up_the_kl_and_the_students_gradient_is_the_cross_entropys(
+    t2: bool, weighting: str
+) -> None:
+    """T's reversed gradient is -d KL(p_T || p_S) / dT (not -d CE / dT, whose teacher-entropy part grows with T
+    whatever the student does); the soft value and the student's gradient are those of the cross-entropy."""
+    options = {"temperature_learner": "ctkd", "ctkd_max_temperature": 9.0, "ctkd_ramp": 0.5, "soft_t2": t2,
+               "example_weight": weighting}  # fmt: skip
+    objective = Objective(trial(temperature=3.0, options=options), [], STUDENT, TEACHER, regression=False)
+    learned = objective.temperature_learner
+    assert learned is not None
+    objective.set_progress(4, 5)  # p = 1 >= ramp: lambda = lambda_max = 1
+    s = np.array([[0.5, -1.0, 0.2], [2.0, 0.0, -1.0], [-0.3, 0.4, 1.5]])
+    z = np.array([[3.0, 0.0, 1.0], [-0.5, 1.0, 2.0], [0.2, 0.1, -2.0]])
+    labels = np.array([0, 1, 2])
+    hidden = draw((3, 3, 8), 1, 0)
+    student = features(hidden, s)
+    student.logits.requires_grad_(True)
+    values = objective.term_values(student, features(hidden, z), torch.tensor(labels))
+    values["soft"].backward()
+    t = float(learned.value().detach())  # 3 up to float32 rounding of theta
+
+    # By hand, float64: AdaKD's weights from the teacher's own cross-entropy, normalised to average 1.
+    teacher_ce = np.log(np.exp(z).sum(1)) - z[np.arange(3), labels]
+    raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd" else np.ones(3)
+    w = raw / raw.mean()
+
+    def ce(temperature: float) -> float:
+        per = -(softmax(z / temperature) * np.log(softmax(s / temperature))).sum(axis=1)
+        return float((w * per).mean()) * (temperature**2 if t2 else 1.0)
+
+    def kl(temperature: float) -> float:
+        p_t, p_s = softmax(z / temperature), softmax(s / temperature)
+        per = (p_t * (np.log(p_t) - np.log(p_s))).sum(axis=1)
+        return float((w * per).mean()) * (temperature**2 if t2 else 1.0)
+
+    assert values["soft"].item() == pytest.approx(ce(t), rel=1e-5)
+    d_kl_d_t = (kl(t + 1e-5) - kl(t - 1e-5)) / 2e-5
+    d_ce_d_t = (ce(t + 1e-5) - ce(t - 1e-5)) / 2e-5
+    sigma = (t - 1.0) / 8.0
+    d_t_d_theta = 8.0 * sigma * (1 - sigma)
+    assert learned.theta.grad.item() == pytest.approx(-d_kl_d_t * d_t_d_theta, rel=1e-3)
+    assert abs(d_ce_d_t - d_kl_d_t) > 0.05 * abs(d_kl_d_t)  # the two differ here: the test tells them apart
+    # The student's gradient is the cross-entropy's: the same trial at a fixed T, differentiated by autograd
+    fixed = Objective(
+        trial(temperature=t, options={"soft_t2": t2, "example_weight": weighting}), [], STUDENT, TEACHER,
+        regression=False,
+    )  # fmt: skip
+    plain = features(hidden, s)
+    plain.logits.requires_grad_(True)
+    fixed.term_values(plain, features(hidden, z), torch.tensor(labels))["soft"].backward()
+    assert student.logits.grad is not None and plain.logits.grad is not None
+    torch.testing.assert_close(student.logits.grad, plain.logits.grad, rtol=1e-5, atol=1e-7)
 
 
 def test_the_memory_estimate_counts_the_learned_temperature() -> None:

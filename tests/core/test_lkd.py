@@ -149,6 +149,48 @@ def test_lkd_trains_records_its_trajectory_and_resumes_bit_for_bit(
         assert torch.equal(value, resumed_weights[trial.trial_id][key]), key
 
 
+def test_the_held_out_pass_runs_in_the_steps_precision_and_leaves_nothing_in_the_students_hooks(
+    teacher: str,
+) -> None:
+    import gc
+    import weakref
+
+    from kdgrid.core.dual_head import DISTILL_HEAD
+    from kdgrid.core.student import train_step
+    from tests.core.test_precision import BF16, set_up
+
+    trial = make_trial(
+        teacher, knowledge=("value_relation",), strategy="Last", alpha=0.5, epochs=1,
+        options={**LKD, "dual_head": True},
+    )  # fmt: skip
+    job, run_, batch, teacher_features = set_up(trial, BF16)
+    assert run_.model is not None and hasattr(run_.model, DISTILL_HEAD)
+    passes: list[dict[str, object]] = []  # per forward pass of the student: autocast on?, its V and pooled [CLS]
+
+    def on_encoder(module: nn.Module, args: object) -> None:
+        passes.append({"autocast": torch.is_autocast_enabled("cpu")})
+
+    def on_value(module: nn.Module, args: object, output: torch.Tensor) -> None:
+        passes[-1]["value"] = weakref.ref(output)
+
+    def on_classifier(module: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+        passes[-1]["pooled"] = weakref.ref(args[0])
+
+    hooks = [
+        run_.model.bert.register_forward_pre_hook(on_encoder),
+        run_.model.bert.encoder.layer[1].attention.self.value.register_forward_hook(on_value),
+        run_.model.classifier.register_forward_pre_hook(on_classifier),
+    ]
+    train_step(run_, job, batch, teacher_features, step=1)
+    for hook in hooks:
+        hook.remove()
+    gc.collect()
+    training, held_out = passes  # the step's forward pass, then LKD's on the held-out batch
+    assert training["autocast"] and held_out["autocast"]  # both in bf16, as the step runs
+    assert held_out["value"]() is None  # nothing holds the held-out pass's V (the capture kept none) ...
+    assert held_out["pooled"]() is None  # ... nor its pooled [CLS] (the dual head's hook kept the step's)
+
+
 def test_the_memory_estimate_counts_the_per_term_gradients_and_the_weights() -> None:
     fixed = Trial("polarity", "minilm-l6", "bert-tiny", knowledge=("hidden_mse",), strategy="Last", alpha=0.5)
     lkd = dataclasses.replace(fixed, options=(("lkd_holdout", 0.1),))

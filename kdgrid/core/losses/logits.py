@@ -84,6 +84,15 @@ def soft_label_per_example(
     return -(F.softmax(z_t, dim=-1) * F.log_softmax(z_s, dim=-1)).sum(dim=-1)
 
 
+def teacher_entropy_per_example(logits_t: Tensor, temperature: float | Tensor) -> Tensor:
+    """The entropy of the teacher's soft targets at temperature T, ``[B]`` (classification, natural log):
+    ``H_b = - sum_c softmax(z^T_b / T)_c log softmax(z^T_b / T)_c``. The soft-label loss of an example is
+    ``KL(p^T_b || p^S_b) + H_b``; ``H_b`` does not depend on the student, and grows with T. The teacher's logits are
+    detached; a learned T (a 0-dim tensor) keeps its graph."""
+    z_t = fixed(logits_t) / temperature
+    return -(F.softmax(z_t, dim=-1) * F.log_softmax(z_t, dim=-1)).sum(dim=-1)
+
+
 def teacher_loss_per_example(logits_t: Tensor, labels: Tensor, *, regression: bool | None = None) -> Tensor:
     """The teacher's own loss on each example, ``[B]``, detached: cross-entropy of its logits against the gold
     label (natural log), or ``(z^T_b - y_b)^2`` for regression."""

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from kdgrid.core.data.batching import eval_batches
+from kdgrid.core.dual_head import save_student_model
 from kdgrid.core.evaluate import measure_latency_ms
 from kdgrid.core.label_order import LabelOrder
 from kdgrid.core.loaded_job import LoadedJob, TeacherInfo
@@ -229,7 +230,7 @@ def save_student(model: Any, trial: Trial, identity: KBIdentity) -> Path:
     final = student_folder(key)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
-    model.save_pretrained(staging)
+    save_student_model(model, staging)  # a dual head's distillation head left out
     info = {"student_key": key, "trained_by": trial.trial_id, "identity": asdict(identity)}
     (staging / STUDENT_INFO).write_text(json.dumps(info, indent=2, sort_keys=True))
     if final.exists():
