@@ -39,7 +39,7 @@ from torch import nn
 
 from kdgrid.core.capture import Features
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
-from kdgrid.core.knowledge import get_knowledge, term_name, term_pairs
+from kdgrid.core.knowledge import distilled_knowledge, get_knowledge, placed_terms, term_name
 from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, Curriculum
 from kdgrid.core.lkd import LossWeights
 from kdgrid.core.losses import compute_knowledge
@@ -62,9 +62,7 @@ from kdgrid.errors import ConfigError
 from kdgrid.trial import LKD_HOLDOUT, Trial
 
 LAYER_FEATURES = ("scores", "hidden", "query", "key", "value")
-ATTENTION_FEATURES = frozenset({"scores", "query", "key", "value"})
 AUTO_TARGET_RATIO = 0.1  # auto weights bring each knowledge term to 1/10 of the soft loss
-RESPONSE_KNOWLEDGE = ("soft_label", "hard_label")  # the objective's own soft/hard terms cover these
 
 
 class DivergenceError(RuntimeError):
@@ -102,30 +100,32 @@ def knowledge_terms(
     Raises `ConfigError` for an unknown knowledge or option, or a knowledge that needs a projection the trial
     forbids (``projection: none`` with different widths).
     """
-    terms: list[Term] = []
     learnable = trial.strategy is not None and get_strategy(trial.strategy).learnable
-    for name in trial.knowledge:
+    projected: dict[str, bool] = {}
+    for name in distilled_knowledge(trial.knowledge):  # the soft and hard labels are eq. 9's own terms
         spec = get_knowledge(name)
-        if spec.name in RESPONSE_KNOWLEDGE:
-            continue  # always part of eq. 9, weighted by soft_weight / alpha
         unknown = sorted(set(knowledge_options(trial, spec.name)) - set(spec.options()))
         if unknown:
             raise ConfigError(
                 f"knowledge {spec.name!r} has no option(s) {unknown}; allowed: {sorted(spec.options()) or 'none'}"
             )
-        projected = bool(spec.needs_projection) and student.width != teacher.width
-        if projected and trial.projection == "none":
+        projected[spec.name] = bool(spec.needs_projection) and student.width != teacher.width
+        if projected[spec.name] and trial.projection == "none":
             raise ConfigError(
                 f"knowledge {spec.name!r} needs a projection from the student's width {student.width} to the "
                 f"teacher's {teacher.width}, but projection is 'none'; use projection 'linear' or 'mlp'"
             )
-        attention = bool(spec.needs & ATTENTION_FEATURES)
-        for pair in term_pairs(spec.name, pairs):
-            if pair is not None and attention and 0 in pair:
-                continue  # the embedding layer has no attention
-            mapped = learnable and pair is not None and spec.placement == "pairs"
-            terms.append(Term(term_name(spec.name, pair), spec.name, pair, projected, mapped))
-    return terms
+    # placed as plan counts them (`placed_terms`: no attention term on the embedding layer 0)
+    return [
+        Term(
+            term_name(name, pair),
+            name,
+            pair,
+            projected[name],
+            learnable and pair is not None and get_knowledge(name).placement == "pairs",
+        )
+        for name, pair in placed_terms(trial.knowledge, pairs)
+    ]
 
 
 def _features_for(features: Features, needs: frozenset[str], layer: int | None) -> dict[str, torch.Tensor]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from kdgrid.core import knowledge, objective
 from kdgrid.core.knowledge import KNOWLEDGE, placed_terms
 from kdgrid.core.layer_curriculum import Curriculum, curriculum_layers
 from kdgrid.core.objective import knowledge_terms
@@ -77,12 +76,6 @@ def test_the_static_placement_is_the_objectives(name: str, pairs: list[tuple[int
     layers = curriculum_layers([name], pairs)
     bounds = [0.1 * (i + 1) for i in range(len(layers))]
     assert Curriculum.of(bounds, [(t.name, t.pair) for t in terms]).layers == layers
-
-
-def test_the_placement_facts_are_the_objectives() -> None:
-    # the objective keeps its own copies of these two facts: they must not drift from the static tier's
-    assert objective.RESPONSE_KNOWLEDGE == knowledge.RESPONSE_KNOWLEDGE
-    assert objective.ATTENTION_FEATURES == knowledge.ATTENTION_FEATURES
 
 
 def test_attention_terms_on_layer_0_are_not_counted() -> None:
