@@ -205,10 +205,14 @@ def sweep_runs(
     varying = [name for name in names if runs[name].nunique() > 1] if len(runs) else []
     order = {name: i for i, name in enumerate(_FIELD_ORDER)}
     axes = sorted(varying, key=lambda n: (order.get(n, len(order)), n))
-    study_of = {t: s for m in memberships if m.sweep == sweep for t, s in m.trials.items()}
+    mine = [m for m in memberships if m.sweep == sweep]
+    study_of = {t: s for m in mine for t, s in m.trials.items()}
     if "study" in done.columns:
         study_of = {**dict(zip(done["trial_id"].astype(str), done["study"].astype(str), strict=True)), **study_of}
-    studies = list(dict.fromkeys(study_of[t] for t in study_of if t in set(runs["trial_id"])))
+    present = {study_of[t] for t in set(runs["trial_id"]) if t in study_of}
+    # The file's order where a membership recorded it, then any other study in the order found.
+    recorded = [s for m in mine for s in m.studies]
+    studies = [s for s in dict.fromkeys([*recorded, *(study_of[t] for t in study_of)]) if s in present]
     if len(studies) < 2:
         return SweepRuns(sweep, runs, axes)
     runs["study"] = [study_of.get(t, "") for t in runs["trial_id"]]

@@ -1,8 +1,13 @@
 """Which trials each sweep lists, and the study of each, recorded in the store when the sweep runs.
 
 ```
-<store>/memberships/<sweep name>.<content hash>.json   {"sweep": name, "table": "5", "trials": {trial_id: study}}
+<store>/memberships/<sweep name>.<content hash>.json
+    {"sweep": name, "table": "5", "studies": [study, ...], "trials": {trial_id: study}}
 ```
+
+``studies``: the sweep's studies in its file's order (tables laid out by study list them so, and test each
+against the first that is soft labels only); written only for a sweep of several studies, and absent in files
+written before it was recorded (analysis then orders the studies by their names' first appearance).
 
 ``table``: the table the sweep file declares (its ``table:`` key, `kdgrid.grid.spec`); absent when it declares
 none, and in files written before the key existed (analysis then maps the sweep's name to its table,
@@ -55,11 +60,14 @@ class SweepMembership:
         trials: trial id -> the study (of that sweep) the trial belongs to.
         table: the table the sweep file declares (``"5"``, ``"demo"``); None when it declares none or the file
             was written before sweeps declared their table.
+        studies: the sweep's studies in its file's order; empty for a sweep of one study, or a file written
+            before the order was recorded.
     """
 
     sweep: str
     trials: Mapping[str, str]
     table: str | None = None
+    studies: tuple[str, ...] = ()
 
 
 def memberships_dir(store: Path | str) -> Path:
@@ -79,16 +87,22 @@ def _file_name(sweep: str, content: bytes) -> str:
 
 
 def record_membership(
-    store: Path | str, sweep: str, trials: Mapping[str, str], table: str | None = None
+    store: Path | str,
+    sweep: str,
+    trials: Mapping[str, str],
+    table: str | None = None,
+    studies: tuple[str, ...] = (),
 ) -> Path:
-    """Record that sweep ``sweep`` (declaring ``table``, if any) lists ``trials`` (trial id -> study) in
-    ``store``; returns the file.
+    """Record that sweep ``sweep`` (declaring ``table``, if any; of ``studies`` in its file's order) lists
+    ``trials`` (trial id -> study) in ``store``; returns the file.
 
-    Idempotent: the file is named by its content, and an existing one is left as it is. Without a table the
-    content is what it was before sweeps declared tables (the same file name for the same membership)."""
+    Idempotent: the file is named by its content, and an existing one is left as it is. Without a table, and for
+    a sweep of one study, the content is what it was before these keys existed (the same file name for the same
+    membership)."""
     declared = {"table": table} if table is not None else {}
+    ordered = {"studies": list(studies)} if len(studies) > 1 else {}
     content = json.dumps(
-        {"sweep": sweep, **declared, "trials": dict(sorted(trials.items()))}, indent=0
+        {"sweep": sweep, **declared, **ordered, "trials": dict(sorted(trials.items()))}, indent=0
     ).encode()
     folder = memberships_dir(store)
     final = folder / _file_name(sweep, content)
@@ -105,17 +119,20 @@ def _parse(path: Path) -> SweepMembership | str:
         return f"not a sweep membership file of a kdgrid store ({error})"
     sweep, trials = (data.get("sweep"), data.get("trials")) if isinstance(data, dict) else (None, None)
     table = data.get("table") if isinstance(data, dict) else None
+    studies = data.get("studies", []) if isinstance(data, dict) else None
     if not (
         isinstance(sweep, str)
         and isinstance(trials, dict)
         and all(isinstance(k, str) and isinstance(v, str) for k, v in trials.items())
         and (table is None or isinstance(table, str))
+        and isinstance(studies, list)
+        and all(isinstance(s, str) for s in studies)
     ):
         return (
             'not a sweep membership file of a kdgrid store (expected {"sweep": name, "table": table (optional), '
-            '"trials": {trial_id: study}})'
+            '"studies": [study, ...] (optional), "trials": {trial_id: study}})'
         )
-    return SweepMembership(sweep, trials, table)
+    return SweepMembership(sweep, trials, table, tuple(studies))
 
 
 def _membership_files(store: Path | str) -> list[Path]:

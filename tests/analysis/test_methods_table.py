@@ -35,12 +35,13 @@ def predictions(share: float, seed: int) -> np.ndarray:
     return np.where(right, GOLD, 1 - GOLD)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("methods") / "store"
+def write_methods_store(path: Path, *, finished_in_reverse: bool = False) -> Path:
+    """The methods sweep's trials as done rows (predictions by `SHARES`) and its membership, the rows written in
+    the file's order or, as jobs may finish them, in reverse."""
     sweep = load_sweep(SWEEPS / "methods.yaml")
     studies = sweep.study_of()
-    for planned in sweep.trials:
+    planned_trials = list(reversed(sweep.trials)) if finished_in_reverse else sweep.trials
+    for planned in planned_trials:
         trial, study = planned.trial, studies[planned.trial.trial_id]
         student = predictions(SHARES.get(study, 0.7), trial.seed)
         accuracy = float((student == GOLD).mean())
@@ -50,8 +51,24 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )  # fmt: skip
         outcome = {"validation": DevSetPredictions(GOLD, student, predictions(0.9, 0), FINGERPRINT)}
         write_result(path, dataclasses.replace(result, predictions=outcome), sweep="methods", study=study)
-    record_membership(path, "methods", studies)
+    record_membership(path, "methods", studies, studies=tuple(sweep.studies))
     return path
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_methods_store(tmp_path_factory.mktemp("methods") / "store")
+
+
+def test_the_file_order_and_reference_hold_whatever_order_the_trials_finished_in(tmp_path: Path) -> None:
+    """Jobs finish in their own order (the held-out LKD job first, say): the rows still follow the sweep file,
+    and the reference is its first soft-labels-only study, not the first one to finish."""
+    built = sweep_table(write_methods_store(tmp_path / "store", finished_in_reverse=True), "methods",
+                        resamples=100, test_resamples=100)  # fmt: skip
+    main = built.view.blocks[0]
+    assert main.rows == list(load_sweep(SWEEPS / "methods.yaml").studies)
+    assert main.cell("soft_labels", main.columns[0]).is_reference
+    assert not main.cell("via_assistant", main.columns[0]).is_reference
 
 
 def test_one_row_per_study_against_soft_labels_with_intervals_and_marks(store: Path) -> None:
