@@ -46,30 +46,45 @@ def batch() -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": (ids != 0).long(), "labels": torch.tensor([0, 2])}
 
 
-def test_each_loss_reaches_its_own_head_and_the_soft_value_matches_a_hand_computation() -> None:
+TEACHER_LOGITS = torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]])
+
+
+def soft_case(
+    **options: object,
+) -> tuple[BertForSequenceClassification, Features, dict[str, torch.Tensor], np.ndarray, np.ndarray]:
+    """A tiny dual-head student's loss terms at T = 2 against `TEACHER_LOGITS` on `batch`: the model, its features,
+    the term values, and, computed by hand from the pooled [CLS] vector (eval mode: no dropout), the
+    distillation head's and the task head's logits."""
     model = tiny_dual_head()
-    head, classifier = getattr(model, DISTILL_HEAD), model.classifier
-    trial = Trial("sst2", "bert-base", SHAPE.name, temperature=2.0, options={"dual_head": True})
+    trial = Trial("sst2", "bert-base", SHAPE.name, temperature=2.0, options={"dual_head": True, **options})
     objective = Objective(trial, [], SHAPE, SHAPE, regression=False)
-    capture = FeatureCapture(model, frozenset({"logits"}), frozenset())
     inputs = batch()
-    features = with_distill_logits(model, capture(inputs))
-    teacher = Features(
-        logits=torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), mask=inputs["attention_mask"], heads=2
-    )
+    features = with_distill_logits(model, FeatureCapture(model, frozenset({"logits"}), frozenset())(inputs))
+    teacher = Features(logits=TEACHER_LOGITS, mask=inputs["attention_mask"], heads=2)
     values = objective.term_values(features, teacher, inputs["labels"])
-    # By hand: the pooled [CLS] vector (eval mode: no dropout) through the head, soft CE at T = 2.
+    head, classifier = getattr(model, DISTILL_HEAD), model.classifier
     with torch.no_grad():
         pooled = model.bert(
             input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]
         ).pooler_output
         z_s = (pooled @ head.weight.T + head.bias).double().numpy()
         task_logits = (pooled @ classifier.weight.T + classifier.bias).double().numpy()
-    np.testing.assert_allclose(features.logits.detach().double().numpy(), task_logits, rtol=1e-5, atol=1e-6)
-    z_t = teacher.logits.double().numpy()
+    return model, features, values, z_s, task_logits
+
+
+def soft_ce_at_2(z_s: np.ndarray) -> np.ndarray:
+    """Each example's soft cross-entropy at T = 2 of student logits ``z_s`` against `TEACHER_LOGITS`."""
+    z_t = TEACHER_LOGITS.double().numpy()
     p_t = np.exp(z_t / 2) / np.exp(z_t / 2).sum(1, keepdims=True)
     log_p_s = z_s / 2 - np.log(np.exp(z_s / 2).sum(1, keepdims=True))
-    assert values["soft"].item() == pytest.approx(float(-(p_t * log_p_s).sum(1).mean()), rel=1e-5)
+    return -(p_t * log_p_s).sum(1)
+
+
+def test_each_loss_reaches_its_own_head_and_the_soft_value_matches_a_hand_computation() -> None:
+    model, features, values, z_s, task_logits = soft_case()
+    head, classifier = getattr(model, DISTILL_HEAD), model.classifier
+    np.testing.assert_allclose(features.logits.detach().double().numpy(), task_logits, rtol=1e-5, atol=1e-6)
+    assert values["soft"].item() == pytest.approx(float(soft_ce_at_2(z_s).mean()), rel=1e-5)
     values["soft"].backward(retain_graph=True)
     assert classifier.weight.grad is None and head.weight.grad is not None
     assert model.bert.pooler.dense.weight.grad is not None  # the shared encoder learns from it
@@ -81,34 +96,14 @@ def test_each_loss_reaches_its_own_head_and_the_soft_value_matches_a_hand_comput
 
 @pytest.mark.parametrize("weighting", ["adakd", "teacher_loss"])
 def test_per_example_weights_read_the_distillation_head_too(weighting: str) -> None:
-    model = tiny_dual_head()
+    model, _, values, z_s, _ = soft_case(example_weight=weighting)
     head, classifier = getattr(model, DISTILL_HEAD), model.classifier
-    trial = Trial(
-        "sst2", "bert-base", SHAPE.name, temperature=2.0, options={"dual_head": True, "example_weight": weighting}
-    )
-    objective = Objective(trial, [], SHAPE, SHAPE, regression=False)
-    capture = FeatureCapture(model, frozenset({"logits"}), frozenset())
-    inputs = batch()
-    features = with_distill_logits(model, capture(inputs))
-    teacher = Features(
-        logits=torch.tensor([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]]), mask=inputs["attention_mask"], heads=2
-    )
-    values = objective.term_values(features, teacher, inputs["labels"])
-    # By hand: each example's soft CE at T = 2 from the distillation head's logits, weighted by a function of the
+    # By hand: each example's soft CE from the distillation head's logits, weighted by a function of the
     # teacher's own cross-entropy on its gold label, the weights normalised to average 1.
-    with torch.no_grad():
-        pooled = model.bert(
-            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]
-        ).pooler_output
-        z_s = (pooled @ head.weight.T + head.bias).double().numpy()
-    z_t = teacher.logits.double().numpy()
-    p_t = np.exp(z_t / 2) / np.exp(z_t / 2).sum(1, keepdims=True)
-    log_p_s = z_s / 2 - np.log(np.exp(z_s / 2).sum(1, keepdims=True))
-    per_example = -(p_t * log_p_s).sum(1)
-    labels = inputs["labels"].numpy()
+    z_t, labels = TEACHER_LOGITS.double().numpy(), batch()["labels"].numpy()
     teacher_ce = np.log(np.exp(z_t).sum(1)) - z_t[np.arange(2), labels]
     raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd" else teacher_ce
-    expected = float((raw / raw.mean() * per_example).mean())
+    expected = float((raw / raw.mean() * soft_ce_at_2(z_s)).mean())
     assert values["soft"].item() == pytest.approx(expected, rel=1e-5)
     values["soft"].backward()
     assert classifier.weight.grad is None  # the task head gets the hard loss only
