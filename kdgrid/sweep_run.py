@@ -276,7 +276,7 @@ def _run_loaded(spec: Sweep, named: str, store: Path, options: RunOptions, *, lo
     # Created only now: a run refused above leaves no trace in the store.
     create_store(store)
     study_of = spec.study_of()
-    record_membership(store, spec.name, study_of, table=spec.table, studies=tuple(s.name for s in spec.studies))
+    record_membership(store, spec.name, study_of, table=spec.table, studies=tuple(spec.studies))
     if not to_run:
         return SweepRun(spec.name, len(spec.trials), before, before, (), 0, budget, 0, ())
 

@@ -19,6 +19,7 @@ from kdgrid.grid import load_sweep, plan_jobs
 from kdgrid.launch.stage_run import run_in_stages
 from kdgrid.store import read_store
 from kdgrid.store.forget import forget
+from kdgrid.store.membership import read_memberships
 from kdgrid.store.trained_students import student_dir
 from kdgrid.sweep_run import RunOptions, run_sweep
 from kdgrid.trial import Trial
@@ -100,6 +101,9 @@ def test_a_chain_runs_in_dependency_order_through_the_local_executor(tiny_teache
     assert outcome.ok and outcome.done_now == 4
     assert any(line.startswith("3 stages: teacher assistants train before the trials they teach") for line in lines)
     assert_chain_done_in_order(tmp_path, trials_by_study(sweep), tmp_path / "store")
+    # the store records the studies in the file's order, for tables laid out by study
+    (membership,) = read_memberships(tmp_path / "store")
+    assert membership.studies == ("assistant", "direct", "student", "third")
 
 
 def test_a_failed_assistant_fails_its_dependants_by_name_and_resume_reruns_only_the_chain(
