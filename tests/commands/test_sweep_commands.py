@@ -90,7 +90,8 @@ def test_plan_run_status_and_a_second_run_that_does_nothing(tmp_path: Path) -> N
     from kdgrid.grid import load_sweep
 
     # the run recorded which trials the sweep lists, once (the second run wrote no second file)
-    assert read_memberships(store) == [SweepMembership("cli-test", load_sweep(sweep).study_of())]
+    expanded = load_sweep(sweep)
+    assert read_memberships(store) == [SweepMembership("cli-test", expanded.study_of(), studies=("grid", "extra"))]
     assert len(list(memberships_dir(store).iterdir())) == 1
     frame = read_store(store)
     assert (
