@@ -14,9 +14,10 @@ Conventions:
         Rows default to the first axis, columns to the second; the axes on neither are laid out as blocks
         (one per combination), so that a cell only ever averages seeds.
     studies: a sweep of several studies, each fixing every axis (one cell per study, as sweeps/methods.yaml:
-        one method per study), is laid out by study by default: one row per study in the file's order, its
-        reference the first study that is soft labels only. ``--rows study`` asks for that layout of any sweep
-        of several studies.
+        one method per study) but at most one study that is a small grid of its own (reaugkd_offline.yaml's
+        evaluation over k and beta), is laid out by study by default: one row per study in the file's order (and
+        per value of that grid's axes), its reference the first study that is soft labels only. ``--rows study``
+        asks for that layout of any sweep of several studies.
     cells: the metric the task reports (`kdgrid.paper.reported_metric`) on each dev set, mean over seeds, the
         best epoch's (``kind="best"``) or the last one's.
     reference: per block (its task, dev set, student, teacher and block fields), the cell named by
@@ -150,17 +151,27 @@ class SweepRuns:
     axes: list[str]
     studies: list[str] = dataclasses.field(default_factory=list)  # in the sweep's order, where it has several
 
-    def by_study(self) -> bool:
-        """Several studies, each of them one value of every axis (a teacher assistant's student, which differs
-        with the seed, counts as one): the studies are the design's cells."""
-        if len(self.studies) < 2:
-            return False
-        for _, members in self.runs.groupby("study", sort=False):
+    def _varying_within(self) -> dict[str, list[str]]:
+        """Study -> the axes that vary between its trials (a teacher assistant's student, which differs with the
+        seed, counts as one value)."""
+        varying: dict[str, list[str]] = {}
+        for study, members in self.runs.groupby("study", sort=False):
             for axis in self.axes:
                 found = set(members[axis])
                 if len(found) > 1 and not (axis == "teacher" and all(assistant_id(v) for v in found)):
-                    return False
-        return True
+                    varying.setdefault(str(study), []).append(axis)
+        return varying
+
+    def by_study(self) -> bool:
+        """Several studies, each of them one value of every axis except at most one study, which may be a small
+        grid of its own (an evaluation sweep over k and beta beside the methods it is compared with): the studies
+        are the design's cells, laid out one row per study (and per value of that grid's axes)."""
+        return len(self.studies) >= 2 and len(self._varying_within()) <= 1
+
+    def study_row_axes(self) -> tuple[str, ...]:
+        """The rows of the layout by study: the study, then the axes its one grid varies (if any)."""
+        inside = [axis for axes in self._varying_within().values() for axis in axes]
+        return ("study", *dict.fromkeys(inside))
 
 
 def sweep_runs(
@@ -426,7 +437,7 @@ def build_sweep_table(
     mark_best(view, "block")
     if parsed is None:
         parsed = _default_reference(view, layout, values)
-        if layout.rows == ("study",) and not parsed.explicit and layout.blocks == ():
+        if layout.rows[:1] == ("study",) and not parsed.explicit and layout.blocks == ():
             parsed = _soft_labels_study(view, values["study"], parsed)
     if intervals:
         bank = ReplicateBank(test_resamples, seed)
@@ -696,7 +707,8 @@ def sweep_table(
     if runs.studies and ("study" in asked or (not asked and runs.by_study())):
         layout = choose_layout([*runs.axes, "study"], rows or "study", cols or "")
         if layout.rows == ("study",) and not layout.cols and runs.by_study():
-            layout = SweepLayout(("study",), (), ())  # every other axis is fixed by the study: no blocks
+            # every other axis is fixed by the study, or varies inside its one grid: rows, no blocks
+            layout = SweepLayout(runs.study_row_axes(), (), ())
     else:
         layout = choose_layout(runs.axes, rows, cols)
     predictions = load_predictions(store_dir, runs.runs["row_id"]) if intervals != "off" else {}

@@ -134,3 +134,34 @@ def test_studies_that_do_not_fix_every_axis_keep_the_usual_layout_unless_asked(t
         "plain",
         "hidden",
     }
+
+
+def test_one_study_with_a_grid_of_its_own_gets_rows_by_study_and_that_grid(tmp_path: Path) -> None:
+    """Methods beside one small grid (an evaluation over k and beta, say): one row per study and per value of
+    the grid's axes, no blocks, every cell tested against the soft-labels-only study."""
+    path, made = tmp_path / "store", {}
+    base = load_sweep(SWEEPS / "methods.yaml").trials[0].trial
+    shares = {("plain", 1e-3): 0.7, ("hidden", 1e-3): 0.7, ("hidden", 1e-2): 0.9}
+    for (study, lr), share in shares.items():
+        knowledge = ("hidden_mse",) if study == "hidden" else ()
+        for seed in range(3):
+            trial = dataclasses.replace(
+                base, knowledge=knowledge, strategy="Last-1" if knowledge else None, lr=lr, seed=seed
+            )
+            student = predictions(share, seed)
+            accuracy = float((student == GOLD).mean())
+            result = TrialResult(trial=trial, status="done", scores={"validation": {"accuracy": accuracy}},
+                                 best_epoch=1)  # fmt: skip
+            outcome = {"validation": DevSetPredictions(GOLD, student, student, FINGERPRINT)}
+            write_result(path, dataclasses.replace(result, predictions=outcome), sweep="grid", study=study)
+            made[trial.trial_id] = study
+    record_membership(path, "grid", made, studies=("plain", "hidden"))
+    built = sweep_table(path, "grid", resamples=100, test_resamples=200)
+    assert (built.layout.rows, built.layout.cols, built.layout.blocks) == (("study", "lr"), (), ())
+    main = built.view.blocks[0]
+    assert main.rows == ["plain · 0.001", "hidden · 0.001", "hidden · 0.01"]
+    column = main.columns[0]
+    assert main.cell("plain · 0.001", column).is_reference
+    better = main.cell("hidden · 0.01", column)
+    assert better.value == pytest.approx(0.9) and better.significant and better.direction == 1
+    assert not main.cell("hidden · 0.001", column).significant
