@@ -7,6 +7,8 @@ refuses what ``kdgrid run`` would). Torch-free; the options themselves: `kdgrid.
 - ``{target}_end`` is where a ``{target}_schedule`` goes (`kdgrid.core.schedules`); under the default
   ``constant`` schedule the value stays at its start, so nothing reads it. (A non-constant schedule without its
   end is allowed: the end defaults to the start, as the schedules module documents.)
+- ``knowledge_weight_schedule`` scales the knowledge terms' weights; a trial without a knowledge term (no knowledge,
+  or only ``soft_label`` / ``hard_label``, which are eq. 9's own terms) has nothing for it to scale.
 - ``example_weight`` other than ``uniform`` scales each example's soft-label loss; with a soft term weighted 0 at
   every step (``soft_weight`` 0, unscheduled or scheduled to end at 0) it scales nothing.
 """
@@ -17,9 +19,12 @@ from typing import Any
 
 from kdgrid.core.adakd import ADAKD, ADAKD_FUNCTION
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT
+from kdgrid.core.knowledge import distilled_knowledge
 from kdgrid.core.options import EXAMPLE_WEIGHT, end_option, schedule_option
 from kdgrid.core.schedules import DEFAULT_SCHEDULE, SCHEDULED
 from kdgrid.trial import Trial
+
+KNOWLEDGE_WEIGHT = "knowledge_weight"  # the schedule target of the knowledge terms' weights (`SCHEDULED`)
 
 
 def _set(trial: Trial, name: str) -> bool:
@@ -55,6 +60,11 @@ def weighting_problems(trial: Trial) -> list[str]:
                 f"{schedule_option(target)} other than {DEFAULT_SCHEDULE!r} (under {DEFAULT_SCHEDULE!r}, {target} "
                 "stays at its start)"
             )
+    if scheduled(trial, KNOWLEDGE_WEIGHT) and not distilled_knowledge(trial.knowledge):
+        problems.append(
+            f"option {schedule_option(KNOWLEDGE_WEIGHT)} scales the knowledge terms' weights: it needs knowledge "
+            f"other than soft_label and hard_label; here knowledge {list(trial.knowledge)}"
+        )
     if weight != DEFAULT_EXAMPLE_WEIGHT and not soft_term_weighted(trial):
         problems.append(
             f"option {EXAMPLE_WEIGHT}={weight!r} weights each example's soft-label loss: it needs soft_weight > 0 "

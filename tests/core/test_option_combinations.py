@@ -130,6 +130,14 @@ def test_a_schedule_without_its_end_stays_allowed() -> None:
     assert problems_of(options={"temperature_schedule": "cosine"}) == []
 
 
+def test_a_knowledge_weight_schedule_needs_a_knowledge_term() -> None:
+    schedule = {"knowledge_weight_schedule": "linear", "knowledge_weight_end": 0.0}
+    for knowledge in ((), ("soft_label",)):
+        problems = problems_of(knowledge=knowledge, options=schedule)
+        assert refused(problems, "option knowledge_weight_schedule", "needs knowledge other than soft_label"), problems
+    assert problems_of(knowledge=("hidden_mse",), strategy="Last", options=schedule) == []
+
+
 def test_an_example_weight_needs_a_soft_term() -> None:
     problems = problems_of(soft_weight=0.0, alpha=1.0, options={"example_weight": "adakd"})
     assert refused(problems, "option example_weight='adakd'", "needs soft_weight > 0"), problems
