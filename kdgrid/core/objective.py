@@ -54,7 +54,13 @@ from kdgrid.core.method_options import PROJECTOR_MEMBERS
 from kdgrid.core.options import EXAMPLE_WEIGHT, TEMPERATURE_LEARNER, end_option, schedule_option
 from kdgrid.core.projection import Projection
 from kdgrid.core.projector_penalty import SPECTRAL_TERM, spectral_penalty, spectral_weight
-from kdgrid.core.schedules import DEFAULT_SCHEDULE, NO_TEMPERATURE_LEARNER, progress, schedule_value
+from kdgrid.core.schedules import (
+    DEFAULT_SCHEDULE,
+    KNOWLEDGE_WEIGHT,
+    NO_TEMPERATURE_LEARNER,
+    progress,
+    schedule_value,
+)
 from kdgrid.core.shapes import StudentShape
 from kdgrid.core.teacher.targets import teacher_side, trainable_targets
 from kdgrid.core.temperature_learner import TemperatureLearner, build_temperature_learner
@@ -254,7 +260,7 @@ class Objective(nn.Module):
 
     def weights(self) -> dict[str, float]:
         """Every term's weight now (auto weights once calibrated; scheduled weights at the current progress)."""
-        factor = self.scheduled("knowledge_weight", 1.0)
+        factor = self.scheduled(KNOWLEDGE_WEIGHT, 1.0)
         betas = self.betas if factor == 1.0 else {name: beta * factor for name, beta in self.betas.items()}
         spectral = {} if self.spectral is None else {SPECTRAL_TERM: self.spectral}
         return {

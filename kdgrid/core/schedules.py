@@ -40,7 +40,8 @@ from kdgrid.errors import ConfigError
 Schedule = Callable[[float, float, float], float]
 
 # The values a schedule can move, and where each starts (a trial field, or 1 for the knowledge-weight factor).
-SCHEDULED: tuple[str, ...] = ("temperature", "soft_weight", "alpha", "knowledge_weight")
+KNOWLEDGE_WEIGHT = "knowledge_weight"  # the factor on every knowledge term's weight
+SCHEDULED: tuple[str, ...] = ("temperature", "soft_weight", "alpha", KNOWLEDGE_WEIGHT)
 DEFAULT_SCHEDULE = "constant"
 
 SCHEDULES: dict[str, Schedule] = {}

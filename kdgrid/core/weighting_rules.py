@@ -21,10 +21,8 @@ from kdgrid.core.adakd import ADAKD, ADAKD_FUNCTION
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT
 from kdgrid.core.knowledge import distilled_knowledge
 from kdgrid.core.options import EXAMPLE_WEIGHT, end_option, schedule_option
-from kdgrid.core.schedules import DEFAULT_SCHEDULE, SCHEDULED
+from kdgrid.core.schedules import DEFAULT_SCHEDULE, KNOWLEDGE_WEIGHT, SCHEDULED
 from kdgrid.trial import Trial
-
-KNOWLEDGE_WEIGHT = "knowledge_weight"  # the schedule target of the knowledge terms' weights (`SCHEDULED`)
 
 
 def _set(trial: Trial, name: str) -> bool:
