@@ -25,7 +25,7 @@ from kdgrid.core.trained_teacher import WEIGHTS_FILE
 from kdgrid.launch.worker import run_job_to_store
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial, assistant_id
-from tests.launch.fakes import _run_one, failed_result
+from tests.launch.fakes import _run_one, each_trial
 
 
 class FakeStudent:
@@ -52,22 +52,19 @@ def chain_run_job(
     on_step: Callable[[int, int], None] | None = None,
     on_model: Callable[[Trial, Any], None] | None = None,
 ) -> list[TrialResult]:
-    results = []
-    for trial in trials:
-        try:
-            extra = {}
-            if assistant_id(trial.teacher) is not None:
-                extra["fake_teacher_source"] = resolve_teacher(trial.teacher, trial.task).source
-            result = _run_one(trial, Path(checkpoint_dir) if checkpoint_dir is not None else None, on_step)
-            result.extra.update(extra)
-            if on_model is not None:
-                on_model(trial, FakeStudent(trial))
-        except Exception as error:
-            result = failed_result(trial, error)
-        if on_result is not None:
-            on_result(result)
-        results.append(result)
-    return results
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
+
+    def run_one(trial: Trial) -> TrialResult:
+        extra = {}
+        if assistant_id(trial.teacher) is not None:
+            extra["fake_teacher_source"] = resolve_teacher(trial.teacher, trial.task).source
+        result = _run_one(trial, folder, on_step)
+        result.extra.update(extra)
+        if on_model is not None:
+            on_model(trial, FakeStudent(trial))
+        return result
+
+    return each_trial(trials, run_one, on_result)
 
 
 def chain_job_to_store(

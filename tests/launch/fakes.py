@@ -171,12 +171,24 @@ def fake_run_job(
     for job_log in sorted({str(t.option("test_job_log")) for t in trials if t.option("test_job_log")}):
         with open(job_log, "a") as handle:
             handle.write(f"job {os.getpid()} {' '.join(t.trial_id for t in trials)}\n")
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    return each_trial(trials, lambda trial: _run_one(trial, folder, on_step), on_result)
+
+
+def each_trial(
+    trials: list[Trial],
+    run_one: Callable[[Trial], TrialResult],
+    on_result: Callable[[TrialResult], None] | None,
+) -> list[TrialResult]:
+    """A fake core's loop: ``run_one`` each trial in turn, a trial that raises failing alone (`failed_result`),
+    each result handed to ``on_result`` as it comes; `ClaimsLost` stops the job, as the real core lets an
+    exception of ``on_step`` through."""
     results = []
     for trial in trials:
         try:
-            result = _run_one(trial, Path(checkpoint_dir) if checkpoint_dir is not None else None, on_step)
+            result = run_one(trial)
         except ClaimsLost:
-            raise  # the worker stops the job (as the core lets an exception of on_step through)
+            raise
         except Exception as error:
             result = failed_result(trial, error)
         if on_result is not None:
