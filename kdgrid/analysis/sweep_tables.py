@@ -162,16 +162,16 @@ class SweepRuns:
                     varying.setdefault(str(study), []).append(axis)
         return varying
 
-    def by_study(self) -> bool:
-        """Several studies, each of them one value of every axis except at most one study, which may be a small
-        grid of its own (an evaluation sweep over k and beta beside the methods it is compared with): the studies
-        are the design's cells, laid out one row per study (and per value of that grid's axes)."""
-        return len(self.studies) >= 2 and len(self._varying_within()) <= 1
-
-    def study_row_axes(self) -> tuple[str, ...]:
-        """The rows of the layout by study: the study, then the axes its one grid varies (if any)."""
-        inside = [axis for axes in self._varying_within().values() for axis in axes]
-        return ("study", *dict.fromkeys(inside))
+    def study_rows(self) -> tuple[str, ...] | None:
+        """The rows of the layout by study, where the studies are the design's cells: several studies, each one
+        value of every axis except at most one study, which may be a small grid of its own (an evaluation over k
+        and beta beside the methods it is compared with). The study, then that grid's axes; None otherwise."""
+        if len(self.studies) < 2:
+            return None
+        varying = self._varying_within()
+        if len(varying) > 1:
+            return None
+        return ("study", *(axis for axes in varying.values() for axis in axes))
 
 
 def sweep_runs(
@@ -704,11 +704,12 @@ def sweep_table(
         raise KdgridError(f"the store {store_dir} has no rows" + (" matching --where" if where else ""))
     runs = sweep_runs(store_df, read_memberships(store_dir, skip_bad=True), sweep, kind)
     asked = {*_axis_list(rows), *_axis_list(cols)}
-    if runs.studies and ("study" in asked or (not asked and runs.by_study())):
+    study_rows = runs.study_rows()
+    if runs.studies and ("study" in asked or (not asked and study_rows is not None)):
         layout = choose_layout([*runs.axes, "study"], rows or "study", cols or "")
-        if layout.rows == ("study",) and not layout.cols and runs.by_study():
+        if layout.rows == ("study",) and not layout.cols and study_rows is not None:
             # every other axis is fixed by the study, or varies inside its one grid: rows, no blocks
-            layout = SweepLayout(runs.study_row_axes(), (), ())
+            layout = SweepLayout(study_rows, (), ())
     else:
         layout = choose_layout(runs.axes, rows, cols)
     predictions = load_predictions(store_dir, runs.runs["row_id"]) if intervals != "off" else {}
