@@ -23,9 +23,9 @@ from _machine import machine as torch_free_machine
 
 # The benchmark teachers have random classifier heads (they time steps, not accuracy): their trials say so, and
 # the teacher gate (`kdgrid.core.teacher.gate`) is skipped for them.
-from kdgrid.core.models import bert_config
+from kdgrid.core.model.models import bert_config
 from kdgrid.core.options import MAX_DEV_SAMPLES
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 
 BERT_BASE = "bert-base"
 MINILM = "minilm"
@@ -64,7 +64,7 @@ def teacher_path(name: str) -> str:
     if not (path / "config.json").is_file() or not any(path.glob("*.safetensors")):
         from transformers import AutoTokenizer, BertForSequenceClassification
 
-        from kdgrid.core.shapes import StudentShape
+        from kdgrid.core.model.shapes import StudentShape
 
         layers, width, heads, ffn = RANDOM_TEACHERS[name]
         shape = StudentShape(layers=layers, width=width, heads=heads, ffn=ffn)

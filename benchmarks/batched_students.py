@@ -12,7 +12,7 @@ each) trains against fixed, precomputed teacher features of the MiniLM shape (ra
 with kdgrid's linear schedule. One step of all N students is timed two ways, each in its own subprocess (so each
 peak RSS is its own):
 
-- ``sequential``: the core's own `kdgrid.core.train.train_step` once per student (its forward through
+- ``sequential``: the core's own `kdgrid.core.training.train.train_step` once per student (its forward through
   `FeatureCapture`, `Objective`, backward, fused AdamW step, scheduler): what a grouped job does today;
 - ``batched``: the N students' parameters (model and projections) stacked along a new leading dimension (what
   `torch.func.stack_module_state` builds; here filled one student at a time so the N separate models never
@@ -84,7 +84,7 @@ def fixed_inputs(
     teacher `Features` a MiniLM would give for it: random tensors of the right shapes, lengths between L/2 and L
     (the first example full length), pre-softmax scores with the padding bias on padded key columns. Drawn on
     the CPU (the same numbers on any device), then moved to ``device``."""
-    from kdgrid.core.capture import PAD_BIAS, Features
+    from kdgrid.core.model.capture import PAD_BIAS, Features
 
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(length // 2, length + 1, (batch_size,), generator=gen)
@@ -126,10 +126,10 @@ class StudentObjective(nn.Module):
         super().__init__()
         from transformers import BertForSequenceClassification
 
-        from kdgrid.core.capture import FeatureCapture
-        from kdgrid.core.models import bert_config
-        from kdgrid.core.objective import Objective, knowledge_terms, teacher_needs
-        from kdgrid.core.shapes import StudentShape, student_shape
+        from kdgrid.core.model.capture import FeatureCapture
+        from kdgrid.core.model.models import bert_config
+        from kdgrid.core.model.shapes import StudentShape, student_shape
+        from kdgrid.core.training.objective import Objective, knowledge_terms, teacher_needs
 
         shape = student_shape(trial.student)
         teacher = StudentShape(TEACHER_LAYERS, TEACHER_WIDTH, TEACHER_HEADS, 4 * TEACHER_WIDTH)
@@ -160,13 +160,13 @@ def sequential_runs(
     trial: Any, n: int, total_steps: int, runtime: Any, dropout: bool = True
 ) -> tuple[list[Any], Any]:
     """N `StudentRun`s set up like the core's `setup_student` (seeds 0..N-1; same optimizer, scheduler and RNG
-    stream rules) and the minimal `LoadedJob` that `train_step` reads; ``runtime`` is a `kdgrid.core.train.Runtime`
+    stream rules) and the minimal `LoadedJob` that `train_step` reads; ``runtime`` is a `kdgrid.core.training.train.Runtime`
     (device and autocast)."""
     from dataclasses import replace
 
-    from kdgrid.core.loaded_job import LoadedJob
+    from kdgrid.core.job.loaded_job import LoadedJob
     from kdgrid.core.optim import build_optimizer
-    from kdgrid.core.train import StudentRun
+    from kdgrid.core.training.train import StudentRun
     from kdgrid.result import TrialResult
 
     runs = []
@@ -190,7 +190,7 @@ def sequential_runs(
 def sequential_step(
     runs: list[Any], job: Any, batch: dict[str, torch.Tensor], teacher: Any, step: int
 ) -> None:
-    from kdgrid.core.train import train_step
+    from kdgrid.core.training.train import train_step
 
     for run in runs:
         train_step(run, job, batch, teacher, step)
@@ -290,7 +290,7 @@ def batched_group(trial: Any, n: int, total_steps: int, runtime: Any, dropout: b
 
 def worker_time(args: argparse.Namespace) -> dict[str, Any]:
     """Time ``args.steps`` steps of the whole group in one mode; seconds per group step."""
-    from kdgrid.core.train import make_runtime
+    from kdgrid.core.training.train import make_runtime
 
     runtime = make_runtime(args.device)
     trial = make_trial(args.student, args.config, 0)
@@ -328,7 +328,7 @@ class _FeatureProbe(nn.Module):
 
     def __init__(self, student: StudentObjective, needs: frozenset[str]) -> None:
         super().__init__()
-        from kdgrid.core.capture import FeatureCapture
+        from kdgrid.core.model.capture import FeatureCapture
 
         self.model, self.objective = student.model, student.objective
         self.capture = FeatureCapture(self.model, needs)
@@ -343,8 +343,8 @@ def check_config(
 ) -> dict[str, Any]:
     """Batched vs sequential on the same weights, dropout off, fp32 (no autocast): forward, losses, gradients,
     two AdamW steps."""
-    from kdgrid.core.capture import FeatureCapture
-    from kdgrid.core.train import Runtime
+    from kdgrid.core.model.capture import FeatureCapture
+    from kdgrid.core.training.train import Runtime
 
     runtime = Runtime(device=device, amp_dtype=None, compile=False, checkpoint_width=1 << 30)
     trial = make_trial(student, config, 0)
@@ -440,7 +440,7 @@ def check_dropout_streams(student: str, batch_size: int, length: int, runtime: A
 
 
 def worker_check(args: argparse.Namespace) -> dict[str, Any]:
-    from kdgrid.core.train import make_runtime
+    from kdgrid.core.training.train import make_runtime
 
     runtime = make_runtime(args.device)
     checks = [

@@ -159,7 +159,7 @@ class Clock:
 def _timed_job(trials: list[Any]) -> Clock:
     """Run one job; return the wall and CPU seconds of each shared step (teacher forward + every student's
     step) after the first."""
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
 
     clock = Clock()
 
@@ -221,10 +221,10 @@ def worker_seeds(trials: list[Any], expected_jobs: int) -> dict[str, Any]:
 
 def worker_lower_bound(trials: list[Any], steps: int) -> dict[str, Any]:
     """The teacher's forward alone, then each student's steps against the stored teacher features."""
-    from kdgrid.core.capture import FeatureCapture
     from kdgrid.core.data import train_batches
+    from kdgrid.core.model.capture import FeatureCapture
     from kdgrid.core.teacher.targets import TeacherTargets
-    from kdgrid.core.train import (
+    from kdgrid.core.training.train import (
         load_job,
         make_runtime,
         set_up_trial,

@@ -84,8 +84,8 @@ def warm_up(trial: Any) -> None:
 
     from kdgrid.core.data import get_task
     from kdgrid.core.data.tokenization import tokenize_task
-    from kdgrid.core.models import bert_config, load_tokenizer
-    from kdgrid.core.shapes import resolve_teacher, student_shape
+    from kdgrid.core.model.models import bert_config, load_tokenizer
+    from kdgrid.core.model.shapes import resolve_teacher, student_shape
 
     task = get_task(trial.task)
     teacher = resolve_teacher(trial.teacher, trial.task)
@@ -102,7 +102,7 @@ def worker_main(args: argparse.Namespace) -> None:
 
     import torch
 
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
     from kdgrid.grid import estimate_job_memory_gb
 
     if args.threads:

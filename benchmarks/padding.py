@@ -44,8 +44,8 @@ def token_counts(batches: Any) -> dict[str, int]:
 def time_steps(task: str, batches: list[dict], width: int | None, batch_size: int) -> list[float]:
     """Seconds of each kdgrid training step (teacher forward + student step) over ``batches``, each padded to
     ``width`` when given; a fresh student each call so both variants start from the same weights."""
-    from kdgrid.core.capture import FeatureCapture
-    from kdgrid.core.train import (
+    from kdgrid.core.model.capture import FeatureCapture
+    from kdgrid.core.training.train import (
         load_job,
         make_runtime,
         set_up_trial,
@@ -84,8 +84,8 @@ def time_steps(task: str, batches: list[dict], width: int | None, batch_size: in
 
 def measure_task(task: str, batch_size: int, timed_batches: int) -> dict[str, Any]:
     from kdgrid.core.data import get_task, tokenize_task, train_batches
-    from kdgrid.core.models import load_tokenizer
-    from kdgrid.core.shapes import resolve_teacher
+    from kdgrid.core.model.models import load_tokenizer
+    from kdgrid.core.model.shapes import resolve_teacher
 
     tokenizer = load_tokenizer(resolve_teacher(teacher_path(MINILM), task))
     train = tokenize_task(get_task(task), tokenizer, FIXED)["train"]

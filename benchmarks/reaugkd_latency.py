@@ -6,7 +6,7 @@ inference with and without retrieval, at two knowledge-base sizes, side by side 
 For each dev batch (random token ids, batch ``--batch-size`` x ``--length`` tokens) the student's forward pass is
 timed, then, on the same batch's [CLS] vectors, the retrieval against each knowledge base: normalisation, the
 k-neighbour search (HNSW through faiss, then the exact search) and the mix with the soft labels
-(`kdgrid.core.reaugkd.retrieval.retrieval_mix`). Everything runs in this process, batch after batch, so the
+(`kdgrid.core.methods.reaugkd.retrieval.retrieval_mix`). Everything runs in this process, batch after batch, so the
 student alone and with retrieval are measured on the same machine under the same load. The knowledge bases hold
 random unit vectors in the student's width with random soft labels (search cost depends on the size and width,
 not on what the vectors mean; uniform random vectors are HNSW's hard case). Reported per base size: ms per batch
@@ -35,10 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import machine, write_json
 
-from kdgrid.core.models import bert_config
-from kdgrid.core.reaugkd.knowledge_base import KBIdentity, build_knowledge_base, normalize_rows, recall_at_k
-from kdgrid.core.reaugkd.retrieval import retrieval_mix
-from kdgrid.core.shapes import student_shape
+from kdgrid.core.methods.reaugkd.knowledge_base import (
+    KBIdentity,
+    build_knowledge_base,
+    normalize_rows,
+    recall_at_k,
+)
+from kdgrid.core.methods.reaugkd.retrieval import retrieval_mix
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import student_shape
 
 MODES = {
     "full": {"student": "w768-l6-h12-f3072", "batches": 10, "sizes": (10_000, 100_000)},

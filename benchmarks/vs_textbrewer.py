@@ -83,7 +83,7 @@ def make_trial(config: str, steps: int, batch_size: int, dev_samples: int | None
 
 
 def run_kdgrid(trial: Any) -> dict[str, Any]:
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
 
     stamps: list[float] = []
     results = run_job([trial], device="cpu", on_step=lambda done, total: stamps.append(time.perf_counter()))
@@ -97,7 +97,7 @@ def _first_batch_losses(job: Any, run: Any, distiller: Any, batch: dict, args: d
     import torch
     from textbrewer.distiller_utils import post_adaptor
 
-    from kdgrid.core.capture import FeatureCapture
+    from kdgrid.core.model.capture import FeatureCapture
 
     student, teacher = run.model, job.teacher_model
     student.eval()
@@ -171,7 +171,7 @@ def run_textbrewer(trial: Any, steps: int) -> dict[str, Any]:
 
     from kdgrid.core.data import train_batches
     from kdgrid.core.optim import decay_groups, linear_schedule
-    from kdgrid.core.train import load_job, make_runtime, set_up_trial, setup_student
+    from kdgrid.core.training.train import load_job, make_runtime, set_up_trial, setup_student
 
     job = load_job(trial, make_runtime("cpu"))
     run = setup_student(set_up_trial(trial, job.teacher), job, None)  # kdgrid's student, projections and seed
@@ -199,7 +199,7 @@ def run_textbrewer(trial: Any, steps: int) -> dict[str, Any]:
         )
         # A trial ends with its dev scores (kdgrid's run_job evaluates each epoch); a TextBrewer user evaluates in
         # its callback. Same evaluation here, so both peaks include it.
-        from kdgrid.core.evaluate import evaluate_dev_sets
+        from kdgrid.core.model.evaluate import evaluate_dev_sets
 
         evaluate_dev_sets(run.model, job.task, {n: job.tokenized[n] for n in job.task.dev_sets}, trial.batch_size)
     gaps = [b - a for a, b in itertools.pairwise(starts)]  # steps 1..N-1, each start to next start
@@ -217,11 +217,11 @@ def run_interleaved(trial: Any, steps: int) -> dict[str, Any]:
     steps TextBrewer (whichever goes second finds the teacher's weights warm in the CPU caches)."""
     import torch
 
-    from kdgrid.core.capture import FeatureCapture
     from kdgrid.core.data import train_batches
+    from kdgrid.core.model.capture import FeatureCapture
     from kdgrid.core.optim import decay_groups, linear_schedule
     from kdgrid.core.teacher.targets import TeacherTargets
-    from kdgrid.core.train import (
+    from kdgrid.core.training.train import (
         load_job,
         make_runtime,
         set_up_trial,

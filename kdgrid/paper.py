@@ -3,7 +3,7 @@ Revisited" as its tables print them, in one place.
 
 Everything here is a fact of the paper, written in the names the rest of kdgrid uses: knowledge types as
 `kdgrid.core.knowledge` registers them, strategies as `kdgrid.core.matching` does, tasks and dev sets as
-`kdgrid.core.data` names them (``("mnli", "validation_matched")``), students as `kdgrid.core.models` does. The
+`kdgrid.core.data` names them (``("mnli", "validation_matched")``), students as `kdgrid.core.model.models` does. The
 transcribed tables (``kdgrid/analysis/paper/table*.csv``) are the authority: ``tests/test_paper.py`` checks every order
 below against them and that the registries know every name.
 
@@ -105,7 +105,7 @@ PAPER_STUDENTS: tuple[str, ...] = ("bert-small", "bert-mini", "bert-tiny")
 # Table 1 prints them the other way round (column groups, left to right).
 TABLE1_STUDENTS: tuple[str, ...] = ("bert-tiny", "bert-mini", "bert-small")
 
-# The initialisation schemes of Table 1 (Section 4.2), in its column order, as `kdgrid.core.init` names them.
+# The initialisation schemes of Table 1 (Section 4.2), in its column order, as `kdgrid.core.job.init` names them.
 PAPER_INITS: tuple[str, ...] = ("random", "preload", "general_distillation", "pretrain")
 # The paper's default initialisation (Appendix A.1.1): every student of Tables 3-8 (Table 2's are general-distilled).
 DEFAULT_INIT = "pretrain"

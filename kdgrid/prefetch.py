@@ -29,9 +29,9 @@ import huggingface_hub
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
 from kdgrid.core.data import get_task
+from kdgrid.core.model.shapes import TEACHERS, student_shape, turc_hub_name
+from kdgrid.core.model.teacher_cache import MINILM_ALIAS
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
-from kdgrid.core.shapes import TEACHERS, student_shape, turc_hub_name
-from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.launch.environment import OFFLINE_ENVIRONMENT
 from kdgrid.trial import Trial
@@ -97,7 +97,7 @@ def _hub_id(source: str | None) -> str | None:
 
 def teacher_hub_id(teacher: str, task: str) -> str | None:
     """The Hub repo of a trial's teacher, or None for a teacher that is not downloaded from the Hub (the MiniLM
-    alias, a local directory). Aliases resolve as `kdgrid.core.models.resolve_teacher` resolves them.
+    alias, a local directory). Aliases resolve as `kdgrid.core.model.models.resolve_teacher` resolves them.
 
     Raises:
         ConfigError: an alias (``bert-base``) without a teacher for ``task``.
@@ -115,7 +115,7 @@ def teacher_hub_id(teacher: str, task: str) -> str | None:
 def init_hub_id(trial: Trial) -> str | None:
     """The Hub repo a student starts from, or None (``random``; ``init_recipe``, a local artifact;
     ``general_distillation``, always a local directory; ``preload`` from its teacher, already needed as the teacher). The defaults are those of
-    `kdgrid.core.init.init_source`: ``pretrain`` without ``init_from`` is Turc et al.'s compact BERT."""
+    `kdgrid.core.job.init.init_source`: ``pretrain`` without ``init_from`` is Turc et al.'s compact BERT."""
     if trial.init == "pretrain" and trial.option(INIT_RECIPE) is None:  # a recipe's checkpoint is local
         if trial.init_from:
             return _hub_id(trial.init_from)

@@ -1,6 +1,6 @@
 """What one trial produced: the contract between the distillation core and the results store.
 
-`kdgrid.core.train.run_job` yields one `TrialResult` per trial, done or failed; `kdgrid.store` turns it into a
+`kdgrid.core.training.train.run_job` yields one `TrialResult` per trial, done or failed; `kdgrid.store` turns it into a
 row (adding the sweep, study, host, package versions and git commit) and writes it atomically.
 """
 

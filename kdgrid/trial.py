@@ -20,7 +20,7 @@ from typing import Any
 TRIAL_ID_VERSION = 1
 
 # The trial options that decide a trial's group, named here beside the grouping rule; their meaning and checks are
-# registered in `kdgrid.core.options` and `kdgrid.core.teacher_options`.
+# registered in `kdgrid.core.options` and `kdgrid.core.teacher.options`.
 DATA_SEED = "data_seed"
 SEED_LIMIT = 2**32
 """Seeds (a trial's ``seed``, its ``data_seed``) lie in [0, SEED_LIMIT): what numpy's and torch's generators take."""
@@ -41,11 +41,11 @@ def assistant_id(teacher: str) -> str | None:
     return teacher[len(TRAINED_TEACHER_PREFIX) :] if teacher.startswith(TRAINED_TEACHER_PREFIX) else None
 
 
-# LKD's held-out split (`kdgrid.core.lkd`): the share of the training data it holds out; it changes the batches.
+# LKD's held-out split (`kdgrid.core.methods.lkd.lookahead`): the share of the training data it holds out; it changes the batches.
 LKD_HOLDOUT = "lkd_holdout"
 # Options that change the shared teacher pass: trials differing in one of them are different groups.
 TEACHER_PASS_OPTIONS: tuple[str, ...] = (TEACHER_GATE, TEACHER_LABEL_ORDER, LKD_HOLDOUT)
-# Masked distillation (`kdgrid.core.masking`): which side sees masked inputs, how many tokens, chosen how. With
+# Masked distillation (`kdgrid.core.methods.masking.masks`): which side sees masked inputs, how many tokens, chosen how. With
 # ``mask_input: teacher`` the masking changes the teacher pass, so then (and only then) all three split groups.
 MASK_INPUT = "mask_input"
 MASK_FRACTION = "mask_fraction"

@@ -17,7 +17,7 @@ import pytest
 from tests.xdist_groups import XdistGroups, one_torch_thread_per_worker
 
 if TYPE_CHECKING:
-    from kdgrid.core.teacher_cache import TeacherRecord
+    from kdgrid.core.model.teacher_cache import TeacherRecord
 
 pytest_plugins = ["pytester"]  # tests/test_xdist_groups.py runs a small suite of its own
 
@@ -83,8 +83,8 @@ def finetuned_polarity_teacher() -> TeacherRecord:
     using it share one xdist worker (tests/xdist_groups.py), so a run of the suite makes it at most once."""
     import torch
 
+    from kdgrid.core.model.teacher_cache import TeacherRecipe
     from kdgrid.core.teacher.finetune import finetune_teacher
-    from kdgrid.core.teacher_cache import TeacherRecipe
 
     threads = torch.get_num_threads()
     torch.set_num_threads(2)

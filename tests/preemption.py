@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import kdgrid.core.train as train
+import kdgrid.core.training.train as train
 
 
 class Preempted(BaseException):

@@ -3,7 +3,7 @@
 A teacher here is a `BertForSequenceClassification` of a small `StudentShape`, initialised with seed 0 (so every
 test gets the same weights), saved with the offline MiniLM's tokenizer beside it: the core loads it by path like
 any fine-tuned teacher. Such a teacher is at chance level, so the teacher gate (`kdgrid.core.teacher.gate`) would
-refuse it: trials that use one only to exercise the machinery say so with `kdgrid.core.teacher_options.NOT_MEANT_TO_BE_ACCURATE`.
+refuse it: trials that use one only to exercise the machinery say so with `kdgrid.core.teacher.options.NOT_MEANT_TO_BE_ACCURATE`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import torch
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 from kdgrid.assets import teacher_dir
-from kdgrid.core.models import bert_config
-from kdgrid.core.shapes import StudentShape
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import StudentShape
 
 SMALL_TEACHER_SHAPE = StudentShape(layers=3, width=64, heads=4, ffn=128)
 TINY_TEACHER_SHAPE = StudentShape(layers=2, width=32, heads=2, ffn=64)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from kdgrid.cli import main
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.grid import load_sweep
 from kdgrid.store import read_table
 from kdgrid.sweep_run import RunOptions, run_sweep
@@ -120,7 +120,7 @@ def test_a_plugin_alone_adds_a_knowledge_and_a_learnable_strategy_that_run_in_a_
 def test_the_learnable_mapping_is_checkpointed_and_resumes_bit_for_bit(
     tmp_path: Path, teacher: str, plugin: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
 
     [trial] = [planned.trial for planned in load_sweep(sweep_file(tmp_path / "s.yaml", teacher)).trials]
 

@@ -34,7 +34,7 @@ TORCH_FREE = [
     "kdgrid.predictions",
     "kdgrid.paper",
     "kdgrid.metrics",
-    "kdgrid.core.shapes",
+    "kdgrid.core.model.shapes",
     "kdgrid.core.pretrained.needed",
     "kdgrid.core.knowledge",
     "kdgrid.core.matching",

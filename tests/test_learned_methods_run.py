@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.grid import load_sweep
 from kdgrid.store import read_table
 from kdgrid.sweep_run import RunOptions, run_sweep
@@ -78,7 +78,7 @@ def test_fixed_and_learned_methods_share_one_job_and_one_teacher_pass_per_batch(
 def test_every_learned_parameter_is_checkpointed_and_resumes_bit_for_bit(
     tmp_path: Path, teacher: str, monkeypatch: pytest.MonkeyPatch, deterministic: None
 ) -> None:
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
 
     trials = [
         planned.trial

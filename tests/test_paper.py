@@ -15,10 +15,10 @@ import yaml
 
 import kdgrid.analysis.paper
 from kdgrid.core.data.glue import GLUE_TASKS
-from kdgrid.core.init import INIT_SCHEMES
+from kdgrid.core.job.init import INIT_SCHEMES
 from kdgrid.core.knowledge import DOUBLE_MATCH_REGIONS, KNOWLEDGE, canonical_pair
 from kdgrid.core.matching import STRATEGIES, canonical_strategy
-from kdgrid.core.shapes import STUDENTS
+from kdgrid.core.model.shapes import STUDENTS
 from kdgrid.paper import (
     APPENDIX_DEV_SETS,
     DEFAULT_INIT,

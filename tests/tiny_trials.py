@@ -3,7 +3,7 @@ of 16 per epoch), fast enough to train in a test and small enough to compare bit
 
 from __future__ import annotations
 
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.trial import Trial
 
 TINY_TASK = "synthetic-single-binary-n96-d32"

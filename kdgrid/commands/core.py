@@ -194,9 +194,9 @@ def trial(
     """Run one trial (or a small group sharing one teacher pass) and print its result row.
 
     Example: kdgrid trial my-trial.yaml --device cpu --json"""
-    from kdgrid.core.dual_head import save_student_model  # torch: see the module docstring
+    from kdgrid.core.methods.dual_head.heads import save_student_model  # torch: see the module docstring
     from kdgrid.core.teacher.gate import TeacherGateRefused
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
     from kdgrid.preflight.jobs import check_job
 
     trials = read_trials(config)  # the static tier: trial files are checked as sweep files are

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from kdgrid.suggest import did_you_mean
 
-INIT_SCHEMES = ("random", "pretrain", "general_distillation", "preload")  # see `kdgrid.core.init`
-PROJECTIONS = ("linear", "mlp", "ensemble", "none")  # see `kdgrid.core.projection`
+INIT_SCHEMES = ("random", "pretrain", "general_distillation", "preload")  # see `kdgrid.core.job.init`
+PROJECTIONS = ("linear", "mlp", "ensemble", "none")  # see `kdgrid.core.model.projection`
+# The members of a projection ``ensemble`` when ``projector_members`` is unset: Chen et al. (NeurIPS 2022) use three.
+DEFAULT_ENSEMBLE_MEMBERS = 3
 
 
 def unknown_choice(field: str, value: str, allowed: tuple[str, ...]) -> str:

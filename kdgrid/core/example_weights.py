@@ -16,7 +16,7 @@ The built-in ones:
   squared error for regression): examples the teacher finds hard count more, the instance weighting of
   AdaKD-style methods (the difficulty measured by the teacher's loss).
 - ``adakd``: ``r_i = f(l^T_i)`` with ``f`` the option ``adakd_function`` (AdaKD's ``exp(-1/sqrt(l))`` by default;
-  `kdgrid.core.adakd`).
+  `kdgrid.core.methods.adakd.spec`).
 
 A weight function uses tensor methods only (``x.exp()``, ``x.softmax(-1)``, ``x.new_ones(n)``), so this registry,
 and the names a sweep validates against, import no torch.
@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kdgrid.core.adakd import ADAKD, adakd
 from kdgrid.core.named_registry import registrar, registration_problem
 from kdgrid.errors import ConfigError
 
@@ -78,10 +77,6 @@ def uniform(batch: ExampleBatch) -> Tensor:
 @register_example_weight("teacher_loss")
 def teacher_loss(batch: ExampleBatch) -> Tensor:
     return batch.teacher_loss
-
-
-# AdaKD-style instance weighting (kdgrid.core.adakd): the weight grows with the teacher's loss, by a chosen function.
-register_example_weight(ADAKD)(adakd)
 
 
 def example_weight_problem(value: object) -> str | None:

@@ -78,7 +78,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdgrid.core import learned_strategies as mappings
 from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.suggest import did_you_mean
@@ -336,7 +335,7 @@ def get_strategy(name: str) -> MatchingStrategy:
 
 def mapping_context(trial: Trial, student: Any, teacher: Any) -> MappingContext:
     """The `MappingContext` of ``trial``'s strategy between a ``student`` and a ``teacher`` shape (anything with
-    ``layers`` and ``width``, `kdgrid.core.shapes`): what the objective builds the mapping from and the memory
+    ``layers`` and ``width``, `kdgrid.core.model.shapes`): what the objective builds the mapping from and the memory
     estimate counts its parameters by."""
     strategy = str(trial.strategy)
     pairs = layer_pairs(strategy, student.layers, teacher.layers, seed=trial.seed)
@@ -392,21 +391,8 @@ def layer_pairs(
     return spec.pairs(student_layers, teacher_layers, seed)
 
 
-# The built-in learnable strategies (kdgrid.core.learned_strategies: the facts here, the torch modules loaded by name when a
-# trial builds its mapping), registered with the fixed ones so that every process that knows those knows these.
-register_strategy(
-    mappings.LAD,
-    distinct_teacher_layers=False,
-    description=mappings.LAD_DESCRIPTION,
-    mapping=mappings.build_lad,
-    mapping_parameters=mappings.lad_parameters,
-)(mappings.nominal_pairs)
-register_strategy(
-    mappings.ALP_KD,
-    distinct_teacher_layers=False,
-    description=mappings.ALP_KD_DESCRIPTION,
-    aliases=("ALP",),
-    mapping=mappings.build_alp_kd,
-    mapping_parameters=mappings.alp_kd_parameters,
-    mapping_features=mappings.ALP_KD_FEATURES,
-)(mappings.nominal_pairs)
+def nominal_pairs(student_layers: int, teacher_layers: int) -> LayerPairs:
+    """``(i, max(1, floor(i L_T / L_S)))`` for every student layer i: the pairs of a learnable strategy that builds
+    each student layer's target from every teacher layer (LAD, ALP-KD). One term each, named by Dilatation's
+    nominal teacher layer (at least 1), which is what the row records."""
+    return [(i, max(1, i * teacher_layers // student_layers)) for i in range(1, student_layers + 1)]

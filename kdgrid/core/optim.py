@@ -1,17 +1,17 @@
 """The optimisation recipe shared by students and teachers: AdamW with linear warm-up then linear decay to 0; a
-student may use DOT instead (option ``optimizer: dot``, `kdgrid.core.dot`) under the same schedule."""
+student may use another registered optimizer instead (option ``optimizer``, `kdgrid.core.optimizers`; DOT's:
+`kdgrid.core.methods.dot`) under the same schedule."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-from kdgrid.core.dot import DOT
-from kdgrid.core.method_options import DEFAULT_DOT_DELTA, OPTIMIZERS
+from kdgrid.core.optimizers import DEFAULT_OPTIMIZER, OPTIMIZERS, optimizer_problem
 from kdgrid.errors import ConfigError
 
 
@@ -56,20 +56,20 @@ def build_optimizer(
     total_steps: int,
     warmup_ratio: float,
     *,
-    kind: str = "adamw",
-    dot_delta: float | None = None,
+    kind: str = DEFAULT_OPTIMIZER,
+    options: Mapping[str, Any] | None = None,
     learned: Iterable[nn.Module] = (),
     learned_lr_scale: float | None = None,
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW (or, ``kind="dot"``, DOT with ``dot_delta``) over every trainable parameter of ``modules`` and its
-    linear warm-up/decay scheduler.
+    """AdamW (or the registered optimizer ``kind``, reading its own ``options``: DOT's ``dot_delta``) over every
+    trainable parameter of ``modules``, and its linear warm-up/decay scheduler.
 
     With ``learned_lr_scale`` m, the parameters of the ``learned`` modules (a method's learned parts, inside
-    ``modules``) get groups of their own at learning rate ``m x lr`` (`kdgrid.core.learned_lr`); without it,
+    ``modules``) get groups of their own at learning rate ``m x lr`` (`kdgrid.core.methods.learned_lr.spec`); without it,
     ``learned`` is ignored and the groups are exactly those of ``modules``.
 
-    AdamW's fused implementation (CPU and CUDA) is used: on CPU it makes a BERT-tiny step about a third cheaper
-    than the per-tensor loop that is PyTorch's CPU default.
+    Raises:
+        ConfigError: ``kind`` is not a registered optimizer.
     """
     learned = list(learned) if learned_lr_scale is not None else []
     own = frozenset(id(p) for module in learned for p in module.parameters())
@@ -80,13 +80,9 @@ def build_optimizer(
             for group in decay_groups(learned, weight_decay)
             if group["params"]
         ]
-    if kind == "dot":
-        delta = DEFAULT_DOT_DELTA if dot_delta is None else float(dot_delta)
-        optimizer: torch.optim.Optimizer = DOT(groups, lr=lr, delta=delta)
-    elif kind == "adamw":
-        optimizer = torch.optim.AdamW(groups, lr=lr, fused=True)
-    else:
-        raise ConfigError(f"unknown optimizer {kind!r}; allowed: {', '.join(OPTIMIZERS)}")
+    if kind not in OPTIMIZERS:
+        raise ConfigError(str(optimizer_problem(kind)))
+    optimizer: torch.optim.Optimizer = OPTIMIZERS[kind](groups, lr, dict(options or {}))
     return optimizer, linear_schedule(optimizer, total_steps, warmup_ratio)
 
 

@@ -2,8 +2,9 @@
 
 A trial's ``options`` mapping holds two kinds of keys:
 
-- a registered option (``soft_t2``, ``max_grad_norm``, ...): declared here with `register_option`, one line each;
-  an option another module reads is registered beside the others below (or, for test hooks, by the tests);
+- a registered option (``soft_t2``, ``max_grad_norm``, ...): declared with `register_option`, one call each: the
+  options of the objective and the extension points here, a method's in its own spec (`kdgrid.core.methods`), a
+  plugin's in the plugin;
 - ``{knowledge}.{variant}`` (``pkd.scale``): a keyword variant of a knowledge of the trial, declared by the
   knowledge function's own signature in `kdgrid.core.losses` (its type hint gives the allowed values).
 
@@ -21,34 +22,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdgrid.core import knowledge as registry
-from kdgrid.core import method_options as methods
-from kdgrid.core.adakd import ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION, adakd_function_problem
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
-from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, boundaries_problem
-from kdgrid.core.learned_lr import LEARNED_LR_SCALE
-from kdgrid.core.learned_strategies import ALP_KD_SCALE, alp_kd_scale_problem
-from kdgrid.core.lkd_options import holdout_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
-from kdgrid.core.reaugkd_options import OPTION_DECLARATIONS as REAUGKD_OPTIONS
 from kdgrid.core.schedules import (
     DEFAULT_SCHEDULE,
     NO_TEMPERATURE_LEARNER,
     SCHEDULED,
+    TEMPERATURE_LEARNER,
     schedule_problem,
     temperature_learner_problem,
 )
-from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
-from kdgrid.core.temperature_learners import (
-    CTKD_DEFAULTS,
-    CTKD_LAMBDA,
-    CTKD_MAX,
-    CTKD_MIN,
-    CTKD_RAMP,
-    TEMPERATURE_LEARNER,
-    ramp_problem,
-)
+from kdgrid.core.teacher.options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
-from kdgrid.trial import DATA_SEED, LKD_HOLDOUT, MASK_BY, MASK_FRACTION, MASK_INPUT, SEED_LIMIT
+from kdgrid.trial import DATA_SEED, SEED_LIMIT
 
 # What a value of each kind of option must be, and how a message names it.
 OptionKind = typing.Literal["bool", "int", "number", "text", "int_list", "number_list", "labels"]
@@ -85,7 +71,7 @@ def end_option(target: str) -> str:
     return f"{target}_end"
 
 
-def _naming(key: str, problem: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
+def naming(key: str, problem: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     """``problem`` with its message prefixed by the option it is about."""
 
     def check(value: Any) -> str | None:
@@ -145,6 +131,11 @@ class OptionSpec:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def positive_number_problem(value: Any) -> str | None:
+    """Why ``value`` is not a finite number > 0 (None when it is)."""
+    return None if _fits("number", value) and value > 0 else "allowed: a number > 0"
 
 
 def _fits(kind: str, value: Any) -> bool:
@@ -235,7 +226,7 @@ register_option(
     "labels",
     None,
     "the task label each teacher output means, e.g. [contradiction, entailment, neutral]; the teacher's "
-    "logits are re-ordered to the task's order (kdgrid.core.label_order)",
+    "logits are re-ordered to the task's order (kdgrid.core.teacher.label_order)",
     check=label_order_problem,
 )
 register_option(
@@ -244,7 +235,7 @@ register_option(
     DEFAULT_EXAMPLE_WEIGHT,
     "how much each example's soft-label loss counts, a registered weight function (kdgrid.core.example_weights); "
     "the weights of a batch average 1",
-    check=_naming(EXAMPLE_WEIGHT, example_weight_problem),
+    check=naming(EXAMPLE_WEIGHT, example_weight_problem),
 )
 register_option(
     TEMPERATURE_LEARNER,
@@ -252,41 +243,7 @@ register_option(
     NO_TEMPERATURE_LEARNER,
     "a module that learns the soft-label temperature with the student (kdgrid.core.schedules, e.g. CTKD's); "
     "none: the temperature is the trial's, or its schedule's",
-    check=_naming(TEMPERATURE_LEARNER, temperature_learner_problem),
-)
-register_option(
-    ADAKD_FUNCTION,
-    "text",
-    DEFAULT_ADAKD_FUNCTION,
-    "example_weight adakd: the function of the teacher's loss that weights each example (kdgrid.core.adakd)",
-    check=adakd_function_problem,
-)
-register_option(
-    ALP_KD_SCALE,
-    "text",
-    "none",
-    "strategy ALP-KD: the attention scores' divisor, none (the paper's plain dot product) or sqrt_width (sqrt(d_T))",
-    check=alp_kd_scale_problem,
-)
-register_option(
-    CTKD_MIN, "number", CTKD_DEFAULTS[CTKD_MIN], "ctkd: the lowest temperature it may learn", minimum=MIN_TEMPERATURE
-)
-register_option(
-    CTKD_MAX, "number", CTKD_DEFAULTS[CTKD_MAX], "ctkd: the highest temperature it may learn", minimum=MIN_TEMPERATURE
-)
-register_option(
-    CTKD_LAMBDA,
-    "number",
-    CTKD_DEFAULTS[CTKD_LAMBDA],
-    "ctkd: the gradient-reversal strength at the end of its cosine curriculum",
-    minimum=0,
-)
-register_option(
-    CTKD_RAMP,
-    "number",
-    CTKD_DEFAULTS[CTKD_RAMP],
-    "ctkd: the fraction of training over which the reversal strength rises to ctkd_lambda_max",
-    check=ramp_problem,
+    check=naming(TEMPERATURE_LEARNER, temperature_learner_problem),
 )
 for _target in SCHEDULED:
     register_option(
@@ -295,7 +252,7 @@ for _target in SCHEDULED:
         DEFAULT_SCHEDULE,
         f"how {_target} moves from its start to {end_option(_target)} over the training steps, a registered "
         "schedule (kdgrid.core.schedules)",
-        check=_naming(schedule_option(_target), schedule_problem),
+        check=naming(schedule_option(_target), schedule_problem),
     )
     register_option(
         end_option(_target),
@@ -311,104 +268,6 @@ register_option(
     "false skips the teacher gate: the teacher is not meant to be accurate (rows record it)",
     check=gate_problem,
 )
-
-# The projector, gradient-conflict and masking methods (docs/methods.md; their rules: kdgrid.core.method_options,
-# what they combine with: kdgrid.core.method_rules).
-register_option(
-    methods.PROJECTOR_MEMBERS,
-    "int",
-    None,
-    "projection ensemble: the number of projectors averaged (Chen et al., NeurIPS 2022); unset: 3",
-    minimum=2,
-    below=methods.MAX_ENSEMBLE_MEMBERS + 1,
-)
-register_option(
-    methods.PROJECTOR_SPECTRAL,
-    "number",
-    None,
-    "lambda of the spectral-norm penalty (lambda/2) sum sigma_max(W)^2 over the projections' weight matrices "
-    "(Yoshida & Miyato, 2017); unset: none",
-    minimum=0,
-)
-register_option(
-    methods.OPTIMIZER,
-    "text",
-    None,
-    "the student's optimizer: adamw (unset) or dot (Zhao et al., ICCV 2023: SGD with separate momenta for the "
-    "task and distillation gradients)",
-    check=methods.optimizer_problem,
-)
-register_option(
-    methods.DOT_DELTA,
-    "number",
-    None,
-    f"optimizer dot: Delta, the task momentum is {methods.DOT_MOMENTUM} - Delta and the distillation momentum "
-    f"{methods.DOT_MOMENTUM} + Delta; unset: {methods.DEFAULT_DOT_DELTA}",
-    check=methods.dot_delta_problem,
-)
-register_option(
-    methods.DUAL_HEAD,
-    "bool",
-    False,
-    "a task head (hard labels; evaluated) and a distillation head (soft labels) on the shared encoder",
-)
-register_option(
-    MASK_INPUT,
-    "text",
-    None,
-    "masked distillation: which side sees training inputs with tokens masked (teacher or student); unset: none",
-    check=methods.mask_input_problem,
-)
-register_option(
-    MASK_FRACTION,
-    "number",
-    None,
-    f"masked distillation: the share of each example's tokens masked; unset: {methods.DEFAULT_MASK_FRACTION}",
-    check=methods.mask_fraction_problem,
-)
-register_option(
-    MASK_BY,
-    "text",
-    None,
-    "masked distillation: which tokens, random or saliency (those the teacher's [CLS] attends to least); "
-    "unset: random",
-    check=methods.mask_by_problem,
-)
-register_option(
-    methods.GRAD_COSINE_BATCHES,
-    "int",
-    None,
-    "log the cosine between the task and distillation gradients on this many evenly spaced batches per epoch "
-    "(the row's extra grad_cosine: one mean per epoch); unset: not logged",
-    minimum=1,
-)
-register_option(
-    LAYER_CURRICULUM,
-    "number_list",
-    None,
-    "train the student layer by layer, shallow to deep, then on the full objective: the stage boundaries as "
-    "fractions of the training steps, one per matched student layer (kdgrid.core.layer_curriculum); unset: none",
-    check=boundaries_problem,
-)
-register_option(
-    LEARNED_LR_SCALE,
-    "number",
-    None,
-    "the learning rate of a method's learned parameters (a learnable strategy's mapping, a learned temperature, "
-    "learned loss weights) as a multiple of lr (kdgrid.core.learned_lr); unset: lr",
-    check=_naming(LEARNED_LR_SCALE, lambda v: None if _fits("number", v) and v > 0 else "allowed: a number > 0"),
-)
-register_option(
-    LKD_HOLDOUT,
-    "number",
-    None,
-    "LKD: learn the loss weights by one-step lookahead on this share of the training examples, held out from "
-    "training (kdgrid.core.lkd); unset: fixed weights",
-    check=holdout_problem,
-)
-for _declaration in REAUGKD_OPTIONS:  # ReAugKD's, declared beside its rules (kdgrid.core.reaugkd_options)
-    register_option(**_declaration)
-
 
 def _knowledge_option_problem(
     key: str, value: Any, knowledge: Iterable[str], skip: Iterable[str]

@@ -69,6 +69,9 @@ def cosine(progress: float, start: float, end: float) -> float:
 # name -> ``(start temperature, the trial's options) -> TemperatureLearner`` (a module class, or any factory).
 TEMPERATURE_LEARNERS: dict[str, Callable[[float, dict[str, Any]], Any]] = {}
 NO_TEMPERATURE_LEARNER = "none"
+# The trial option that names a trial's temperature learner (``none``: the temperature is the trial's, or its
+# schedule's).
+TEMPERATURE_LEARNER = "temperature_learner"
 
 
 # ``@register_temperature_learner(name)``: register the decorated ``(start temperature, options) ->

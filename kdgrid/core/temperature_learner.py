@@ -4,11 +4,11 @@
 The trial's objective builds it once (under the trial's seed, after the projections and a learnable strategy's
 mapping) and owns it: its parameters are trained by the student's AdamW, saved in every epoch checkpoint and
 restored on resume; its `summary` goes to the row's ``extra`` as ``learned_temperature`` when the trial finishes
-(`kdgrid.core.objective.Objective.learned_parts`). Each step it gives the temperature from the training progress
+(`kdgrid.core.training.objective.Objective.learned_parts`). Each step it gives the temperature from the training progress
 and the value the schedule would give, as a 0-dim tensor that may carry a graph: the soft-label losses divide by
 it, so gradients reach its parameters. The soft term's gradient with respect to it is that of
 ``KL(p_T || p_S)``, not of the cross-entropy (whose teacher-entropy part grows with T whatever the student does;
-`kdgrid.core.objective.Objective.soft_value`). An adversarial temperature (CTKD, Li et al., AAAI 2023) reverses the
+`kdgrid.core.training.objective.Objective.soft_value`). An adversarial temperature (CTKD, Li et al., AAAI 2023) reverses the
 gradient inside ``forward``.
 """
 

@@ -1,6 +1,6 @@
 """The rules a trial must satisfy, checked without weights or the network: one home for every check that
 sweep expansion (`kdgrid.grid.expand`, so ``kdgrid plan``), ``kdgrid trial`` and the trainer's pre-flight
-(`kdgrid.core.trial_setup`, so ``kdgrid run``) make, so each message is written once and ``plan`` refuses what
+(`kdgrid.core.training.trial_setup`, so ``kdgrid run``) make, so each message is written once and ``plan`` refuses what
 ``run`` would.
 
 - `number_problems`: every number in its range (finite; temperature at least `MIN_TEMPERATURE`; max_length within
@@ -13,11 +13,11 @@ sweep expansion (`kdgrid.grid.expand`, so ``kdgrid plan``), ``kdgrid trial`` and
   with the teacher's found without loading anything (`teacher_shape`: its config.json where this machine has it,
   a local directory or the Hugging Face cache; else the shape kdgrid declares for a paper teacher).
 - `trial_problems`: all of them; the one function every caller applies (sweep expansion and trial files with the
-  shapes found here, the trainer's pre-flight `kdgrid.core.trial_setup.set_up_trial` with the resolved teacher's).
+  shapes found here, the trainer's pre-flight `kdgrid.core.training.trial_setup.set_up_trial` with the resolved teacher's).
 
 This is the static tier of the pre-flight (`kdgrid.preflight`). What needs weights (a local checkpoint's shape, a
-fine-tuned offline teacher) is checked by the core only (`kdgrid.core.init.check_init`,
-`kdgrid.core.models.resolve_teacher`).
+fine-tuned offline teacher) is checked by the core only (`kdgrid.core.job.init.check_init`,
+`kdgrid.core.model.models.resolve_teacher`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import functools
 import math
 import re
 from pathlib import Path
-from typing import Any
 
 import huggingface_hub.constants
 
@@ -34,17 +33,10 @@ from kdgrid.core.choices import PROJECTIONS
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
-from kdgrid.core.layer_curriculum import curriculum_problems
-from kdgrid.core.learned_lr import learned_lr_problems
-from kdgrid.core.learned_strategies import STRATEGY_OPTIONS
-from kdgrid.core.lkd_options import lkd_problems
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
-from kdgrid.core.method_rules import method_problems
-from kdgrid.core.options import MIN_TEMPERATURE, schedule_option
-from kdgrid.core.options import option_problems as options_problems
-from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
-from kdgrid.core.reaugkd_options import reaugkd_problems
-from kdgrid.core.shapes import (
+from kdgrid.core.method_registry import TrialFacts, run_rules
+from kdgrid.core.method_registry import learns_beside_the_student as method_learns
+from kdgrid.core.model.shapes import (
     MAX_POSITIONS,
     TEACHERS,
     ModelConfig,
@@ -55,12 +47,15 @@ from kdgrid.core.shapes import (
     student_shape,
     teacher_head_problems,
 )
-from kdgrid.core.teacher_cache import MINILM_ALIAS
-from kdgrid.core.temperature_learners import learner_problems
+from kdgrid.core.model.teacher_cache import MINILM_ALIAS
+from kdgrid.core.options import MIN_TEMPERATURE
+from kdgrid.core.options import option_problems as options_problems
+from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
+from kdgrid.core.schedules import NO_TEMPERATURE_LEARNER, TEMPERATURE_LEARNER
 from kdgrid.core.weighting_rules import weighting_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.paper import PAPER_STRATEGIES
-from kdgrid.trial import LKD_HOLDOUT, SEED_LIMIT, Trial, assistant_id
+from kdgrid.trial import SEED_LIMIT, Trial, assistant_id
 
 NOTHING_TO_LEARN = "soft_weight = 0, alpha = 0 and no knowledge: nothing to learn from"
 # all-MiniLM-L6-v2's shape: the offline alias is resolved to a fine-tuned copy only at run time, but its shape is
@@ -124,13 +119,10 @@ def option_problems(trial: Trial) -> list[str]:
 
 
 def learned_method_problems(trial: Trial) -> list[str]:
-    """What a learned method cannot combine with: a learnable strategy's mapping and the features of the
-    trial's knowledge, or an option of one strategy on another (`mapping_problems`); a
-    learned temperature's range, schedule and soft weight (`kdgrid.core.temperature_learners.learner_problems`);
-    the learned parameters' learning rate (`kdgrid.core.learned_lr.learned_lr_problems`); LKD's terms and
-    clashes (`kdgrid.core.lkd_options.lkd_problems`); an example weight, AdaKD function or schedule end that
+    """What a learnable strategy's mapping cannot combine with (`mapping_problems`), then every registered
+    method's rules at the ``options`` stage (`kdgrid.core.method_registry`: CTKD's range and schedule, the learned
+    parameters' learning rate, LKD's terms, AdaKD's function, ...), then the example weights and schedules that
     would do nothing (`kdgrid.core.weighting_rules.weighting_problems`)."""
-    options = dict(trial.options)
     knowledge = []
     for name in trial.knowledge:
         try:
@@ -138,46 +130,30 @@ def learned_method_problems(trial: Trial) -> list[str]:
         except KdgridError:  # an unknown knowledge: refused by its own check
             continue
         knowledge.append((spec.name, frozenset(spec.needs), spec.placement))
-    schedule = str(options.get(schedule_option("temperature"), "constant"))
-    return (
-        mapping_problems(trial.strategy, knowledge, options)
-        + learner_problems(options, trial.temperature, trial.soft_weight, schedule)
-        + learned_lr_problems(trial, learns_beside_the_student(trial))
-        + lkd_problems(trial)
-        + weighting_problems(trial)
-    )
+    facts = TrialFacts(trial, learns_beside_the_student=learns_beside_the_student(trial))
+    return mapping_problems(trial.strategy, knowledge) + run_rules("options", facts) + weighting_problems(trial)
 
 
 def learns_beside_the_student(trial: Trial) -> bool:
     """Whether the trial has a learned part beside the student: a learnable strategy (its mapping), a
-    temperature learner, or LKD (``lkd_holdout``: its learned loss weights)."""
+    temperature learner, or a method that says so (LKD's learned loss weights)."""
     try:
         learnable = trial.strategy is not None and get_strategy(trial.strategy).learnable
     except KdgridError:  # an unknown strategy: refused by its own check
         learnable = False
-    learned_temperature = trial.option("temperature_learner", "none") != "none"
-    return learnable or learned_temperature or trial.option(LKD_HOLDOUT) is not None
+    learned_temperature = trial.option(TEMPERATURE_LEARNER, NO_TEMPERATURE_LEARNER) != NO_TEMPERATURE_LEARNER
+    return learnable or learned_temperature or method_learns(trial)
 
 
-def mapping_problems(
-    strategy: str | None, knowledge: list[tuple[str, frozenset[str], str]], options: dict[str, Any]
-) -> list[str]:
+def mapping_problems(strategy: str | None, knowledge: list[tuple[str, frozenset[str], str]]) -> list[str]:
     """What makes a learnable strategy's combination impossible: a knowledge on pairs that reads a feature its
     mapping cannot build (``knowledge``: (name, needs, placement) of each of the trial's;
-    `kdgrid.core.matching.MatchingStrategy.mapping_features`), or an option of one built-in learnable strategy
-    set on a trial of another (`kdgrid.core.learned_strategies.STRATEGY_OPTIONS`). An unknown strategy is left to the
-    strategy check."""
+    `kdgrid.core.matching.MatchingStrategy.mapping_features`). An unknown strategy is left to the strategy check."""
     problems: list[str] = []
     try:
         spec = get_strategy(strategy) if strategy is not None else None
     except KdgridError:  # an unknown name: refused, with the allowed ones, by the strategy check
         spec = None
-    for owner, owned in STRATEGY_OPTIONS.items():
-        problems += [
-            f"option {option!r} is {owner}'s; the trial's strategy is {strategy!r}"
-            for option in owned
-            if option in options and (spec is None or spec.name != owner)
-        ]
     if spec is None or spec.mapping_features is None:
         return problems
     for name, needs, placement in knowledge:
@@ -193,7 +169,7 @@ def mapping_problems(
 def teacher_config_source(teacher: str, task: str) -> str | None:
     """Where a trial's teacher config is read from: a paper teacher's Hub name for the task, a Hub name or a
     directory as written; None for the offline alias (fine-tuned by kdgrid for the task) and for a paper teacher
-    alias the task does not have (`kdgrid.core.models.resolve_teacher` names that problem)."""
+    alias the task does not have (`kdgrid.core.model.models.resolve_teacher` names that problem)."""
     if teacher == MINILM_ALIAS or assistant_id(teacher) is not None:  # an assistant: `kdgrid.grid.stages` checks it
         return None
     if teacher in TEACHERS:
@@ -212,7 +188,7 @@ def _config_as_of(source: str, hub_cache: str, modified_ns: int) -> ModelConfig 
 def teacher_config_problems(trial: Trial) -> list[str]:
     """The teacher's config.json against the trial, where this machine has it (a local directory, the Hugging
     Face cache; nothing is downloaded): its head against the task's label count and type
-    (`kdgrid.core.models.teacher_head_problems`), and max_length against its position embeddings."""
+    (`kdgrid.core.model.models.teacher_head_problems`), and max_length against its position embeddings."""
     source = teacher_config_source(trial.teacher, trial.task)
     if source is None:
         return []
@@ -258,22 +234,35 @@ def local_file_problems(trial: Trial) -> list[str]:
 
 def value_problems(trial: Trial) -> list[str]:
     """Every problem of the trial's own values: `number_problems`, `option_problems`, `local_file_problems`,
-    `reaugkd_option_problems`."""
+    then the methods' rules that need the task's kind (`method_value_problems`)."""
     return (
         number_problems(trial)
         + option_problems(trial)
         + local_file_problems(trial)
-        + reaugkd_option_problems(trial)
+        + method_value_problems(trial)
     )
 
 
-def reaugkd_option_problems(trial: Trial) -> list[str]:
-    """ReAugKD's options together (`kdgrid.core.reaugkd_options.reaugkd_problems`), knowing the task's kind."""
+def method_value_problems(trial: Trial) -> list[str]:
+    """Every registered method's rules at the ``values`` stage (ReAugKD's options together), knowing the task's
+    kind."""
     try:
         regression: bool | None = task_of(trial.task).is_regression
     except KdgridError:
         regression = None  # an unknown task is reported by local_file_problems
-    return reaugkd_problems(trial, regression)
+    return run_rules("values", TrialFacts(trial, regression=regression))
+
+
+def method_combination_problems(trial: Trial, facts: TrialFacts | None = None) -> list[str]:
+    """Every registered method's rules at the ``combination`` stage (``facts``: the shapes and pairs where known;
+    None: the trial alone)."""
+    return run_rules("combination", facts or TrialFacts(trial))
+
+
+def method_term_problems(trial: Trial, projected_terms: int) -> list[str]:
+    """Every registered method's rules at the ``terms`` stage: what the trial's loss terms rule out, once the
+    trainer knows how many are projected (a spectral penalty with nothing to regularise)."""
+    return run_rules("terms", TrialFacts(trial, projected_terms=projected_terms))
 
 
 def strategy_problems(trial: Trial) -> list[str]:
@@ -355,7 +344,7 @@ def teacher_shape(teacher: str, task: str) -> StudentShape | None:
 def _teacher_shape(teacher: str, task: str, hub_cache: str) -> StudentShape | None:
     """The shape of a trial's teacher, or None where only the network could tell (an unlisted Hub name not in
     the local Hugging Face cache). A paper teacher's shape is its cached config's where the Hub cache has it,
-    else the shape kdgrid declares (`kdgrid.core.shapes.TEACHERS`; the job checks it against the real config
+    else the shape kdgrid declares (`kdgrid.core.model.shapes.TEACHERS`; the job checks it against the real config
     before loading). Raises `KdgridError` for a task without that teacher, or a missing local directory."""
     if assistant_id(teacher) is not None:  # a teacher assistant: the shape its sweep planned, or its saved one
         return resolve_teacher(teacher, task).shape
@@ -375,18 +364,22 @@ Shapes = tuple[StudentShape, StudentShape | None]
 
 
 def _combination_rules(trial: Trial, student: StudentShape, teacher: StudentShape | None) -> list[str]:
-    problems = strategy_problems(trial) + method_problems(trial)
-    if trial.init == "general_distillation" and not trial.init_from and trial.option(INIT_RECIPE) is None:
-        problems.append(GENERAL_DISTILLATION_NEEDS_INIT_FROM)
-    if teacher is None:
-        return problems + curriculum_problems(trial, None)
+    """The combination's own rules, then every registered method's at the ``combination`` stage (with the layer
+    pairs where the teacher's shape tells them)."""
+    problems = strategy_problems(trial)
     pairs: list[tuple[int, int]] | None = None
-    if trial.strategy is not None:
+    if teacher is not None and trial.strategy is not None:
         try:
             pairs = matched_pairs(trial, student.layers, teacher.layers)
         except KdgridError as error:
             problems.append(str(error))
-    problems += curriculum_problems(trial, pairs)
+    facts = TrialFacts(trial, student=student, teacher=teacher, pairs=pairs)
+    methods = method_combination_problems(trial, facts)
+    if trial.init == "general_distillation" and not trial.init_from and trial.option(INIT_RECIPE) is None:
+        methods.append(GENERAL_DISTILLATION_NEEDS_INIT_FROM)
+    if teacher is None:
+        return problems + methods
+    problems += methods
     if trial.init == "preload" and not trial.init_from:
         problems += preload_problems(student, teacher, trial.teacher)
     problems += relation_heads_problems(trial, student, teacher)

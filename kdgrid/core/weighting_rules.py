@@ -2,8 +2,6 @@
 before anything runs (`weighting_problems`, part of `kdgrid.core.trial_rules.option_problems`, so ``kdgrid plan``
 refuses what ``kdgrid run`` would). Torch-free; the options themselves: `kdgrid.core.options`.
 
-- ``adakd_function`` chooses the function of ``example_weight: adakd`` (`kdgrid.core.adakd`); with any other
-  example weight nothing reads it.
 - ``{target}_end`` is where a ``{target}_schedule`` goes (`kdgrid.core.schedules`); under the default
   ``constant`` schedule the value stays at its start, so nothing reads it. (A non-constant schedule without its
   end is allowed: the end defaults to the start, as the schedules module documents.)
@@ -17,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdgrid.core.adakd import ADAKD, ADAKD_FUNCTION
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT
 from kdgrid.core.knowledge import distilled_knowledge
 from kdgrid.core.options import EXAMPLE_WEIGHT, end_option, schedule_option
@@ -46,11 +43,6 @@ def weighting_problems(trial: Trial) -> list[str]:
     the options are well-formed (checked by their declarations first)."""
     problems: list[str] = []
     weight = trial.option(EXAMPLE_WEIGHT, DEFAULT_EXAMPLE_WEIGHT)
-    if _set(trial, ADAKD_FUNCTION) and weight != ADAKD:
-        problems.append(
-            f"option {ADAKD_FUNCTION} chooses the function of {EXAMPLE_WEIGHT} {ADAKD!r}: it needs "
-            f"{EXAMPLE_WEIGHT}: {ADAKD}, not {weight!r}"
-        )
     for target in SCHEDULED:
         if _set(trial, end_option(target)) and not scheduled(trial, target):
             problems.append(

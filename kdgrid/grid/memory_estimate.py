@@ -1,6 +1,6 @@
 """How much memory a job needs at its peak: what the planner (`kdgrid.grid.plan.plan_jobs`) packs against a budget.
 
-A job (`kdgrid.core.train.run_job`) holds at once:
+A job (`kdgrid.core.training.train.run_job`) holds at once:
 
 - for EVERY student: fp32 weights, gradients and AdamW's two moments (16 bytes per parameter, its projections'
   too): `estimate_trial_memory_gb`, the part that adds up over the students of a job;
@@ -27,22 +27,13 @@ from pathlib import Path
 
 from kdgrid.core.knowledge import KNOWLEDGE, KnowledgeSpec, canonical_knowledge
 from kdgrid.core.matching import get_strategy, layer_pairs, mapping_context
-from kdgrid.core.method_options import DEFAULT_ENSEMBLE_MEMBERS, DUAL_HEAD, PROJECTOR_MEMBERS
-from kdgrid.core.method_rules import splits_gradients
-from kdgrid.core.reaugkd_options import evaluation_only
-from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
-from kdgrid.core.temperature_learners import learned_temperature_parameters
+from kdgrid.core.method_registry import TrialFacts, evaluates_only, method_memory
+from kdgrid.core.model.shapes import TEACHERS, StudentShape, student_shape
 from kdgrid.errors import ConfigError
-from kdgrid.trial import LKD_HOLDOUT, Trial
+from kdgrid.trial import Trial
 
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and AdamW's two moments
-# A step that takes the task and distillation gradients apart (optimizer dot, grad_cosine_batches;
-# kdgrid.core.grad_split) holds both at once beside the parameters' own: two more fp32 values per parameter
-# (DOT's two momenta take the place of AdamW's two moments, so its optimizer state costs the same).
-SPLIT_GRADIENT_BYTES = 8
 BYTES_PER_VALUE = 4  # fp32 activations and features
-# LKD (kdgrid.core.lkd) holds each loss term's gradient, their weighted sum and a copy of the parameters at once:
-# (terms + 2) more fp32 values per parameter.
 GIB = 2**30
 # Activations a BERT layer keeps for its backward pass, per token and unit of width (Q, K, V, attention output,
 # two LayerNorms, the FFN's 4x-wide input and GELU output, dropout masks), and per attention score (scores,
@@ -151,8 +142,9 @@ def _target_values(feature: str, knowledge: str, batch: int, length: int, heads:
 
 
 def projection_params(trial: Trial) -> int:
-    """Parameters of a trial's projections: one ``Linear(d_S, d_T)`` per projected term (an ``mlp`` projection
-    has a hidden layer of the teacher's width too; an ``ensemble`` is ``projector_members`` such MLPs)."""
+    """Parameters of a trial's projections: one ``Linear(d_S, d_T)`` per projected term (an ``mlp`` or ``ensemble``
+    projection has a hidden layer of the teacher's width too). One projector per term: a method that keeps several
+    (an ensemble's members) counts the others itself (`kdgrid.core.method_registry.MethodSpec.memory`)."""
     student = student_shape(trial.student)
     teacher = teacher_shape(trial.teacher, trial.task)
     if student.width == teacher.width or trial.projection == "none":
@@ -160,7 +152,6 @@ def projection_params(trial: Trial) -> int:
     pairs = len(_pairs(trial, student, teacher))
     linear = student.width * teacher.width + teacher.width
     mlp_extra = teacher.width * teacher.width + teacher.width if trial.projection in ("mlp", "ensemble") else 0
-    members = (trial.option(PROJECTOR_MEMBERS) or DEFAULT_ENSEMBLE_MEMBERS) if trial.projection == "ensemble" else 1
     terms = 0
     for name in trial.knowledge:
         feature = knowledge_feature(name)
@@ -168,7 +159,7 @@ def projection_params(trial: Trial) -> int:
             terms += pairs if feature in LAYERED_FEATURES else 1
         elif feature is None:
             terms += pairs
-    return terms * members * (linear + mlp_extra)
+    return terms * (linear + mlp_extra)
 
 
 def _learnable(trial: Trial) -> bool:
@@ -200,38 +191,27 @@ def mapping_params(trial: Trial) -> int:
     return int(count(context)) if count is not None else 0
 
 
+def method_facts(trial: Trial) -> TrialFacts:
+    """What a method's memory count reads (`kdgrid.core.method_registry.TrialFacts`): the two shapes, the layer
+    pairs and the projections' parameters."""
+    student = student_shape(trial.student)
+    teacher = teacher_shape(trial.teacher, trial.task)
+    pairs = _pairs(trial, student, teacher) if trial.strategy else []
+    return TrialFacts(trial, student, teacher, pairs, projection_parameters=projection_params(trial))
+
+
 def estimate_trial_memory_gb(trial: Trial) -> float:
     """What one student adds to its job for the job's whole life, in GiB: fp32 weights, gradients and AdamW's
-    two moments of the student, its projections, a learnable strategy's mapping, a learned temperature and a
-    dual head's second classifier (16 bytes per parameter).
+    two moments of the student, its projections, a learnable strategy's mapping and what its methods add (a
+    learned temperature, a dual head's second classifier, LKD's weights and copies, a split gradient: each
+    method's `kdgrid.core.method_registry.MethodMemory`), 16 bytes per parameter.
     The job's other parts (one student's activations, the teacher) are counted once per job
     (`estimate_job_memory_gb`)."""
     shape = student_shape(trial.student)
-    terms = lkd_terms(trial)
-    per_parameter = (
-        BYTES_PER_PARAMETER
-        + (SPLIT_GRADIENT_BYTES if splits_gradients(trial) else 0)
-        + (terms + 2) * BYTES_PER_VALUE * (terms > 0)
-    )
-    parameters = (
-        shape.param_count()
-        + projection_params(trial)
-        + mapping_params(trial)
-        + learned_temperature_parameters(dict(trial.options))
-        + (shape.classifier_param_count() if trial.option(DUAL_HEAD) else 0)  # the distillation head
-        + terms  # LKD's one weight per term
-    )
+    methods = method_memory(method_facts(trial))
+    per_parameter = BYTES_PER_PARAMETER + methods.bytes_per_parameter
+    parameters = shape.param_count() + projection_params(trial) + mapping_params(trial) + methods.parameters
     return parameters * per_parameter / GIB
-
-
-def lkd_terms(trial: Trial) -> int:
-    """The loss terms whose weights LKD learns (0 without LKD): soft, hard and each knowledge on each pair (an
-    upper bound: a knowledge on the embeddings or without layers counts one per pair too)."""
-    if trial.option(LKD_HOLDOUT) is None:
-        return 0
-    student = student_shape(trial.student)
-    pairs = _pairs(trial, student, teacher_shape(trial.teacher, trial.task)) if trial.strategy else []
-    return 2 + len(trial.knowledge) * max(1, len(pairs))
 
 
 def student_activation_bytes(trial: Trial) -> int:
@@ -321,7 +301,7 @@ class JobMemory:
     def plus(self, trial: Trial) -> JobMemory:
         """A new estimate: this job with ``trial`` added (this one is left as it was)."""
         static, activations, features, targets = _trial_facts(trial)
-        if evaluation_only(trial):  # ReAugKD: its student is loaded after the job's students are freed
+        if evaluates_only(trial):  # e.g. ReAugKD's evaluation: its student is loaded after the job's are freed
             static, features, targets = 0.0, frozenset(), frozenset()
         out = JobMemory()
         out.first = first = self.first or trial  # the group's batch shape: every trial of a job shares it

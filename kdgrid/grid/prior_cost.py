@@ -3,7 +3,7 @@
 For each job (trials sharing one teacher pass): ``epochs x training examples`` sequences, each padded to
 ``max_length`` tokens (an upper bound: batches are padded to their longest sequence only), costing one teacher
 forward pass (shared by the job's students) plus, per student, a forward and a backward pass (3 x its forward
-FLOPs). Forward FLOPs per sequence: `kdgrid.core.shapes.StudentShape.flops_per_sequence`, from the student's
+FLOPs). Forward FLOPs per sequence: `kdgrid.core.model.shapes.StudentShape.flops_per_sequence`, from the student's
 shape and the teacher's (`kdgrid.core.trial_rules.teacher_shape`: its config where this machine has it, else the
 shape declared for a paper teacher). Training examples: the GLUE training-set sizes, a synthetic task's own size,
 capped by ``max_train_samples``; a trial whose task's size is unknown here (a local task without a cap) is left
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdgrid.core.data import get_task
-from kdgrid.core.shapes import student_shape
+from kdgrid.core.model.shapes import student_shape
 from kdgrid.core.trial_rules import teacher_shape
 from kdgrid.env_numbers import positive_from_env
 from kdgrid.errors import ConfigError

@@ -12,7 +12,7 @@ Expansion (`resolve_references`) refuses, each with one message: a study that is
 that is not, studies whose teachers form a cycle, an assistant on another task or another kind of task
 (regression against classification), and a width the dependant cannot match (``projection: none`` with a
 knowledge that compares at the teacher's width); the trial rules then judge the dependant against the
-assistant's student shape (`kdgrid.core.trained_teacher.declare_planned`), e.g. ``init: preload`` into another
+assistant's student shape (`kdgrid.core.model.trained_teacher.declare_planned`), e.g. ``init: preload`` into another
 width.
 
 Running: a dependant's teacher differs from its assistant's (it is part of the group key), so planning never puts
@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kdgrid.core.data import get_task
-from kdgrid.core.shapes import student_shape
-from kdgrid.core.trained_teacher import declare_planned
+from kdgrid.core.model.shapes import student_shape
+from kdgrid.core.model.trained_teacher import declare_planned
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid.memory_estimate import projected_knowledge
 from kdgrid.suggest import did_you_mean
@@ -105,7 +105,7 @@ def resolve_references(
     """The trials that ``references`` (grid points whose teacher names a study or a trial) make, in study order
     along the chains, each with its study. ``resolved`` are the sweep's other trials (with their studies);
     ``add_problem(where, message)`` records each problem; ``trial_problems`` are the trial rules, run once each
-    assistant's shape is declared (`kdgrid.core.trained_teacher.declare_planned`); ``seed_variants`` is the
+    assistant's shape is declared (`kdgrid.core.model.trained_teacher.declare_planned`); ``seed_variants`` is the
     sweep's ``seeds: N`` expansion."""
     by_study: dict[str, list[Trial]] = {name: [] for name in studies}
     for trial, study in resolved:

@@ -21,8 +21,8 @@ from typing import Any
 import pandas as pd
 
 from kdgrid.core.data import get_task
-from kdgrid.core.degenerate import degenerate_reasons
-from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
+from kdgrid.core.methods.projectors.overfit import EXTRA_KEY as OVERFIT_KEY
+from kdgrid.core.training.degenerate import degenerate_reasons
 from kdgrid.errors import KdgridError
 from kdgrid.grid.expand import Sweep
 from kdgrid.store import layout
@@ -117,7 +117,7 @@ SHOWN_DEGENERATE = 10  # `kdgrid status` names this many degenerate trials, then
 
 def degenerate_trials(state: SweepState, store_dir: Path | str) -> dict[str, list[str]]:
     """``{trial id: reasons}`` for the done trials of ``state`` whose latest done row looks degenerate
-    (`kdgrid.core.degenerate`), in the order of ``state.done``.
+    (`kdgrid.core.training.degenerate`), in the order of ``state.done``.
 
     A row of schema version 2 carries its reasons (``degenerate_json``); one of version 1 is judged from its
     scores alone (MCC <= 0), and a row whose task cannot be resolved here is not judged. Reads every column of
@@ -146,7 +146,7 @@ def degenerate_trials(state: SweepState, store_dir: Path | str) -> dict[str, lis
 
 def projector_overfit_trials(state: SweepState, store_dir: Path | str) -> dict[str, str]:
     """``{trial id: verdict}`` for the done trials of ``state`` whose latest done row records projector
-    overfitting (`kdgrid.core.projector_overfit`: the projected alignment loss fell near zero while the task
+    overfitting (`kdgrid.core.methods.projectors.overfit`: the projected alignment loss fell near zero while the task
     metric stalled), in the order of ``state.done``."""
     done = {t.trial_id for t in state.done}
     if not done:

@@ -17,7 +17,7 @@ from kdgrid.core.choices import INIT_SCHEMES, PROJECTIONS, unknown_choice
 from kdgrid.core.data import TASKS, get_task
 from kdgrid.core.knowledge import canonical_knowledge
 from kdgrid.core.matching import canonical_strategy
-from kdgrid.core.shapes import STUDENTS, student_shape
+from kdgrid.core.model.shapes import STUDENTS, student_shape
 from kdgrid.errors import KdgridError
 from kdgrid.grid.spec import frozen
 

@@ -4,7 +4,7 @@ Before a job whose teacher is another trial's student trains, `JobChain.problem`
 assistant: it must be done, with its kept student's hash recorded in its done row; a failed or missing assistant
 fails every trial of the job with one message naming it (status failed, so ``kdgrid resume`` runs them again once
 the assistant is done). Otherwise the saved student is declared to the core with that hash
-(`kdgrid.core.trained_teacher.declare_trained`), which checks the file against it before loading it, and each row
+(`kdgrid.core.model.trained_teacher.declare_trained`), which checks the file against it before loading it, and each row
 of the job records the assistant's id and hash (`annotate`).
 
 A trial that some trial learns from (`kdgrid.store.trained_students.is_wanted`) keeps its trained student:
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kdgrid.core.trained_teacher import TEACHER_SHA256, TEACHER_TRIAL, WEIGHTS_SHA256, declare_trained
+from kdgrid.core.model.trained_teacher import TEACHER_SHA256, TEACHER_TRIAL, WEIGHTS_SHA256, declare_trained
 from kdgrid.result import TrialResult
 from kdgrid.store.trained_students import assistant_record, is_wanted, student_dir
 from kdgrid.trial import Trial, assistant_id
@@ -59,8 +59,8 @@ class JobChain:
         if trial.trial_id not in self.keep:
             return
         # Local: saving imports torch and transformers; a job that keeps nothing never pays for them.
-        from kdgrid.core.shapes import resolve_teacher
-        from kdgrid.core.student_export import save_student
+        from kdgrid.core.model.shapes import resolve_teacher
+        from kdgrid.core.training.student_export import save_student
 
         try:
             teacher = resolve_teacher(trial.teacher, trial.task)

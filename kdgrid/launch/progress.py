@@ -80,7 +80,7 @@ class EpochLines:
     ``jobs`` in the line where the caller knows them; a Ray or SLURM job process does not).
 
     ``done`` counts the job's shared batches over all its epochs and ``total`` is epochs x batches per epoch
-    (`kdgrid.core.train.run_job`), so epoch e ends at ``done == e * total / epochs``. Also remembers the last
+    (`kdgrid.core.training.train.run_job`), so epoch e ends at ``done == e * total / epochs``. Also remembers the last
     step seen, for the heartbeat.
     """
 

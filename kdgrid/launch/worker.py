@@ -52,15 +52,15 @@ class ClaimsLost(Exception):
     """Raised from ``on_step`` when every trial the job still trains lost its claim: the job stops there."""
 
 
-# The core's contract: `kdgrid.core.train.run_job(trials, *, checkpoint_dir, on_result, on_step, ...)`.
+# The core's contract: `kdgrid.core.training.train.run_job(trials, *, checkpoint_dir, on_result, on_step, ...)`.
 RunJob = Callable[..., list[TrialResult]]
 
 
 def core_run_job(trials: list[Trial], **kwargs: Any) -> list[TrialResult]:
-    """`kdgrid.core.train.run_job`."""
+    """`kdgrid.core.training.train.run_job`."""
     # Local: the core imports torch and transformers (seconds); an executor or a job function that never trains
     # (the submitting host, a test fake) does not pay for them.
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
 
     return run_job(trials, **kwargs)
 
@@ -83,8 +83,8 @@ def run_job_to_store(
     Rows are written as each trial finishes (``on_result``), so a job killed half-way keeps what it finished.
     A result ``run_job`` returns without having reported it is written afterwards; a crash of ``run_job`` writes
     failure rows for the trials that have none yet. Nothing is raised for a failed trial: the row says it.
-    ``on_step(done, total)`` receives the job's batch progress (see `kdgrid.core.train.run_job`); ``run_job``
-    is the core (default: `kdgrid.core.train.run_job`).
+    ``on_step(done, total)`` receives the job's batch progress (see `kdgrid.core.training.train.run_job`); ``run_job``
+    is the core (default: `kdgrid.core.training.train.run_job`).
     """
     load_plugins()  # a job's process knows the plugins before it trains (a no-op where they are loaded already)
     store = Path(store_dir)

@@ -1,7 +1,7 @@
 """The gate tier of the pre-flight: the teacher gate run by `kdgrid run`'s pre-flight, on this machine, before
 the store is created (`check_gate`).
 
-A job gates its teacher when it starts (`kdgrid.core.loaded_job.load_job`, `kdgrid.core.teacher.gate`); a teacher refused
+A job gates its teacher when it starts (`kdgrid.core.job.loaded_job.load_job`, `kdgrid.core.teacher.gate`); a teacher refused
 there fails every trial of its job, and the first run of a sweep would fill the store with failed rows. Where jobs
 run on this machine (the local executor), the pre-flight therefore gates each teacher first, once per distinct
 (teacher, task, max length, gate switch, declared order) of the trials to run (`gate_inputs`):
@@ -33,8 +33,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
-from kdgrid.core.loaded_job import load_job
-from kdgrid.core.runtime import make_runtime
+from kdgrid.core.job.loaded_job import load_job
+from kdgrid.core.model.runtime import make_runtime
 from kdgrid.core.teacher.gate import (
     TeacherGateRefused,
     cached_refusals,

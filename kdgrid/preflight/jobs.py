@@ -1,5 +1,5 @@
 """The local tier of the pre-flight that needs the core: each job validated on this machine as the core will
-validate it when it starts (`kdgrid.core.trial_setup.validate_trials`: its teacher's config against the task, each
+validate it when it starts (`kdgrid.core.training.trial_setup.validate_trials`: its teacher's config against the task, each
 trial's shapes, layer pairs, init checkpoint shapes and loss terms), and a pre-training recipe checked against
 its work folder and teacher (`kdgrid.pretrain.train.preflight`). Nothing is loaded but config.json files.
 
@@ -10,7 +10,7 @@ message); ``kdgrid trial`` checks its one job (`check_job`); ``kdgrid pretrain``
 from __future__ import annotations
 
 from kdgrid.core.pretrained.recipe import PretrainRecipe
-from kdgrid.core.trial_setup import TrialSetup, validate_trials
+from kdgrid.core.training.trial_setup import TrialSetup, validate_trials
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.preflight.local import check_init_checkpoints
 from kdgrid.pretrain.train import Preflight, RunSettings, preflight

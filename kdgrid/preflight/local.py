@@ -16,8 +16,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from kdgrid.core.model.shapes import is_local_source
 from kdgrid.core.pretrained.needed import missing_message, needed_checkpoints
-from kdgrid.core.shapes import is_local_source
 from kdgrid.core.trial_rules import HUB_ID
 from kdgrid.errors import ConfigError
 from kdgrid.grid.expand import store_problems

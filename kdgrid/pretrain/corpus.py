@@ -35,9 +35,9 @@ from kdgrid.assets import cache_dir, polarity_files, teacher_dir
 from kdgrid.atomic_files import fsync_dir
 from kdgrid.core.data.synthetic import MAX_WORDS, MIN_WORDS, generate_examples, vocabulary_words
 from kdgrid.core.data.tokenization import tokenizer_fingerprint
+from kdgrid.core.model.shapes import PREFETCH_HINT, hub_offline, is_local_source
+from kdgrid.core.model.teacher_cache import MINILM_ALIAS, base_source
 from kdgrid.core.pretrained.corpus_spec import CORPUS_FORMAT_VERSION, CorpusSpec, parse_corpus
-from kdgrid.core.shapes import PREFETCH_HINT, hub_offline, is_local_source
-from kdgrid.core.teacher_cache import MINILM_ALIAS, base_source
 from kdgrid.errors import ConfigError, KdgridError
 
 BLOCKS_FILE = "blocks.bin"

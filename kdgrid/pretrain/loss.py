@@ -1,5 +1,5 @@
 """The pre-training objective: the masked-LM loss, plus for general distillation the teacher's knowledge through
-task distillation's own machinery (`kdgrid.core.objective.Objective.knowledge_values`: the knowledge functions,
+task distillation's own machinery (`kdgrid.core.training.objective.Objective.knowledge_values`: the knowledge functions,
 the matching strategy's layer pairs, the projections, the weights beta).
 
     L = mlm_weight x L_mlm + sum over knowledge k and layer pair l of beta x L_k(l)
@@ -24,11 +24,9 @@ from torch import nn
 from transformers import BertForMaskedLM
 
 from kdgrid.assets import teacher_dir
-from kdgrid.core.capture import FeatureCapture, Features
-from kdgrid.core.models import bert_config, load_pretrained_bert
-from kdgrid.core.objective import Objective, Term, captured_layers, knowledge_terms, teacher_needs
-from kdgrid.core.pretrained.recipe import PretrainRecipe
-from kdgrid.core.shapes import (
+from kdgrid.core.model.capture import FeatureCapture, Features
+from kdgrid.core.model.models import bert_config, load_pretrained_bert
+from kdgrid.core.model.shapes import (
     StudentShape,
     cached_config,
     fetch_config,
@@ -36,7 +34,9 @@ from kdgrid.core.shapes import (
     local_config,
     student_shape,
 )
-from kdgrid.core.teacher_cache import MINILM_ALIAS, base_source
+from kdgrid.core.model.teacher_cache import MINILM_ALIAS, base_source
+from kdgrid.core.pretrained.recipe import PretrainRecipe
+from kdgrid.core.training.objective import Objective, Term, captured_layers, knowledge_terms, teacher_needs
 from kdgrid.core.trial_rules import matched_pairs, relation_heads_problems
 from kdgrid.errors import ConfigError
 from kdgrid.pretrain.data import IGNORE_INDEX

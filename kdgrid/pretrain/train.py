@@ -5,11 +5,11 @@ gloo on CPU, nccl on GPU, one GPU per process. The student (and the projections)
 in `DistributedDataParallel`; each process reads its slice of every global batch (`kdgrid.pretrain.data`) in
 micro-batches, accumulating gradients (synchronised on the last one) until the recipe's global batch is reached;
 then the gradients are clipped to norm ``max_grad_norm`` and AdamW steps. The forward passes run in the trials'
-precision (`kdgrid.core.runtime.device_precision`: ``KDGRID_AMP``; by default bf16 autocast on a GPU with native
+precision (`kdgrid.core.model.runtime.device_precision`: ``KDGRID_AMP``; by default bf16 autocast on a GPU with native
 bf16, fp16 autocast with a gradient scaler on an older one, fp32 on the CPU), the losses in float32; with the
 scaler, gradients are unscaled before clipping, and the learning-rate schedule advances only on the steps the
 optimizer took (the scaler skips a step whose gradients overflowed). A process uses the GPU its SLURM task or
-torchrun rank was given (`kdgrid.core.runtime.cuda_ordinal`: ``cuda:LOCAL_RANK`` where it sees the node's GPUs,
+torchrun rank was given (`kdgrid.core.model.runtime.cuda_ordinal`: ``cuda:LOCAL_RANK`` where it sees the node's GPUs,
 ``cuda:0`` where it was bound to one).
 
 Every ``checkpoint_every`` steps (and when ``stop_after`` steps of this run are done) process 0 writes a step
@@ -46,13 +46,13 @@ import torch.distributed as dist
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.nn.parallel import DistributedDataParallel
 
-from kdgrid.core.models import ATTENTION_BY_DEVICE
-from kdgrid.core.objective import Objective
+from kdgrid.core.model.models import ATTENTION_BY_DEVICE
+from kdgrid.core.model.runtime import FP32, Precision, autocast, cuda_ordinal, device_precision, set_attention
+from kdgrid.core.model.shapes import VOCAB_SIZE, StudentShape, student_shape
 from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.recipe import PretrainRecipe
-from kdgrid.core.runtime import FP32, Precision, autocast, cuda_ordinal, device_precision, set_attention
-from kdgrid.core.shapes import VOCAB_SIZE, StudentShape, student_shape
+from kdgrid.core.training.objective import Objective
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.pretrain import claim, step_checkpoint
 from kdgrid.pretrain.corpus import PackedCorpus, load_tokenizer, packed_corpus

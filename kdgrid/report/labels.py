@@ -3,7 +3,7 @@
 - A trial is named by its settings, not by its hash (`kdgrid.trial_labels`).
 - Scores: `SCORE_DIGITS` decimals everywhere (``0.7100``, never ``0.71`` beside ``0.717``); weights and other
   real numbers: `SIGNIFICANT_DIGITS` significant digits (``0.01234``, never ``0.012345678901234567``).
-- A done trial is **degenerate** when its row records reasons (`kdgrid.core.degenerate`: constant predictions,
+- A done trial is **degenerate** when its row records reasons (`kdgrid.core.training.degenerate`: constant predictions,
   at or below the majority class, MCC <= 0): its number is not evidence of anything, and every page that lists it
   says so.
 """

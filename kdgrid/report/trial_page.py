@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
+from kdgrid.core.methods.projectors.overfit import EXTRA_KEY as OVERFIT_KEY
 from kdgrid.report.gather import ReportData, parse_json
 from kdgrid.report.html import definition_list, esc, is_null, number, page, table, text_of
 from kdgrid.report.labels import (

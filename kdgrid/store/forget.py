@@ -12,7 +12,7 @@ hold other trials' rows. Forgetting goes through compaction's durable path (`kdg
 Nothing is deleted outright: the forgotten rows stay in ``_forgotten/``, which no reader lists. Moving that file
 into ``compacted/`` undoes the forget. A crash at any point loses no row (before step 3 the old files still hold
 every row; readers drop the repeats). Epoch checkpoints are kept: a forgotten trial that was interrupted
-mid-training resumes from its last checkpoint (see `kdgrid.core.checkpoint`).
+mid-training resumes from its last checkpoint (see `kdgrid.core.training.checkpoint`).
 
 Forget trials that are not running: a trial still training writes its row after the forget.
 """

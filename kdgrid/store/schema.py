@@ -88,7 +88,7 @@ _OUTCOME = [
     pa.field("weights_json", pa.string()),  # {term: weight}, auto weights as calibrated
     pa.field("extra_json", pa.string()),
     pa.field("teacher_agreement_json", pa.string()),  # {dev_set: agreement or Pearson r}; null: no teacher
-    pa.field("degenerate_json", pa.string()),  # ["reason", ...] (`kdgrid.core.degenerate`); [] = healthy
+    pa.field("degenerate_json", pa.string()),  # ["reason", ...] (`kdgrid.core.training.degenerate`); [] = healthy
     pa.field("prediction_fingerprints_json", pa.string()),  # {dev_set: fingerprint}; null: no predictions
     pa.field("error_type", pa.string()),
     pa.field("error_message", pa.string()),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kdgrid.atomic_files import write_file_atomically
-from kdgrid.core.trained_teacher import WEIGHTS_SHA256
+from kdgrid.core.model.trained_teacher import WEIGHTS_SHA256
 from kdgrid.store.read import read_table, trial_states
 
 STUDENTS_DIR = "_students"

@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 
 from kdgrid.atomic_files import write_file_atomically
 from kdgrid.core.data import get_task
-from kdgrid.core.degenerate import degenerate_reasons
-from kdgrid.core.shapes import student_shape
+from kdgrid.core.model.shapes import student_shape
+from kdgrid.core.training.degenerate import degenerate_reasons
 from kdgrid.errors import KdgridError
 from kdgrid.predictions import encode_predictions, teacher_agreements
 from kdgrid.result import TrialResult
@@ -113,7 +113,7 @@ def trial_columns(trial: Trial) -> dict[str, Any]:
 def outcome_of_predictions(result: TrialResult) -> dict[str, Any]:
     """The schema version 2 columns of a result: its encoded predictions, its agreement with the teacher
     (``{dev_set: value}``, null where the row has no teacher predictions) and its degenerate reasons
-    (`kdgrid.core.degenerate`). Failed results: all null. A done result whose task cannot be resolved here
+    (`kdgrid.core.training.degenerate`). Failed results: all null. A done result whose task cannot be resolved here
     (its spec file gone) gets null reasons: not judged, rather than judged healthy."""
     if result.status != "done":
         return dict.fromkeys(

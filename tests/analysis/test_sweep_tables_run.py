@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.store import read_store
 from tests.analysis.tables_testing import run_kdgrid
 

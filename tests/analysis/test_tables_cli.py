@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 import kdgrid.bundled_sweeps as bundled_sweeps
 from kdgrid.analysis.tables_report import demo_table
 from kdgrid.cli import app, main
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.store.membership import record_membership
 from tests.analysis.tables_testing import result, write
 

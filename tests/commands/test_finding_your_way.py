@@ -40,7 +40,7 @@ def test_unknown_knowledge_strategy_and_task_names_suggest_the_close_ones() -> N
 
 
 def test_an_unknown_teacher_alias_suggests_the_close_one() -> None:
-    from kdgrid.core.shapes import resolve_teacher
+    from kdgrid.core.model.shapes import resolve_teacher
 
     with pytest.raises(KdgridError, match=r"teacher 'bert-bse' is neither .*; did you mean 'bert-base'"):
         resolve_teacher("bert-bse", "rte")

@@ -176,7 +176,7 @@ def test_a_missing_item_inside_a_worker_offline_is_one_message_naming_prefetch(
 ) -> None:
     from kdgrid.core.data import get_task
     from kdgrid.core.data.glue import load_glue_splits
-    from kdgrid.core.models import load_pretrained_bert
+    from kdgrid.core.model.models import load_pretrained_bert
     from kdgrid.errors import KdgridError
 
     use_hub(small_hub)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kdgrid.cli import app
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.sweep_run import (
     SMOKE_DEV_EXAMPLES,
     SMOKE_STEPS,

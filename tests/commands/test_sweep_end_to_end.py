@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kdgrid.cli import app
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.store import latest_state, read_store, scores_long
 
 TASK = "synthetic-single-binary-n96-d32"
@@ -17,7 +17,7 @@ TASK = "synthetic-single-binary-n96-d32"
 
 def count_teacher_passes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
     """Wrap the core so that it records each job it loads (its batches per epoch) and each teacher forward."""
-    from kdgrid.core import train
+    from kdgrid.core.training import train
 
     seen: dict[str, list[int]] = {"jobs": [], "forwards": []}
     load_job, teacher_forward = train.load_job, train.teacher_forward

@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core.capture import PAD_BIAS, FeatureCapture, attention_scores
-from kdgrid.core.models import bert_config
-from kdgrid.core.shapes import StudentShape
+from kdgrid.core.model.capture import PAD_BIAS, FeatureCapture, attention_scores
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import StudentShape
 
 
 def tiny_bert(
@@ -115,7 +115,7 @@ def test_gradients_flow_through_captured_student_features() -> None:
 
 
 def test_scores_are_computed_per_layer_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kdgrid.core.capture as capture
+    import kdgrid.core.model.capture as capture
 
     computed: list[int] = []
     real = capture.attention_scores

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from kdgrid.core.matching import STRATEGIES, layer_pairs
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.errors import ConfigError
 from kdgrid.paper import PAPER_STRATEGIES
 from kdgrid.trial import Trial
@@ -99,7 +99,7 @@ def _trial(teacher: str, strategy: str, seed: int) -> Trial:
 
 
 def test_a_trials_plan_records_the_controls_pairs(teacher: str) -> None:
-    from kdgrid.core.trial_setup import set_up_trial
+    from kdgrid.core.training.trial_setup import set_up_trial
 
     student, teacher_layers = 2, SMALL_TEACHER_SHAPE.layers
     reverse = set_up_trial(_trial(teacher, "Reverse", 3))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from kdgrid.core.data import get_task
-from kdgrid.core.degenerate import degenerate_reasons, majority_accuracy
+from kdgrid.core.training.degenerate import degenerate_reasons, majority_accuracy
 from kdgrid.predictions import DevSetPredictions
 
 GOLD = np.array([1, 1, 1, 0, 0, 1, 1, 0], dtype=np.int64)  # majority class 1: 5 of 8 = 0.625

@@ -12,10 +12,10 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core.evaluate import dev_fingerprint
-from kdgrid.core.loaded_job import load_job
-from kdgrid.core.teacher_options import TEACHER_LABEL_ORDER
-from kdgrid.core.train import make_runtime, run_job
+from kdgrid.core.job.loaded_job import load_job
+from kdgrid.core.model.evaluate import dev_fingerprint
+from kdgrid.core.teacher.options import TEACHER_LABEL_ORDER
+from kdgrid.core.training.train import make_runtime, run_job
 from kdgrid.predictions import teacher_agreement
 from kdgrid.result import TrialResult
 from kdgrid.store import read_store, write_result
@@ -80,7 +80,7 @@ def test_a_stored_row_reproduces_its_accuracy_and_carries_the_teachers_predictio
 def test_the_best_epochs_predictions_are_kept_and_the_teacher_is_evaluated_once(
     teacher: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kdgrid.core.loaded_job as job_module
+    import kdgrid.core.job.loaded_job as job_module
 
     calls: list[int] = []
     real = job_module.evaluate_dev_sets
@@ -125,7 +125,7 @@ def test_a_cut_dev_set_has_other_fingerprints_than_the_full_one(teacher: str) ->
 def test_a_resumed_trial_keeps_its_best_epochs_predictions(
     teacher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kdgrid.core.student as student_module
+    import kdgrid.core.training.student as student_module
 
     trial = make_trial(teacher, epochs=3)
     (straight,) = run([trial])
@@ -140,7 +140,7 @@ def test_a_resumed_trial_keeps_its_best_epochs_predictions(
         if epoch == 1:
             raise Preempted
 
-    import kdgrid.core.train as train_module
+    import kdgrid.core.training.train as train_module
 
     monkeypatch.setattr(train_module, "end_epoch", stop_after_two)
     with pytest.raises(Preempted):
@@ -156,8 +156,8 @@ def test_a_resumed_trial_keeps_its_best_epochs_predictions(
 
 
 def test_a_checkpoint_holds_the_best_epochs_predictions(tmp_path: Path) -> None:
-    from kdgrid.core.checkpoint import load_checkpoint, save_checkpoint
-    from kdgrid.core.student import predictions_from_checkpoint, predictions_to_checkpoint
+    from kdgrid.core.training.checkpoint import load_checkpoint, save_checkpoint
+    from kdgrid.core.training.student import predictions_from_checkpoint, predictions_to_checkpoint
     from kdgrid.predictions import DevSetPredictions
 
     predictions = {

@@ -11,18 +11,18 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core.capture import FeatureCapture, Features
-from kdgrid.core.dual_head import (
+from kdgrid.core.methods.dual_head.heads import (
     DISTILL_HEAD,
     attach_distill_head,
     own_parameter_count,
     save_student_model,
     with_distill_logits,
 )
-from kdgrid.core.method_rules import method_problems
-from kdgrid.core.models import bert_config
-from kdgrid.core.objective import Objective
-from kdgrid.core.shapes import StudentShape
+from kdgrid.core.model.capture import FeatureCapture, Features
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import StudentShape
+from kdgrid.core.training.objective import Objective
+from kdgrid.core.trial_rules import method_combination_problems as method_problems
 from kdgrid.trial import Trial
 from tests.core.test_train_methods import make_trial, run
 
@@ -111,7 +111,7 @@ def test_per_example_weights_read_the_distillation_head_too(weighting: str) -> N
 
 
 def test_evaluation_reads_the_task_head_whatever_the_distillation_head_holds() -> None:
-    from kdgrid.core.evaluate import predictions_of
+    from kdgrid.core.model.evaluate import predictions_of
 
     model = tiny_dual_head()
     with torch.no_grad():
@@ -131,9 +131,9 @@ def test_evaluation_reads_the_task_head_whatever_the_distillation_head_holds() -
 def test_a_saved_dual_head_student_loads_back_as_a_plain_classifier_of_its_task_head(
     teacher: str, tmp_path: Path
 ) -> None:
-    from kdgrid.core.models import load_checkpoint
-    from kdgrid.core.shapes import resolve_teacher
-    from kdgrid.core.student_export import save_student
+    from kdgrid.core.model.models import load_checkpoint
+    from kdgrid.core.model.shapes import resolve_teacher
+    from kdgrid.core.training.student_export import save_student
 
     model = tiny_dual_head()
     with torch.no_grad():  # a distillation head far from the task head: the reloaded logits tell which was saved

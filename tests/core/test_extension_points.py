@@ -10,15 +10,15 @@ import pytest
 import torch
 from torch import nn
 
-from kdgrid.core.capture import Features
 from kdgrid.core.example_weights import ExampleBatch, normalised_weights, register_example_weight
 from kdgrid.core.mapping import LayerMapping
 from kdgrid.core.matching import MappingContext, register_strategy
-from kdgrid.core.objective import Objective, captured_layers, knowledge_terms
+from kdgrid.core.model.capture import Features
+from kdgrid.core.model.shapes import StudentShape, student_shape
 from kdgrid.core.options import option_problems
 from kdgrid.core.schedules import progress, register_schedule, register_temperature_learner, schedule_value
-from kdgrid.core.shapes import StudentShape, student_shape
 from kdgrid.core.temperature_learner import TemperatureLearner
+from kdgrid.core.training.objective import Objective, captured_layers, knowledge_terms
 from kdgrid.errors import ConfigError
 from kdgrid.grid.memory_estimate import BYTES_PER_PARAMETER, GIB, _teacher_reads, estimate_trial_memory_gb
 from kdgrid.trial import Trial

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from kdgrid.core.finite_guard import CHECK_EVERY_STEPS, FiniteGuard
-from kdgrid.core.objective import DivergenceError, Objective, knowledge_terms
-from kdgrid.core.shapes import StudentShape
+from kdgrid.core.model.shapes import StudentShape
+from kdgrid.core.training.finite_guard import CHECK_EVERY_STEPS, FiniteGuard
+from kdgrid.core.training.objective import DivergenceError, Objective, knowledge_terms
 from kdgrid.trial import Trial
 
 STUDENT = StudentShape(2, 8, 2, 16)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from kdgrid.core.finite_guard import CHECK_EVERY_STEPS
+from kdgrid.core.training.finite_guard import CHECK_EVERY_STEPS
 from tests.core.test_train_core import make_trial, run
 
 

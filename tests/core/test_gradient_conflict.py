@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from kdgrid.core.dot import DOT
-from kdgrid.core.grad_split import gradient_cosine, sampled_batches, split_gradients, task_and_distillation
+from kdgrid.core.methods.dot.optimizer import DOT
+from kdgrid.core.methods.grad_split.split import (
+    gradient_cosine,
+    sampled_batches,
+    split_gradients,
+    task_and_distillation,
+)
 from kdgrid.core.optim import build_optimizer
 
 torch.set_num_threads(1)
@@ -22,7 +27,7 @@ def test_dot_keeps_separate_momenta_as_written_by_hand() -> None:
     layer = torch.nn.Linear(3, 2)
     w0, b0 = layer.weight.detach().double().numpy().copy(), layer.bias.detach().double().numpy().copy()
     optimizer, _ = build_optimizer(
-        [layer], 0.1, 0.01, total_steps=100, warmup_ratio=0.0, kind="dot", dot_delta=0.05
+        [layer], 0.1, 0.01, total_steps=100, warmup_ratio=0.0, kind="dot", options={"dot_delta": 0.05}
     )
     assert isinstance(optimizer, DOT)
     rng = np.random.default_rng(3)

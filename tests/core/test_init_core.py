@@ -9,9 +9,9 @@ import pytest
 import torch
 from transformers import BertForMaskedLM, BertForSequenceClassification
 
-from kdgrid.core.init import build_student, check_init, preload_layers
-from kdgrid.core.models import ATTENTION_IMPLEMENTATION, bert_config
-from kdgrid.core.shapes import ResolvedTeacher, StudentShape, turc_hub_name
+from kdgrid.core.job.init import build_student, check_init, preload_layers
+from kdgrid.core.model.models import ATTENTION_IMPLEMENTATION, bert_config
+from kdgrid.core.model.shapes import ResolvedTeacher, StudentShape, turc_hub_name
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.trial import Trial
 

@@ -23,7 +23,7 @@ from kdgrid.core.knowledge import (
     term_pairs,
 )
 from kdgrid.core.losses import compute_knowledge
-from kdgrid.core.projection import Projection
+from kdgrid.core.model.projection import Projection
 from kdgrid.errors import ConfigError
 from kdgrid.paper import DOUBLE_MATCH_PAIRS, PAPER_KNOWLEDGE
 
@@ -720,7 +720,7 @@ def test_importing_the_library_starts_no_heavy_framework():
     import sys
 
     code = (
-        "import sys, kdgrid.core.losses, kdgrid.core.matching, kdgrid.core.projection; "
+        "import sys, kdgrid.core.losses, kdgrid.core.matching, kdgrid.core.model.projection; "
         "print(sorted(m for m in ('ray', 'submitit', 'transformers', 'datasets') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

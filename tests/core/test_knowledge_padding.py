@@ -11,7 +11,7 @@ import torch
 
 from kdgrid.core.knowledge import KNOWLEDGE
 from kdgrid.core.losses import compute_knowledge
-from kdgrid.core.projection import Projection
+from kdgrid.core.model.projection import Projection
 
 torch.set_num_threads(1)
 
@@ -215,7 +215,7 @@ def test_sentence_and_response_losses_vanish_where_they_should():
 
 
 def test_attention_with_the_bert_padding_bias_matches_an_unpadded_batch():
-    """Real inputs: scores carrying BERT's -10000 key bias on padded columns, as `kdgrid.core.capture` builds."""
+    """Real inputs: scores carrying BERT's -10000 key bias on padded columns, as `kdgrid.core.model.capture` builds."""
     g = torch.Generator().manual_seed(10)
     short = torch.randn(1, 2, 3, 3, generator=g)
     teacher_short = torch.randn(1, 12, 3, 3, generator=g)

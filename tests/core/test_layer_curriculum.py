@@ -11,10 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from kdgrid.core.capture import FeatureCapture
 from kdgrid.core.data.batching import train_batches
-from kdgrid.core.layer_curriculum import Curriculum, parameter_layer
-from kdgrid.core.train import load_job, make_runtime, set_up_trial, setup_student, teacher_forward, train_step
+from kdgrid.core.methods.layer_curriculum.spec import Curriculum, parameter_layer
+from kdgrid.core.model.capture import FeatureCapture
+from kdgrid.core.training.train import (
+    load_job,
+    make_runtime,
+    set_up_trial,
+    setup_student,
+    teacher_forward,
+    train_step,
+)
 from kdgrid.core.trial_rules import trial_problems
 from kdgrid.errors import ConfigError
 from kdgrid.trial import data_order_seed

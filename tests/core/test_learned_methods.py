@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from kdgrid.core.adakd import DIFFICULTY_FUNCTIONS
-from kdgrid.core.capture import Features
-from kdgrid.core.ctkd import reversal_strength
-from kdgrid.core.learned_strategies import nominal_pairs
-from kdgrid.core.matching import get_strategy, layer_pairs
-from kdgrid.core.objective import Objective, captured_layers, knowledge_terms
+from kdgrid.core.matching import get_strategy, layer_pairs, nominal_pairs
+from kdgrid.core.methods.adakd.spec import DIFFICULTY_FUNCTIONS
+from kdgrid.core.methods.ctkd.temperature import reversal_strength
+from kdgrid.core.model.capture import Features
+from kdgrid.core.model.shapes import StudentShape
 from kdgrid.core.options import option_problems
-from kdgrid.core.shapes import StudentShape
+from kdgrid.core.training.objective import Objective, captured_layers, knowledge_terms
 from kdgrid.core.trial_rules import learned_method_problems
 from kdgrid.core.trial_rules import option_problems as trial_option_problems
 from kdgrid.grid.memory_estimate import BYTES_PER_PARAMETER, GIB, estimate_trial_memory_gb, mapping_params

@@ -15,8 +15,8 @@ from torch import nn
 from torch.func import functional_call
 
 from kdgrid.core.data.holdout import HOLDOUT_STREAM, indices_digest
-from kdgrid.core.lkd import LossWeights, lkd_gradients
-from kdgrid.core.train import load_job, make_runtime
+from kdgrid.core.methods.lkd.lookahead import LossWeights, lkd_gradients
+from kdgrid.core.training.train import load_job, make_runtime
 from kdgrid.core.trial_rules import trial_problems
 from kdgrid.grid.memory_estimate import GIB, estimate_trial_memory_gb
 from kdgrid.trial import Trial, group_key
@@ -155,8 +155,8 @@ def test_the_held_out_pass_runs_in_the_steps_precision_and_leaves_nothing_in_the
     import gc
     import weakref
 
-    from kdgrid.core.dual_head import DISTILL_HEAD
-    from kdgrid.core.student import train_step
+    from kdgrid.core.methods.dual_head.heads import DISTILL_HEAD
+    from kdgrid.core.training.student import train_step
     from tests.core.test_precision import BF16, set_up
 
     trial = make_trial(

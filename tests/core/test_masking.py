@@ -7,18 +7,18 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core.masking import (
+from kdgrid.core.methods.masking.masks import (
     candidates_of,
     cls_saliency,
     mask_counts,
     random_positions,
     saliency_positions,
 )
-from kdgrid.core.method_rules import method_problems
-from kdgrid.core.models import bert_config
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import StudentShape
 from kdgrid.core.options import option_problems
-from kdgrid.core.shapes import StudentShape
 from kdgrid.core.teacher.share import TEACHER_BATCHES, TEACHER_BATCHES_SHARED
+from kdgrid.core.trial_rules import method_combination_problems as method_problems
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial, group_key
 from tests.core.test_train_methods import make_trial, run

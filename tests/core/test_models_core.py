@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from transformers import BertForSequenceClassification
 
-from kdgrid.core.models import bert_config
-from kdgrid.core.shapes import STUDENTS, TEACHERS, StudentShape, resolve_teacher, student_shape
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import STUDENTS, TEACHERS, StudentShape, resolve_teacher, student_shape
 from kdgrid.errors import ConfigError, KdgridError
 
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core import models, shapes
 from kdgrid.core.data import get_task
-from kdgrid.core.models import bert_config, check_torch_version, load_pretrained_bert, load_teacher
-from kdgrid.core.shapes import (
+from kdgrid.core.model import models, shapes
+from kdgrid.core.model.models import bert_config, check_torch_version, load_pretrained_bert, load_teacher
+from kdgrid.core.model.shapes import (
     TEACHERS,
     ResolvedTeacher,
     StudentShape,
@@ -24,7 +24,7 @@ from kdgrid.core.shapes import (
     parse_model_config,
     resolve_teacher,
 )
-from kdgrid.core.trial_setup import validate_trials
+from kdgrid.core.training.trial_setup import validate_trials
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.trial import Trial
 from tests.hub import conftest as hub_conftest

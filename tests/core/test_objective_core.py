@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from kdgrid.core.capture import Features
-from kdgrid.core.objective import DivergenceError, Objective, knowledge_terms
-from kdgrid.core.shapes import StudentShape
+from kdgrid.core.model.capture import Features
+from kdgrid.core.model.shapes import StudentShape
+from kdgrid.core.training.objective import DivergenceError, Objective, knowledge_terms
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from kdgrid.core.knowledge import KNOWLEDGE, placed_terms
-from kdgrid.core.layer_curriculum import Curriculum, curriculum_layers
-from kdgrid.core.objective import knowledge_terms
-from kdgrid.core.shapes import StudentShape
+from kdgrid.core.methods.layer_curriculum.spec import Curriculum, curriculum_layers
+from kdgrid.core.model.shapes import StudentShape
+from kdgrid.core.training.objective import knowledge_terms
 from kdgrid.core.trial_rules import learns_beside_the_student, trial_problems
 from kdgrid.trial import Trial
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from kdgrid.core.teacher_cache import TeacherRecord
+from kdgrid.core.model.teacher_cache import TeacherRecord
 from kdgrid.trial import Trial
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,7 @@ def test_finetuned_minilm_beats_the_majority_class_by_a_wide_margin(polarity_tea
 
 
 def test_distilled_bert_tiny_beats_the_same_student_on_hard_labels(polarity_teacher: TeacherRecord) -> None:
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
 
     common = dict(
         task="polarity",

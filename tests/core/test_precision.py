@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kdgrid.core.capture import FeatureCapture
-from kdgrid.core.loaded_job import LoadedJob, load_job, teacher_forward
-from kdgrid.core.runtime import FP32, Precision, Runtime, make_runtime, precision_policy
-from kdgrid.core.student import StudentRun, setup_student, train_step
-from kdgrid.core.train import teacher_capture_needs
-from kdgrid.core.trial_setup import set_up_trial
+from kdgrid.core.job.loaded_job import LoadedJob, load_job, teacher_forward
+from kdgrid.core.model.capture import FeatureCapture
+from kdgrid.core.model.runtime import FP32, Precision, Runtime, make_runtime, precision_policy
+from kdgrid.core.training.student import StudentRun, setup_student, train_step
+from kdgrid.core.training.train import teacher_capture_needs
+from kdgrid.core.training.trial_setup import set_up_trial
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 from tests.tiny_trials import tiny_trial
@@ -197,7 +197,7 @@ def test_fp16_without_clipping_still_steps_through_the_scaler(teacher: str) -> N
 def test_compiled_students_take_dynamic_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
     """``KDGRID_COMPILE=1`` compiles the forward with dynamic shapes: each batch is padded to its own longest
     sequence, and a static compile would recompile at every new length until it fell back to eager."""
-    from kdgrid.core import runtime
+    from kdgrid.core.model import runtime
 
     seen: dict[str, object] = {}
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from kdgrid.core.losses import hidden_mse
-from kdgrid.core.objective import Objective, knowledge_terms
-from kdgrid.core.projection import PROJECTION_KINDS, Projection
-from kdgrid.core.shapes import StudentShape
+from kdgrid.core.model.projection import PROJECTION_KINDS, Projection
+from kdgrid.core.model.shapes import StudentShape
+from kdgrid.core.training.objective import Objective, knowledge_terms
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 

@@ -9,15 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-from kdgrid.core.method_rules import method_problems, term_problems
-from kdgrid.core.objective import Objective, knowledge_terms
+from kdgrid.core.method_registry import method_memory
+from kdgrid.core.methods.projectors.overfit import ALIGNMENT_FRACTION, STALL_GAIN, projector_overfit
+from kdgrid.core.methods.projectors.spectral import SPECTRAL_TERM, spectral_penalty
+from kdgrid.core.model.projection import Projection
+from kdgrid.core.model.shapes import StudentShape
 from kdgrid.core.options import option_problems
-from kdgrid.core.projection import Projection
-from kdgrid.core.projector_overfit import ALIGNMENT_FRACTION, STALL_GAIN, projector_overfit
-from kdgrid.core.projector_penalty import SPECTRAL_TERM, spectral_penalty
-from kdgrid.core.shapes import StudentShape
+from kdgrid.core.training.objective import Objective, knowledge_terms
+from kdgrid.core.trial_rules import method_combination_problems as method_problems
+from kdgrid.core.trial_rules import method_term_problems as term_problems
 from kdgrid.errors import ConfigError
-from kdgrid.grid.memory_estimate import projection_params
+from kdgrid.grid.memory_estimate import method_facts, projection_params
 from kdgrid.trial import Trial
 
 torch.set_num_threads(1)
@@ -102,7 +104,7 @@ def test_the_objective_adds_the_penalty_as_a_term_weighted_by_lambda() -> None:
 
 
 def _features(width: int):
-    from kdgrid.core.capture import Features
+    from kdgrid.core.model.capture import Features
 
     torch.manual_seed(width)
     hidden = [torch.randn(2, 4, width) for _ in range(3)]
@@ -154,11 +156,16 @@ def test_memory_counts_every_member_of_an_ensemble() -> None:
     ensemble = Trial(**common, strategy="Last", projection="ensemble", options={"projector_members": 4})
     one_linear = 128 * 768 + 768
     one_mlp = one_linear + 768 * 768 + 768
-    assert projection_params(linear) == 2 * one_linear
-    assert projection_params(mlp) == 2 * one_mlp
-    assert projection_params(ensemble) == 2 * 4 * one_mlp
+
+    def projections(trial: Trial) -> int:
+        # one projector per term, and the members beyond the first counted by the projectors method
+        return projection_params(trial) + method_memory(method_facts(trial)).parameters
+
+    assert projections(linear) == 2 * one_linear
+    assert projections(mlp) == 2 * one_mlp
+    assert projections(ensemble) == 2 * 4 * one_mlp
     default = Trial(**common, strategy="Last", projection="ensemble")
-    assert projection_params(default) == 2 * 3 * one_mlp
+    assert projections(default) == 2 * 3 * one_mlp
 
 
 def _curve(alignment: list[float], scores: list[float]) -> list[dict[str, object]]:

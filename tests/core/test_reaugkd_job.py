@@ -12,11 +12,11 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core.reaugkd.knowledge_base import kb_folder
-from kdgrid.core.reaugkd.pipeline import student_folder
-from kdgrid.core.reaugkd.projection_head import reaugkd_cache_root
-from kdgrid.core.reaugkd_options import student_trial
-from kdgrid.core.train import run_job
+from kdgrid.core.methods.reaugkd.knowledge_base import kb_folder
+from kdgrid.core.methods.reaugkd.pipeline import student_folder
+from kdgrid.core.methods.reaugkd.projection_head import reaugkd_cache_root
+from kdgrid.core.methods.reaugkd.spec import student_trial
+from kdgrid.core.training.train import run_job
 from kdgrid.trial import Trial
 from tests.tiny_trials import tiny_trial
 

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from kdgrid.core.label_order import LabelOrder
-from kdgrid.core.reaugkd import pipeline
-from kdgrid.core.reaugkd.knowledge_base import (
+from kdgrid.core.methods.reaugkd import pipeline
+from kdgrid.core.methods.reaugkd.knowledge_base import (
     KBIdentity,
     StaleKnowledgeBase,
     build_knowledge_base,
@@ -26,11 +25,12 @@ from kdgrid.core.reaugkd.knowledge_base import (
     recall_at_k,
     save_knowledge_base,
 )
-from kdgrid.core.reaugkd.pipeline import label_order_identity
-from kdgrid.core.reaugkd.projection_head import HeadSettings, TeacherPass, cached_or_trained_head
-from kdgrid.core.reaugkd.retrieval import retrieval_mix
-from kdgrid.core.reaugkd.supcon import supcon_loss
-from kdgrid.core.reaugkd_options import student_trial
+from kdgrid.core.methods.reaugkd.pipeline import label_order_identity
+from kdgrid.core.methods.reaugkd.projection_head import HeadSettings, TeacherPass, cached_or_trained_head
+from kdgrid.core.methods.reaugkd.retrieval import retrieval_mix
+from kdgrid.core.methods.reaugkd.spec import student_trial
+from kdgrid.core.methods.reaugkd.supcon import supcon_loss
+from kdgrid.core.teacher.label_order import LabelOrder
 from kdgrid.core.trial_rules import value_problems
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kdgrid.core.label_order import LabelOrder
 from kdgrid.core.teacher.check import OrderCheck, check_teacher_orders, rank_orders, verdict_lines
+from kdgrid.core.teacher.label_order import LabelOrder
 from kdgrid.errors import ConfigError
 
 MNLI_NAMES = ("entailment", "neutral", "contradiction")

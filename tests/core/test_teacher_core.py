@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from kdgrid.cli import app
 from kdgrid.core.data import get_task
-from kdgrid.core.models import bert_config
-from kdgrid.core.shapes import StudentShape, resolve_teacher
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import StudentShape, resolve_teacher
+from kdgrid.core.model.teacher_cache import TeacherRecipe, cached_teacher, teacher_cache_root
 from kdgrid.core.teacher.finetune import finetune_teacher
-from kdgrid.core.teacher_cache import TeacherRecipe, cached_teacher, teacher_cache_root
 from kdgrid.errors import KdgridError
 from tests.teachers import TINY_TEACHER_SHAPE, save_random_teacher
 
@@ -68,7 +68,7 @@ def test_the_minilm_alias_resolves_to_the_finetuned_teacher(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The alias is looked up by (MiniLM weights, task, default recipe): a teacher put in the cache by that key."""
-    import kdgrid.core.teacher_cache as teacher_module
+    import kdgrid.core.model.teacher_cache as teacher_module
 
     monkeypatch.setenv("KDGRID_CACHE", str(tmp_path))
     key = teacher_module.teacher_key("minilm-l6", get_task(TASK), TeacherRecipe())

@@ -21,10 +21,10 @@ import torch
 from transformers import BertForSequenceClassification
 
 from kdgrid.core.data import get_task
-from kdgrid.core.label_order import KNOWN_LABEL_ORDERS, LabelOrder, resolve_label_order
 from kdgrid.core.teacher import gate as teacher_gate
 from kdgrid.core.teacher.gate import TeacherGateRefused, judge_classifier, judge_regression
-from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, teacher_option_problems
+from kdgrid.core.teacher.label_order import KNOWN_LABEL_ORDERS, LabelOrder, resolve_label_order
+from kdgrid.core.teacher.options import TEACHER_GATE, TEACHER_LABEL_ORDER, teacher_option_problems
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.result import TrialResult
 from kdgrid.store import read_store
@@ -40,8 +40,8 @@ def gate_teachers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """``good``: a tiny teacher fine-tuned on `TASK` (accuracy near 1), copied out of the teacher cache;
     ``swapped``: the same with its two classifier rows swapped; ``random``: an untrained teacher;
     ``finetuned``: the original in the teacher cache ``cache`` (the ``KDGRID_CACHE`` of this module's tests)."""
+    from kdgrid.core.model.teacher_cache import TeacherRecipe
     from kdgrid.core.teacher.finetune import finetune_teacher
-    from kdgrid.core.teacher_cache import TeacherRecipe
 
     root = tmp_path_factory.mktemp("gate-teachers")
     patch = pytest.MonkeyPatch()
@@ -117,7 +117,7 @@ def write_sweep(path: Path, teacher: str) -> Path:
 
 def run(trials: list[Trial]) -> tuple[list[TrialResult], list[str]]:
     """The job's results, and the ids of the students that finished training (``on_model``)."""
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
 
     trained: list[str] = []
     results = run_job(trials, device="cpu", on_model=lambda trial, _model: trained.append(trial.trial_id))

@@ -8,7 +8,7 @@ import torch
 
 from kdgrid.core.knowledge import get_knowledge
 from kdgrid.core.losses import compute_knowledge
-from kdgrid.core.projection import Projection
+from kdgrid.core.model.projection import Projection
 from kdgrid.core.teacher.targets import TeacherTargets, shared_teacher_targets, teacher_side
 from kdgrid.paper import PAPER_KNOWLEDGE
 

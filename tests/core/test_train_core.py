@@ -11,8 +11,8 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from kdgrid.core.models import bert_config
-from kdgrid.core.shapes import StudentShape
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import StudentShape
 from kdgrid.errors import ConfigError
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("deterministic_torch")  # bit-for-bit compa
 def run(
     trials: list[Trial], **kwargs: object
 ) -> tuple[list[TrialResult], dict[str, dict[str, torch.Tensor]]]:
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
 
     weights: dict[str, dict[str, torch.Tensor]] = {}
 
@@ -97,7 +97,7 @@ def test_a_trial_reading_teacher_targets_computed_by_a_mate_equals_the_trial_alo
 
 
 def test_the_runtime_places_models_with_the_attention_kernel_of_its_device() -> None:
-    from kdgrid.core.train import make_runtime
+    from kdgrid.core.training.train import make_runtime
 
     model = BertForSequenceClassification(bert_config(TEACHER_SHAPE, 2))
     model.config._attn_implementation = "sdpa"
@@ -143,9 +143,9 @@ def test_result_rows_are_filled(teacher: str) -> None:
 def test_a_teacher_evaluation_error_is_recorded_and_the_trained_students_kept(
     teacher: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kdgrid.core.evaluate as evaluation
-    import kdgrid.core.loaded_job as job_module
-    import kdgrid.core.student as student_module
+    import kdgrid.core.job.loaded_job as job_module
+    import kdgrid.core.model.evaluate as evaluation
+    import kdgrid.core.training.student as student_module
 
     real_evaluate = evaluation.evaluate_dev_sets
     teacher_layers = TEACHER_SHAPE.layers
@@ -225,7 +225,7 @@ def test_a_bad_trial_fails_without_stopping_its_mates(teacher: str) -> None:
 
 
 def test_validate_trials_reports_every_problem_before_training(teacher: str) -> None:
-    from kdgrid.core.train import validate_trials
+    from kdgrid.core.training.train import validate_trials
 
     plans = validate_trials([make_trial(teacher, knowledge=("key_relation",), strategy="Dilatation")])
     assert plans[0].pairs == [(1, 1), (2, 3)] and plans[0].teacher.shape == TEACHER_SHAPE
@@ -279,8 +279,8 @@ def test_gradient_checkpointing_trains_the_same_student(
 
 
 def test_max_dev_samples_cuts_the_dev_sets_the_students_are_scored_on(teacher: str) -> None:
-    from kdgrid.core.loaded_job import load_job
-    from kdgrid.core.train import make_runtime
+    from kdgrid.core.job.loaded_job import load_job
+    from kdgrid.core.training.train import make_runtime
 
     whole = load_job(make_trial(teacher), make_runtime("cpu"))
     cut = load_job(make_trial(teacher, options={"max_dev_samples": 5}), make_runtime("cpu"))
@@ -291,7 +291,7 @@ def test_max_dev_samples_cuts_the_dev_sets_the_students_are_scored_on(teacher: s
 def record_batches(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, list[torch.Tensor]], dict[str, Any]]:
     """Patch the job loop's `train_step` to record, per trial id, the input ids of every batch its student
     trained on (in order) and its first parameter before its first step; the job's tokenized train split too."""
-    import kdgrid.core.train as train
+    import kdgrid.core.training.train as train
 
     seen: dict[str, list[torch.Tensor]] = {}
     facts: dict[str, Any] = {}

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("deterministic_torch")  # bit-for-bit compa
 def run(
     trials: list[Trial], **kwargs: object
 ) -> tuple[list[TrialResult], dict[str, dict[str, torch.Tensor]]]:
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
 
     weights: dict[str, dict[str, torch.Tensor]] = {}
 

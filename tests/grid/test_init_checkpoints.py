@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kdgrid.cli import main
-from kdgrid.core import models, shapes
+from kdgrid.core.model import models, shapes
 from kdgrid.errors import ConfigError
 from kdgrid.grid import load_sweep
 from kdgrid.preflight.local import check_init_checkpoints, missing_init_checkpoints

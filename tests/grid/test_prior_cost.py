@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kdgrid.core.shapes import STUDENTS
+from kdgrid.core.model.shapes import STUDENTS
 from kdgrid.core.trial_rules import teacher_shape
 from kdgrid.errors import ConfigError
 from kdgrid.grid.prior_cost import (

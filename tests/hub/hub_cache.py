@@ -126,7 +126,7 @@ LEGACY_RUN_GLUE_MNLI_ORDER = (2, 0, 1)
 # public model cards and configs as remembered, NOT re-checked offline here.
 # yoshitomo-matsubara/bert-large-uncased-{task}: fine-tuned with torchdistill on `datasets`' GLUE
 # (load_dataset("glue", task)), so every class order is the dataset's, MNLI included (the sources are cited in
-# `kdgrid.core.label_order.KNOWN_LABEL_ORDERS`); pytorch_model.bin, tokenizer.json and a training.log (the repo
+# `kdgrid.core.teacher.label_order.KNOWN_LABEL_ORDERS`); pytorch_model.bin, tokenizer.json and a training.log (the repo
 # listing of 2021). Generic LABEL_k names: a config derived from their BERT-base MNLI model carries them.
 # google/bert_uncased_L-{L}_H-{H}_A-{A} (Turc et al.): converted TF checkpoints whose config.json has no
 # `architectures` (keras-team/keras-hub issue 3009, "Fix 'architectures' error for hf://google/bert_uncased");
@@ -186,7 +186,7 @@ def _textattack_dropped_keys(task: str) -> tuple[str, ...]:
 
 
 def paper_models() -> list[HubModel]:
-    """Every model repo kdgrid names for the paper (`kdgrid.core.models.TEACHERS`, `kdgrid.core.init`)."""
+    """Every model repo kdgrid names for the paper (`kdgrid.core.model.models.TEACHERS`, `kdgrid.core.job.init`)."""
     models = []
     for task in GLUE_CONFIGS:
         n = NUM_LABELS[task]

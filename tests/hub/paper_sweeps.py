@@ -30,11 +30,11 @@ import torch
 import yaml
 from transformers import BertForPreTraining
 
-from kdgrid.core.models import bert_config
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import student_shape
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.artifacts import GENERAL_DISTILLATION_INFO
 from kdgrid.core.pretrained.needed import recipe_for_trial
-from kdgrid.core.shapes import student_shape
 from kdgrid.grid import Sweep
 from kdgrid.grid.spec import Problems, load_yaml
 from tests.hub.hub_cache import BASE_TEACHER_SHAPE

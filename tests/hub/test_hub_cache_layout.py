@@ -10,7 +10,7 @@ from pathlib import Path
 import huggingface_hub
 
 from kdgrid.core.data.glue import GLUE_DATASET, GLUE_TASKS
-from kdgrid.core.shapes import TEACHERS, student_shape, turc_hub_name
+from kdgrid.core.model.shapes import TEACHERS, student_shape, turc_hub_name
 from tests.hub.hub_cache import GLUE, GLUE_REPO, build_hub_cache, git_blob_sha1, paper_models
 
 SWEEP_STUDENTS = ("bert-tiny", "bert-mini", "bert-small")  # the students the paper's sweeps initialise

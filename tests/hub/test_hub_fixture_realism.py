@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from kdgrid.core.label_order import LabelOrder
-from kdgrid.core.models import load_checkpoint, load_teacher, load_tokenizer
-from kdgrid.core.shapes import fetch_config, resolve_teacher
+from kdgrid.core.model.models import load_checkpoint, load_teacher, load_tokenizer
+from kdgrid.core.model.shapes import fetch_config, resolve_teacher
 from kdgrid.core.teacher.gate import judge_classifier
+from kdgrid.core.teacher.label_order import LabelOrder
 from tests.hub.hub_cache import (
     LEGACY_BIN_REPO,
     SEED,

@@ -10,9 +10,9 @@ import torch
 
 from kdgrid.core.data import get_task, load_splits, tokenize_task
 from kdgrid.core.data.glue import GLUE_TASKS, GlueUnavailableError
-from kdgrid.core.init import build_student
-from kdgrid.core.models import load_pretrained_bert, load_teacher, load_tokenizer
-from kdgrid.core.shapes import TEACHERS, resolve_teacher, student_shape, turc_hub_name
+from kdgrid.core.job.init import build_student
+from kdgrid.core.model.models import load_pretrained_bert, load_teacher, load_tokenizer
+from kdgrid.core.model.shapes import TEACHERS, resolve_teacher, student_shape, turc_hub_name
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 from tests.hub.hub_cache import GLUE, HubModel, build_model, saved_files, vocabulary_files, write_repo

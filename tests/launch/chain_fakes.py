@@ -5,11 +5,11 @@ core that trains nothing but takes the chain's two steps for real.
 options: ``test_raise``, ``test_raise_once``, ``test_log``, ...) plus what a chain needs of the core:
 
 - a trial whose teacher is an assistant's student resolves that teacher as the real core does
-  (`kdgrid.core.shapes.resolve_teacher`: the saved weights checked against the hash the assistant's done row
+  (`kdgrid.core.model.shapes.resolve_teacher`: the saved weights checked against the hash the assistant's done row
   recorded); a refusal fails the trial with its message;
 - a done trial hands its "model" to ``on_model``: `FakeStudent`, whose ``save_pretrained`` writes a BERT config
   of the trial's student shape and weights bytes derived from the trial id, so the worker keeps it as it keeps a
-  real student (`kdgrid.core.student_export.save_student`, with the assistant's teacher's tokenizer).
+  real student (`kdgrid.core.training.student_export.save_student`, with the assistant's teacher's tokenizer).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kdgrid.core.models import bert_config
-from kdgrid.core.shapes import resolve_teacher, student_shape
-from kdgrid.core.trained_teacher import WEIGHTS_FILE
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import resolve_teacher, student_shape
+from kdgrid.core.model.trained_teacher import WEIGHTS_FILE
 from kdgrid.launch.worker import run_job_to_store
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial, assistant_id

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.trial import Trial
 from slurm.local_cluster import LocalCluster, PackagesUnavailableError, cannot_start_reason
 

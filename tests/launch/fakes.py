@@ -167,7 +167,7 @@ def fake_run_job(
     on_result: Callable[[TrialResult], None] | None = None,
     on_step: Callable[[int, int], None] | None = None,
 ) -> list[TrialResult]:
-    """`kdgrid.core.train.run_job`'s contract without training: one result per trial, failures isolated."""
+    """`kdgrid.core.training.train.run_job`'s contract without training: one result per trial, failures isolated."""
     for job_log in sorted({str(t.option("test_job_log")) for t in trials if t.option("test_job_log")}):
         with open(job_log, "a") as handle:
             handle.write(f"job {os.getpid()} {' '.join(t.trial_id for t in trials)}\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kdgrid.core.shapes import student_shape
+from kdgrid.core.model.shapes import student_shape
 from kdgrid.core.trial_rules import MINILM_SHAPE, combination_problems, teacher_shape, trial_problems
 from kdgrid.errors import ConfigError
 from kdgrid.preflight.local import create_store

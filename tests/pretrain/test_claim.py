@@ -14,10 +14,10 @@ import pytest
 import torch
 from transformers import BertForMaskedLM
 
-from kdgrid.core.models import bert_config
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import student_shape
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.recipe import PretrainRecipe
-from kdgrid.core.shapes import student_shape
 from kdgrid.pretrain import claim
 from kdgrid.pretrain.train import RunOutcome, RunSettings, run_pretrain
 

@@ -25,11 +25,11 @@ import torch
 
 from kdgrid import assets
 from kdgrid.analysis.stats import paired_bootstrap_test
+from kdgrid.core.model.teacher_cache import TeacherRecipe
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.needed import recipe_for_trial
 from kdgrid.core.teacher.finetune import finetune_teacher
-from kdgrid.core.teacher_cache import TeacherRecipe
-from kdgrid.core.train import run_job
+from kdgrid.core.training.train import run_job
 from kdgrid.pretrain.train import RunSettings, run_pretrain
 from kdgrid.trial import Trial
 

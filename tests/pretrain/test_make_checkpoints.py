@@ -14,7 +14,7 @@ import pytest
 from kdgrid.cli import main
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.needed import needed_checkpoints, recipe_for_trial
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.errors import ConfigError
 from kdgrid.grid import load_sweep
 from kdgrid.pretrain import checkpoint_grid

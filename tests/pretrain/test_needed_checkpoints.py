@@ -13,9 +13,10 @@ import torch
 from transformers import BertForMaskedLM, BertForSequenceClassification
 
 from kdgrid.cli import main
-from kdgrid.core import shapes
-from kdgrid.core.init import build_student, check_init
-from kdgrid.core.models import bert_config
+from kdgrid.core.job.init import build_student, check_init
+from kdgrid.core.model import shapes
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import ResolvedTeacher, StudentShape, student_shape
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.needed import (
     general_distillation_teacher,
@@ -23,7 +24,6 @@ from kdgrid.core.pretrained.needed import (
 )
 from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.core.pretrained.recipe_names import RECIPES_DIR, bundled_recipe_names
-from kdgrid.core.shapes import ResolvedTeacher, StudentShape, student_shape
 from kdgrid.errors import ConfigError
 from kdgrid.grid import load_sweep
 from kdgrid.preflight.local import check_init_checkpoints

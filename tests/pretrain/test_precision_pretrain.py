@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kdgrid.core import runtime
+from kdgrid.core.model import runtime
+from kdgrid.core.model.runtime import FP32, Precision, cuda_ordinal, device_precision
 from kdgrid.core.optim import build_optimizer
 from kdgrid.core.pretrained.recipe import PretrainRecipe
-from kdgrid.core.runtime import FP32, Precision, cuda_ordinal, device_precision
 from kdgrid.errors import ConfigError
 from kdgrid.pretrain import train
 from kdgrid.pretrain.train import RunSettings, optimizer_step, run_pretrain
@@ -130,8 +130,8 @@ def test_the_attention_kernel_is_switched_through_transformers_api(monkeypatch: 
     would skip that check (and the sub-models)."""
     from transformers import BertForSequenceClassification
 
-    from kdgrid.core.models import bert_config
-    from kdgrid.core.shapes import StudentShape
+    from kdgrid.core.model.models import bert_config
+    from kdgrid.core.model.shapes import StudentShape
 
     model = BertForSequenceClassification(bert_config(StudentShape(1, 16, 2, 32), 2, vocab_size=50))
     asked: list[str] = []

@@ -17,10 +17,10 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 from kdgrid.cli import main
-from kdgrid.core.init import build_student
+from kdgrid.core.job.init import build_student
+from kdgrid.core.model.shapes import VOCAB_SIZE, ResolvedTeacher, StudentShape, student_shape
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.recipe import PretrainRecipe
-from kdgrid.core.shapes import VOCAB_SIZE, ResolvedTeacher, StudentShape, student_shape
 from kdgrid.errors import ConfigError
 from kdgrid.pretrain import step_checkpoint
 from kdgrid.pretrain.loss import plan_distillation, relation_heads

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pytest
 
-from kdgrid.core.teacher_options import NOT_MEANT_TO_BE_ACCURATE
+from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 from kdgrid.result import TrialResult
 from kdgrid.store import read_store, write_result
 from kdgrid.store.predictions import read_predictions

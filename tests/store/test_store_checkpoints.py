@@ -12,14 +12,14 @@ import torch
 from transformers import AutoTokenizer, BertForSequenceClassification
 
 from kdgrid.assets import teacher_dir
-from kdgrid.core.checkpoint import (
+from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.shapes import StudentShape
+from kdgrid.core.training.checkpoint import (
     CheckpointWriteError,
     checkpoint_path,
     load_checkpoint,
     save_checkpoint,
 )
-from kdgrid.core.models import bert_config
-from kdgrid.core.shapes import StudentShape
 from kdgrid.trial import Trial
 from tests.tiny_trials import tiny_trial
 
@@ -46,7 +46,7 @@ def make_trial(teacher: str) -> Trial:
 
 
 def run(trial: Trial, checkpoint_dir: Path | None = None):  # type: ignore[no-untyped-def]
-    from kdgrid.core.train import run_job
+    from kdgrid.core.training.train import run_job
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -59,7 +59,7 @@ def run(trial: Trial, checkpoint_dir: Path | None = None):  # type: ignore[no-un
 
 def write_real_checkpoint(trial: Trial, checkpoint_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The trial's checkpoint after its first epoch: its run is preempted in the second."""
-    import kdgrid.core.train as train
+    import kdgrid.core.training.train as train
 
     class Preempted(BaseException):
         pass
@@ -116,7 +116,7 @@ def test_an_unreadable_checkpoint_is_moved_aside_and_the_trial_trains_from_scrat
     assert load_checkpoint(tmp_path, trial.trial_id) is not None  # readable before the damage
     damage(path)
     original = path.read_bytes()
-    with caplog.at_level(logging.WARNING, logger="kdgrid.core.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="kdgrid.core.training.checkpoint"):
         result = run(trial, tmp_path)
     assert result.status == "done" and "resumed_from_epoch" not in result.extra
     assert result.scores == fresh.scores and result.curve == fresh.curve  # exactly a run from scratch

@@ -21,7 +21,7 @@ Conventions shared by every function (``docs/design.md``, "Loss conventions", re
   students of one group compute it once per batch.
 * Each function returns a 0-dim tensor, unweighted: the objective multiplies by beta / alpha.
 * Where the student must be in the teacher's width (``needs_projection`` in the registry) the caller passes the
-  student already projected by a `kdgrid.core.projection.Projection`; `compute_knowledge` does that for it.
+  student already projected by a `kdgrid.core.model.projection.Projection`; `compute_knowledge` does that for it.
 
 The registry itself (`kdgrid.core.knowledge`) imports no torch: it reads these modules' ``@register``
 declarations without importing them, and imports a module only when one of its functions is called. A new

@@ -30,7 +30,7 @@ def projection_hint(s: Tensor, t: Tensor) -> str:
     if s.shape[:-1] == t.shape[:-1] and s.shape[-1] != t.shape[-1]:
         return (
             f" (student width {s.shape[-1]} vs teacher width {t.shape[-1]}: project the student with "
-            "kdgrid.core.projection.Projection first)"
+            "kdgrid.core.model.projection.Projection first)"
         )
     return ""
 

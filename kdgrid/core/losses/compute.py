@@ -36,7 +36,7 @@ def compute_knowledge(
             ``value`` ``[B, L, d]``, ``logits`` ``[B, C]``, ``sentence`` ``[B, d]``. Extra keys are ignored.
         mask: ``[B, L]``, 1 = real token (needed by every ``pair`` / ``relation`` knowledge).
         projection: applied to the student's feature first when ``spec.needs_projection`` (e.g. a
-            `kdgrid.core.projection.Projection`); ``None`` means the widths already agree.
+            `kdgrid.core.model.projection.Projection`); ``None`` means the widths already agree.
         heads_s, heads_t, relation_heads: head counts for the q/k/v relations (heads_s or relation_heads
             is required; see `query_relation`).
         temperature: the soft-label temperature T.

@@ -1,5 +1,5 @@
 """Where a recipe's checkpoint lives, whether it exists, and its manifest; the same conventions as the cache of
-fine-tuned teachers (`kdgrid.core.teacher_cache`): a folder named by the recipe's content key under the kdgrid
+fine-tuned teachers (`kdgrid.core.model.teacher_cache`): a folder named by the recipe's content key under the kdgrid
 cache, holding what ``save_pretrained`` writes for the model and the tokenizer plus a JSON file describing it.
 
 Layout, under ``kdgrid.assets.cache_dir()/pretrained/``:
@@ -35,7 +35,7 @@ from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.errors import ConfigError
 
 MANIFEST = "pretrain.json"
-# The note a general-distillation checkpoint carries (its manifest again): `kdgrid.core.init` reads it to tell a
+# The note a general-distillation checkpoint carries (its manifest again): `kdgrid.core.job.init` reads it to tell a
 # general-distillation folder from any other checkpoint.
 GENERAL_DISTILLATION_INFO = "general_distillation.json"
 MANIFEST_FORMAT = 1

@@ -24,11 +24,11 @@ from typing import Any
 
 import yaml
 
+from kdgrid.core.model.shapes import TEACHERS
+from kdgrid.core.model.teacher_cache import MINILM_ALIAS
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, allowed_recipes, recipe_path
-from kdgrid.core.shapes import TEACHERS
-from kdgrid.core.teacher_cache import MINILM_ALIAS
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
 

@@ -9,7 +9,7 @@ docs/pretrain.md: BERT's pre-training recipe (steps, batch, block length, learni
 every student shape of Tables 1 and 2 can be general-distilled.
 
 The key is the first 16 hex digits of the SHA-256 of the canonical JSON plus what the names stand for: the
-teacher's weight bytes (a local teacher; a Hub teacher by its name, `kdgrid.core.teacher_cache.base_digest`) and
+teacher's weight bytes (a local teacher; a Hub teacher by its name, `kdgrid.core.model.teacher_cache.base_digest`) and
 the corpus's identity (`kdgrid.core.pretrained.corpus_spec`). How a run is executed (processes, micro-batch, checkpoint
 interval) is not part of it: those do not change the result beyond float rounding.
 """
@@ -28,9 +28,9 @@ from typing import Any
 from kdgrid.core.choices import PROJECTIONS, unknown_choice
 from kdgrid.core.knowledge import get_knowledge
 from kdgrid.core.matching import canonical_strategy
+from kdgrid.core.model.shapes import student_shape
+from kdgrid.core.model.teacher_cache import MINILM_ALIAS, base_digest
 from kdgrid.core.pretrained.corpus_spec import CORPUS_FORMAT_VERSION, parse_corpus
-from kdgrid.core.shapes import student_shape
-from kdgrid.core.teacher_cache import MINILM_ALIAS, base_digest
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Distillation, canonical_options, json_fields, versioned_json
 

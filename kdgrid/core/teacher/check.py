@@ -1,6 +1,6 @@
 """`kdgrid teacher check`: which class order a teacher was trained with, found by scoring every order on dev data.
 
-A checkpoint's class order is its trainer's (`kdgrid.core.label_order`); where no public file says which (the
+A checkpoint's class order is its trainer's (`kdgrid.core.teacher.label_order`); where no public file says which (the
 paper's BERT-base MNLI teacher is read in two orders by two public projects), the teacher itself can: on the
 examples the gate scores (`kdgrid.core.teacher.gate.gate_indices`: up to 2,000 of the task's first dev set, evenly
 spaced) its outputs are read in every order of the task's labels (C! orders) and each order's accuracy is
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from kdgrid.core.data import get_task
-from kdgrid.core.label_order import BASIS_WORDS, LabelOrder, resolve_label_order
-from kdgrid.core.models import load_teacher, load_tokenizer
-from kdgrid.core.runtime import make_runtime
-from kdgrid.core.shapes import resolve_teacher
+from kdgrid.core.model.models import load_teacher, load_tokenizer
+from kdgrid.core.model.runtime import make_runtime
+from kdgrid.core.model.shapes import resolve_teacher
 from kdgrid.core.teacher.gate import GATE_Z, gate_indices, standard_error, subset, teacher_logits
+from kdgrid.core.teacher.label_order import BASIS_WORDS, LabelOrder, resolve_label_order
 from kdgrid.errors import ConfigError
 
 MAX_CHECKED_CLASSES = 6  # 720 orders; beyond, the orders outnumber what a dev sample can tell apart

@@ -1,7 +1,7 @@
 """Teacher fine-tuning (`kdgrid teacher finetune`): a task teacher made once, cached by content hash.
 
 Offline there is no fine-tuned teacher (the MiniLM weights are a sentence-embedding model), so one is fine-tuned
-on the task's train split, evaluated on its dev sets, and cached (`kdgrid.core.teacher_cache` says where and under
+on the task's train split, evaluated on its dev sets, and cached (`kdgrid.core.model.teacher_cache` says where and under
 which key) with ``teacher.json`` (base, task, recipe, dev scores, majority-class baseline). It is written
 to a temporary directory and renamed, so a reader never sees half a teacher and two concurrent fine-tunings
 cannot corrupt the cache. A teacher that does not beat the majority class on the task's primary metric is an
@@ -27,10 +27,9 @@ from transformers import AutoTokenizer
 from kdgrid.core.data import get_task, load_splits
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.data.tokenization import tokenize_task
-from kdgrid.core.evaluate import evaluate_dev_sets
-from kdgrid.core.models import load_pretrained_bert
-from kdgrid.core.optim import build_optimizer
-from kdgrid.core.teacher_cache import (
+from kdgrid.core.model.evaluate import evaluate_dev_sets
+from kdgrid.core.model.models import load_pretrained_bert
+from kdgrid.core.model.teacher_cache import (
     TEACHER_INFO,
     TeacherRecipe,
     TeacherRecord,
@@ -39,6 +38,7 @@ from kdgrid.core.teacher_cache import (
     teacher_cache_root,
     teacher_key,
 )
+from kdgrid.core.optim import build_optimizer
 from kdgrid.errors import KdgridError
 from kdgrid.metrics import majority_baseline
 

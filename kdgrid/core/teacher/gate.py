@@ -1,7 +1,7 @@
 """The teacher gate: a teacher kdgrid did not fine-tune itself is scored at job start, before any student trains.
 
 A Hub checkpoint or a local directory can be untrained, fine-tuned for another task, or have its classes in
-another order than the task's (`kdgrid.core.label_order`); distilling from it gives rows that say ``done`` and
+another order than the task's (`kdgrid.core.teacher.label_order`); distilling from it gives rows that say ``done`` and
 mean nothing. So every job whose teacher is not one of kdgrid's own fine-tuned teachers (`is_kdgrid_finetuned`:
 those were checked against the majority class when they were made, `kdgrid.core.teacher.finetune`) first scores the
 teacher, its logits read in the job's label order, on up to `GATE_MAX_EXAMPLES` examples of the task's first dev
@@ -31,13 +31,13 @@ hundreds). Ties and small dev sets therefore keep the job's order: a different o
 
 A refusal is one `TeacherGateRefused` (a `KdgridError`) naming the teacher, the task, the accuracy as given,
 the order that scores best and the declaration to add to the sweep file; the trainer turns it into a failed row
-for every trial of the job (`kdgrid.core.train.run_job`). The verdict (accepted or refused, with its scores) is
+for every trial of the job (`kdgrid.core.training.train.run_job`). The verdict (accepted or refused, with its scores) is
 cached per (teacher weights, task data, max length, label order) under ``$KDGRID_CACHE/teacher_gate/`` so a
 teacher is scored once, and recorded in every row (``extra_json["teacher_gate"]``). `kdgrid run`'s pre-flight gates
 each teacher itself where jobs run on this machine (`kdgrid.preflight.gate`); elsewhere it refuses a teacher
 whose refusal is cached before any job is submitted (`cached_refusals`: the same key, `gate_key`, with the label
 order read from the teacher's ``config.json``, no weights loaded). ``teacher_gate: false``
-(`kdgrid.core.teacher_options`) skips it, recorded as such.
+(`kdgrid.core.teacher.options`) skips it, recorded as such.
 """
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ from kdgrid.assets import cache_dir
 from kdgrid.core.data import get_task
 from kdgrid.core.data.batching import eval_batches
 from kdgrid.core.data.tokenization import TokenizedSplit, task_fingerprint
-from kdgrid.core.label_order import BASIS_WORDS, LabelOrder, resolve_label_order
-from kdgrid.core.shapes import CONFIG_FILE, ResolvedTeacher, resolve_teacher
-from kdgrid.core.teacher_cache import TEACHER_INFO, base_digest, teacher_cache_root
-from kdgrid.core.teacher_options import TEACHER_GATE, declared_label_order, gate_enabled
+from kdgrid.core.model.shapes import CONFIG_FILE, ResolvedTeacher, resolve_teacher
+from kdgrid.core.model.teacher_cache import TEACHER_INFO, base_digest, teacher_cache_root
+from kdgrid.core.teacher.label_order import BASIS_WORDS, LabelOrder, resolve_label_order
+from kdgrid.core.teacher.options import TEACHER_GATE, declared_label_order, gate_enabled
 from kdgrid.errors import KdgridError
 from kdgrid.metrics import pearson
 

@@ -1,6 +1,6 @@
 """What each row records of the teacher passes it shared: the raw numbers of the report's cost ledger.
 
-A job's students share one teacher forward per batch (`kdgrid.core.train.run_job`). Per batch, every student still
+A job's students share one teacher forward per batch (`kdgrid.core.training.train.run_job`). Per batch, every student still
 training gets, in its row's ``extra_json``:
 
 - ``teacher_batches`` (+1): the teacher forwards this trial would have run had it trained alone;

@@ -1,0 +1,137 @@
+"""Learned temperatures: the option ``temperature_learner`` and its rules, without torch.
+
+``temperature_learner: ctkd`` replaces the trial's fixed soft-label temperature with a learned one (CTKD: Li, Li,
+Yang, Yang, Cheng & Yang, "Curriculum Temperature for Knowledge Distillation", AAAI 2023; the module is
+`kdgrid.core.methods.ctkd.temperature`). Its options (registered here):
+
+- ``ctkd_min_temperature``, ``ctkd_max_temperature``: the range the learned temperature is kept in (a sigmoid);
+  the trial's ``temperature`` is where it starts and must lie strictly inside;
+- ``ctkd_lambda_max``: the gradient-reversal strength at the end of its curriculum;
+- ``ctkd_ramp``: the fraction of training over which the strength rises from 0 to ``ctkd_lambda_max`` by half a
+  cosine (CTKD's curriculum), then stays there.
+
+`learner_problems` refuses the combinations that cannot run: a ``ctkd_*`` option without the learner, a start
+outside the range, a temperature schedule beside it (both would set the temperature), or a soft-label weight of 0
+(the temperature would receive no gradient: nothing would be learned).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
+from kdgrid.core.options import MIN_TEMPERATURE, register_option, schedule_option
+from kdgrid.core.schedules import NO_TEMPERATURE_LEARNER, TEMPERATURE_LEARNER, register_temperature_learner
+
+CTKD = "ctkd"
+
+CTKD_MIN = "ctkd_min_temperature"
+CTKD_MAX = "ctkd_max_temperature"
+CTKD_LAMBDA = "ctkd_lambda_max"
+CTKD_RAMP = "ctkd_ramp"
+CTKD_DEFAULTS: dict[str, float] = {CTKD_MIN: 1.0, CTKD_MAX: 21.0, CTKD_LAMBDA: 1.0, CTKD_RAMP: 1.0}
+
+
+def ramp_problem(value: object) -> str | None:
+    """Why ``value`` is not a ramp fraction in (0, 1] (None when it is)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1:
+        return None
+    return f"option {CTKD_RAMP}={value!r} is invalid; allowed: a number in (0, 1] (a fraction of training)"
+
+
+def ctkd_settings(options: Mapping[str, Any]) -> dict[str, float]:
+    """The four CTKD settings of a trial's options, defaults filled in."""
+    return {key: float(options.get(key, default)) for key, default in CTKD_DEFAULTS.items()}
+
+
+def learned_temperature_parameters(options: Mapping[str, Any]) -> int:
+    """The parameters a trial's temperature learner adds (CTKD: one logit)."""
+    return 1 if options.get(TEMPERATURE_LEARNER, NO_TEMPERATURE_LEARNER) == CTKD else 0
+
+
+def learner_problems(
+    options: Mapping[str, Any], temperature: float, soft_weight: float, temperature_schedule: str
+) -> list[str]:
+    """What makes the trial's temperature learner impossible (empty when it can run, or when there is none)."""
+    learner = options.get(TEMPERATURE_LEARNER, NO_TEMPERATURE_LEARNER)
+    if learner != CTKD:
+        stray = sorted(key for key in CTKD_DEFAULTS if key in options)
+        return [f"option(s) {stray} need {TEMPERATURE_LEARNER}: {CTKD}"] if stray else []
+    settings = ctkd_settings(options)
+    low, high = settings[CTKD_MIN], settings[CTKD_MAX]
+    problems: list[str] = []
+    if not low < temperature < high:
+        problems.append(
+            f"{TEMPERATURE_LEARNER}: {CTKD} starts at the trial's temperature, which must lie strictly between "
+            f"{CTKD_MIN}={low:g} and {CTKD_MAX}={high:g}; got temperature={temperature:g}"
+        )
+    if temperature_schedule != "constant":
+        problems.append(
+            f"{TEMPERATURE_LEARNER}: {CTKD} learns the temperature; temperature_schedule must be constant, "
+            f"got {temperature_schedule!r}"
+        )
+    if soft_weight == 0:
+        problems.append(
+            f"{TEMPERATURE_LEARNER}: {CTKD} learns the temperature through the soft-label loss, but soft_weight is 0"
+        )
+    return problems
+
+
+@register_temperature_learner(CTKD)
+def build_ctkd(start: float, options: dict[str, Any]) -> Any:
+    """CTKD's learned temperature (`kdgrid.core.methods.ctkd.temperature.LearnedTemperature`, a torch module imported by name on first
+    use, so that registering it needs no torch) starting at ``start``, with the trial's CTKD settings."""
+    settings = ctkd_settings(options)
+    module = importlib.import_module("kdgrid.core.methods.ctkd.temperature")
+    return module.LearnedTemperature(
+        start, settings[CTKD_MIN], settings[CTKD_MAX], settings[CTKD_LAMBDA], settings[CTKD_RAMP]
+    )
+
+
+def learner_rule(facts: TrialFacts) -> list[str]:
+    """`learner_problems` of a trial."""
+    trial = facts.trial
+    options = dict(trial.options)
+    schedule = str(options.get(schedule_option("temperature"), "constant"))
+    return learner_problems(options, trial.temperature, trial.soft_weight, schedule)
+
+
+def learner_memory(facts: TrialFacts) -> MethodMemory:
+    """CTKD's one temperature logit (`learned_temperature_parameters`)."""
+    return MethodMemory(parameters=learned_temperature_parameters(dict(facts.trial.options)))
+
+
+register_option(
+    CTKD_MIN, "number", CTKD_DEFAULTS[CTKD_MIN], "ctkd: the lowest temperature it may learn", minimum=MIN_TEMPERATURE
+)
+register_option(
+    CTKD_MAX, "number", CTKD_DEFAULTS[CTKD_MAX], "ctkd: the highest temperature it may learn", minimum=MIN_TEMPERATURE
+)
+register_option(
+    CTKD_LAMBDA,
+    "number",
+    CTKD_DEFAULTS[CTKD_LAMBDA],
+    "ctkd: the gradient-reversal strength at the end of its cosine curriculum",
+    minimum=0,
+)
+register_option(
+    CTKD_RAMP,
+    "number",
+    CTKD_DEFAULTS[CTKD_RAMP],
+    "ctkd: the fraction of training over which the reversal strength rises to ctkd_lambda_max",
+    check=ramp_problem,
+)
+
+register_method(
+    MethodSpec(
+        name="ctkd",
+        title="CTKD: the soft-label temperature learned adversarially, with a cosine curriculum "
+        "(temperature_learner: ctkd)",
+        paper="Li, Li, Yang, Yang, Cheng & Yang, Curriculum Temperature for Knowledge Distillation, AAAI 2023",
+        options=(CTKD_MIN, CTKD_MAX, CTKD_LAMBDA, CTKD_RAMP),
+        rules=(("options", learner_rule),),
+        memory=learner_memory,
+    )
+)

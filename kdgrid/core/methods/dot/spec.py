@@ -1,0 +1,92 @@
+"""DOT's optimizer, its option and its rule, registered without torch (the optimizer itself:
+`kdgrid.core.methods.dot.optimizer`).
+
+Zhao, Song & Qiu, "DOT: A Distillation-Oriented Trainer", ICCV 2023: SGD whose task and distillation gradients keep
+separate momenta, ``mu - Delta`` and ``mu + Delta``. ``optimizer: dot`` chooses it, ``dot_delta`` sets Delta. DOT
+needs the step's task and distillation gradients apart: it declares the gradient split
+(`kdgrid.core.methods.grad_split`) as its dependency, whose rules and memory cover it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
+from kdgrid.core.optimizers import GRADIENT_SPLITTING, OPTIMIZER, optimizer_problem, register_optimizer
+from kdgrid.core.options import register_option
+
+DOT = "dot"
+DOT_DELTA = "dot_delta"
+DOT_MOMENTUM = 0.9  # DOT's base momentum mu (Zhao et al., ICCV 2023, SGD with momentum 0.9)
+DEFAULT_DOT_DELTA = 0.075  # Zhao et al.'s Delta: task momentum mu - Delta, distillation momentum mu + Delta
+
+
+@register_optimizer(DOT)
+def build_dot(groups: list[dict[str, Any]], lr: float, options: Mapping[str, Any]) -> Any:
+    """DOT over the parameter groups at ``lr``, with the trial's ``dot_delta`` (default the paper's)."""
+    delta = options.get(DOT_DELTA)
+    module = importlib.import_module("kdgrid.core.methods.dot.optimizer")
+    return module.DOT(groups, lr=lr, delta=DEFAULT_DOT_DELTA if delta is None else float(delta))
+
+
+GRADIENT_SPLITTING.add(DOT)
+
+
+def dot_delta_problem(value: Any) -> str | None:
+    """Why ``dot_delta`` = ``value`` is not allowed: both momenta ``mu -+ Delta`` must lie in [0, 1)."""
+    if (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value < 1 - DOT_MOMENTUM
+    ):
+        return None
+    return (
+        f"option {DOT_DELTA}={value!r} is invalid; allowed: a number in [0, {1 - DOT_MOMENTUM:g}) (DOT's Delta: "
+        f"the momenta {DOT_MOMENTUM:g} - Delta and {DOT_MOMENTUM:g} + Delta must stay below 1)"
+    )
+
+
+def dot_rule(facts: TrialFacts) -> list[str]:
+    """``dot_delta`` only with DOT; DOT does not clip gradients."""
+    trial = facts.trial
+    dot = trial.option(OPTIMIZER) == DOT
+    problems: list[str] = []
+    if trial.option(DOT_DELTA) is not None and not dot:
+        problems.append(f"option {DOT_DELTA} is only for optimizer 'dot'")
+    if dot and trial.option("max_grad_norm"):
+        problems.append("optimizer 'dot' does not clip gradients: leave max_grad_norm unset")
+    return problems
+
+
+register_option(
+    OPTIMIZER,
+    "text",
+    None,
+    "the student's optimizer: adamw (unset) or dot (Zhao et al., ICCV 2023: SGD with separate momenta for the "
+    "task and distillation gradients)",
+    check=optimizer_problem,
+)
+register_option(
+    DOT_DELTA,
+    "number",
+    None,
+    f"optimizer dot: Delta, the task momentum is {DOT_MOMENTUM} - Delta and the distillation momentum "
+    f"{DOT_MOMENTUM} + Delta; unset: {DEFAULT_DOT_DELTA}",
+    check=dot_delta_problem,
+)
+
+register_method(
+    MethodSpec(
+        name="dot",
+        title="DOT: SGD with separate momenta for the task and distillation gradients (optimizer: dot)",
+        paper="Zhao, Song & Qiu, DOT: A Distillation-Oriented Trainer, ICCV 2023",
+        options=(OPTIMIZER, DOT_DELTA),
+        rules=(("combination", dot_rule),),
+        depends_on=("grad_split",),
+    )
+)

@@ -1,0 +1,116 @@
+"""A dual-head student (option ``dual_head: true``): a task head and a distillation head on one shared encoder.
+
+After Yang, Zong, Huang, Feng & An, "Dual-Head Knowledge Distillation: Enhancing Logits Utilization with an
+Auxiliary Head" (arXiv:2411.08937, 2024): the gradients of the task loss and of a distillation loss on logits
+conflict in the shared linear classifier but not in the backbone, so the classifier is split in two.
+
+- the **task head** is the student's own classifier (``BertForSequenceClassification.classifier``); only the
+  hard-label loss reads its logits (``Features.logits``);
+- the **distillation head** (`DISTILL_HEAD`, a ``Linear(width, num_labels)`` drawn like BERT's classifier:
+  N(0, 0.02^2) weights, zero bias, from the trial's seed + 3 so no other draw moves) reads the same input as the
+  classifier (BERT's pooled [CLS] vector after the classifier's dropout, captured by a forward pre-hook); only
+  the soft-label loss reads its logits (``Features.distill_logits``, `kdgrid.core.training.objective`);
+- the encoder gets both gradients.
+
+**Evaluation uses the task head**: the model's forward pass is unchanged, so dev scores, predictions and latency
+are the task head's (tested). The distillation head is saved with the model in epoch checkpoints and is not counted
+in ``student_params`` (it is not part of the deployed student; ``extra["distill_head_params"]`` counts it). A
+trained student saved for others to load (a teacher assistant, ReAugKD's student, ``kdgrid trial --save-student``)
+goes through `save_student_model`, which leaves the head out: the folder is a plain
+``BertForSequenceClassification`` whose classifier is the task head, the one evaluated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from kdgrid.core.model.capture import Features
+
+DISTILL_HEAD = "kdgrid_distill_head"
+_INIT_STD = 0.02  # BERT's initializer_range, as the classifier it sits beside
+
+
+class _ClassifierInput:
+    """Forward pre-hook on the classifier that keeps its input of the last forward pass."""
+
+    def __init__(self) -> None:
+        self.value: torch.Tensor | None = None
+        self.suspended = False  # `classifier_input_suspended`: keep nothing
+
+    def __call__(self, module: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+        if not self.suspended:
+            self.value = args[0]
+
+
+def attach_distill_head(model: nn.Module, seed: int) -> int:
+    """Add the distillation head to ``model`` (a ``BertForSequenceClassification``) as the submodule
+    `DISTILL_HEAD`, with the hook that feeds it; returns its parameter count. Draws from its own seeded
+    generator state, leaving the global RNG as it was."""
+    classifier = model.classifier
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 3)
+        head = nn.Linear(classifier.in_features, classifier.out_features)
+        nn.init.normal_(head.weight, std=_INIT_STD)
+        nn.init.zeros_(head.bias)
+    head.to(device=classifier.weight.device, dtype=classifier.weight.dtype)
+    model.add_module(DISTILL_HEAD, head)
+    hook = _ClassifierInput()
+    classifier.register_forward_pre_hook(hook)
+    model._kdgrid_classifier_input = hook  # read by `with_distill_logits`
+    return sum(p.numel() for p in head.parameters())
+
+
+def has_distill_head(model: nn.Module) -> bool:
+    return hasattr(model, DISTILL_HEAD)
+
+
+def with_distill_logits(model: nn.Module, features: Features) -> Features:
+    """``features`` of ``model``'s last forward pass with the distillation head's logits added; unchanged for a
+    model without the head."""
+    if not has_distill_head(model):
+        return features
+    pooled = model._kdgrid_classifier_input.value
+    if pooled is None:
+        raise RuntimeError("the dual-head student's classifier saw no input in this forward pass")
+    return dataclasses.replace(features, distill_logits=getattr(model, DISTILL_HEAD)(pooled))
+
+
+@contextlib.contextmanager
+def classifier_input_suspended(model: nn.Module) -> Iterator[None]:
+    """Inside, a forward pass that is not the training step's (LKD's held-out batch) leaves the classifier input
+    the hook keeps as it was: neither that pass's pooled vector nor its graph is held. Nothing for a model
+    without the head."""
+    if not has_distill_head(model):
+        yield
+        return
+    hook = model._kdgrid_classifier_input
+    previous, hook.suspended = hook.suspended, True
+    try:
+        yield
+    finally:
+        hook.suspended = previous
+
+
+def own_parameter_count(model: nn.Module) -> int:
+    """The student's parameters without the distillation head (what the deployed student has)."""
+    prefix = DISTILL_HEAD + "."
+    return sum(p.numel() for name, p in model.named_parameters() if not name.startswith(prefix))
+
+
+def save_student_model(model: Any, directory: Path, **kwargs: Any) -> None:
+    """``model.save_pretrained(directory, **kwargs)`` without a dual head's distillation head: every weight but
+    `DISTILL_HEAD`'s, so the folder loads as a plain ``BertForSequenceClassification`` (kdgrid's loader refuses
+    keys it has no place for) whose classifier is the task head. A model without the head is saved as it is."""
+    if not has_distill_head(model):
+        model.save_pretrained(directory, **kwargs)
+        return
+    prefix = DISTILL_HEAD + "."
+    state = {name: value for name, value in model.state_dict().items() if not name.startswith(prefix)}
+    model.save_pretrained(directory, state_dict=state, **kwargs)

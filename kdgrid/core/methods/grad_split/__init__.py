@@ -1,0 +1,1 @@
+"""The task and distillation gradients of a step taken apart (DOT, the gradient cosine)."""

@@ -1,0 +1,93 @@
+"""Masked distillation's options and rule, without torch (the masking itself: `kdgrid.core.methods.masking.masks`,
+which states the conventions).
+
+``mask_input`` (``teacher`` | ``student``; unset: no masking), ``mask_fraction`` (f in (0, 1), default
+`DEFAULT_MASK_FRACTION`), ``mask_by`` (``random`` | ``saliency``). The option names live beside the grouping rule
+in `kdgrid.trial` (teacher masking changes the shared teacher pass, so it is part of a job's key). After MaskedKD:
+Son, Ryu, Lee & Lee, "The Role of Masking for Efficient Supervised Knowledge Distillation of Vision Transformers",
+ECCV 2024.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
+from kdgrid.core.options import register_option
+from kdgrid.suggest import did_you_mean
+from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT
+
+MASK_SIDES: tuple[str, ...] = ("teacher", "student")
+MASK_CRITERIA: tuple[str, ...] = ("random", "saliency")
+DEFAULT_MASK_FRACTION = 0.15  # BERT's masked-LM rate
+
+
+def _choice_problem(name: str, value: Any, allowed: tuple[str, ...]) -> str | None:
+    if isinstance(value, str) and value in allowed:
+        return None
+    hint = did_you_mean(value, allowed) if isinstance(value, str) else ""
+    return f"option {name}={value!r} is invalid; allowed: {', '.join(allowed)}{hint}"
+
+
+def mask_input_problem(value: Any) -> str | None:
+    """Why ``mask_input`` = ``value`` is not allowed (None when it is)."""
+    return _choice_problem(MASK_INPUT, value, MASK_SIDES)
+
+
+def mask_by_problem(value: Any) -> str | None:
+    """Why ``mask_by`` = ``value`` is not allowed (None when it is)."""
+    return _choice_problem(MASK_BY, value, MASK_CRITERIA)
+
+
+def mask_fraction_problem(value: Any) -> str | None:
+    """Why ``mask_fraction`` = ``value`` is not allowed: a number in (0, 1)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and 0 < value < 1:
+        return None
+    return f"option {MASK_FRACTION}={value!r} is invalid; allowed: a number in (0, 1) (the share of tokens masked)"
+
+
+def masking_rule(facts: TrialFacts) -> list[str]:
+    """``mask_fraction`` and ``mask_by`` need ``mask_input``."""
+    trial = facts.trial
+    if trial.option(MASK_INPUT) is not None:
+        return []
+    stray = [name for name in (MASK_FRACTION, MASK_BY) if trial.option(name) is not None]
+    return [f"option(s) {', '.join(stray)} need {MASK_INPUT} (teacher or student)"] if stray else []
+
+
+register_option(
+    MASK_INPUT,
+    "text",
+    None,
+    "masked distillation: which side sees training inputs with tokens masked (teacher or student); unset: none",
+    check=mask_input_problem,
+)
+register_option(
+    MASK_FRACTION,
+    "number",
+    None,
+    f"masked distillation: the share of each example's tokens masked; unset: {DEFAULT_MASK_FRACTION}",
+    check=mask_fraction_problem,
+)
+register_option(
+    MASK_BY,
+    "text",
+    None,
+    "masked distillation: which tokens, random or saliency (those the teacher's [CLS] attends to least); "
+    "unset: random",
+    check=mask_by_problem,
+)
+
+register_method(
+    MethodSpec(
+        name="masking",
+        title="masked distillation: the teacher or the student sees its training inputs with tokens masked "
+        "(mask_input)",
+        paper="after MaskedKD: Son, Ryu, Lee & Lee, The Role of Masking for Efficient Supervised Knowledge "
+        "Distillation of Vision Transformers, ECCV 2024",
+        options=(MASK_INPUT, MASK_FRACTION, MASK_BY),
+        rules=(("combination", masking_rule),),
+    )
+)

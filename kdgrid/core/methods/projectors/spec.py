@@ -1,0 +1,91 @@
+"""The projector methods' options and rules, without torch: the projection ensemble's size (``projection:
+ensemble``, ``projector_members``), the spectral-norm penalty on the projections (``projector_spectral``,
+`kdgrid.core.methods.projectors.spectral`) and the projector-overfitting flag of a done trial
+(`kdgrid.core.methods.projectors.overfit`).
+
+- Chen, Wang, Liu, Xu, Cao & Zhu, "Improved Feature Distillation via Projector Ensemble", NeurIPS 2022: the
+  ensemble of projectors averaged (the projections themselves: `kdgrid.core.model.projection`).
+- Yoshida & Miyato, "Spectral Norm Regularization for Improving the Generalizability of Deep Learning",
+  arXiv:1705.10941, 2017: the penalty.
+"""
+
+from __future__ import annotations
+
+from kdgrid.core.choices import DEFAULT_ENSEMBLE_MEMBERS
+from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
+from kdgrid.core.options import register_option
+
+PROJECTOR_MEMBERS = "projector_members"
+PROJECTOR_SPECTRAL = "projector_spectral"
+MAX_ENSEMBLE_MEMBERS = 16
+
+
+def members(facts: TrialFacts) -> int:
+    """The projectors of each projected term: ``projector_members`` (default 3) for an ensemble, else 1."""
+    trial = facts.trial
+    if trial.projection != "ensemble":
+        return 1
+    return int(trial.option(PROJECTOR_MEMBERS) or DEFAULT_ENSEMBLE_MEMBERS)
+
+
+def projector_rule(facts: TrialFacts) -> list[str]:
+    """``projector_members`` only with an ensemble; a spectral penalty needs projections to regularise."""
+    trial = facts.trial
+    problems: list[str] = []
+    if trial.option(PROJECTOR_MEMBERS) is not None and trial.projection != "ensemble":
+        problems.append(
+            f"option {PROJECTOR_MEMBERS} is only for projection 'ensemble', not {trial.projection!r}"
+        )
+    if trial.option(PROJECTOR_SPECTRAL) is not None and (trial.projection == "none" or not trial.knowledge):
+        problems.append(
+            f"option {PROJECTOR_SPECTRAL} regularises projections: it needs knowledge with a projection "
+            f"(projection linear, mlp or ensemble), not projection {trial.projection!r} with knowledge "
+            f"{list(trial.knowledge)}"
+        )
+    return problems
+
+
+def spectral_terms_rule(facts: TrialFacts) -> list[str]:
+    """A spectral penalty with no projection to regularise (same widths, or no knowledge that is projected)."""
+    if facts.trial.option(PROJECTOR_SPECTRAL) is not None and facts.projected_terms == 0:
+        return [
+            f"option {PROJECTOR_SPECTRAL} regularises projections, but no loss term of this trial is projected "
+            "(same widths, or knowledge that compares the two sides in their own widths)"
+        ]
+    return []
+
+
+def ensemble_memory(facts: TrialFacts) -> MethodMemory:
+    """An ensemble's members beyond the first (the estimate counts one projector per projected term)."""
+    return MethodMemory(parameters=(members(facts) - 1) * facts.projection_parameters)
+
+
+register_option(
+    PROJECTOR_MEMBERS,
+    "int",
+    None,
+    "projection ensemble: the number of projectors averaged (Chen et al., NeurIPS 2022); unset: 3",
+    minimum=2,
+    below=MAX_ENSEMBLE_MEMBERS + 1,
+)
+register_option(
+    PROJECTOR_SPECTRAL,
+    "number",
+    None,
+    "lambda of the spectral-norm penalty (lambda/2) sum sigma_max(W)^2 over the projections' weight matrices "
+    "(Yoshida & Miyato, 2017); unset: none",
+    minimum=0,
+)
+
+register_method(
+    MethodSpec(
+        name="projectors",
+        title="projectors: an ensemble of projectors averaged (projection: ensemble), a spectral-norm penalty "
+        "(projector_spectral) and the projector-overfitting flag",
+        paper="Chen et al., Improved Feature Distillation via Projector Ensemble, NeurIPS 2022; Yoshida & "
+        "Miyato, Spectral Norm Regularization, arXiv:1705.10941, 2017",
+        options=(PROJECTOR_MEMBERS, PROJECTOR_SPECTRAL),
+        rules=(("combination", projector_rule), ("terms", spectral_terms_rule)),
+        memory=ensemble_memory,
+    )
+)
