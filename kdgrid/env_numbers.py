@@ -8,6 +8,7 @@ import math
 import os
 
 from kdgrid.errors import ConfigError
+from kdgrid.number_range import POSITIVE
 
 
 def positive_from_env(name: str, default: float, *, expected: str = "a number of seconds > 0") -> float:
@@ -23,6 +24,6 @@ def positive_from_env(name: str, default: float, *, expected: str = "a number of
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
+    if not POSITIVE.contains(value):
         raise ConfigError(f"{name}: expected {expected}, got {text!r}")
     return value

@@ -4,6 +4,8 @@ in a fraction of a second and run where torch is not installed."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import pkgutil
 import re
@@ -13,12 +15,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import kdgrid
 import kdgrid.analysis
 import kdgrid.grid
 import kdgrid.report
 import kdgrid.store
+from kdgrid.core.method_registry import registered_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers")
@@ -28,24 +32,27 @@ def _modules(package: object) -> list[str]:
     return [m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]  # type: ignore[attr-defined]
 
 
-TORCH_FREE = [
-    "kdgrid.trial",
-    "kdgrid.result",
-    "kdgrid.predictions",
-    "kdgrid.paper",
-    "kdgrid.metrics",
-    "kdgrid.core.model.shapes",
-    "kdgrid.core.pretrained.needed",
-    "kdgrid.core.knowledge",
-    "kdgrid.core.matching",
-    "kdgrid.core.options",
-    "kdgrid.core.schedules",
-    "kdgrid.core.example_weights",
-    *_modules(kdgrid.grid),
-    *_modules(kdgrid.store),
-    *_modules(kdgrid.report),
-    *_modules(kdgrid.analysis),
-]
+def _contract(contract_id: str) -> dict[str, object]:
+    """A contract of pyproject.toml's ``[tool.importlinter]``, by its id."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    return next(c for c in contracts if c["id"] == contract_id)
+
+
+def _expanded(expression: str) -> list[str]:
+    """A contract's module expression as module names: a package with every module below it, a ``*`` matched
+    against the modules that exist."""
+    if "*" in expression:
+        prefix, _, suffix = expression.partition(".*")
+        package = importlib.import_module(prefix)
+        names = [m.name for m in pkgutil.iter_modules(package.__path__, prefix + ".")]
+        return [n + suffix for n in names if importlib.util.find_spec(n + suffix) is not None]
+    module = importlib.import_module(expression)
+    return [expression, *(_modules(module) if hasattr(module, "__path__") else [])]
+
+
+# The one list of torch-free modules: the contract's sources (pyproject.toml), walked.
+TORCH_FREE = [name for expression in _contract("torch-free-readers")["source_modules"] for name in _expanded(expression)]
 
 
 def _heavy_modules_after_importing(names: list[str]) -> list[str]:
@@ -62,6 +69,7 @@ def _heavy_modules_after_importing(names: list[str]) -> list[str]:
 
 
 def test_the_torch_free_layers_import_without_torch_or_transformers() -> None:
+    assert {"kdgrid.core.methods.ctkd.spec", "kdgrid.core.options", "kdgrid.core.method_registry"} <= set(TORCH_FREE)
     assert {"kdgrid.grid.expand", "kdgrid.store.write", "kdgrid.analysis.tidy", "kdgrid.report.build"} <= set(
         TORCH_FREE
     )
@@ -78,14 +86,13 @@ def test_the_import_contracts_hold() -> None:
         pytest.fail("lint-imports is not installed: install the dev extra (import-linter)")
     done = subprocess.run([lint, "--no-cache"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "Contracts: 3 kept, 0 broken." in done.stdout
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    assert f"Contracts: {len(contracts)} kept, 0 broken." in done.stdout
 
 
 def test_every_top_level_module_has_a_layer() -> None:
     """A module the layers contract does not name is unconstrained: a new one must be given its layer."""
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    layers = _contract("layers")["layers"]
     named = {name.strip() for layer in layers for name in re.split(r"[|:]", layer)}
     top_level = {f"kdgrid.{m.name}" for m in pkgutil.iter_modules(kdgrid.__path__)}
     assert top_level - named == set()
@@ -140,3 +147,26 @@ def test_the_import_report_sees_a_heavy_module() -> None:
     """The check above can fail: importing the tokenizer module shows it and transformers in the report."""
     imported = _modules_imported_by(["-c", "import kdgrid.core.data.tokenization"])
     assert {"kdgrid.core.data.tokenization", "transformers"} <= imported
+
+
+def test_every_method_dependency_is_declared_in_its_spec_and_allowed_by_the_contract() -> None:
+    """The independence contract's exceptions are exactly the dependencies the methods' specs declare."""
+    allowed = set()
+    for line in _contract("methods-independent").get("ignore_imports", []):
+        importer, _, imported = (part.strip() for part in line.partition("->"))
+        allowed.add((importer.split(".")[3], imported.split(".")[3]))  # kdgrid.core.methods.<name>...
+    declared = {(spec.name, other) for spec in registered_methods() for other in spec.depends_on}
+    # a declared dependency may need no exception (DOT's is on the registry's list, not an import)
+    assert allowed <= declared, allowed - declared
+    assert {("reaugkd", "dual_head"), ("dot", "grad_split")} <= declared
+
+
+def test_the_core_keeps_its_registries_at_the_top_and_everything_else_in_rooms() -> None:
+    """At most 15 modules at the core's top level; every sub-package of the core is a room of the rooms contract."""
+    import kdgrid.core
+
+    top = [m for m in pkgutil.iter_modules(kdgrid.core.__path__)]
+    modules = sorted(m.name for m in top if not m.ispkg)
+    assert len(modules) <= 15, modules
+    rooms = {m.name for m in top if m.ispkg}
+    assert rooms == set(_contract("core-rooms")["layers"])

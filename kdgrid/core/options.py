@@ -34,6 +34,7 @@ from kdgrid.core.schedules import (
 )
 from kdgrid.core.teacher.options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
+from kdgrid.number_range import POSITIVE
 from kdgrid.trial import DATA_SEED, SEED_LIMIT
 
 # What a value of each kind of option must be, and how a message names it.
@@ -135,7 +136,7 @@ def _is_number(value: Any) -> bool:
 
 def positive_number_problem(value: Any) -> str | None:
     """Why ``value`` is not a finite number > 0 (None when it is)."""
-    return None if _fits("number", value) and value > 0 else "allowed: a number > 0"
+    return None if POSITIVE.contains(value) else f"allowed: {POSITIVE.describe()}"
 
 
 def _fits(kind: str, value: Any) -> bool:

@@ -24,6 +24,7 @@ from typing import Any
 from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import MIN_TEMPERATURE, register_option, schedule_option
 from kdgrid.core.schedules import NO_TEMPERATURE_LEARNER, TEMPERATURE_LEARNER, register_temperature_learner
+from kdgrid.number_range import NumberRange
 
 CTKD = "ctkd"
 
@@ -36,9 +37,7 @@ CTKD_DEFAULTS: dict[str, float] = {CTKD_MIN: 1.0, CTKD_MAX: 21.0, CTKD_LAMBDA: 1
 
 def ramp_problem(value: object) -> str | None:
     """Why ``value`` is not a ramp fraction in (0, 1] (None when it is)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1:
-        return None
-    return f"option {CTKD_RAMP}={value!r} is invalid; allowed: a number in (0, 1] (a fraction of training)"
+    return NumberRange(low=0, high=1, low_open=True).problem(CTKD_RAMP, value, "a fraction of training")
 
 
 def ctkd_settings(options: Mapping[str, Any]) -> dict[str, float]:

@@ -10,14 +10,13 @@ needs the step's task and distillation gradients apart: it declares the gradient
 from __future__ import annotations
 
 import importlib
-import math
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
 from kdgrid.core.optimizers import GRADIENT_SPLITTING, OPTIMIZER, optimizer_problem, register_optimizer
 from kdgrid.core.options import register_option
+from kdgrid.number_range import NumberRange
 
 DOT = "dot"
 DOT_DELTA = "dot_delta"
@@ -38,16 +37,10 @@ GRADIENT_SPLITTING.add(DOT)
 
 def dot_delta_problem(value: Any) -> str | None:
     """Why ``dot_delta`` = ``value`` is not allowed: both momenta ``mu -+ Delta`` must lie in [0, 1)."""
-    if (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and 0 <= value < 1 - DOT_MOMENTUM
-    ):
-        return None
-    return (
-        f"option {DOT_DELTA}={value!r} is invalid; allowed: a number in [0, {1 - DOT_MOMENTUM:g}) (DOT's Delta: "
-        f"the momenta {DOT_MOMENTUM:g} - Delta and {DOT_MOMENTUM:g} + Delta must stay below 1)"
+    return NumberRange(low=0, high=1 - DOT_MOMENTUM, high_open=True).problem(
+        DOT_DELTA,
+        value,
+        f"DOT's Delta: the momenta {DOT_MOMENTUM:g} - Delta and {DOT_MOMENTUM:g} + Delta must stay below 1",
     )
 
 

@@ -5,12 +5,12 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 from kdgrid.core.knowledge import distilled_knowledge
 from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
+from kdgrid.number_range import NumberRange
 from kdgrid.trial import LKD_HOLDOUT, Trial
 
 MAX_HOLDOUT = 0.5  # more would leave the student less to train on than it validates on
@@ -18,11 +18,8 @@ MAX_HOLDOUT = 0.5  # more would leave the student less to train on than it valid
 
 def holdout_problem(value: Any) -> str | None:
     """Why ``lkd_holdout`` = ``value`` is not allowed: a number in (0, 0.5]."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value <= MAX_HOLDOUT:
-        return None
-    return (
-        f"option {LKD_HOLDOUT}={value!r} is invalid; allowed: a number in (0, {MAX_HOLDOUT:g}] (the share of the "
-        "training examples LKD holds out for its validation loss)"
+    return NumberRange(low=0, high=MAX_HOLDOUT, low_open=True).problem(
+        LKD_HOLDOUT, value, "the share of the training examples LKD holds out for its validation loss"
     )
 
 

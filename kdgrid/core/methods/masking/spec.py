@@ -10,12 +10,11 @@ ECCV 2024.
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
+from kdgrid.number_range import FRACTION_OPEN
 from kdgrid.suggest import did_you_mean
 from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT
 
@@ -43,9 +42,7 @@ def mask_by_problem(value: Any) -> str | None:
 
 def mask_fraction_problem(value: Any) -> str | None:
     """Why ``mask_fraction`` = ``value`` is not allowed: a number in (0, 1)."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and 0 < value < 1:
-        return None
-    return f"option {MASK_FRACTION}={value!r} is invalid; allowed: a number in (0, 1) (the share of tokens masked)"
+    return FRACTION_OPEN.problem(MASK_FRACTION, value, "the share of tokens masked")
 
 
 def masking_rule(facts: TrialFacts) -> list[str]:

@@ -18,8 +18,6 @@ plan`` checks them; what a job does for it: `kdgrid.core.methods.reaugkd.pipelin
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +25,7 @@ from kdgrid.core.knowledge import KNOWLEDGE, get_knowledge
 from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
 from kdgrid.errors import ConfigError
+from kdgrid.number_range import POSITIVE, NumberRange
 from kdgrid.trial import Trial
 
 REAUGKD_HEAD = "reaugkd_head"
@@ -57,25 +56,15 @@ DEFAULT_HEAD_BATCH_SIZE = 512
 
 
 def _beta_problem(value: Any) -> str | None:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and 0.0 <= value <= 1.0:
-        return None
-    return (
-        f"option {RETRIEVAL_BETA}={value!r} is invalid; allowed: a number in [0, 1] (the student's weight in "
-        "the retrieval mix: 1 = the student alone, 0 = the retrieved soft labels alone)"
+    return NumberRange(low=0, high=1).problem(
+        RETRIEVAL_BETA,
+        value,
+        "the student's weight in the retrieval mix: 1 = the student alone, 0 = the retrieved soft labels alone",
     )
 
 
 def _positive_problem(name: str, meaning: str) -> Any:
-    def problem(value: Any) -> str | None:
-        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-        return (
-            None
-            if ok and value > 0
-            else f"option {name}={value!r} is invalid; allowed: a number > 0 ({meaning})"
-        )
-
-    return problem
+    return POSITIVE.checker(name, meaning)
 
 
 def _index_problem(value: Any) -> str | None:
