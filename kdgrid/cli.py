@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from kdgrid.commands import analysis, assets, core, export, prefetch, pretrain, report, store, sweep
+from kdgrid.commands import analysis, assets, core, export, methods, prefetch, pretrain, report, store, sweep
 from kdgrid.commands.help_style import plain_help
 from kdgrid.errors import EXIT_USER_ERROR, KdgridError
 from kdgrid.markup import printable
@@ -38,7 +38,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-for area in (sweep, prefetch, core, pretrain, analysis, report, store, assets, export):
+for area in (sweep, prefetch, core, methods, pretrain, analysis, report, store, assets, export):
     area.register(app)
 plain_help(app)  # help without type noise (<bool>, <path>) or braces, on every command
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kdgrid import plugins
-from kdgrid.core import example_weights, knowledge, matching, options, schedules
+from kdgrid.core import example_weights, knowledge, matching, method_registry, optimizers, options, schedules
 
 IMPORT_LOG_VARIABLE = "KDGRID_TEST_PLUGIN_IMPORTS"
 PLUGIN_VERSION = "1.2.3"
@@ -34,6 +34,8 @@ _REGISTRIES = (
     schedules.SCHEDULES,
     schedules.TEMPERATURE_LEARNERS,
     example_weights.EXAMPLE_WEIGHTS,
+    method_registry.METHODS,
+    optimizers.OPTIMIZERS,
 )
 
 
