@@ -153,13 +153,14 @@ def test_the_worked_examples_of_docs_extending_run_and_register_what_they_say(pl
 
     from kdgrid.core.example_weights import EXAMPLE_WEIGHTS, ExampleBatch, normalised_weights
     from kdgrid.core.knowledge import KNOWLEDGE
+    from kdgrid.core.method_registry import METHODS, TrialFacts, run_rules
     from kdgrid.core.matching import STRATEGIES, layer_pairs
     from kdgrid.core.options import option_problems
     from kdgrid.core.schedules import TEMPERATURE_LEARNERS, schedule_value
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(blocks) == 6
+    assert len(blocks) == 7
     for block in blocks:
         exec(compile(block, "docs/extending.md", "exec"), {"__name__": "kdlearn_docs"})
     assert {"hidden_l1"} <= set(KNOWLEDGE) and {"LastTwo", "LayerMix"} <= set(STRATEGIES)
@@ -179,3 +180,11 @@ def test_the_worked_examples_of_docs_extending_run_and_register_what_they_say(pl
     # d/draw of 1 + softplus(raw) is sigmoid(raw); reversed with strength (1 - cos(pi / 2)) / 2 = 1/2
     assert learner.raw.grad.item() == pytest.approx(-0.5 / (1 + math.exp(-2.0)))
     assert learner.summary() == {"temperature": pytest.approx(1 + math.log1p(math.exp(2.0)))}
+    assert METHODS["heavy_ball"].options == ("heavy_ball_momentum",)
+    misplaced = Trial(task="sst2", teacher="bert-base", student="bert-tiny", options={"heavy_ball_momentum": 0.5})
+    assert run_rules("combination", TrialFacts(misplaced)) == [
+        "option heavy_ball_momentum is only for optimizer 'heavy_ball'"
+    ]
+    assert option_problems([("heavy_ball_momentum", 1.0)], ()) == [
+        "option heavy_ball_momentum=1.0 is invalid; allowed: a number in [0, 1)"
+    ]

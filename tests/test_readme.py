@@ -240,3 +240,16 @@ def test_the_module_list_reader_sees_packages_and_stale_names() -> None:
     rows = _where_things_live(text)
     assert rows == [("kdgrid/grid/", ["expand.py", "gone.py"]), ("tools/", ["transcribe_paper.py"])]
     assert [path for folder, paths in rows for path in paths if not _exists(folder, path)] == ["gone.py"]
+
+
+def test_the_docs_list_every_built_in_method_once() -> None:
+    # docs/methods.md's table is the docs' list of methods: one row per built-in folder, none for a method that
+    # is gone.
+    from kdgrid.core.methods import BUILTIN_METHODS
+
+    text = (ROOT / "docs" / "methods.md").read_text(encoding="utf-8")
+    table = text[text.index("| method (folder) |") :].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.M)
+    assert sorted(rows) == sorted(BUILTIN_METHODS)
+    folders = sorted(p.parent.name for p in (ROOT / "kdgrid" / "core" / "methods").glob("*/spec.py"))
+    assert folders == sorted(BUILTIN_METHODS)
