@@ -153,8 +153,8 @@ def test_the_worked_examples_of_docs_extending_run_and_register_what_they_say(pl
 
     from kdgrid.core.example_weights import EXAMPLE_WEIGHTS, ExampleBatch, normalised_weights
     from kdgrid.core.knowledge import KNOWLEDGE
-    from kdgrid.core.method_registry import METHODS, TrialFacts, run_rules
     from kdgrid.core.matching import STRATEGIES, layer_pairs
+    from kdgrid.core.method_registry import METHODS, TrialFacts, run_rules
     from kdgrid.core.options import option_problems
     from kdgrid.core.schedules import TEMPERATURE_LEARNERS, schedule_value
 
