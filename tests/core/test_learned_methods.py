@@ -359,3 +359,22 @@ def test_the_learned_methods_combine_with_what_they_support() -> None:
     for t in ok:
         assert trial_option_problems(t) == []
     assert get_strategy("alp").name == "ALP-KD" and get_strategy("lad").learnable
+
+
+def test_a_learned_temperature_is_computed_once_per_step_whatever_the_terms() -> None:
+    """The learner's forward pass runs once per `term_values`, not once for the soft term and again per knowledge
+    term; the values are those of one temperature."""
+    options = {"temperature_learner": "ctkd"}
+    t = trial(temperature=3.0, knowledge=("hidden_mse",), strategy="Last", beta=1.0, options=options)
+    terms = knowledge_terms(t, layer_pairs("Last", 2, 3), STUDENT, TEACHER)
+    assert len(terms) == 2
+    objective = Objective(t, terms, STUDENT, TEACHER, regression=False)
+    learner = objective.temperature_learner
+    assert learner is not None
+    calls = []
+    learner.register_forward_hook(lambda module, args, out: calls.append(out.item()))
+    objective.set_progress(1, 5)
+    hidden = draw((2, 3, 8), 3, 0)
+    values = objective.term_values(features(hidden), features(draw((2, 3, 8), 4, 1)), torch.tensor([0, 1]))
+    assert len(calls) == 1 and calls[0] == pytest.approx(3.0, abs=1e-6)
+    assert set(values) == {"soft", "hard", *(term.name for term in terms)}

@@ -279,6 +279,7 @@ class Objective(nn.Module):
         The losses are computed in float32 with autocast off, whatever precision the forward passes ran in
         (`kdgrid.core.model.runtime`): both sides' features and logits are cast to float32 first, so softmaxes, logs,
         Gram products and relations never round to bf16/fp16 (the projections run in float32 too)."""
+        temperature = self.temperature  # once per step: a learner's forward pass runs once, not once per term
         with torch.autocast(device_type=student.logits.device.type, enabled=False):
             s_logits, t_logits = {"logits": student.logits.float()}, {"logits": teacher.logits.float()}
             # A dual-head student's soft loss reads its distillation head (kdgrid.core.methods.dual_head.heads), weighted per
@@ -287,18 +288,24 @@ class Objective(nn.Module):
                 s_logits if student.distill_logits is None else {"logits": student.distill_logits.float()}
             )
             values = {
-                "soft": self.soft_value(soft_s["logits"], t_logits["logits"], labels),
+                "soft": self.soft_value(soft_s["logits"], t_logits["logits"], labels, temperature),
                 "hard": compute_knowledge(
                     "hard_label", s_logits, {}, labels=labels, options={"regression": self.regression}
                 ),
             }
-        values = {**values, **self.knowledge_values(student, teacher, labels)}
+        values = {**values, **self.knowledge_values(student, teacher, labels, temperature)}
         if self.spectral is not None:
             values[SPECTRAL_TERM] = spectral_penalty(self.projections.values())
         return values
 
-    def soft_value(self, logits_s: torch.Tensor, logits_t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """The soft term: `soft_label` at the temperature now, or with per-example weights ``mean_i w_i * soft_i``,
+    def soft_value(
+        self,
+        logits_s: torch.Tensor,
+        logits_t: torch.Tensor,
+        labels: torch.Tensor,
+        temperature: float | torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The soft term: `soft_label` at ``temperature`` (None: the temperature now, `temperature`), or with per-example weights ``mean_i w_i * soft_i``,
         the weights normalised to average 1 over the batch (`kdgrid.core.example_weights.normalised_weights`);
         times T^2 with ``soft_t2``.
 
@@ -307,7 +314,7 @@ class Objective(nn.Module):
         entropy ``H(p_T)`` is subtracted and added back detached. The student's gradient is unchanged (the entropy
         does not depend on it); the temperature's follows the KL, which CTKD maximises (Li et al., AAAI 2023),
         rather than the entropy, which grows with T whatever the student does."""
-        temperature = self.temperature
+        temperature = self.temperature if temperature is None else temperature
         weights = None
         if self.example_weight == DEFAULT_EXAMPLE_WEIGHT:
             loss = compute_knowledge(
@@ -339,11 +346,17 @@ class Objective(nn.Module):
         return loss - entropy + entropy.detach()
 
     def knowledge_values(
-        self, student: Features, teacher: Features, labels: torch.Tensor | None = None
+        self,
+        student: Features,
+        teacher: Features,
+        labels: torch.Tensor | None = None,
+        temperature: float | torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
         """Each knowledge term's unweighted value (0-dim float32 tensors), without the soft and hard terms: what
         task distillation adds to them, and what general distillation adds to the masked-LM loss
-        (`kdgrid.pretrain.loss`). Computed in float32 with autocast off (see `term_values`)."""
+        (`kdgrid.pretrain.loss`). Computed in float32 with autocast off (see `term_values`), at ``temperature``
+        (None: the temperature now, computed once for every term)."""
+        temperature = self.temperature if temperature is None else temperature
         if self.mapping is not None:
             self.mapping.begin_batch()  # the terms below are one batch's (a mapping's statistics count it once)
         with torch.autocast(device_type=student.mask.device.type, enabled=False):
@@ -355,7 +368,7 @@ class Objective(nn.Module):
                 if term.mapped:
                     with trainable_targets():
                         t_feats = self._mapped_targets(term, s_feats, teacher)
-                        values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels)
+                        values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels, temperature)
                     continue
                 t_feats = {  # one fp32 copy per batch for the whole group (a no-op for fp32 features)
                     k: teacher_side(("float",), (v,), v.float)
@@ -363,7 +376,7 @@ class Objective(nn.Module):
                 }
                 if self.teacher_head is not None and "sentence" in t_feats:
                     t_feats["sentence"] = self.teacher_head(t_feats["sentence"])
-                values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels)
+                values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels, temperature)
         return values
 
     def _term_value(
@@ -373,6 +386,7 @@ class Objective(nn.Module):
         t_feats: dict[str, torch.Tensor],
         mask: torch.Tensor,
         labels: torch.Tensor | None,
+        temperature: float | torch.Tensor,
     ) -> torch.Tensor:
         return compute_knowledge(
             term.knowledge,
@@ -383,7 +397,7 @@ class Objective(nn.Module):
             heads_s=self.heads[0],
             heads_t=self.heads[1],
             relation_heads=self.relation_heads,
-            temperature=self.temperature,
+            temperature=temperature,
             labels=labels,
             options=self.options[term.knowledge],
         )
