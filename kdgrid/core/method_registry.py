@@ -16,6 +16,8 @@ method: they ask every registered `MethodSpec`:
   ``learned_lr_scale``);
 - ``memory``: what one of its trials adds to a job's memory (`MethodMemory`: parameters, and bytes per parameter
   of the student beside AdamW's), read by the planner's estimate (`kdgrid.grid.memory_estimate`);
+- ``hooks``: its part in a student's training (``"module:function"``: the function builds the trial's
+  `kdgrid.core.step_hooks.StepHooks`; imported on first use, for the trials it is ``uses``-d by);
 - ``evaluates_only``: whether a trial trains nothing in its job (it evaluates a student trained by another
   trial, loaded after the job's students are freed: the estimate counts none of its training memory).
 
@@ -25,9 +27,12 @@ in `kdgrid.core.methods`), so every process that reads a registry knows them, as
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
+
+from kdgrid.core.step_hooks import StepHooks
 
 if TYPE_CHECKING:  # annotations only: the registry imports no shape module
     from kdgrid.core.model.shapes import StudentShape
@@ -90,6 +95,8 @@ class MethodSpec:
         rules: its rules by stage.
         learns: whether a trial has a learned part of this method's (None: never).
         memory: what a trial of it adds to a job's memory, from the trial's facts (None: nothing).
+        uses: whether a trial uses the method (None: never; its hooks are built for those that do).
+        hooks: ``"module:function"``, the function ``trial -> StepHooks`` of its part in the training step.
         evaluates_only: whether a trial of it trains nothing in its job (None: every trial trains).
         depends_on: the methods whose modules its own may import (a declared dependency).
     """
@@ -101,6 +108,8 @@ class MethodSpec:
     rules: tuple[tuple[Stage, Rule], ...] = ()
     learns: Callable[[Trial], bool] | None = None
     memory: Callable[[TrialFacts], MethodMemory] | None = None
+    uses: Callable[[Trial], bool] | None = None
+    hooks: str | None = None
     evaluates_only: Callable[[Trial], bool] | None = None
     depends_on: tuple[str, ...] = field(default=())
 
@@ -159,3 +168,17 @@ def method_memory(facts: TrialFacts) -> MethodMemory:
 def evaluates_only(trial: Trial) -> bool:
     """Whether a method of the trial makes it train nothing in its job (``evaluates_only``)."""
     return any(spec.evaluates_only is not None and spec.evaluates_only(trial) for spec in METHODS.values())
+
+
+def step_hooks(trial: Trial) -> list[StepHooks]:
+    """The hooks of every registered method the trial uses, in registration order: each method's factory
+    (``MethodSpec.hooks``, imported by name here, so that registering needs no torch) called with the trial."""
+    hooks: list[StepHooks] = []
+    for spec in METHODS.values():
+        if spec.hooks is None or spec.uses is None or not spec.uses(trial):
+            continue
+        module, _, name = spec.hooks.partition(":")
+        built = getattr(importlib.import_module(module), name)(trial)
+        if built is not None:
+            hooks.append(built)
+    return hooks

@@ -18,6 +18,9 @@ from kdgrid.suggest import did_you_mean
 
 OPTIMIZER = "optimizer"
 DEFAULT_OPTIMIZER = "adamw"
+# The option giving the parameters a method learns beside the student their own learning rate, a multiple of lr
+# (`kdgrid.core.optim.build_optimizer`; the option and its rule: `kdgrid.core.methods.learned_lr`).
+LEARNED_LR_SCALE = "learned_lr_scale"
 
 # name -> ``(parameter groups, lr, the trial's options) -> torch.optim.Optimizer``.
 OPTIMIZERS: dict[str, Callable[[list[dict[str, Any]], float, Mapping[str, Any]], Any]] = {}

@@ -22,41 +22,19 @@ import torch
 
 from kdgrid.core.job.init import build_student
 from kdgrid.core.job.loaded_job import LoadedJob, TeacherInfo
-from kdgrid.core.methods.dot.optimizer import DOT
-from kdgrid.core.methods.dual_head.heads import (
-    attach_distill_head,
-    classifier_input_suspended,
-    own_parameter_count,
-    with_distill_logits,
-)
-from kdgrid.core.methods.dual_head.spec import DUAL_HEAD
-from kdgrid.core.methods.grad_split.split import (
-    CosineLog,
-    gradient_cosine,
-    split_gradients,
-    task_and_distillation,
-)
-from kdgrid.core.methods.layer_curriculum.spec import EXTRA_KEY as CURRICULUM_KEY
-from kdgrid.core.methods.layer_curriculum.spec import drop_frozen_gradients
-from kdgrid.core.methods.learned_lr.spec import LEARNED_LR_SCALE
-from kdgrid.core.methods.lkd.lookahead import EXTRA_KEY as LKD_KEY
-from kdgrid.core.methods.lkd.lookahead import lkd_gradients, validation_loss_fn
-from kdgrid.core.methods.masking.masks import TRAINING, student_input
-from kdgrid.core.methods.projectors.overfit import EXTRA_KEY as OVERFIT_KEY
-from kdgrid.core.methods.projectors.overfit import projector_overfit
-from kdgrid.core.methods.reaugkd import pipeline as reaugkd
+from kdgrid.core.method_registry import step_hooks
 from kdgrid.core.model.capture import FeatureCapture, Features
 from kdgrid.core.model.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.model.runtime import Runtime, compile_forward
 from kdgrid.core.optim import build_optimizer, scaled_step
-from kdgrid.core.optimizers import DEFAULT_OPTIMIZER, OPTIMIZER
+from kdgrid.core.optimizers import DEFAULT_OPTIMIZER, LEARNED_LR_SCALE, OPTIMIZER
+from kdgrid.core.step_hooks import TRAINING, StepHooks
 from kdgrid.core.teacher.targets import TeacherTargets, shared_teacher_targets
 from kdgrid.core.training.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from kdgrid.core.training.finite_guard import FiniteGuard
 from kdgrid.core.training.objective import DivergenceError, Objective, captured_layers, teacher_needs
 from kdgrid.core.training.trial_setup import TrialSetup
 from kdgrid.device_sharing import current_sharing
-from kdgrid.errors import ConfigError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 from kdgrid.result import TrialResult
 from kdgrid.trial import Trial
@@ -95,9 +73,8 @@ class StudentRun:
     seconds: float = 0.0
     teacher_info: TeacherInfo | None = None  # the job's teacher facts and predictions, added to the row
     finite_guard: FiniteGuard = field(default_factory=FiniteGuard)  # loss finiteness, read every N steps
-    cosine: CosineLog | None = None  # the sampled task/distillation gradient cosines (kdgrid.core.methods.grad_split.split)
-    # ReAugKD (`kdgrid.core.methods.reaugkd.pipeline.after_training`): run on the trained model when the student finishes
-    after_training: Callable[[Any], dict[str, Any]] | None = None
+    # The parts of the trial's methods in its training (`kdgrid.core.step_hooks`), in registration order.
+    hooks: list[StepHooks] = field(default_factory=list)
 
     @property
     def trial(self) -> Trial:
@@ -107,6 +84,29 @@ class StudentRun:
     def active(self) -> bool:
         """Still training: not finished and not failed."""
         return not self.finished and self.result.status == "done"
+
+    def features_of(self, job: LoadedJob, batch: dict[str, torch.Tensor], phase: int, index: int) -> Features:
+        """This student's features of ``batch``: the batch as its methods transform it (masking), the forward pass
+        through its capture, and what its methods add (a second head's logits). ``phase`` and ``index``:
+        `kdgrid.core.step_hooks.TRAINING` and the job's step, or ``CALIBRATION`` and the warm-up batch."""
+        assert self.capture is not None
+        for hook in self.hooks:
+            batch = hook.student_batch(self, job, batch, phase, index)
+        features = self.capture(batch)
+        for hook in self.hooks:
+            features = hook.features(self, features)
+        return features
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Inside, a forward pass of the student that is not the training step's (a held-out batch) leaves the
+        capture's and every method's hooks as they were: nothing of that pass is kept."""
+        assert self.capture is not None
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.capture.suspended())
+            for hook in self.hooks:
+                stack.enter_context(hook.suspended(self))
+            yield
 
     @contextlib.contextmanager
     def own_rng(self, runtime: Runtime) -> Iterator[None]:
@@ -130,7 +130,9 @@ class StudentRun:
     def checkpoint_state(self) -> dict[str, Any]:
         """Everything a rerun needs to continue after this epoch (`restore` reads it back)."""
         assert self.objective is not None and self.optimizer is not None
+        methods = {type(h).__name__: state for h in self.hooks if (state := h.checkpoint_state()) is not None}
         return {
+            **({"methods": methods} if methods else {}),
             "trial_id": self.trial.trial_id,
             "model": self.model.state_dict(),
             "objective": self.objective.state_dict(),
@@ -173,6 +175,10 @@ class StudentRun:
             setattr(self.result, key, predictions_from_checkpoint(value) if key == "predictions" else value)
         self.result.extra["resumed_from_epoch"] = self.epochs_done
         self.seconds = state["seconds"]
+        for hook in self.hooks:
+            saved = state.get("methods", {}).get(type(hook).__name__)
+            if saved is not None:
+                hook.restore(saved)
 
 
 def predictions_to_checkpoint(predictions: TrialPredictions) -> dict[str, dict[str, Any]]:
@@ -215,14 +221,13 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
     num_labels = job.task.num_labels
     model, info = build_student(trial, plan.shape, num_labels, plan.teacher, job.teacher_model)
     result.extra.update(info)
-    head = reaugkd.teacher_head_for(trial, job, plan.shape.width)  # None unless the trial is ReAugKD's
-    if head is not None:
-        run.after_training = lambda trained: reaugkd.after_training(trained, trial, job, head)
+    run.hooks = step_hooks(trial)  # the trial's methods' parts in its training
+    handed: dict[str, Any] = {}
+    for hook in run.hooks:
+        handed.update(hook.objective_kwargs(run, job))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(trial.seed + 1)  # projections: their own seeded draw, independent of the model's
-        objective = Objective(
-            trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, teacher_head=head
-        )
+        objective = Objective(trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, **handed)
         torch.manual_seed(trial.seed + 2)  # the student's RNG stream for dropout
         run.cpu_rng = torch.get_rng_state()
     runtime = job.runtime
@@ -238,8 +243,8 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         result.extra["gradient_checkpointing"] = True
-    if trial.option(DUAL_HEAD):
-        result.extra["distill_head_params"] = attach_distill_head(model, trial.seed)
+    for hook in run.hooks:
+        hook.prepare_model(run, model)
     run.model = runtime.place(model)
     run.objective = objective.to(runtime.device)
     needs = teacher_needs(plan.terms, run.objective.specs)
@@ -257,23 +262,10 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         learned_lr_scale=trial.option(LEARNED_LR_SCALE),
     )
     run.scaler = runtime.grad_scaler()
-    if run.scaler is not None and isinstance(run.optimizer, DOT):
-        raise ConfigError("optimizer 'dot' takes no fp16 loss scaling: run it with KDGRID_AMP=bf16 or off")
-    if run.objective.loss_weights is not None:
-        if run.scaler is not None:
-            raise ConfigError("LKD (lkd_holdout) takes no fp16 loss scaling: run it with KDGRID_AMP=bf16 or off")
-        if job.held_out is None:
-            raise ConfigError("LKD (lkd_holdout): this job holds no split out of its training data")
-        result.extra[LKD_KEY] = {
-            "terms": list(run.objective.loss_weights.names),
-            "held_out": job.held_out.record(),
-            "trajectory": [list(run.objective.loss_weights.as_dict().values())],  # the start, then every epoch
-        }
-    run.cosine = CosineLog.for_trial(trial, job.steps_per_epoch)
     if runtime.compile:
         run.model.forward = compile_forward(run.model)
     result.layer_pairs = plan.used_pairs
-    result.student_params = own_parameter_count(run.model)
+    result.student_params = sum(p.numel() for p in run.model.parameters())
     result.student_flops = plan.shape.flops_per_sequence(trial.max_length, num_labels)
     mapping_params = sum(p.numel() for p in run.objective.mapping.parameters()) if run.objective.mapping else 0
     learned = run.objective.learned_parameter_count()
@@ -282,8 +274,8 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         result.extra["mapping_params"] = mapping_params
     result.extra["teacher_source"] = plan.teacher.source
     result.extra["steps_per_epoch"] = job.steps_per_epoch
-    if run.objective.curriculum is not None:  # refuses a stage that would get no step
-        result.extra[CURRICULUM_KEY] = run.objective.curriculum.summary(total_steps)
+    for hook in run.hooks:  # the methods' checks and records (a curriculum refuses a stage with no step)
+        hook.set_up(run, job)
     state = load_checkpoint(checkpoint_dir, trial.trial_id)
     if state is not None:
         run.restore(state)
@@ -321,8 +313,7 @@ def train_step(
     with run.own_rng(job.runtime), memo:
         run.model.train()
         with job.runtime.autocast():
-            own = student_input(job, run.trial, batch, TRAINING, step)  # masked distillation: the student side
-            features = with_distill_logits(run.model, run.capture(own))
+            features = run.features_of(job, batch, TRAINING, step)
             values = run.objective.term_values(features, teacher, batch["labels"])
             total = run.objective.total(values)
         # No host sync per step: the guard is read every N steps and at the epoch's end.
@@ -330,13 +321,12 @@ def train_step(
         if run.finite_guard.due(step):
             run.finite_guard.check(run.objective, step)
         scaler = run.scaler
-        split = split_step(run, values)  # DOT's gradients, and the sampled cosine (kdgrid.core.methods.grad_split.split)
-        if run.objective.loss_weights is not None:  # LKD: the step's and the weights' gradients (kdgrid.core.methods.lkd.lookahead)
-            lkd_step(run, job, values, step)
-        elif split is None:
+        # A method may take the step's gradients itself (DOT's split, LKD's lookahead); else the backward pass.
+        taken = [hook.gradients(run, job, values, step) for hook in run.hooks]
+        if not any(taken):
             (scaler.scale(total) if scaler is not None else total).backward()
-        # A curriculum's layer stage: the layers outside it get no gradient (kdgrid.core.methods.layer_curriculum.spec).
-        drop_frozen_gradients(run.model.named_parameters(), run.objective.trainable_layers())
+        for hook in run.hooks:
+            hook.after_backward(run)  # e.g. a curriculum's frozen layers lose their gradients
         max_norm = run.trial.option("max_grad_norm")
         if max_norm:
             if scaler is not None:
@@ -353,58 +343,6 @@ def train_step(
     run.steps_in_epoch += 1
 
 
-def lkd_step(run: StudentRun, job: LoadedJob, values: dict[str, torch.Tensor], step: int) -> None:
-    """LKD's gradients for this step: the weighted terms' on the student and its projections, the first-order
-    hypergradient on the loss weights from the job's held-out batch of this step (`kdgrid.core.methods.lkd.lookahead`)."""
-    assert run.objective is not None and run.objective.loss_weights is not None and job.held_out is not None
-    assert run.optimizer is not None
-    phi = run.objective.loss_weights.phi
-    pairs = [(p, group["lr"]) for group in run.optimizer.param_groups for p in group["params"] if p is not phi]
-    batch = job.runtime.to_device(job.held_out.batch(step, run.trial.batch_size))
-    capture = run.capture
-    assert capture is not None
-
-    def held_out_logits(model: torch.nn.Module, b: dict[str, torch.Tensor]) -> torch.Tensor:
-        # In the step's precision; the student's hooks (Q/K/V, a dual head's classifier input) keep nothing of
-        # this pass, so its activations and graph are freed once the hypergradient is taken.
-        with job.runtime.autocast(), capture.suspended(), classifier_input_suspended(model):
-            return model(**{k: v for k, v in b.items() if k != "labels"}).logits
-
-    loss = validation_loss_fn(run.model, batch, job.task.is_regression, held_out_logits)
-    lkd_gradients(
-        values,
-        run.objective.weights(),
-        run.objective.loss_weights,
-        [p for p, _ in pairs],
-        [float(lr) for _, lr in pairs],
-        loss,
-    )
-
-
-def split_step(run: StudentRun, values: dict[str, torch.Tensor]) -> list[torch.Tensor | None] | None:
-    """Take the step's task and distillation gradients apart where the trial needs them: every step under DOT
-    (handed to the optimizer, which then needs no backward pass: returns the task gradients), and the sampled
-    batches of the logged cosine (recorded; the graph is kept for the usual backward pass: returns None)."""
-    assert run.objective is not None and run.optimizer is not None
-    dot = isinstance(run.optimizer, DOT)
-    sampled = run.cosine is not None and run.steps_in_epoch in run.cosine.batches
-    if not (dot or sampled):
-        return None
-    params = [p for group in run.optimizer.param_groups for p in group["params"]]
-    task, distill = task_and_distillation(values, run.objective.weights())
-    g_task, g_kd = split_gradients(task, distill, params, keep_graph=not dot)
-    if sampled:
-        assert run.cosine is not None
-        own = {id(p) for p in run.model.parameters()}
-        shared = [i for i, p in enumerate(params) if id(p) in own]
-        run.cosine.values.append(gradient_cosine([g_task[i] for i in shared], [g_kd[i] for i in shared]))
-    if not dot:
-        return None
-    assert isinstance(run.optimizer, DOT)
-    run.optimizer.set_gradients(params, g_task, g_kd)
-    return g_task
-
-
 def end_epoch(run: StudentRun, job: LoadedJob, epoch: int, checkpoint_dir: Path | None = None) -> None:
     """Close a student's ``epoch`` (0-based): check its weights are finite, record the epoch's mean loss terms
     and dev scores, keep the best epoch's scores and per-example predictions, and save a checkpoint unless it was the last epoch.
@@ -419,10 +357,6 @@ def end_epoch(run: StudentRun, job: LoadedJob, epoch: int, checkpoint_dir: Path 
         if not torch.isfinite(param).all():
             raise DivergenceError(step, f"parameters ({name})", None, float("nan"))
     loss_terms = {k: float(v) / max(1, run.steps_in_epoch) for k, v in run.sums.items()}
-    if run.cosine is not None:
-        run.cosine.close_epoch(run.result.extra)
-    if run.objective.loss_weights is not None:  # LKD's weights after each epoch
-        run.result.extra[LKD_KEY]["trajectory"].append(list(run.objective.loss_weights.as_dict().values()))
     run.sums, run.steps_in_epoch = {}, 0
     with job.runtime.autocast():
         outcome = evaluate_dev_sets(
@@ -438,11 +372,8 @@ def end_epoch(run: StudentRun, job: LoadedJob, epoch: int, checkpoint_dir: Path 
     if result.best_epoch is None or primary > run.best_primary:
         run.best_primary, result.scores, result.best_epoch = primary, scores, epoch + 1
         result.predictions = job.dev_predictions(outcome.predicted)
-    if run.epochs_done == run.trial.epochs and run.plan is not None:
-        projected = [term.name for term in run.plan.terms if term.projected]
-        verdict = projector_overfit(result.curve, projected, job.task.dev_sets[0], job.task.primary_metric)
-        if verdict is not None:
-            result.extra[OVERFIT_KEY] = verdict
+    for hook in run.hooks:  # what the methods track per epoch (LKD's weights, the cosine, overfitting)
+        hook.end_epoch(run, job, epoch)
     if checkpoint_dir is not None and run.epochs_done < run.trial.epochs:
         save_checkpoint(checkpoint_dir, run.trial.trial_id, run.checkpoint_state())
 
@@ -456,11 +387,13 @@ def finish_student(
     """Close a student (done or failed): measure a done student's latency, hand its model to ``on_model``, free
     its memory, add the teacher's facts and predictions, report the result to ``on_result`` and drop a done trial's checkpoint."""
     run.finished = True
-    if run.result.status == "done" and run.model is not None and run.after_training is not None:
+    for hook in run.hooks:
+        if run.result.status != "done" or run.model is None:
+            break
         try:
-            run.result.extra.update(run.after_training(run.model))
+            run.result.extra.update(hook.after_training(run, run.model))
         except Exception as error:
-            mark_failed(run.result, error, failed_in="ReAugKD: knowledge base, saved student or retrieval")
+            mark_failed(run.result, error, failed_in=hook.after_training_failure)
     if run.result.status == "done" and run.model is not None:
         run.result.extra["latency_ms"] = measure_latency_ms(run.model, run.trial.max_length)
         # Who else used the device while it was measured (`kdgrid.device_sharing`): tables compare like with like.

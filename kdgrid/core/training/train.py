@@ -27,13 +27,11 @@ import torch
 
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.job.loaded_job import LoadedJob, TeacherInfo, load_job, teacher_forward
-from kdgrid.core.methods.dual_head.heads import with_distill_logits
-from kdgrid.core.methods.masking.masks import CALIBRATION, TRAINING, student_input, teacher_input
-from kdgrid.core.methods.reaugkd.pipeline import evaluate_trained_student
-from kdgrid.core.methods.reaugkd.spec import evaluation_only
+from kdgrid.core.method_registry import evaluates_only, step_hooks
 from kdgrid.core.model.capture import FeatureCapture
 from kdgrid.core.model.runtime import Runtime, make_runtime
 from kdgrid.core.options import DEFAULT_AUTO_BATCHES
+from kdgrid.core.step_hooks import CALIBRATION, TRAINING, StepHooks
 from kdgrid.core.teacher.gate import TeacherGateRefused
 from kdgrid.core.teacher.share import record_teacher_pass
 from kdgrid.core.teacher.targets import TeacherTargets, shared_teacher_targets
@@ -108,9 +106,10 @@ def calibrate_auto_weights(
     counts = {r.trial.trial_id: int(r.trial.option("auto_batches", DEFAULT_AUTO_BATCHES)) for r in pending}
     n = min(max(counts.values()), len(batches))
     sums: dict[str, dict[str, float]] = {r.trial.trial_id: {} for r in pending}
+    job_hooks = step_hooks(pending[0].trial)  # the teacher's batch: every trial of a job reads it alike
     for index, batch in enumerate(batches[:n]):
         batch = job.runtime.to_device(batch)
-        teacher = teacher_forward(job, capture, teacher_input(job, pending[0].trial, batch, CALIBRATION, index))
+        teacher = teacher_forward(job, capture, teacher_batch(job_hooks, job, batch, CALIBRATION, index))
         with shared_teacher_targets(TeacherTargets()):  # this batch's teacher-side targets, for every student
             for run in pending:
                 if index >= counts[run.trial.trial_id] or not run.active:
@@ -119,8 +118,7 @@ def calibrate_auto_weights(
                 run.model.eval()
                 try:
                     with torch.no_grad(), job.runtime.autocast():
-                        own = student_input(job, run.trial, batch, CALIBRATION, index)
-                        features = with_distill_logits(run.model, run.capture(own))
+                        features = run.features_of(job, batch, CALIBRATION, index)
                         values = run.objective.term_values(features, teacher, batch["labels"])
                 except Exception as error:
                     mark_failed(run.result, error, failed_in="auto-weight calibration")
@@ -137,6 +135,16 @@ def calibrate_auto_weights(
         run.objective.calibrate(means)
         run.result.weights = run.objective.weights()
         run.result.extra["auto_calibration"] = {"batches": used, "means": means}
+
+
+def teacher_batch(
+    hooks: list[StepHooks], job: LoadedJob, batch: dict[str, torch.Tensor], phase: int, index: int
+) -> dict[str, torch.Tensor]:
+    """The batch the job's shared teacher pass reads: ``batch`` as the methods of the job's trials transform it
+    (``hooks``: the first trial's; what they do to the teacher's input is part of the group key)."""
+    for hook in hooks:
+        batch = hook.teacher_batch(job, batch, phase, index)
+    return batch
 
 
 def _mark_failed(run: StudentRun, error: Exception, **where: int) -> None:
@@ -168,8 +176,8 @@ def run_job(
     ``on_model(trial, model)`` (optional, not needed by executors) receives each finished student's model, e.g.
     to save it or, in tests, to compare weights. ``on_step(done, total)`` (optional) is called after every
     shared batch with the job's batches done and its total (epochs x batches per epoch), for progress bars.
-    ReAugKD's evaluation-only trials (`kdgrid.core.methods.reaugkd.spec.evaluation_only`) train nothing: they run
-    after the job's students, so one trained in the same job is saved by then.
+    Evaluation-only trials (a method's ``evaluates_only``: ReAugKD's) train nothing: they run after the job's
+    students, so one trained in the same job is saved by then.
     """
     if not trials:
         return []
@@ -198,7 +206,7 @@ def run_job(
     teacher_info = TeacherInfo(job, first.batch_size)
     runs: list[StudentRun] = []
     for index, trial in enumerate(trials):
-        if evaluation_only(trial):
+        if evaluates_only(trial):
             continue
         try:
             run = setup_student(set_up_trial(trial, job.teacher), job, checkpoint_dir)
@@ -213,6 +221,7 @@ def run_job(
 
     teacher_capture = FeatureCapture(job.teacher_model, *teacher_capture_needs(runs))
     data_seed = data_order_seed(first)  # the same for every trial of the job (part of `group_key`)
+    job_hooks = step_hooks(first)
     calibrate_auto_weights(runs, job, teacher_capture, data_seed, on_result)
 
     for epoch in range(first.epochs):
@@ -232,7 +241,7 @@ def run_job(
             batch = runtime.to_device(batch)
             started = time.perf_counter()
             step = epoch * job.steps_per_epoch + step_in_epoch + 1
-            teacher = teacher_forward(job, teacher_capture, teacher_input(job, first, batch, TRAINING, step))
+            teacher = teacher_forward(job, teacher_capture, teacher_batch(job_hooks, job, batch, TRAINING, step))
             teacher_seconds = time.perf_counter() - started
             share = teacher_seconds / len(live)
             targets = TeacherTargets()  # teacher-side loss targets: once per batch, not per student
@@ -265,7 +274,7 @@ def run_job(
     teacher_capture.remove()
     trained = iter(run.result for run in runs)
     return [
-        evaluate_only(trial, job, teacher_info, on_result) if evaluation_only(trial) else next(trained)
+        evaluate_only(trial, job, teacher_info, on_result) if evaluates_only(trial) else next(trained)
         for trial in trials
     ]
 
@@ -273,10 +282,14 @@ def run_job(
 def evaluate_only(
     trial: Trial, job: LoadedJob, teacher_info: TeacherInfo, on_result: Callable[[TrialResult], None] | None
 ) -> TrialResult:
-    """A ReAugKD evaluation-only trial's result (`evaluate_trained_student`), or its failure."""
+    """An evaluation-only trial's result (the first of its methods' `StepHooks.evaluate` that gives one), or its
+    failure."""
     started_at = utc_now()
     try:
-        result = evaluate_trained_student(trial, job, teacher_info, started_at)
+        results = (hook.evaluate(job, teacher_info, started_at) for hook in step_hooks(trial))
+        result = next((r for r in results if r is not None), None)
+        if result is None:
+            raise ConfigError(f"trial {trial.trial_id} evaluates only, but none of its methods evaluates it")
         result.ended_at = utc_now()
     except Exception as error:
         result = mark_failed(TrialResult(trial=trial, status="failed", started_at=started_at), error)

@@ -26,6 +26,8 @@ from typing import Any
 import torch
 
 from kdgrid.core.methods.dot.spec import DEFAULT_DOT_DELTA, DOT_MOMENTUM
+from kdgrid.core.step_hooks import StepHooks
+from kdgrid.errors import ConfigError
 
 
 class DOT(torch.optim.Optimizer):
@@ -84,3 +86,17 @@ class DOT(torch.optim.Optimizer):
                 if g_kd is not None:
                     v_kd.add_(g_kd)
                 p.sub_(v_task + v_kd, alpha=lr)
+
+
+class DotHooks(StepHooks):
+    """DOT's check once its student is set up: SGD's momenta take no fp16 loss scaling (the split gradients
+    reach the optimizer unscaled)."""
+
+    def set_up(self, run: Any, job: Any) -> None:
+        if run.scaler is not None:
+            raise ConfigError("optimizer 'dot' takes no fp16 loss scaling: run it with KDGRID_AMP=bf16 or off")
+
+
+def step_hooks(trial: Any) -> DotHooks:
+    """The hooks of a trial with ``optimizer: dot``."""
+    return DotHooks()

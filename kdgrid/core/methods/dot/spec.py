@@ -80,6 +80,8 @@ register_method(
         paper="Zhao, Song & Qiu, DOT: A Distillation-Oriented Trainer, ICCV 2023",
         options=(OPTIMIZER, DOT_DELTA),
         rules=(("combination", dot_rule),),
+        uses=lambda trial: trial.option(OPTIMIZER) == DOT,
+        hooks="kdgrid.core.methods.dot.optimizer:step_hooks",
         depends_on=("grad_split",),
     )
 )

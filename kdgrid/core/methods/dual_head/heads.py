@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from kdgrid.core.model.capture import Features
+from kdgrid.core.step_hooks import StepHooks
 
 DISTILL_HEAD = "kdgrid_distill_head"
 _INIT_STD = 0.02  # BERT's initializer_range, as the classifier it sits beside
@@ -114,3 +115,26 @@ def save_student_model(model: Any, directory: Path, **kwargs: Any) -> None:
     prefix = DISTILL_HEAD + "."
     state = {name: value for name, value in model.state_dict().items() if not name.startswith(prefix)}
     model.save_pretrained(directory, state_dict=state, **kwargs)
+
+
+class DualHeadHooks(StepHooks):
+    """The dual head's part in a student's training: the second head added before the student is placed, its
+    logits added to every forward pass's features, the deployed student's parameter count without it, and the
+    classifier input kept by nothing during another method's held-out pass."""
+
+    def prepare_model(self, run: Any, model: nn.Module) -> None:
+        run.result.extra["distill_head_params"] = attach_distill_head(model, run.trial.seed)
+
+    def set_up(self, run: Any, job: Any) -> None:
+        run.result.student_params = own_parameter_count(run.model)
+
+    def features(self, run: Any, features: Features) -> Features:
+        return with_distill_logits(run.model, features)
+
+    def suspended(self, run: Any) -> contextlib.AbstractContextManager[None]:
+        return classifier_input_suspended(run.model)
+
+
+def step_hooks(trial: Any) -> DualHeadHooks:
+    """The hooks of a dual-head trial."""
+    return DualHeadHooks()

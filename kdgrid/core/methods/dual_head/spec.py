@@ -47,5 +47,7 @@ register_method(
         options=(DUAL_HEAD,),
         rules=(("combination", dual_head_rule),),
         memory=second_head_memory,
+        uses=lambda trial: bool(trial.option(DUAL_HEAD)),
+        hooks="kdgrid.core.methods.dual_head.heads:step_hooks",
     )
 )

@@ -65,5 +65,7 @@ register_method(
         options=(GRAD_COSINE_BATCHES,),
         rules=(("combination", split_rule),),
         memory=split_memory,
+        uses=splits_gradients,
+        hooks="kdgrid.core.methods.grad_split.hooks:step_hooks",
     )
 )

@@ -239,5 +239,7 @@ register_method(
         paper="curriculum extraction, layer by layer (docs/learned_methods.md)",
         options=(LAYER_CURRICULUM,),
         rules=(("combination", curriculum_rule),),
+        uses=lambda trial: trial.option(LAYER_CURRICULUM) is not None,
+        hooks="kdgrid.core.methods.layer_curriculum.hooks:step_hooks",
     )
 )

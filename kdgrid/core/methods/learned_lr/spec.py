@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
+from kdgrid.core.optimizers import LEARNED_LR_SCALE
 from kdgrid.core.options import naming, positive_number_problem, register_option
-
-LEARNED_LR_SCALE = "learned_lr_scale"
 
 
 def learned_lr_problems(trial: Any, learns: bool) -> list[str]:

@@ -104,5 +104,7 @@ register_method(
         rules=(("options", lkd_rule),),
         learns=uses_lkd,
         memory=lkd_memory,
+        uses=uses_lkd,
+        hooks="kdgrid.core.methods.lkd.hooks:step_hooks",
     )
 )

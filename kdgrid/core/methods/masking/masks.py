@@ -36,10 +36,9 @@ import torch
 from kdgrid.core.job.loaded_job import LoadedJob
 from kdgrid.core.methods.masking.spec import DEFAULT_MASK_FRACTION
 from kdgrid.core.model.models import load_tokenizer
+from kdgrid.core.step_hooks import StepHooks
 from kdgrid.core.teacher.targets import teacher_side
 from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT, Trial, data_order_seed
-
-TRAINING, CALIBRATION = 0, 1  # the phases a masking draw is keyed by
 
 
 @dataclass(frozen=True)
@@ -178,3 +177,26 @@ def student_input(
         return batch
     mask_id, _ = special_ids(job)
     return _masked(batch, _positions(job, masking, batch, (trial.seed, phase, step)), mask_id)
+
+
+class MaskingHooks(StepHooks):
+    """Masked distillation's part in training: the teacher's batch (on the job's first trial's hooks: every
+    trial of a job masks the teacher alike) or the student's, masked."""
+
+    def __init__(self, trial: Trial) -> None:
+        self.trial = trial
+
+    def teacher_batch(
+        self, job: LoadedJob, batch: dict[str, torch.Tensor], phase: int, index: int
+    ) -> dict[str, torch.Tensor]:
+        return teacher_input(job, self.trial, batch, phase, index)
+
+    def student_batch(
+        self, run: Any, job: LoadedJob, batch: dict[str, torch.Tensor], phase: int, index: int
+    ) -> dict[str, torch.Tensor]:
+        return student_input(job, run.trial, batch, phase, index)
+
+
+def step_hooks(trial: Trial) -> MaskingHooks:
+    """The hooks of a trial that masks the teacher's or the student's inputs."""
+    return MaskingHooks(trial)

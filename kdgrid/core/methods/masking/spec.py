@@ -86,5 +86,7 @@ register_method(
         "Distillation of Vision Transformers, ECCV 2024",
         options=(MASK_INPUT, MASK_FRACTION, MASK_BY),
         rules=(("combination", masking_rule),),
+        uses=lambda trial: trial.option(MASK_INPUT) is not None,
+        hooks="kdgrid.core.methods.masking.masks:step_hooks",
     )
 )

@@ -87,5 +87,7 @@ register_method(
         options=(PROJECTOR_MEMBERS, PROJECTOR_SPECTRAL),
         rules=(("combination", projector_rule), ("terms", spectral_terms_rule)),
         memory=ensemble_memory,
+        uses=lambda trial: bool(trial.knowledge) and trial.projection != "none",
+        hooks="kdgrid.core.methods.projectors.overfit:step_hooks",
     )
 )

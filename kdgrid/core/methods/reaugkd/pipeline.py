@@ -58,6 +58,7 @@ from kdgrid.core.methods.reaugkd.spec import (
     RETRIEVAL_BETA,
     RETRIEVAL_INDEX,
     RETRIEVAL_TAU,
+    evaluation_only,
     retrieval_k,
     student_trial,
     uses_head,
@@ -66,6 +67,7 @@ from kdgrid.core.model.evaluate import measure_latency_ms
 from kdgrid.core.model.models import load_checkpoint, load_tokenizer
 from kdgrid.core.model.shapes import student_shape
 from kdgrid.core.model.teacher_cache import base_digest
+from kdgrid.core.step_hooks import StepHooks
 from kdgrid.core.teacher.label_order import LabelOrder
 from kdgrid.device_sharing import current_sharing
 from kdgrid.errors import ConfigError, KdgridError
@@ -354,3 +356,36 @@ __all__ = [
     "evaluate_trained_student",
     "teacher_head_for",
 ]
+
+
+class ReaugkdHooks(StepHooks):
+    """ReAugKD's part in a student's training: the frozen teacher head handed to the objective, the knowledge
+    base, saved student and retrieval evaluation when the student is done (`after_training`), and the whole
+    result of an evaluation-only trial (`evaluate_trained_student`)."""
+
+    after_training_failure = "ReAugKD: knowledge base, saved student or retrieval"
+
+    def __init__(self, trial: Trial) -> None:
+        self.trial = trial
+        self.head: ProjectionHead | None = None
+        self.job: LoadedJob | None = None
+
+    def objective_kwargs(self, run: Any, job: LoadedJob) -> dict[str, Any]:
+        self.job = job
+        self.head = teacher_head_for(self.trial, job, run.plan.shape.width)  # None unless the trial's is ReAugKD's
+        return {} if self.head is None else {"teacher_head": self.head}
+
+    def after_training(self, run: Any, model: Any) -> dict[str, Any]:
+        if self.head is None or self.job is None:
+            return {}
+        return after_training(model, self.trial, self.job, self.head)
+
+    def evaluate(self, job: LoadedJob, teacher_info: Any, started_at: str) -> TrialResult | None:
+        if not evaluation_only(self.trial):
+            return None
+        return evaluate_trained_student(self.trial, job, teacher_info, started_at)
+
+
+def step_hooks(trial: Trial) -> ReaugkdHooks:
+    """The hooks of a ReAugKD trial (its head, or an evaluation-only trial)."""
+    return ReaugkdHooks(trial)

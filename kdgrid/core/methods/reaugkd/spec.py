@@ -259,6 +259,8 @@ register_method(
         options=tuple(declaration["name"] for declaration in OPTION_DECLARATIONS),
         rules=(("values", reaugkd_rule),),
         evaluates_only=evaluation_only,
+        uses=lambda trial: uses_head(trial) or evaluation_only(trial),
+        hooks="kdgrid.core.methods.reaugkd.pipeline:step_hooks",
         depends_on=("dual_head",),  # its saved student leaves a dual head's second head out
     )
 )

@@ -1,0 +1,99 @@
+"""`StepHooks`: what a method does inside one student's training, at a few named points of its life, so that the
+job loop (`kdgrid.core.training.train`) and the student's step (`kdgrid.core.training.student`) name no method.
+
+A method whose spec names a hooks factory (`kdgrid.core.method_registry.MethodSpec.hooks`, ``"module:function"``,
+imported on first use) gets one `StepHooks` per trial that uses it (``MethodSpec.uses``), built when the student is
+set up. Every hook is optional: the base class does nothing at each point. In the order a student meets them:
+
+==================  ===================================================================================
+hook                when, and what it may do
+==================  ===================================================================================
+`prepare_model`     the student is built, before it is placed on the device: add a part (a second head)
+`objective_kwargs`  before the objective is built: what the method hands it (ReAugKD's teacher head)
+`set_up`            the student, objective, optimizer and scaler exist: check them, record in the row
+`teacher_batch`     (the job's first trial's hooks) the batch the shared teacher pass reads
+`student_batch`     the batch this student's forward pass reads (an input transform: masking)
+`features`          the student's captured features, after its forward pass (a second head's logits)
+`gradients`         the step's loss terms are known: take the gradients itself and return True (DOT's
+                    split, LKD's lookahead), or return False and let the step's backward pass run
+`after_backward`    the gradients are in place, before clipping and the optimizer step (a curriculum's
+                    frozen layers)
+`suspended`         a context in which the method's own hooks on the model keep nothing (a held-out pass)
+`end_epoch`         an epoch's scores are recorded: record what the method tracks per epoch
+`checkpoint_state`  / `restore`: what the method keeps beyond the model, objective and optimizer
+`after_training`    the student is done: run on the trained model, return what the row records
+`evaluate`          (an evaluation-only trial) its whole result, in place of training
+==================  ===================================================================================
+
+``run`` is the student's `kdgrid.core.training.student.StudentRun` and ``job`` its
+`kdgrid.core.job.loaded_job.LoadedJob` (typed ``Any`` here: this module sits below both and imports no torch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+# The phase a batch is read in, for transforms that draw from a seed per phase: training steps, and the warm-up
+# batches that calibrate ``beta: auto``.
+TRAINING = 0
+CALIBRATION = 1
+
+
+class StepHooks:
+    """The base: every hook does nothing. Subclass it in a method's torch module and override what it needs."""
+
+    # How a failed row names the step when `after_training` raises.
+    after_training_failure = "after training"
+
+    def prepare_model(self, run: Any, model: Any) -> None:
+        """The student is built and not yet placed on the device."""
+
+    def objective_kwargs(self, run: Any, job: Any) -> dict[str, Any]:
+        """Keyword arguments for the trial's `kdgrid.core.training.objective.Objective`."""
+        return {}
+
+    def set_up(self, run: Any, job: Any) -> None:
+        """The student is ready to train: model, objective, optimizer, scaler."""
+
+    def teacher_batch(self, job: Any, batch: dict[str, Any], phase: int, index: int) -> dict[str, Any]:
+        """The batch the job's shared teacher pass reads (called on the hooks of the job's first trial)."""
+        return batch
+
+    def student_batch(self, run: Any, job: Any, batch: dict[str, Any], phase: int, index: int) -> dict[str, Any]:
+        """The batch this student's forward pass reads (``index``: the job's 1-based step, or the warm-up
+        batch's index in calibration)."""
+        return batch
+
+    def features(self, run: Any, features: Any) -> Any:
+        """The student's features of this forward pass."""
+        return features
+
+    def gradients(self, run: Any, job: Any, values: dict[str, Any], step: int) -> bool:
+        """Whether this hook took the step's gradients itself (then no backward pass runs)."""
+        return False
+
+    def after_backward(self, run: Any) -> None:
+        """The step's gradients are in place."""
+
+    def suspended(self, run: Any) -> contextlib.AbstractContextManager[None]:
+        """A context in which this method's hooks on the model keep nothing."""
+        return contextlib.nullcontext()
+
+    def end_epoch(self, run: Any, job: Any, epoch: int) -> None:
+        """The epoch ``epoch`` (0-based) is recorded in ``run.result``."""
+
+    def checkpoint_state(self) -> dict[str, Any] | None:
+        """What an epoch checkpoint keeps of this method beyond the model, objective and optimizer."""
+        return None
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from `checkpoint_state`."""
+
+    def after_training(self, run: Any, model: Any) -> dict[str, Any]:
+        """What the row records of the trained student (its ``extra``)."""
+        return {}
+
+    def evaluate(self, job: Any, teacher_info: Any, started_at: str) -> Any:
+        """An evaluation-only trial's `kdgrid.result.TrialResult`, or None when this method does not evaluate it."""
+        return None
