@@ -25,6 +25,13 @@ hook                when, and what it may do
 `evaluate`          (an evaluation-only trial) its whole result, in place of training
 ==================  ===================================================================================
 
+The trial's objective (`kdgrid.core.training.objective.Objective`) takes the same hooks for what a method changes
+in eq. 9: `projection_kwargs` (how its projections are built), `build_objective` (a learned part it owns, after
+its projections, mapping and temperature learner are drawn), `extra_terms` and `extra_values` (a term the method
+adds, with its weight: a penalty), `set_progress` (where training is), `step_weights` (the weights the step's
+total uses: a curriculum's stage, learned multipliers) and `learned_modules` (its parameters learned beside the
+student).
+
 ``run`` is the student's `kdgrid.core.training.student.StudentRun` and ``job`` its
 `kdgrid.core.job.loaded_job.LoadedJob` (typed ``Any`` here: this module sits below both and imports no torch).
 """
@@ -93,6 +100,32 @@ class StepHooks:
     def after_training(self, run: Any, model: Any) -> dict[str, Any]:
         """What the row records of the trained student (its ``extra``)."""
         return {}
+
+    def projection_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for every projection of the trial (`kdgrid.core.model.projection.Projection`)."""
+        return {}
+
+    def build_objective(self, objective: Any) -> None:
+        """The objective's own parts are built: add what the method owns in it (a learned module)."""
+
+    def extra_terms(self, objective: Any) -> dict[str, float]:
+        """The weights of the terms the method adds to eq. 9, by name (after the knowledge terms)."""
+        return {}
+
+    def extra_values(self, objective: Any) -> dict[str, Any]:
+        """The unweighted values of the terms of `extra_terms` for this step (0-dim tensors)."""
+        return {}
+
+    def set_progress(self, objective: Any, step_index: int, total_steps: int) -> None:
+        """Training is at the 0-based step ``step_index`` of ``total_steps``."""
+
+    def step_weights(self, objective: Any, weights: dict[str, float]) -> dict[str, float]:
+        """The weights the step's total uses, from the weights of the terms now."""
+        return weights
+
+    def learned_modules(self, objective: Any) -> list[Any]:
+        """The modules of the method's parameters learned beside the student (they take ``learned_lr_scale``)."""
+        return []
 
     def evaluate(self, job: Any, teacher_info: Any, started_at: str) -> Any:
         """An evaluation-only trial's `kdgrid.result.TrialResult`, or None when this method does not evaluate it."""

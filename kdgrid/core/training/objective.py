@@ -47,10 +47,7 @@ from kdgrid.core.losses.logits import (
 )
 from kdgrid.core.mapping import LayerMapping, build_mapping
 from kdgrid.core.matching import get_strategy, mapping_context
-from kdgrid.core.methods.layer_curriculum.spec import LAYER_CURRICULUM, Curriculum
-from kdgrid.core.methods.lkd.lookahead import LossWeights
-from kdgrid.core.methods.projectors.spec import PROJECTOR_MEMBERS
-from kdgrid.core.methods.projectors.spectral import SPECTRAL_TERM, spectral_penalty, spectral_weight
+from kdgrid.core.method_registry import step_hooks
 from kdgrid.core.model.capture import Features
 from kdgrid.core.model.projection import Projection
 from kdgrid.core.model.shapes import StudentShape
@@ -62,10 +59,11 @@ from kdgrid.core.schedules import (
     progress,
     schedule_value,
 )
+from kdgrid.core.step_hooks import StepHooks
 from kdgrid.core.teacher.targets import teacher_side, trainable_targets
 from kdgrid.core.temperature_learner import TemperatureLearner, build_temperature_learner
 from kdgrid.errors import ConfigError
-from kdgrid.trial import LKD_HOLDOUT, Trial
+from kdgrid.trial import Trial
 
 LAYER_FEATURES = ("scores", "hidden", "query", "key", "value")
 AUTO_TARGET_RATIO = 0.1  # auto weights bring each knowledge term to 1/10 of the soft loss
@@ -160,6 +158,8 @@ class Objective(nn.Module):
         teacher_head: ReAugKD's frozen head (`kdgrid.core.methods.reaugkd.projection_head`): maps the teacher's
             sentence vector ``[B, d_T]`` into the student's width, so sentence knowledge needs no student
             projection; None (default) leaves the teacher's features as they are.
+        hooks: the trial's methods' hooks (`kdgrid.core.step_hooks`; the student's, so both share one set);
+            None: built here for the trial.
     """
 
     def __init__(
@@ -170,9 +170,11 @@ class Objective(nn.Module):
         teacher: StudentShape,
         regression: bool,
         teacher_head: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        hooks: list[StepHooks] | None = None,
     ) -> None:
         super().__init__()
         self.trial = trial
+        self.hooks = step_hooks(trial) if hooks is None else hooks
         self.teacher_head = teacher_head
         if teacher_head is not None:  # the head brings the teacher to the student's width: no projection
             terms = [
@@ -187,13 +189,13 @@ class Objective(nn.Module):
         self.heads = (student.heads, teacher.heads)
         self.options = {term.knowledge: knowledge_options(trial, term.knowledge) for term in terms}
         self.specs = {term.knowledge: get_knowledge(term.knowledge) for term in terms}
+        projection_kwargs: dict[str, Any] = {}
+        for hook in self.hooks:
+            projection_kwargs.update(hook.projection_kwargs())
         self.projections = nn.ModuleDict(
             {
                 _module_key(term.name): Projection(
-                    student.width,
-                    teacher.width,
-                    kind=trial.projection,
-                    members=trial.option(PROJECTOR_MEMBERS),
+                    student.width, teacher.width, kind=trial.projection, **projection_kwargs
                 )
                 for term in terms
                 if term.projected
@@ -210,31 +212,18 @@ class Objective(nn.Module):
         self.auto = isinstance(trial.beta, str)
         self.betas: dict[str, float] = {} if self.auto else {term.name: float(trial.beta) for term in terms}
         self.soft_t2 = bool(trial.option("soft_t2", False))
-        self.spectral = spectral_weight(trial)  # lambda of the projections' spectral penalty, or None
         self.example_weight = str(trial.option(EXAMPLE_WEIGHT, DEFAULT_EXAMPLE_WEIGHT))
         self.progress = 0.0
-        boundaries = trial.option(LAYER_CURRICULUM)  # a layer-wise curriculum (kdgrid.core.methods.layer_curriculum.spec)
-        self.curriculum = (
-            None if boundaries is None else Curriculum.of(boundaries, [(term.name, term.pair) for term in terms])
-        )
-        self.stage = 0
-        # LKD's learned loss weights (kdgrid.core.methods.lkd.lookahead): one per term, the soft and hard labels included
-        self.loss_weights = (
-            LossWeights(["soft", "hard", *(term.name for term in terms)])
-            if trial.option(LKD_HOLDOUT) is not None
-            else None
-        )
+        self.loss_weights: nn.Module | None = None  # learned loss weights, where a method owns them here (LKD's)
+        for hook in self.hooks:  # after every seeded draw above: a method's parts change none of them
+            hook.build_objective(self)
 
     def set_progress(self, step_index: int, total_steps: int) -> None:
         """Where training is: the 0-based index of the coming optimiser step among ``total_steps``
         (`kdgrid.core.schedules.progress`); the schedules read it."""
         self.progress = progress(step_index, total_steps)
-        if self.curriculum is not None:
-            self.stage = self.curriculum.stage(step_index, total_steps)
-
-    def trainable_layers(self) -> frozenset[int] | None:
-        """The student layers the current curriculum stage trains (0 = embeddings); None: all of them."""
-        return None if self.curriculum is None else self.curriculum.trainable_layers(self.stage)
+        for hook in self.hooks:
+            hook.set_progress(self, step_index, total_steps)
 
     def scheduled(self, target: str, start: float) -> float:
         """``target``'s value now: its schedule (option ``{target}_schedule``) from ``start`` to the option
@@ -262,13 +251,14 @@ class Objective(nn.Module):
         """Every term's weight now (auto weights once calibrated; scheduled weights at the current progress)."""
         factor = self.scheduled(KNOWLEDGE_WEIGHT, 1.0)
         betas = self.betas if factor == 1.0 else {name: beta * factor for name, beta in self.betas.items()}
-        spectral = {} if self.spectral is None else {SPECTRAL_TERM: self.spectral}
-        return {
+        weights = {
             "soft": self.scheduled("soft_weight", self.trial.soft_weight),
             "hard": self.scheduled("alpha", self.trial.alpha),
             **betas,
-            **spectral,
         }
+        for hook in self.hooks:  # the terms a method adds (a penalty), after eq. 9's
+            weights.update(hook.extra_terms(self))
+        return weights
 
     def term_values(
         self, student: Features, teacher: Features, labels: torch.Tensor
@@ -294,8 +284,8 @@ class Objective(nn.Module):
                 ),
             }
         values = {**values, **self.knowledge_values(student, teacher, labels, temperature)}
-        if self.spectral is not None:
-            values[SPECTRAL_TERM] = spectral_penalty(self.projections.values())
+        for hook in self.hooks:
+            values.update(hook.extra_values(self))
         return values
 
     def soft_value(
@@ -427,26 +417,28 @@ class Objective(nn.Module):
         return parts
 
     def learned_modules(self) -> list[nn.Module]:
-        """The method's learned parts: the learnable mapping, the learned temperature and LKD's weights, where present."""
-        learned = (self.mapping, self.temperature_learner, self.loss_weights)
-        return [module for module in learned if module is not None]
+        """The learned parts beside the student: the learnable mapping, the learned temperature and a method's
+        (LKD's weights), where present."""
+        learned = [module for module in (self.mapping, self.temperature_learner) if module is not None]
+        for hook in self.hooks:
+            learned += hook.learned_modules(self)
+        return learned
 
     def learned_parameter_count(self) -> int:
         """The parameters of the learnable mapping, the learned temperature and LKD's weights (not projections)."""
         return sum(p.numel() for module in self.learned_modules() for p in module.parameters())
 
     def total(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher). In a
-        layer stage of a curriculum, only that stage's terms count; under LKD each weight is multiplied by its
-        learned multiplier (without gradient: `kdgrid.core.methods.lkd.lookahead` gives the weights theirs)."""
+        """The weighted sum; a term of weight 0 is left out (so a hard-only baseline ignores the teacher). The
+        weights are the terms' now as the trial's methods make them for the step (`StepHooks.step_weights`: under
+        LKD each times its learned multiplier, without gradient; in a layer stage of a curriculum, 0 for the terms
+        outside the stage)."""
         weights = self.weights()
-        if self.loss_weights is not None:
-            multipliers = self.loss_weights.as_dict()
-            weights = {name: w * multipliers.get(name, 1.0) for name, w in weights.items()}
-        staged = None if self.curriculum is None else self.curriculum.stage_terms(self.stage)
+        for hook in self.hooks:
+            weights = hook.step_weights(self, weights)
         total = torch.zeros((), device=values["soft"].device)
         for name, value in values.items():
-            weight = weights[name] if staged is None or name in staged else 0
+            weight = weights[name]
             if weight != 0:
                 total = total + weight * value
         return total

@@ -227,7 +227,9 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         handed.update(hook.objective_kwargs(run, job))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(trial.seed + 1)  # projections: their own seeded draw, independent of the model's
-        objective = Objective(trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, **handed)
+        objective = Objective(
+            trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, hooks=run.hooks, **handed
+        )
         torch.manual_seed(trial.seed + 2)  # the student's RNG stream for dropout
         run.cpu_rng = torch.get_rng_state()
     runtime = job.runtime

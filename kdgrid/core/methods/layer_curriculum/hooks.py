@@ -1,28 +1,51 @@
-"""The layer curriculum's part in a student's training (`kdgrid.core.step_hooks.StepHooks`): its stages recorded
-once the student is set up (a stage that would get no step is refused there), and after each backward pass the
-layers outside the current stage get no gradient (`kdgrid.core.methods.layer_curriculum.spec`)."""
+"""The layer curriculum's part in a student's training (`kdgrid.core.step_hooks.StepHooks`): its stages built from
+the objective's terms, the stage of each step (in a layer stage only that stage's terms count in the step's total),
+its stages recorded once the student is set up (a stage that would get no step is refused there), and after each
+backward pass the layers outside the current stage get no gradient (`kdgrid.core.methods.layer_curriculum.spec`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kdgrid.core.methods.layer_curriculum.spec import EXTRA_KEY, drop_frozen_gradients
+from kdgrid.core.methods.layer_curriculum.spec import (
+    EXTRA_KEY,
+    LAYER_CURRICULUM,
+    Curriculum,
+    drop_frozen_gradients,
+)
 from kdgrid.core.step_hooks import StepHooks
 from kdgrid.trial import Trial
 
 
 class CurriculumHooks(StepHooks):
-    """One student's curriculum (its stages live in its objective: `Objective.curriculum`)."""
+    """One student's curriculum and its current stage."""
+
+    def __init__(self, trial: Trial) -> None:
+        self.boundaries = trial.option(LAYER_CURRICULUM)
+        self.curriculum: Curriculum | None = None
+        self.stage = 0
+
+    def build_objective(self, objective: Any) -> None:
+        self.curriculum = Curriculum.of(self.boundaries, [(term.name, term.pair) for term in objective.terms])
+
+    def set_progress(self, objective: Any, step_index: int, total_steps: int) -> None:
+        assert self.curriculum is not None
+        self.stage = self.curriculum.stage(step_index, total_steps)
+
+    def step_weights(self, objective: Any, weights: dict[str, float]) -> dict[str, float]:
+        assert self.curriculum is not None
+        staged = self.curriculum.stage_terms(self.stage)
+        return weights if staged is None else {name: w if name in staged else 0 for name, w in weights.items()}
 
     def set_up(self, run: Any, job: Any) -> None:
-        if run.objective.curriculum is not None:
-            total_steps = job.steps_per_epoch * run.trial.epochs
-            run.result.extra[EXTRA_KEY] = run.objective.curriculum.summary(total_steps)
+        assert self.curriculum is not None
+        run.result.extra[EXTRA_KEY] = self.curriculum.summary(job.steps_per_epoch * run.trial.epochs)
 
     def after_backward(self, run: Any) -> None:
-        drop_frozen_gradients(run.model.named_parameters(), run.objective.trainable_layers())
+        assert self.curriculum is not None
+        drop_frozen_gradients(run.model.named_parameters(), self.curriculum.trainable_layers(self.stage))
 
 
 def step_hooks(trial: Trial) -> CurriculumHooks:
     """The hooks of a trial with ``layer_curriculum``."""
-    return CurriculumHooks()
+    return CurriculumHooks(trial)

@@ -1,4 +1,6 @@
-"""LKD's part in a student's training (`kdgrid.core.step_hooks.StepHooks`): its checks and record once the student
+"""LKD's part in a student's training (`kdgrid.core.step_hooks.StepHooks`): its learned loss weights, owned by
+the trial's objective (one per term, the soft and hard labels included) and multiplying each term's weight in the
+step's total, without gradient (the lookahead gives the weights theirs); its checks and record once the student
 is set up, the step's gradients (the weighted terms' on the student and its projections, the first-order
 hypergradient on the loss weights from the job's held-out batch of the step: `kdgrid.core.methods.lkd.lookahead`),
 and the weights' trajectory after each epoch."""
@@ -9,7 +11,7 @@ from typing import Any
 
 import torch
 
-from kdgrid.core.methods.lkd.lookahead import EXTRA_KEY, lkd_gradients, validation_loss_fn
+from kdgrid.core.methods.lkd.lookahead import EXTRA_KEY, LossWeights, lkd_gradients, validation_loss_fn
 from kdgrid.core.step_hooks import StepHooks
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
@@ -17,6 +19,16 @@ from kdgrid.trial import Trial
 
 class LkdHooks(StepHooks):
     """One student's learned loss weights (they live in its objective: `Objective.loss_weights`)."""
+
+    def build_objective(self, objective: Any) -> None:
+        objective.loss_weights = LossWeights(["soft", "hard", *(term.name for term in objective.terms)])
+
+    def step_weights(self, objective: Any, weights: dict[str, float]) -> dict[str, float]:
+        multipliers = objective.loss_weights.as_dict()
+        return {name: w * multipliers.get(name, 1.0) for name, w in weights.items()}
+
+    def learned_modules(self, objective: Any) -> list[Any]:
+        return [objective.loss_weights]
 
     def set_up(self, run: Any, job: Any) -> None:
         weights = run.objective.loss_weights

@@ -23,8 +23,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kdgrid.core.step_hooks import StepHooks
-
 ALIGNMENT_FRACTION = 0.05  # the alignment loss ends at or below 5% of its first epoch's mean
 STALL_GAIN = 0.01  # the primary metric gains less than 0.01 over its first epoch's value
 MIN_EPOCHS = 2
@@ -66,20 +64,3 @@ def projector_overfit(
             f"(flagged at <= {ALIGNMENT_FRACTION:.0%} and < {STALL_GAIN:g})"
         )
     return None
-
-
-class OverfitHooks(StepHooks):
-    """The projector-overfitting verdict of a trial with projected terms, after its last epoch."""
-
-    def end_epoch(self, run: Any, job: Any, epoch: int) -> None:
-        if run.epochs_done != run.trial.epochs or run.plan is None:
-            return
-        projected = [term.name for term in run.plan.terms if term.projected]
-        verdict = projector_overfit(run.result.curve, projected, job.task.dev_sets[0], job.task.primary_metric)
-        if verdict is not None:
-            run.result.extra[EXTRA_KEY] = verdict
-
-
-def step_hooks(trial: Any) -> OverfitHooks:
-    """The hooks of a trial whose knowledge may be projected."""
-    return OverfitHooks()

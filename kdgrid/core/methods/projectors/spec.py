@@ -88,6 +88,6 @@ register_method(
         rules=(("combination", projector_rule), ("terms", spectral_terms_rule)),
         memory=ensemble_memory,
         uses=lambda trial: bool(trial.knowledge) and trial.projection != "none",
-        hooks="kdgrid.core.methods.projectors.overfit:step_hooks",
+        hooks="kdgrid.core.methods.projectors.spectral:step_hooks",
     )
 )

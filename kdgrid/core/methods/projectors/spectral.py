@@ -16,11 +16,15 @@ lambda like any other term (`kdgrid.core.training.objective.Objective.weights`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import nn
 
-from kdgrid.core.methods.projectors.spec import PROJECTOR_SPECTRAL
+from kdgrid.core.methods.projectors.overfit import EXTRA_KEY as OVERFIT_KEY
+from kdgrid.core.methods.projectors.overfit import projector_overfit
+from kdgrid.core.methods.projectors.spec import PROJECTOR_MEMBERS, PROJECTOR_SPECTRAL
+from kdgrid.core.step_hooks import StepHooks
 from kdgrid.trial import Trial
 
 SPECTRAL_TERM = "projector_spectral"
@@ -42,3 +46,35 @@ def spectral_penalty(projections: Iterable[nn.Module]) -> torch.Tensor:
                 sigma = torch.linalg.matrix_norm(module.weight.float(), ord=2)
                 total = total.to(sigma.device) + 0.5 * sigma**2
     return total
+
+
+class ProjectorHooks(StepHooks):
+    """The projector methods' part in a trial's training: the ensemble's size for every projection, the spectral
+    penalty as a term of eq. 9 (weighted by lambda), and the overfitting verdict after the last epoch
+    (`kdgrid.core.methods.projectors.overfit`)."""
+
+    def __init__(self, trial: Trial) -> None:
+        self.members = trial.option(PROJECTOR_MEMBERS)
+        self.spectral = spectral_weight(trial)
+
+    def projection_kwargs(self) -> dict[str, Any]:
+        return {"members": self.members}
+
+    def extra_terms(self, objective: Any) -> dict[str, float]:
+        return {} if self.spectral is None else {SPECTRAL_TERM: self.spectral}
+
+    def extra_values(self, objective: Any) -> dict[str, torch.Tensor]:
+        return {} if self.spectral is None else {SPECTRAL_TERM: spectral_penalty(objective.projections.values())}
+
+    def end_epoch(self, run: Any, job: Any, epoch: int) -> None:
+        if run.epochs_done != run.trial.epochs or run.plan is None:
+            return
+        projected = [term.name for term in run.plan.terms if term.projected]
+        verdict = projector_overfit(run.result.curve, projected, job.task.dev_sets[0], job.task.primary_metric)
+        if verdict is not None:
+            run.result.extra[OVERFIT_KEY] = verdict
+
+
+def step_hooks(trial: Trial) -> ProjectorHooks:
+    """The hooks of a trial whose knowledge may be projected."""
+    return ProjectorHooks(trial)
