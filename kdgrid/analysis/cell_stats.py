@@ -200,7 +200,7 @@ def attach_uncertainty(
             cell.ci_low, cell.ci_high = interval.low, interval.high
             _flag_majority(cell, side)
             summary.with_interval += 1
-    references = _references(cells, reference, view.name)
+    references = reference_cells(cells, reference, view.name)
     tested: list[tuple[Cell, stats.PairedTest, tuple[Any, ...]]] = []
     for cell in cells:
         ref = references.get(id(cell))
@@ -505,7 +505,7 @@ def _interval(cell: Cell, side: _Side, bank: ReplicateBank) -> stats.Interval | 
     return stats.seed_interval_from_replicates(replicates, full, generator, stats.DEFAULT_CONFIDENCE)
 
 
-def _references(cells: Iterable[Cell], reference: Reference, table: str) -> dict[int, Cell]:
+def reference_cells(cells: Iterable[Cell], reference: Reference, table: str) -> dict[int, Cell]:
     """id(cell) -> its condition's reference cell (itself for the reference); conditions with none are absent."""
     cells = list(cells)
     by_condition: dict[tuple[Any, ...], list[Cell]] = {}
