@@ -109,14 +109,14 @@ def difference_estimate(
     a: SeedScores, b: SeedScores, confidence: float = stats.DEFAULT_CONFIDENCE
 ) -> Estimate:
     """``a - b`` over seeds (two or more a side): paired by seed where both ran the same seeds, else Welch. The
-    p is `kdgrid.analysis.stats.seed_t_test`'s; the interval uses the same standard error and degrees of freedom,
-    so it excludes 0 exactly when p <= 1 - ``confidence``."""
+    test is `kdgrid.analysis.stats.seed_t_test`'s (the same p, computed here from the same t and degrees of
+    freedom as the interval, so that the interval excludes 0 exactly when p <= 1 - ``confidence``)."""
     if a.n_seeds < 2 or b.n_seeds < 2:
         raise ValueError(
             f"a difference over seeds needs two or more seeds a side, got {a.n_seeds} and {b.n_seeds}"
         )
     paired = a.keys == b.keys
-    test = stats.seed_t_test(a.scores, b.scores, paired=paired)
+    difference = float(a.scores.mean() - b.scores.mean())
     if paired:
         d = a.scores - b.scores
         se, df = float(np.std(d, ddof=1)) / math.sqrt(len(d)), len(d) - 1.0
@@ -126,16 +126,15 @@ def difference_estimate(
         df = (
             float((va + vb) ** 2 / (va**2 / (a.n_seeds - 1) + vb**2 / (b.n_seeds - 1)))
             if va + vb > 0
-            else a.n_seeds + b.n_seeds - 2.0
+            else 1.0
         )
-    half = _half_width(se, df, confidence, test.difference, test.p_value)
+    if se <= 1e-15:  # no spread: as `stats.seed_t_test`, p 1 for no difference and 0 for any other
+        p, half = (1.0 if abs(difference) < 1e-12 else 0.0), 0.0
+    else:
+        p = float(2.0 * scipy_stats.t.sf(abs(difference) / se, df))
+        half = float(scipy_stats.t.ppf((1 + confidence) / 2, df)) * se
     return Estimate(
-        test.difference,
-        test.difference - half,
-        test.difference + half,
-        test.p_value,
-        SEED_LEVEL,
-        "paired t" if paired else "Welch t",
+        difference, difference - half, difference + half, p, SEED_LEVEL, "paired t" if paired else "Welch t"
     )
 
 
@@ -154,17 +153,8 @@ def run_to_run_difference(
     standard deviation of the ``[R]`` paired bootstrap replicates of the difference)."""
     test = stats.normal_test(difference, replicate_differences)
     se = float(np.std(replicate_differences, ddof=1)) if len(replicate_differences) > 1 else 0.0
-    half = _half_width(se, math.inf, confidence, difference, test.p_value)
+    half = float(scipy_stats.norm.ppf((1 + confidence) / 2)) * se if se > 0 else 0.0
     return Estimate(difference, difference - half, difference + half, test.p_value, RUN_TO_RUN, "z")
-
-
-def _half_width(se: float, df: float, confidence: float, difference: float, p: float) -> float:
-    """``quantile(df) · se``; for zero spread, 0 (the test then gives p 0 or 1, and so does the interval)."""
-    if se <= 1e-15:
-        return 0.0
-    if math.isinf(df):
-        return float(scipy_stats.norm.ppf((1 + confidence) / 2)) * se
-    return float(scipy_stats.t.ppf((1 + confidence) / 2, df)) * se
 
 
 def crossover(differences: Mapping[str, Estimate], alpha: float = 0.05) -> tuple[str, str] | None:
