@@ -698,7 +698,7 @@ def sweep_table(
         why = (
             "--kind last: the store keeps per-example predictions of the best epoch only"
             if kind == "last"
-            else "its rows carry no per-example predictions (row schema version 1)"
+            else "its rows carry no per-example predictions"
         )
         raise KdgridError(
             f"no cell of sweep {sweep!r} can get an interval: every cell ran one seed and {why}; run two or more "
