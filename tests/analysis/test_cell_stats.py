@@ -324,5 +324,7 @@ def test_claims_count_only_significant_differences():
     )
     # cos: 0.9 vs 0.5 differs; mmd: 0.9 vs 0.895 does not
     assert "differ in 1 of 2 (condition, knowledge type) rows; 1 within noise" in notes5[1]
+    # one seed a cell: the counts are run-to-run, and say so
+    assert all(note.startswith("beyond run-to-run noise (one seed: dev examples resampled") for note in notes5)
     notes8 = significant_claim_notes("8", weighted, predictions, table5=plain, resamples=TEST_RESAMPLES)
     assert notes8 == [notes8[0]] and "0 better, 1 worse, 3 within noise" in notes8[0]
