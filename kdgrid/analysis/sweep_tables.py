@@ -44,11 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from kdgrid.analysis import stats
 from kdgrid.analysis.cell_stats import ALPHA, CONDITION_FIELDS, Reference, check_choices
+from kdgrid.analysis.method_summary import SeedStrata, Strata
+from kdgrid.analysis.seed_level import average, seed_scores
 from kdgrid.analysis.store_predictions import load_predictions
 from kdgrid.analysis.sweep_stats import (
     Difference,
@@ -726,9 +727,17 @@ def _any_cell_seeded(runs: SweepRuns) -> bool:
     return bool(len(frame)) and bool((frame.groupby(fields, dropna=False).size() > 1).any())
 
 
-def method_strata(runs: SweepRuns, axis: str) -> dict[str, dict[str, np.ndarray]]:
-    """Each value of ``axis`` -> its runs per stratum (``"<task> · <dev set>"``): the input of
-    `kdgrid.analysis.method_summary.summarise_methods`. Values in the axis's order.
+HARD_ONLY_LABEL = "(hard labels only)"
+"""The summary's name for the hard-labels-only baseline (no knowledge, soft-label weight 0), kept apart from the
+soft-labels-only runs that share its empty value of an axis."""
+
+
+def method_strata(runs: SweepRuns, axis: str) -> tuple[dict[str, Strata], dict[str, SeedStrata]]:
+    """Each value of ``axis`` -> its runs per stratum (``"<task> · <dev set> · <metric>"``), and -> its per-seed
+    scores per stratum (the mean per seed over the stratum's other settings; only where they all ran the same
+    seeds): the inputs of `kdgrid.analysis.method_summary.summarise_methods`. Values in the axis's order; the
+    empty value (shown ``(none)``) holds no hard-labels-only baseline, which is a method of its own
+    (`HARD_ONLY_LABEL`): two baselines are never pooled.
 
     Raises:
         ConfigError: ``axis`` is not an axis of the sweep (naming its axes).
@@ -736,12 +745,29 @@ def method_strata(runs: SweepRuns, axis: str) -> dict[str, dict[str, np.ndarray]
     if axis not in runs.axes:
         allowed = ", ".join(runs.axes) or "none"
         raise ConfigError(f"--summary {axis!r} is not an axis of sweep {runs.sweep!r}; its axes: {allowed}")
-    frame = runs.runs
-    found: dict[str, dict[str, np.ndarray]] = {}
-    for value in _value_order(axis, frame[axis].unique()):
-        mine = frame[frame[axis] == value]
-        found[value] = {
-            f"{task} · {dev_set}": group["value"].to_numpy(dtype=float)
-            for (task, dev_set), group in mine.groupby(["task", "dev_set"], sort=True)
-        }
-    return found
+    frame = runs.runs.copy()
+    method = frame[axis].astype(str)
+    if axis != "soft_weight" and "soft_weight" in frame.columns:
+        no_knowledge = frame["knowledge"] == "" if "knowledge" in frame.columns else True
+        hard_only = no_knowledge & (frame["soft_weight"] == "0") & (method == "")
+        method = method.where(~hard_only, HARD_ONLY_LABEL)
+    frame["_method"] = method
+    others = [a for a in runs.axes if a != axis]
+    found: dict[str, Strata] = {}
+    seeds: dict[str, SeedStrata] = {}
+    order = _value_order(axis, [v for v in method.unique() if v != HARD_ONLY_LABEL])
+    order += [HARD_ONLY_LABEL] if (method == HARD_ONLY_LABEL).any() else []
+    for value in order:
+        mine = frame[frame["_method"] == value]
+        found[value], seeds[value] = {}, {}
+        for (task, dev_set, metric), group in mine.groupby(["task", "dev_set", "metric"], sort=True):
+            stratum = f"{task} · {dev_set} · {metric}"
+            found[value][stratum] = group["value"].to_numpy(dtype=float)
+            settings = [
+                seed_scores(list(g["seed"]), list(g["value"]))
+                for _, g in (group.groupby(others, sort=True, dropna=False) if others else [((), group)])
+            ]
+            averaged = average(settings)
+            if averaged is not None:
+                seeds[value][stratum] = averaged
+    return found, seeds

@@ -406,12 +406,11 @@ def _method_summary(store: Path, sweep: str, kind: str, where: list[str], text: 
     runs = sweep_runs(
         filter_rows(read_store(store), where), read_memberships(store, skip_bad=True), sweep, kind
     )
-    methods = method_strata(runs, axis)
+    methods, seeds = method_strata(runs, axis)
     if reference is not None and reference not in methods:
-        raise ConfigError(
-            f"--summary {text}: {reference!r} is not a value of {axis}; its values: {', '.join(methods)}"
-        )
-    return summary_lines(axis, reference, summarise_methods(methods, reference))
+        values = ", ".join(v or "none" for v in methods)
+        raise ConfigError(f"--summary {text}: {reference!r} is not a value of {axis}; its values: {values}")
+    return summary_lines(axis, reference, summarise_methods(methods, reference, seeds=seeds))
 
 
 def figures(
