@@ -159,12 +159,14 @@ def attach_sweep_statistics(
     resamples: int = stats.DEFAULT_RESAMPLES,
     test_resamples: int = stats.DEFAULT_TEST_RESAMPLES,
     seed: int = 0,
+    labels: Mapping[str, TrialPredictions] | None = None,
 ) -> tuple[SweepStatistics, _Numbers]:
     """Fill the uncertainty fields of the cells of ``blocks`` (the table's own, rows x columns) in place: each
     cell's interval, its reference (``is_reference``), raw and adjusted p against it, mark, direction and level;
     the degenerate mark of a cell whose mean is at or below the majority class's accuracy. ``scores``: each run's
     value as printed; ``predictions``: row id -> per-example predictions of the epoch printed (empty for the
-    last epoch's values).
+    last epoch's values); ``labels``: where the dev sets' labels come from for the majority-class check (default
+    ``predictions``; the labels are the same at every epoch).
 
     Raises:
         ConfigError: an explicit reference that matches no cell, or several in one condition.
@@ -184,7 +186,7 @@ def attach_sweep_statistics(
             out.levels.add(estimate.level)
             if cell.n_seeds >= 2:
                 cell.paper_low, cell.paper_high = stats.seed_prediction_interval(numbers.seeds(cell).scores)
-        _flag_majority_mean(cell, predictions)
+        _flag_majority_mean(cell, predictions if labels is None else labels)
     references = reference_cells(cells, reference, name)
     tested: list[tuple[Cell, Estimate, tuple[Any, ...], str]] = []
     untested = 0

@@ -392,12 +392,15 @@ def build_sweep_table(
     family: str = "condition",
     correction: str = "holm",
     kind: str = "best",
+    labels: Mapping[str, TrialPredictions] | None = None,
 ) -> SweepTable:
     """The table of a sweep: cells (mean over seeds) with intervals, tests against the reference and marks,
     then per block the marginal summary of each axis (where the layout has two or more) and, with ``pairs``,
     the pairwise comparisons of each axis's values; every number's uncertainty from one procedure
     (`kdgrid.analysis.sweep_stats`). ``predictions``: row id -> its per-example predictions of the epoch the
-    values are (``kind``; none for the last epoch: the store keeps the best one's), for the one-seed numbers.
+    values are (``kind``; none for the last epoch: the store keeps the best one's), for the one-seed numbers;
+    ``labels``: per-example predictions read for their dev labels only (the majority-class check of a last-epoch
+    table). With ``kind="last"`` the rows' own degenerate reasons, found on the best epoch's predictions, say so.
 
     Raises:
         ConfigError: a bad ``reference`` (see `parse_sweep_reference`), or one matching several cells of a block;
@@ -430,7 +433,15 @@ def build_sweep_table(
             value=float(scores.mean()),
             std=float(scores.std(ddof=1)) if len(scores) > 1 else math.nan,
             n_seeds=len(scores),
-            degenerate=tuple(sorted({r for reasons in members["degenerate"] for r in reasons})),
+            degenerate=tuple(
+                sorted(
+                    {
+                        (r if kind == "best" else f"best epoch: {r}")
+                        for rs in members["degenerate"]
+                        for r in rs
+                    }
+                )
+            ),
             row_ids=tuple(members["row_id"]),
             seeds=tuple(float(s) for s in members["seed"]),
             trial_ids=tuple(dict.fromkeys(members["trial_id"])),
@@ -480,6 +491,7 @@ def build_sweep_table(
         resamples=resamples,
         test_resamples=test_resamples,
         seed=seed,
+        labels=labels,
     )
     warnings: list[str] = []
     pair_tests: list[PairTest] = []
@@ -692,8 +704,8 @@ def sweep_table(
     else:
         layout = choose_layout(runs.axes, rows, cols)
     # the stored predictions are the best epoch's: a last-epoch table never reads them
-    wanted = intervals != "off" and kind == "best"
-    predictions = load_predictions(store_dir, runs.runs["row_id"]) if wanted else {}
+    loaded = load_predictions(store_dir, runs.runs["row_id"]) if intervals != "off" else {}
+    predictions = loaded if kind == "best" else {}
     several_seeds = _any_cell_seeded(runs)
     if intervals == "on" and not predictions and not several_seeds:
         why = (
@@ -717,6 +729,7 @@ def sweep_table(
         family=family,
         correction=correction,
         kind=kind,
+        labels=loaded,
     )
 
 

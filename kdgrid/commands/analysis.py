@@ -47,7 +47,9 @@ def tables(
         str | None,
         typer.Option(
             help="The cell each cell is tested against, within its condition (task, dev set, student, teacher): "
-            "FIELD=VALUE[,FIELD=VALUE], e.g. knowledge=hidden_mse,strategy=Last-1. Default: soft labels only."
+            "FIELD=VALUE[,FIELD=VALUE], e.g. knowledge=hidden_mse,strategy=Last-1. Default: soft labels only. "
+            "With --sweep, an axis it leaves out gets a reference per slice (strategy=Last-1: within each "
+            "knowledge)."
         ),
     ] = None,
     resamples: Annotated[

@@ -128,6 +128,9 @@ def test_kind_last_gives_the_last_epochs_values_intervals_and_tests_never_the_be
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out)))
     assert {r["value"] for r in rows} == {"0.6", "0.5"} and all(r["ci_low"] == "" for r in rows)
+    # the last epoch at chance is marked from its own value (the dev labels are the same at every epoch)
+    chance = next(r for r in rows if r["value"] == "0.5")
+    assert "at or below the majority class's accuracy 0.5000" in chance["degenerate"]
     code, _, err = run_kdgrid(capsys, "tables", "--sweep", "epochs1", "--store", str(one), "--kind", "last",
                               "--intervals", "on")  # fmt: skip
     assert code == 2 and "the store keeps per-example predictions of the best epoch only" in " ".join(
