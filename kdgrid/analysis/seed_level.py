@@ -17,6 +17,7 @@ interval and the test share their standard error and degrees of freedom). Nothin
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -132,10 +133,16 @@ def difference_estimate(
         p, half = (1.0 if abs(difference) < 1e-12 else 0.0), 0.0
     else:
         p = float(2.0 * scipy_stats.t.sf(abs(difference) / se, df))
-        half = float(scipy_stats.t.ppf((1 + confidence) / 2, df)) * se
+        half = _t_quantile((1 + confidence) / 2, df) * se
     return Estimate(
         difference, difference - half, difference + half, p, SEED_LEVEL, "paired t" if paired else "Welch t"
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _t_quantile(q: float, df: float) -> float:
+    """Student's t quantile (cached: a table asks for the same few degrees of freedom hundreds of times)."""
+    return float(scipy_stats.t.ppf(q, df))
 
 
 def run_to_run_mean(
