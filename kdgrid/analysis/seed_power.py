@@ -19,6 +19,18 @@ MAX_SEEDS = 1000
 """Beyond this many seeds per cell the answer is given as "more than 1,000"."""
 
 
+def _two_sided_power(critical: float, df: float, noncentrality: float) -> float:
+    """P(|T| > critical) for T noncentral t(df, noncentrality). SciPy's tail far from the noncentrality comes back
+    NaN at few degrees of freedom and a large noncentrality (a tiny seed SD); it is then 0 (it underflows)."""
+    upper = float(scipy_stats.nct.sf(critical, df, noncentrality))
+    lower = float(scipy_stats.nct.cdf(-critical, df, noncentrality))
+    if math.isnan(upper):
+        upper = 1.0 if noncentrality > critical else 0.0
+    if math.isnan(lower):
+        lower = 1.0 if noncentrality < -critical else 0.0
+    return upper + lower
+
+
 def t_test_power(seeds: int, seed_sd: float, difference: float, alpha: float = 0.05) -> float:
     """Power of the two-sided two-sample t-test with ``seeds`` per side to find a true ``difference`` between
     expected scores when each seed's score has standard deviation ``seed_sd`` (same units as ``difference``)."""
@@ -26,10 +38,7 @@ def t_test_power(seeds: int, seed_sd: float, difference: float, alpha: float = 0
         raise ValueError(f"power needs >= 2 seeds and a positive seed SD, got {seeds} and {seed_sd}")
     df = 2 * seeds - 2
     noncentrality = difference / (seed_sd * math.sqrt(2.0 / seeds))
-    critical = scipy_stats.t.ppf(1 - alpha / 2, df)
-    return float(
-        scipy_stats.nct.sf(critical, df, noncentrality) + scipy_stats.nct.cdf(-critical, df, noncentrality)
-    )
+    return _two_sided_power(float(scipy_stats.t.ppf(1 - alpha / 2, df)), df, noncentrality)
 
 
 def seeds_needed(seed_sd: float, difference: float, power: float = 0.8, alpha: float = 0.05) -> int | None:
@@ -52,10 +61,7 @@ def paired_t_power(seeds: int, difference_sd: float, difference: float, alpha: f
         raise ValueError(f"power needs >= 2 seeds and a positive SD, got {seeds} and {difference_sd}")
     df = seeds - 1
     noncentrality = difference / (difference_sd / math.sqrt(seeds))
-    critical = scipy_stats.t.ppf(1 - alpha / 2, df)
-    return float(
-        scipy_stats.nct.sf(critical, df, noncentrality) + scipy_stats.nct.cdf(-critical, df, noncentrality)
-    )
+    return _two_sided_power(float(scipy_stats.t.ppf(1 - alpha / 2, df)), df, noncentrality)
 
 
 def seeds_needed_paired(

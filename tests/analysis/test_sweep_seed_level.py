@@ -79,6 +79,13 @@ def test_seeds_needed_is_a_direct_power_computation_of_the_paired_corrected_test
             -critical, df, noncentrality
         )
         assert direct >= 0.8 > paired_t_power(needed - 1, sd, 0.01, 0.05 / family)
+    # a small seed SD: few seeds, and SciPy's far tail (NaN there) never turns the answer into hundreds
+    needed = seeds_needed_paired(0.0054, 0.01, 0.05, 0.8)
+    upper = [
+        scipy_stats.nct.sf(scipy_stats.t.ppf(0.975, n - 1), n - 1, 0.01 / (0.0054 / math.sqrt(n)))
+        for n in (4, 5)
+    ]
+    assert needed == 5 and upper[0] < 0.8 <= upper[1]
     # Monte Carlo check of the power formula itself at a small size
     rng = np.random.default_rng(0)
     draws = rng.normal(0.01, 0.01, size=(20_000, 6))
