@@ -469,6 +469,9 @@ def build_sweep_table(
     axes = dict.fromkeys(("task", "dev_set", *layout.blocks, *layout.axes, "metric"))
     view = TableView(runs.sweep, _title(runs, layout), blocks, axes=tuple(axes), correction=correction)
     mark_best(view, "block")
+    slices: tuple[str, ...] = ()
+    if parsed is not None:
+        parsed, slices = _per_slice(view, layout, parsed)
     if parsed is None:
         parsed = _default_reference(view, layout, values)
         if layout.rows[:1] == ("study",) and not parsed.explicit and layout.blocks == ():
@@ -520,6 +523,11 @@ def build_sweep_table(
         view.notes.append(
             "--kind last: every value, interval and test is the last epoch's (seed level); one-seed numbers get "
             "none, the store keeps per-example predictions of the best epoch only"
+        )
+    if slices:
+        view.notes.append(
+            f"reference {parsed.label}: one per value of {', '.join(slices)} (each such slice its own reference "
+            "and its own family)"
         )
     view.notes.extend(found.notes)
     if len(layout.axes) > 1:
@@ -630,6 +638,21 @@ def _block_title(
     ]
     place = f"{task} {dev_set}" if several_dev_sets else str(task)
     return " · ".join([place + (f" {metric}" if several_metrics else ""), *parts])
+
+
+def _per_slice(
+    view: TableView, layout: SweepLayout, reference: Reference
+) -> tuple[Reference, tuple[str, ...]]:
+    """``reference`` (parsed per slice: the axes it leaves out are part of the condition) as it applies to
+    ``view``: per slice where it matches several cells of a block (``--reference strategy=Last-1`` in a knowledge
+    x strategy table: one Last-1 per knowledge), else one per block, as before slices (a study-layout reference
+    such as ``study=soft`` that has no value of the grid's axes). Returns the reference and the axes it is per."""
+    per_block = dataclasses.replace(reference, condition_fields=(*CONDITION_FIELDS, *layout.blocks))
+    matches = [sum(reference.matches(c.config) for c in block.cells.values()) for block in view.blocks]
+    if max(matches, default=0) <= 1:
+        return per_block, ()
+    named = {name for name, _ in reference.fields}
+    return reference, tuple(a for a in layout.axes if a not in named)
 
 
 def _default_reference(

@@ -253,6 +253,7 @@ def test_a_reference_per_slice_and_a_warning_where_an_average_hides_a_crossover(
     )
     assert better.p_vs_reference == better.p_raw  # one family per slice: a family of one
     assert any("2 of them" in n for n in built.view.notes)
+    assert "reference strategy=Last-1: one per value of knowledge" in " ".join(built.view.notes)
     warning = next(n for n in built.view.notes if "strategy Last-1 vs LAD averages over a crossover" in n)
     assert warning.startswith("warning:") and "Last-1 is better where knowledge=cos" in warning
     assert "worse where knowledge=hidden_mse" in warning
