@@ -123,7 +123,9 @@ def heat_map_figure(table: SweepTable, block: Block, metric: str) -> Figure:
         reference_label=table.reference.label,
     )
     axes.title.set_fontsize(10)
-    figure.text(0.01, -0.02, "; ".join(drawn.notes), fontsize=7, va="top", ha="left")
+    levels = sorted({c.uncertainty for c in block.cells.values() if c.uncertainty})
+    notes = [*drawn.notes, *([f"95% intervals and marks: {', '.join(levels)}"] if levels else [])]
+    figure.text(0.01, -0.02, "; ".join(notes), fontsize=7, va="top", ha="left")
     figure.tight_layout()
     return figure
 
