@@ -281,7 +281,11 @@ def _sweep_tables(
     if compare is not None:
         _published_comparison(store, fmt, compare, out, kind, intervals, counts, where, values, sweep,
                               {"--rows": rows, "--cols": cols, "--pairs": pairs or None, "--summary": summary,
-                               "--reference": reference})  # fmt: skip
+                               "--reference": reference,
+                               # the published comparison tests nothing: a correction or test would be ignored
+                               "--family": None if family == "condition" else family,
+                               "--correction": None if correction == "holm" else correction,
+                               "--test": None if test == "auto" else test})  # fmt: skip
         return
     if values != "score":
         raise ConfigError(
