@@ -402,16 +402,22 @@ def replicate_means(
 
 
 def _flag_majority(cell: Cell, side: _Side) -> None:
-    """Mark an accuracy cell whose interval reaches the majority class's accuracy on its dev set as degenerate:
-    its score cannot be told from predicting the most frequent class."""
+    """Mark an accuracy cell as degenerate when its score cannot be told from predicting the most frequent class
+    of its dev set: one seed, its interval over dev examples reaches the majority class's accuracy; two or more,
+    its mean over seeds is at or below it (a t interval over two healthy seeds is wide, and says nothing about
+    chance)."""
     if cell.config.get("metric") != "accuracy" or not len(side.gold):
         return
     _, counts = np.unique(side.gold, return_counts=True)
     majority = float(counts.max() / len(side.gold))
-    if cell.ci_low <= majority + 1e-9:
+    if len(side.runs) == 1 and cell.ci_low <= majority + 1e-9:
         reason = f"interval reaches the majority class's accuracy {majority:.4f}"
-        if reason not in cell.degenerate:
-            cell.degenerate = (*cell.degenerate, reason)
+    elif len(side.runs) > 1 and cell.value <= majority + 1e-9:
+        reason = f"mean at or below the majority class's accuracy {majority:.4f}"
+    else:
+        return
+    if reason not in cell.degenerate:
+        cell.degenerate = (*cell.degenerate, reason)
 
 
 def compare_cells(
