@@ -191,7 +191,7 @@ def attach_sweep_statistics(
     tested: list[tuple[Cell, Estimate, tuple[Any, ...], str]] = []
     untested = 0
     block_of = {id(cell): block.title for block in blocks for cell in block.cells.values()}
-    labels = {
+    names = {
         id(cell): _cell_label(block, row, column)
         for block in blocks
         for (row, column), cell in block.cells.items()
@@ -219,7 +219,7 @@ def attach_sweep_statistics(
         out.differences.append(
             Difference(
                 block,
-                labels[id(cell)],
+                names[id(cell)],
                 estimate.value,
                 estimate.low,
                 estimate.high,
