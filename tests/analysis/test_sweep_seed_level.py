@@ -257,6 +257,11 @@ def test_a_reference_per_slice_and_a_warning_where_an_average_hides_a_crossover(
     warning = next(n for n in built.view.notes if "strategy Last-1 vs LAD averages over a crossover" in n)
     assert warning.startswith("warning:") and "Last-1 is better where knowledge=cos" in warning
     assert "worse where knowledge=hidden_mse" in warning
+    # --family table: the two slices' tests in one family, Holm over both
+    whole = sweep_table(path, "crossover", reference="strategy=Last-1", family="table").view.blocks[0]
+    raws = [whole.cell(k, whole.column("LAD")).p_raw for k in ("hidden_mse", "cos")]
+    adjusted = [whole.cell(k, whole.column("LAD")).p_vs_reference for k in ("hidden_mse", "cos")]
+    assert adjusted == pytest.approx(stats.adjust(raws, "holm")) and adjusted != pytest.approx(raws)
     pairs = built.view.block(f"{main.title} — strategy, pairwise")
     assert not pairs.cell("Last-1 vs LAD", pairs.column("difference")).significant
     code, out, err = run_kdgrid(capsys, "tables", "--sweep", "crossover", "--store", str(path), "--pairs")
