@@ -200,7 +200,7 @@ def attach_uncertainty(
             cell.ci_low, cell.ci_high = interval.low, interval.high
             _flag_majority(cell, side)
             summary.with_interval += 1
-    references = _references(cells, reference, view.name)
+    references = reference_cells(cells, reference, view.name)
     tested: list[tuple[Cell, stats.PairedTest, tuple[Any, ...]]] = []
     for cell in cells:
         ref = references.get(id(cell))
@@ -402,16 +402,22 @@ def replicate_means(
 
 
 def _flag_majority(cell: Cell, side: _Side) -> None:
-    """Mark an accuracy cell whose interval reaches the majority class's accuracy on its dev set as degenerate:
-    its score cannot be told from predicting the most frequent class."""
+    """Mark an accuracy cell as degenerate when its score cannot be told from predicting the most frequent class
+    of its dev set: one seed, its interval over dev examples reaches the majority class's accuracy; two or more,
+    its mean over seeds is at or below it (a t interval over two healthy seeds is wide, and says nothing about
+    chance)."""
     if cell.config.get("metric") != "accuracy" or not len(side.gold):
         return
     _, counts = np.unique(side.gold, return_counts=True)
     majority = float(counts.max() / len(side.gold))
-    if cell.ci_low <= majority + 1e-9:
+    if len(side.runs) == 1 and cell.ci_low <= majority + 1e-9:
         reason = f"interval reaches the majority class's accuracy {majority:.4f}"
-        if reason not in cell.degenerate:
-            cell.degenerate = (*cell.degenerate, reason)
+    elif len(side.runs) > 1 and cell.value <= majority + 1e-9:
+        reason = f"mean at or below the majority class's accuracy {majority:.4f}"
+    else:
+        return
+    if reason not in cell.degenerate:
+        cell.degenerate = (*cell.degenerate, reason)
 
 
 def compare_cells(
@@ -505,7 +511,7 @@ def _interval(cell: Cell, side: _Side, bank: ReplicateBank) -> stats.Interval | 
     return stats.seed_interval_from_replicates(replicates, full, generator, stats.DEFAULT_CONFIDENCE)
 
 
-def _references(cells: Iterable[Cell], reference: Reference, table: str) -> dict[int, Cell]:
+def reference_cells(cells: Iterable[Cell], reference: Reference, table: str) -> dict[int, Cell]:
     """id(cell) -> its condition's reference cell (itself for the reference); conditions with none are absent."""
     cells = list(cells)
     by_condition: dict[tuple[Any, ...], list[Cell]] = {}

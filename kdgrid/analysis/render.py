@@ -317,11 +317,21 @@ CSV_AXES: tuple[str, ...] = (
 )
 CSV_TRIAL_COLUMN = "trial_ids"  # the cell's trials, ";"-separated
 CSV_COMPARE_COLUMNS = ("paper_inside", "paper", "diff")
+CSV_P_COLUMNS = ("p_raw", "p_adjusted", "correction", "uncertainty")
+"""A sweep's table (`TableView.correction` set) also gives each test's p before and after the correction, in
+scientific notation (a p of 2.6e-19 is not 0.0), the correction, and the level of the cell's uncertainty
+(`kdgrid.analysis.seed_level`: seed-level or run-to-run)."""
 
 
 def _csv_number(value: float) -> str:
     """A number rounded to 10 decimals (``0.6809750000000001`` -> ``0.680975``), ``""`` when missing."""
     return "" if math.isnan(value) else repr(round(float(value), 10) + 0.0)
+
+
+def _csv_p(value: float) -> str:
+    """A p-value in scientific notation with 6 significant digits (``2.6e-19`` -> ``2.60000e-19``), ``""``
+    when missing."""
+    return "" if math.isnan(value) else f"{value:.5e}"
 
 
 def _csv_axis(value: object) -> str:
@@ -343,7 +353,13 @@ def to_csv(view: TableView) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     axes = csv_axes(view)
-    header = [*CSV_COLUMNS, *axes, CSV_TRIAL_COLUMN, *(CSV_COMPARE_COLUMNS if view.compared else ())]
+    header = [
+        *CSV_COLUMNS,
+        *axes,
+        CSV_TRIAL_COLUMN,
+        *(CSV_COMPARE_COLUMNS if view.compared else ()),
+        *(CSV_P_COLUMNS if view.correction else ()),
+    ]
     writer.writerow(header)
     for block in view.blocks:
         for row in block.rows:
@@ -361,7 +377,7 @@ def to_csv(view: TableView) -> str:
                     int(cell.bold),
                     _csv_number(cell.ci_low),
                     _csv_number(cell.ci_high),
-                    _csv_number(cell.p_vs_reference),
+                    (_csv_p if view.correction else _csv_number)(cell.p_vs_reference),
                     int(cell.significant),
                     cell.direction,
                     int(cell.is_reference),
@@ -372,6 +388,14 @@ def to_csv(view: TableView) -> str:
                 if view.compared:
                     inside = "" if cell.paper_inside is None else int(cell.paper_inside)
                     line += [inside, _csv_number(cell.paper), _csv_number(cell.diff)]
+                if view.correction:
+                    tested = not math.isnan(cell.p_raw)
+                    line += [
+                        _csv_p(cell.p_raw),
+                        _csv_p(cell.p_vs_reference),
+                        view.correction if tested else "",
+                        cell.uncertainty,
+                    ]
                 writer.writerow(line)
     return buffer.getvalue()
 

@@ -19,6 +19,18 @@ MAX_SEEDS = 1000
 """Beyond this many seeds per cell the answer is given as "more than 1,000"."""
 
 
+def _two_sided_power(critical: float, df: float, noncentrality: float) -> float:
+    """P(|T| > critical) for T noncentral t(df, noncentrality). SciPy's tail far from the noncentrality comes back
+    NaN at few degrees of freedom and a large noncentrality (a tiny seed SD); it is then 0 (it underflows)."""
+    upper = float(scipy_stats.nct.sf(critical, df, noncentrality))
+    lower = float(scipy_stats.nct.cdf(-critical, df, noncentrality))
+    if math.isnan(upper):
+        upper = 1.0 if noncentrality > critical else 0.0
+    if math.isnan(lower):
+        lower = 1.0 if noncentrality < -critical else 0.0
+    return upper + lower
+
+
 def t_test_power(seeds: int, seed_sd: float, difference: float, alpha: float = 0.05) -> float:
     """Power of the two-sided two-sample t-test with ``seeds`` per side to find a true ``difference`` between
     expected scores when each seed's score has standard deviation ``seed_sd`` (same units as ``difference``)."""
@@ -26,10 +38,7 @@ def t_test_power(seeds: int, seed_sd: float, difference: float, alpha: float = 0
         raise ValueError(f"power needs >= 2 seeds and a positive seed SD, got {seeds} and {seed_sd}")
     df = 2 * seeds - 2
     noncentrality = difference / (seed_sd * math.sqrt(2.0 / seeds))
-    critical = scipy_stats.t.ppf(1 - alpha / 2, df)
-    return float(
-        scipy_stats.nct.sf(critical, df, noncentrality) + scipy_stats.nct.cdf(-critical, df, noncentrality)
-    )
+    return _two_sided_power(float(scipy_stats.t.ppf(1 - alpha / 2, df)), df, noncentrality)
 
 
 def seeds_needed(seed_sd: float, difference: float, power: float = 0.8, alpha: float = 0.05) -> int | None:
@@ -42,6 +51,38 @@ def seeds_needed(seed_sd: float, difference: float, power: float = 0.8, alpha: f
         if t_test_power(seeds, seed_sd, difference, alpha) >= power:
             return seeds
     return None
+
+
+def paired_t_power(seeds: int, difference_sd: float, difference: float, alpha: float = 0.05) -> float:
+    """Power of the two-sided paired t-test over ``seeds`` seed pairs (``seeds - 1`` degrees of freedom) at level
+    ``alpha`` to find a true ``difference`` when one seed's difference has standard deviation ``difference_sd``
+    (for independent seeds, √2 times the seed SD; less where the two sides share seed variance)."""
+    if seeds < 2 or difference_sd <= 0:
+        raise ValueError(f"power needs >= 2 seeds and a positive SD, got {seeds} and {difference_sd}")
+    df = seeds - 1
+    noncentrality = difference / (difference_sd / math.sqrt(seeds))
+    return _two_sided_power(float(scipy_stats.t.ppf(1 - alpha / 2, df)), df, noncentrality)
+
+
+def seeds_needed_paired(
+    difference_sd: float, difference: float, alpha: float = 0.05, power: float = 0.8
+) -> int | None:
+    """The fewest seeds per cell for `paired_t_power` to reach ``power`` at ``alpha`` (a corrected family's
+    threshold: 0.05 / m for Holm's first step over m tests); None beyond `MAX_SEEDS`."""
+    if not 0 < power < 1 or difference <= 0 or not 0 < alpha < 1:
+        raise ValueError(
+            f"power and alpha must lie in (0, 1) and the difference be positive, got {power}, {alpha}, {difference}"
+        )
+    low, high = 2, MAX_SEEDS
+    if paired_t_power(high, difference_sd, difference, alpha) < power:
+        return None
+    while low < high:  # power grows with the seeds: the first that reaches it
+        middle = (low + high) // 2
+        if paired_t_power(middle, difference_sd, difference, alpha) >= power:
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def pooled_seed_sd(cells: Iterable[Cell]) -> tuple[float, int]:

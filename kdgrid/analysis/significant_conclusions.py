@@ -307,7 +307,14 @@ def significant_claim_notes(
         return paired_test_of_cells(a, b, predictions, bank=bank)
 
     label = stats.CORRECTION_LABELS[correction].split(" (")[0]
-    beyond = f"beyond noise ({label} over the claim's tests, alpha {ALPHA})"
+    cells = _cells(view)
+    if cells and all(c.n_seeds >= 2 for c in cells):
+        beyond = f"beyond noise (seed level; {label} over the claim's tests, alpha {ALPHA})"
+    else:  # one seed somewhere: the claim's tests resample dev examples, not training runs
+        beyond = (
+            f"beyond run-to-run noise (one seed: dev examples resampled, training-seed variance left out, so two "
+            f"seeds of one configuration often differ this much; {label} over the claim's tests, alpha {ALPHA})"
+        )
     warn = " - warning: this family cannot reach the threshold whatever the data"
     notes = []
     if name in ("5", "6"):

@@ -2,9 +2,10 @@
 forest plot per block of each cell's difference from its reference with the 95% interval of that difference,
 sorted; and a heat map per block of its rows x columns, coloured by that difference.
 
-Conventions: the difference is the cell's mean minus its reference's (the metric's units), its interval the
-percentile interval over the same paired example resamples as the table's (`kdgrid.analysis.sweep_tables`);
-green/red: better/worse than the reference beyond noise (the table's Holm-adjusted test), grey: not; a hollow
+Conventions: the difference is the cell's mean minus its reference's (the metric's units), its 95% interval from
+the same procedure as the table's test (`kdgrid.analysis.seed_level`: over seeds, or run to run with one seed; the
+axis label says which), so an interval excludes 0 exactly when the raw test is below 0.05; green/red:
+better/worse than the reference beyond noise after the table's correction, grey: not; a hollow
 marker and ``†`` in the label: a degenerate run among the cell's seeds. Files are PNG (200 dpi) and PDF, written
 to the folder asked for (never into the store).
 
@@ -63,7 +64,11 @@ def forest_plots(table: SweepTable, out_dir: Path) -> list[Path]:
         axes.axvline(0.0, color="black", linewidth=0.8)
         axes.set_yticks(range(len(ordered)))
         axes.set_yticklabels([d.label + (f" {DEGENERATE_MARK}" if d.degenerate else "") for d in ordered])
-        axes.set_xlabel(f"{metric}: difference from the reference\n({table.reference.label})")
+        levels = sorted({d.level for d in ordered})
+        axes.set_xlabel(
+            f"{metric}: difference from the reference ({table.reference.label})\n"
+            f"95% interval: {', '.join(levels)}; colour: corrected test"
+        )
         axes.set_title(f"{table.view.name}: {block}", loc="left", fontsize=10)
         axes.grid(axis="x", alpha=0.3)
         figure.tight_layout()
@@ -118,7 +123,9 @@ def heat_map_figure(table: SweepTable, block: Block, metric: str) -> Figure:
         reference_label=table.reference.label,
     )
     axes.title.set_fontsize(10)
-    figure.text(0.01, -0.02, "; ".join(drawn.notes), fontsize=7, va="top", ha="left")
+    levels = sorted({c.uncertainty for c in block.cells.values() if c.uncertainty})
+    notes = [*drawn.notes, *([f"95% intervals and marks: {', '.join(levels)}"] if levels else [])]
+    figure.text(0.01, -0.02, "; ".join(notes), fontsize=7, va="top", ha="left")
     figure.tight_layout()
     return figure
 

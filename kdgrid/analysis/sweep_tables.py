@@ -1,6 +1,7 @@
-"""Tables for any sweep: the trials of one sweep laid out by its own varying trial fields (its axes), with the
-same intervals, paired tests against a reference, Holm-Bonferroni and marks as the paper's tables
-(`kdgrid.analysis.cell_stats`), marginal summaries per axis, and pairwise comparisons on request.
+"""Tables for any sweep: the trials of one sweep laid out by its own varying trial fields (its axes), with
+intervals, tests against a reference, a correction per family and marks, marginal summaries per axis, and
+pairwise comparisons on request; every number's uncertainty from one procedure (`kdgrid.analysis.sweep_stats`:
+seed level where seeds exist, run to run with one seed).
 
 `kdgrid tables --sweep NAME [--rows AXIS[,AXIS]] [--cols AXIS] [--reference AXIS=VALUE,...] [--pairs]`.
 
@@ -18,17 +19,18 @@ Conventions:
         evaluation over k and beta), is laid out by study by default: one row per study in the file's order (and
         per value of that grid's axes), its reference the first study that is soft labels only. ``--rows study``
         asks for that layout of any sweep of several studies.
-    cells: the metric the task reports (`kdgrid.paper.reported_metric`) on each dev set, mean over seeds, the
-        best epoch's (``kind="best"``) or the last one's.
-    reference: per block (its task, dev set, student, teacher and block fields), the cell named by
-        ``--reference``; by default the soft-labels-only cell where the sweep has one, else the block's first
-        cell (the first value of each row and column axis).
+    cells: the metric the task reports (`kdgrid.paper.reported_metric`; a regression task the paper does not
+        name: Pearson and Spearman, one block each, `table_metrics`) on each dev set, mean over seeds, the best
+        epoch's (``kind="best"``) or the last one's.
+    reference: per block (its task, dev set, metric, student, teacher and block fields), the cell named by
+        ``--reference``; an axis the reference does not name stays part of the condition, so
+        ``--reference strategy=Last-1`` is the Last-1 cell within each knowledge (one family per slice). By
+        default the soft-labels-only cell where the sweep has one, else the block's first cell.
     marginal: each value of an axis, the mean over the block's cells having it (averaged over the other axes),
-        with a 95% percentile interval from the same example resamples as the cells' intervals (the mean over
-        those cells of their seed-mean replicate scores); drawn only where every such cell has predictions.
-    pairs: every two values of an axis compared by their marginal means on the same resamples (a paired
-        bootstrap test, `kdgrid.analysis.stats.paired_test_from_replicates`), Holm-adjusted over all pairs of the
-        table; ``difference`` is the first minus the second.
+        per seed where those cells ran the same seeds, with its interval from the same procedure as a cell's; a
+        warning where two values' difference flips sign beyond noise across the other axes' slices.
+    pairs: every two values of an axis compared by their marginal means (the same procedure), corrected per
+        block (``--family table``: over the whole table); ``difference`` is the first minus the second.
 """
 
 from __future__ import annotations
@@ -42,19 +44,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from kdgrid.analysis import stats
-from kdgrid.analysis.cell_stats import (
-    ALPHA,
-    CONDITION_FIELDS,
-    Reference,
-    attach_uncertainty,
-    register_cells,
-)
-from kdgrid.analysis.replicate_bank import ReplicateBank
+from kdgrid.analysis.cell_stats import ALPHA, CONDITION_FIELDS, Reference, check_choices
+from kdgrid.analysis.method_summary import SeedStrata, Strata
+from kdgrid.analysis.seed_level import average, seed_scores
 from kdgrid.analysis.store_predictions import load_predictions
+from kdgrid.analysis.sweep_stats import (
+    Difference,
+    PairTest,
+    attach_sweep_statistics,
+    correct_pairs,
+    crossover_warning,
+    marginal_cell,
+    pair_cell,
+    pairs_of,
+    slices_of,
+)
+from kdgrid.analysis.sweep_stats import level_note as _level_note
 from kdgrid.analysis.tables import Block, Cell, Column, TableView, mark_best, ordered
 from kdgrid.analysis.tables_report import filter_rows
 from kdgrid.analysis.tidy import SEED_FIELDS, SEED_OPTIONS, knowledge_label, store_to_tidy
@@ -71,7 +79,7 @@ NONE_LABEL = "(none)"
 
 MARGINAL_COLUMN = Column("mean")
 PAIR_COLUMN = Column("difference")
-PAIR_P_COLUMN = Column("p (Holm)", fact=True)
+PAIR_RAW_COLUMN = Column("p (raw)", fact=True)
 
 # Trial fields in the order axes are offered (`Trial`'s own order); options follow, sorted by name.
 _FIELD_ORDER: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Trial) if f.name != "options")
@@ -174,6 +182,24 @@ class SweepRuns:
         return ("study", *(axis for axes in varying.values() for axis in axes))
 
 
+REGRESSION_METRICS: tuple[str, ...] = ("pearson", "spearman")
+"""What a regression task's table shows where its rows have no metric the paper names for it (STS-B's Pearson
+is; a synthetic or local regression task's rows carry Pearson and Spearman)."""
+
+
+def table_metrics(tidy: pd.DataFrame) -> dict[str, tuple[str, ...]]:
+    """Task -> the metrics its cells show: the one the paper reports (`reported_metric`) where its rows have it,
+    else the regression correlations they have (`REGRESSION_METRICS`), else every metric they have."""
+    out = {}
+    for task, rows in tidy.groupby("task", sort=False):
+        found = set(rows["metric"])
+        if reported_metric(str(task)) in found:
+            out[str(task)] = (reported_metric(str(task)),)
+        else:
+            out[str(task)] = tuple(m for m in REGRESSION_METRICS if m in found) or tuple(sorted(found))
+    return out
+
+
 def sweep_runs(
     store_df: pd.DataFrame, memberships: Iterable[SweepMembership], sweep: str, kind: str
 ) -> SweepRuns:
@@ -190,9 +216,8 @@ def sweep_runs(
         raise KdgridError(f"sweep {sweep!r} has no done trial in the store yet")
     tidy = store_to_tidy(done, scores_long(done), kind, per_seed=True)
     tidy = tidy[tidy["role"] == "student"].drop_duplicates(["row_id", "dev_set", "metric"])
-    tidy = tidy[
-        [metric == reported_metric(task) for metric, task in zip(tidy["metric"], tidy["task"], strict=True)]
-    ]
+    shown = table_metrics(tidy)
+    tidy = tidy[[metric in shown[task] for metric, task in zip(tidy["metric"], tidy["task"], strict=True)]]
     by_row = {
         str(r): (str(t), trial_fields(j))
         for r, t, j in zip(done["row_id"], done["trial_id"], done["trial_json"], strict=True)
@@ -219,7 +244,10 @@ def sweep_runs(
     mine = [m for m in memberships if m.sweep == sweep]
     study_of = {t: s for m in mine for t, s in m.trials.items()}
     if "study" in done.columns:
-        study_of = {**dict(zip(done["trial_id"].astype(str), done["study"].astype(str), strict=True)), **study_of}
+        study_of = {
+            **dict(zip(done["trial_id"].astype(str), done["study"].astype(str), strict=True)),
+            **study_of,
+        }
     present = {study_of[t] for t in set(runs["trial_id"]) if t in study_of}
     # The file's order where a membership recorded it, then any other study in the order found.
     recorded = [s for m in mine for s in m.studies]
@@ -302,21 +330,6 @@ def _label(axes: Sequence[str], values: Sequence[str]) -> str:
 # --- the table --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Difference:
-    """One cell's difference from its reference (the cell minus the reference, seed means), with the 95%
-    percentile interval of that difference over the same example resamples (paired), for the forest plot."""
-
-    block: str
-    label: str
-    difference: float
-    low: float
-    high: float
-    significant: bool
-    direction: int
-    degenerate: bool
-
-
 @dataclass
 class SweepTable:
     """A sweep's table (the view to render) and what built it: its layout, reference, the axes' value orders,
@@ -359,7 +372,10 @@ def parse_sweep_reference(
                 f"{', '.join(_shown(v) for v in values[name])}"
             )
         fields.append((name, value))
-    return Reference(tuple(fields), explicit=True, condition_fields=(*CONDITION_FIELDS, *layout.blocks))
+    # the axes the reference does not name are part of the condition: a reference within each of their slices
+    return Reference(
+        tuple(fields), explicit=True, condition_fields=(*CONDITION_FIELDS, *layout.blocks, *layout.axes)
+    )
 
 
 def build_sweep_table(
@@ -373,15 +389,24 @@ def build_sweep_table(
     seed: int = 0,
     intervals: bool = True,
     pairs: bool = False,
+    family: str = "condition",
+    correction: str = "holm",
+    kind: str = "best",
+    labels: Mapping[str, TrialPredictions] | None = None,
 ) -> SweepTable:
     """The table of a sweep: cells (mean over seeds) with intervals, tests against the reference and marks,
     then per block the marginal summary of each axis (where the layout has two or more) and, with ``pairs``,
-    the pairwise comparisons of each axis's values. ``predictions``: row id -> its per-example predictions (rows
-    without any get no interval and no test).
+    the pairwise comparisons of each axis's values; every number's uncertainty from one procedure
+    (`kdgrid.analysis.sweep_stats`). ``predictions``: row id -> its per-example predictions of the epoch the
+    values are (``kind``; none for the last epoch: the store keeps the best one's), for the one-seed numbers;
+    ``labels``: per-example predictions read for their dev labels only (the majority-class check of a last-epoch
+    table). With ``kind="last"`` the rows' own degenerate reasons, found on the best epoch's predictions, say so.
 
     Raises:
-        ConfigError: a bad ``reference`` (see `parse_sweep_reference`), or one matching several cells of a block.
+        ConfigError: a bad ``reference`` (see `parse_sweep_reference`), or one matching several cells of a block;
+            an unknown ``family`` or ``correction``.
     """
+    check_choices(family, correction, "auto")
     frame = runs.runs
     values = {
         axis: list(runs.studies) if axis == "study" else _value_order(axis, frame[axis])
@@ -389,13 +414,14 @@ def build_sweep_table(
     }
     parsed = parse_sweep_reference(reference, layout, values)
     several_dev_sets = frame[["task", "dev_set"]].drop_duplicates().shape[0] > frame["task"].nunique()
+    several_metrics = frame[["task", "metric"]].drop_duplicates().shape[0] > frame["task"].nunique()
     cells: dict[tuple[str, str, Column], Cell] = {}
     block_order: list[tuple[Any, ...]] = []
-    group_keys = [*layout.blocks, "task", "dev_set", *layout.rows, *layout.cols]
+    group_keys = [*layout.blocks, "task", "dev_set", "metric", *layout.rows, *layout.cols]
     for key, members in frame.groupby(group_keys, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         config = dict(zip(group_keys, key, strict=True))
-        block_key = tuple(config[a] for a in (*layout.blocks, "task", "dev_set"))
+        block_key = tuple(config[a] for a in (*layout.blocks, "task", "dev_set", "metric"))
         if block_key not in block_order:
             block_order.append(block_key)
         members = members.sort_values("seed", kind="stable")
@@ -407,7 +433,15 @@ def build_sweep_table(
             value=float(scores.mean()),
             std=float(scores.std(ddof=1)) if len(scores) > 1 else math.nan,
             n_seeds=len(scores),
-            degenerate=tuple(sorted({r for reasons in members["degenerate"] for r in reasons})),
+            degenerate=tuple(
+                sorted(
+                    {
+                        (r if kind == "best" else f"best epoch: {r}")
+                        for rs in members["degenerate"]
+                        for r in rs
+                    }
+                )
+            ),
             row_ids=tuple(members["row_id"]),
             seeds=tuple(float(s) for s in members["seed"]),
             trial_ids=tuple(dict.fromkeys(members["trial_id"])),
@@ -416,7 +450,7 @@ def build_sweep_table(
         )
         row = _label(layout.rows, [config[a] for a in layout.rows])
         column = Column(_label(layout.cols, [config[a] for a in layout.cols]) or first["metric"])
-        cells[(_block_title(layout, block_key, several_dev_sets), row, column)] = cell
+        cells[(_block_title(layout, block_key, several_dev_sets, several_metrics), row, column)] = cell
     block_order.sort(
         key=lambda k: tuple(_sort_position(values, a, v) for a, v in zip(layout.blocks, k, strict=False))
     )
@@ -426,112 +460,159 @@ def build_sweep_table(
     ]
     col_labels = [_label(layout.cols, [v]) for a in layout.cols for v in values[a]]
     for block_key in block_order:
-        title = _block_title(layout, block_key, several_dev_sets)
+        title = _block_title(layout, block_key, several_dev_sets, several_metrics)
         members = {(r, c): cell for (b, r, c), cell in cells.items() if b == title}
         present_rows = [r for r in row_labels if any(k[0] == r for k in members)]
         columns = [Column(c) for c in col_labels] or list(dict.fromkeys(c for _, c in members))
         columns = [c for c in columns if any(k[1] == c for k in members)]
         blocks.append(Block(title, present_rows, columns, members))
     axes = dict.fromkeys(("task", "dev_set", *layout.blocks, *layout.axes, "metric"))
-    view = TableView(runs.sweep, _title(runs, layout), blocks, axes=tuple(axes))
+    view = TableView(runs.sweep, _title(runs, layout), blocks, axes=tuple(axes), correction=correction)
     mark_best(view, "block")
+    slices: tuple[str, ...] = ()
+    if parsed is not None:
+        parsed, slices = _per_slice(view, layout, parsed)
     if parsed is None:
         parsed = _default_reference(view, layout, values)
         if layout.rows[:1] == ("study",) and not parsed.explicit and layout.blocks == ():
             parsed = _soft_labels_study(view, values["study"], parsed)
-    if intervals:
-        bank = ReplicateBank(test_resamples, seed)
-        summary = attach_uncertainty(
-            view,
-            predictions,
-            reference=parsed,
-            resamples=resamples,
-            test_resamples=test_resamples,
-            seed=seed,
-            test_bank=bank,
-        )
-        view.notes.extend(summary.notes)
     main_blocks = list(view.blocks)
-    interval_bank = ReplicateBank(resamples, seed)
-    test_bank = ReplicateBank(test_resamples, seed)
-    pair_tests: list[tuple[Cell, float]] = []
+    if not intervals:
+        return SweepTable(view, layout, parsed, values, [], main_blocks=len(main_blocks))
+    scores = {
+        (str(r), str(d), str(m)): float(v)
+        for r, d, m, v in zip(frame["row_id"], frame["dev_set"], frame["metric"], frame["value"], strict=True)
+    }
+    found, numbers = attach_sweep_statistics(
+        runs.sweep,
+        main_blocks,
+        parsed,
+        scores,
+        predictions,
+        family=family,
+        correction=correction,
+        resamples=resamples,
+        test_resamples=test_resamples,
+        seed=seed,
+        labels=labels,
+    )
+    warnings: list[str] = []
+    pair_tests: list[PairTest] = []
     for block in main_blocks:
-        scored = [cell for cell in block.cells.values() if not cell.missing]
-        register_cells(interval_bank, scored, predictions)
         if len(layout.axes) > 1:
             for axis in layout.axes:
-                view.blocks.append(
-                    _marginal_block(block, layout, axis, values[axis], predictions, interval_bank)
-                )
+                view.blocks.append(_marginal_block(block, layout, axis, values[axis], numbers))
+                warnings.extend(_crossovers(block, layout, axis, values[axis], numbers))
         if pairs:
-            register_cells(test_bank, scored, predictions)
             for axis in layout.axes:
-                pair_block = _pair_block(
-                    block, layout, axis, values[axis], predictions, test_bank, seed, pair_tests
-                )
+                pair_block = _pair_block(block, axis, values[axis], numbers, family, pair_tests, correction)
                 if pair_block.rows:
                     view.blocks.append(pair_block)
-    differences = _differences(main_blocks, parsed, predictions, interval_bank) if intervals else []
-    adjusted = stats.holm_bonferroni([p for _, p in pair_tests])
-    for (cell, _), p in zip(pair_tests, adjusted, strict=True):
-        cell.p_vs_reference = p
-        cell.significant = p <= ALPHA
+    pair_families = correct_pairs(pair_tests, correction)
     for block in view.blocks[len(main_blocks) :]:
         for (row, column), cell in list(block.cells.items()):
-            if column == PAIR_COLUMN and not math.isnan(cell.p_vs_reference):
-                block.cells[(row, PAIR_P_COLUMN)] = Cell(value=cell.p_vs_reference, n_seeds=1)
+            if column == PAIR_COLUMN and not math.isnan(cell.p_raw):
+                block.cells[(row, PAIR_RAW_COLUMN)] = Cell(value=cell.p_raw, n_seeds=1)
+                block.cells[(row, _pair_p_column(correction))] = Cell(value=cell.p_vs_reference, n_seeds=1)
+    levels = set(found.levels) | {
+        c.uncertainty for b in view.blocks for c in b.cells.values() if c.uncertainty
+    }
+    if levels:
+        view.notes.append(_level_note(levels))
+    if kind == "last":
+        view.notes.append(
+            "--kind last: every value, interval and test is the last epoch's (seed level); one-seed numbers get "
+            "none, the store keeps per-example predictions of the best epoch only"
+        )
+    if slices:
+        view.notes.append(
+            f"reference {parsed.label}: one per value of {', '.join(slices)} (each such slice its own reference "
+            "and its own family)"
+        )
+    view.notes.extend(found.notes)
     if len(layout.axes) > 1:
         view.notes.append(
-            "mean: each value of an axis averaged over the block's cells with it (the other axes), 95% interval "
-            f"from the same {resamples} example resamples as the cells'"
+            "mean: each value of an axis averaged over the block's cells with it (the other axes), per seed where "
+            "they ran the same seeds; its interval from the same procedure as the cells'"
         )
     if pair_tests:
         view.notes.append(
-            "difference: the first value's mean minus the second's; ▲/▼ a difference beyond noise by a paired "
-            f"bootstrap test ({test_resamples} resamples), Holm-adjusted p <= {ALPHA} over the {len(pair_tests)} pairs"
+            "difference: the first value's mean minus the second's; ▲/▼ a difference beyond noise by the same "
+            f"procedure (raw p in 'p (raw)'), {_CORRECTION_NAMES[correction]}-adjusted p <= {ALPHA} over the "
+            f"{len(pair_tests)} pairs ({_pair_family_words(family, pair_families)})"
         )
-    return SweepTable(view, layout, parsed, values, differences, main_blocks=len(main_blocks))
+    view.notes.extend(warnings)
+    return SweepTable(view, layout, parsed, values, found.differences, main_blocks=len(main_blocks))
 
 
-def _differences(
-    blocks: Sequence[Block],
-    reference: Reference,
-    predictions: Mapping[str, TrialPredictions],
-    bank: ReplicateBank,
-) -> list[Difference]:
-    """Each tested cell minus its condition's reference cell, with the paired percentile interval."""
-    references = {
-        reference.condition(cell.config): cell
-        for block in blocks
-        for cell in block.cells.values()
-        if cell.is_reference
-    }
+_CORRECTION_NAMES = {"holm": "Holm", "fdr": "Benjamini-Hochberg"}
+
+
+def _pair_family_words(family: str, families: int) -> str:
+    return f"one family per block, {families} of them" if family == "condition" else "one family: the table"
+
+
+def _pair_p_column(correction: str) -> Column:
+    return Column(f"p ({'Holm' if correction == 'holm' else 'BH'})", fact=True)
+
+
+def _members(block: Block, axis: str, value: str) -> list[Cell]:
+    return [c for c in block.cells.values() if not c.missing and c.config.get(axis) == value]
+
+
+def _marginal_block(
+    block: Block, layout: SweepLayout, axis: str, values: Sequence[str], numbers: Any
+) -> Block:
+    others = ", ".join(a for a in layout.axes if a != axis)
+    out = Block(f"{block.title} — {axis}, mean over {others}", [], [MARGINAL_COLUMN])
+    for value in values:
+        members = _members(block, axis, value)
+        if not members:
+            continue
+        out.rows.append(_shown(value))
+        out.cells[(_shown(value), MARGINAL_COLUMN)] = marginal_cell(numbers, members)
+    mark_best(TableView("", "", [out]), "block")
+    return out
+
+
+def _crossovers(
+    block: Block, layout: SweepLayout, axis: str, values: Sequence[str], numbers: Any
+) -> list[str]:
+    """A warning for each two values of ``axis`` whose difference flips sign beyond noise across the slices of
+    the other axes (`kdgrid.analysis.sweep_stats.crossover_warning`)."""
+    others = [a for a in layout.axes if a != axis]
     out = []
-    for block in blocks:
-        for (row, column), cell in block.cells.items():
-            ref = references.get(reference.condition(cell.config))
-            if ref is None or cell is ref or cell.missing:
-                continue
-            mine, theirs = _cell_replicates(cell, predictions, bank), _cell_replicates(ref, predictions, bank)
-            if mine is None or theirs is None or mine[0] != theirs[0]:
-                continue
-            difference = cell.value - ref.value
-            interval = stats.interval_from_replicates(
-                mine[1] - theirs[1], difference, stats.DEFAULT_CONFIDENCE
-            )
-            label = " · ".join(x for x in (row, column.label if len(block.columns) > 1 else "") if x)
-            out.append(
-                Difference(
-                    block.title,
-                    label,
-                    difference,
-                    interval.low,
-                    interval.high,
-                    cell.significant,
-                    cell.direction,
-                    bool(cell.degenerate),
-                )
-            )
+    for a, b in pairs_of(values):
+        slices_a = slices_of(_members(block, axis, a), others, _shown)
+        slices_b = slices_of(_members(block, axis, b), others, _shown)
+        slices = {label: (slices_a[label], slices_b.get(label, [])) for label in slices_a}
+        warning = crossover_warning(numbers, block.title, axis, a, b, slices, _shown)
+        if warning:
+            out.append(warning)
+    return out
+
+
+def _pair_block(
+    block: Block,
+    axis: str,
+    values: Sequence[str],
+    numbers: Any,
+    family: str,
+    tests: list[PairTest],
+    correction: str,
+) -> Block:
+    """Every two values of ``axis`` compared by their marginal means (appends to ``tests`` for the correction)."""
+    present = [v for v in values if _members(block, axis, v)]
+    out = Block(
+        f"{block.title} — {axis}, pairwise", [], [PAIR_COLUMN, PAIR_RAW_COLUMN, _pair_p_column(correction)]
+    )
+    for a, b in pairs_of(present):
+        cell, estimate = pair_cell(numbers, _members(block, axis, a), _members(block, axis, b))
+        row = f"{_shown(a)} vs {_shown(b)}"
+        out.rows.append(row)
+        out.cells[(row, PAIR_COLUMN)] = cell
+        if estimate is not None:
+            tests.append(PairTest(cell, estimate, block.title if family == "condition" else ()))
     return out
 
 
@@ -548,13 +629,30 @@ def _sort_position(values: Mapping[str, Sequence[str]], axis: str, value: str) -
     return list(values[axis]).index(value) if value in values[axis] else len(values[axis])
 
 
-def _block_title(layout: SweepLayout, block_key: tuple[Any, ...], several_dev_sets: bool) -> str:
-    *fields, task, dev_set = block_key
+def _block_title(
+    layout: SweepLayout, block_key: tuple[Any, ...], several_dev_sets: bool, several_metrics: bool = False
+) -> str:
+    *fields, task, dev_set, metric = block_key
     parts = [
         f"{axis}={_shown(value)}" for axis, value in zip(layout.blocks, fields, strict=True) if axis != "task"
     ]
     place = f"{task} {dev_set}" if several_dev_sets else str(task)
-    return " · ".join([place, *parts])
+    return " · ".join([place + (f" {metric}" if several_metrics else ""), *parts])
+
+
+def _per_slice(
+    view: TableView, layout: SweepLayout, reference: Reference
+) -> tuple[Reference, tuple[str, ...]]:
+    """``reference`` (parsed per slice: the axes it leaves out are part of the condition) as it applies to
+    ``view``: per slice where it matches several cells of a block (``--reference strategy=Last-1`` in a knowledge
+    x strategy table: one Last-1 per knowledge), else one per block, as before slices (a study-layout reference
+    such as ``study=soft`` that has no value of the grid's axes). Returns the reference and the axes it is per."""
+    per_block = dataclasses.replace(reference, condition_fields=(*CONDITION_FIELDS, *layout.blocks))
+    matches = [sum(reference.matches(c.config) for c in block.cells.values()) for block in view.blocks]
+    if max(matches, default=0) <= 1:
+        return per_block, ()
+    named = {name for name, _ in reference.fields}
+    return reference, tuple(a for a in layout.axes if a not in named)
 
 
 def _default_reference(
@@ -586,95 +684,6 @@ def _soft_labels_study(view: TableView, studies: Sequence[str], fallback: Refere
     return fallback
 
 
-def _cell_replicates(
-    cell: Cell, predictions: Mapping[str, TrialPredictions], bank: ReplicateBank
-) -> tuple[str, np.ndarray] | None:
-    """(dev-set fingerprint, ``[R]`` replicate scores of the cell's seed mean) from ``bank``; None without
-    predictions for every seed."""
-    dev_set = cell.config.get("dev_set") or "validation"
-    outcomes = [predictions.get(row_id, {}).get(dev_set) for row_id in cell.row_ids]
-    if not outcomes or any(o is None for o in outcomes):
-        return None
-    fingerprint = outcomes[0].fingerprint  # type: ignore[union-attr]
-    keys = tuple((row_id, dev_set) for row_id in cell.row_ids)
-    replicates, _, _ = bank.replicates(cell.config["metric"], fingerprint, keys)
-    return fingerprint, replicates.mean(axis=1)
-
-
-def _marginal(
-    block: Block, axis: str, value: str, predictions: Mapping[str, TrialPredictions], bank: ReplicateBank
-) -> tuple[Cell, np.ndarray | None]:
-    """The mean of the block's cells whose ``axis`` is ``value``, and its ``[R]`` replicates (None unless every
-    such cell has predictions on one dev set)."""
-    members = [c for c in block.cells.values() if not c.missing and c.config.get(axis) == value]
-    if not members:
-        return Cell(), None
-    mean = float(np.mean([c.value for c in members]))
-    found = [_cell_replicates(c, predictions, bank) for c in members]
-    if any(f is None for f in found) or len({f[0] for f in found if f}) != 1:
-        return Cell(value=mean, n_seeds=1, degenerate=_union(members)), None
-    replicates = np.mean([f[1] for f in found if f], axis=0)
-    return Cell(value=mean, n_seeds=1, degenerate=_union(members)), replicates
-
-
-def _union(cells: Iterable[Cell]) -> tuple[str, ...]:
-    return tuple(sorted({r for c in cells for r in c.degenerate}))
-
-
-def _marginal_block(
-    block: Block,
-    layout: SweepLayout,
-    axis: str,
-    values: Sequence[str],
-    predictions: Mapping[str, TrialPredictions],
-    bank: ReplicateBank,
-) -> Block:
-    others = ", ".join(a for a in layout.axes if a != axis)
-    out = Block(f"{block.title} — {axis}, mean over {others}", [], [MARGINAL_COLUMN])
-    for value in values:
-        cell, replicates = _marginal(block, axis, value, predictions, bank)
-        if cell.missing:
-            continue
-        if replicates is not None:
-            interval = stats.interval_from_replicates(replicates, cell.value, stats.DEFAULT_CONFIDENCE)
-            cell.ci_low, cell.ci_high = interval.low, interval.high
-        out.rows.append(_shown(value))
-        out.cells[(_shown(value), MARGINAL_COLUMN)] = cell
-    mark_best(TableView("", "", [out]), "block")
-    return out
-
-
-def _pair_block(
-    block: Block,
-    layout: SweepLayout,
-    axis: str,
-    values: Sequence[str],
-    predictions: Mapping[str, TrialPredictions],
-    bank: ReplicateBank,
-    seed: int,
-    tests: list[tuple[Cell, float]],
-) -> Block:
-    """Every two values of ``axis`` compared by their marginal means (appends to ``tests`` for Holm)."""
-    means = {v: _marginal(block, axis, v, predictions, bank) for v in values}
-    present = [v for v in values if not means[v][0].missing and means[v][1] is not None]
-    out = Block(f"{block.title} — {axis}, pairwise", [], [PAIR_COLUMN, PAIR_P_COLUMN])
-    for a, b in itertools.combinations(present, 2):
-        (cell_a, rep_a), (cell_b, rep_b) = means[a], means[b]
-        test = stats.paired_test_from_replicates(
-            rep_a[:, None],  # type: ignore[index]
-            rep_b[:, None],  # type: ignore[index]
-            np.array([cell_a.value]),
-            np.array([cell_b.value]),
-            np.random.default_rng(seed),
-        )
-        row = f"{_shown(a)} vs {_shown(b)}"
-        cell = Cell(value=test.difference, n_seeds=1, direction=int(np.sign(round(test.difference, 12))))
-        out.rows.append(row)
-        out.cells[(row, PAIR_COLUMN)] = cell
-        tests.append((cell, test.p_value))
-    return out
-
-
 def sweep_table(
     store_dir: Path,
     sweep: str,
@@ -688,14 +697,19 @@ def sweep_table(
     test_resamples: int = stats.DEFAULT_TEST_RESAMPLES,
     intervals: str = "auto",
     pairs: bool = False,
+    family: str = "condition",
+    correction: str = "holm",
 ) -> SweepTable:
     """`build_sweep_table` of sweep ``sweep`` in the store at ``store_dir`` (``where``: keep only trials with
     these field values, as `kdgrid.analysis.tables_report.filter_rows`); what `kdgrid tables --sweep` prints.
+    ``kind="last"``: the last epoch's values, with seed-level statistics only (the stored predictions are the best
+    epoch's, never put beside another epoch's values).
 
     Raises:
         KdgridError: no store, no trial of that sweep (naming the sweeps the store has), ``intervals="on"`` and
-            no predictions; ConfigError: a bad axis or reference (naming the allowed ones).
+            no cell that can get an interval; ConfigError: a bad axis, reference, family or correction.
     """
+    check_choices(family, correction, "auto")
     store_dir = Path(store_dir)
     if not store_dir.exists():
         raise KdgridError(f"no results store at {store_dir} (run a sweep first, or pass --store DIR)")
@@ -712,11 +726,19 @@ def sweep_table(
             layout = SweepLayout(study_rows, (), ())
     else:
         layout = choose_layout(runs.axes, rows, cols)
-    predictions = load_predictions(store_dir, runs.runs["row_id"]) if intervals != "off" else {}
-    if intervals == "on" and not predictions:
+    # the stored predictions are the best epoch's: a last-epoch table never reads them
+    loaded = load_predictions(store_dir, runs.runs["row_id"]) if intervals != "off" else {}
+    predictions = loaded if kind == "best" else {}
+    several_seeds = _any_cell_seeded(runs)
+    if intervals == "on" and not predictions and not several_seeds:
+        why = (
+            "--kind last: the store keeps per-example predictions of the best epoch only"
+            if kind == "last"
+            else "its rows carry no per-example predictions"
+        )
         raise KdgridError(
-            f"the rows of sweep {sweep!r} carry no per-example predictions (row schema version 1), so no "
-            "interval can be computed; rerun its trials with this kdgrid, or drop --intervals on"
+            f"no cell of sweep {sweep!r} can get an interval: every cell ran one seed and {why}; run two or more "
+            "seeds (seed-level intervals need no predictions), or drop --intervals on"
         )
     return build_sweep_table(
         runs,
@@ -727,12 +749,31 @@ def sweep_table(
         test_resamples=test_resamples,
         intervals=intervals != "off",
         pairs=pairs,
+        family=family,
+        correction=correction,
+        kind=kind,
+        labels=loaded,
     )
 
 
-def method_strata(runs: SweepRuns, axis: str) -> dict[str, dict[str, np.ndarray]]:
-    """Each value of ``axis`` -> its runs per stratum (``"<task> · <dev set>"``): the input of
-    `kdgrid.analysis.method_summary.summarise_methods`. Values in the axis's order.
+def _any_cell_seeded(runs: SweepRuns) -> bool:
+    """Whether some configuration of the sweep ran two or more seeds (its trials differ in their seed only)."""
+    frame = runs.runs
+    fields = [c for c in frame.columns if c not in _RUN_COLUMNS]
+    return bool(len(frame)) and bool((frame.groupby(fields, dropna=False).size() > 1).any())
+
+
+HARD_ONLY_LABEL = "(hard labels only)"
+"""The summary's name for the hard-labels-only baseline (no knowledge, soft-label weight 0), kept apart from the
+soft-labels-only runs that share its empty value of an axis."""
+
+
+def method_strata(runs: SweepRuns, axis: str) -> tuple[dict[str, Strata], dict[str, SeedStrata]]:
+    """Each value of ``axis`` -> its runs per stratum (``"<task> · <dev set> · <metric>"``), and -> its per-seed
+    scores per stratum (the mean per seed over the stratum's other settings; only where they all ran the same
+    seeds): the inputs of `kdgrid.analysis.method_summary.summarise_methods`. Values in the axis's order; the
+    empty value (shown ``(none)``) holds no hard-labels-only baseline, which is a method of its own
+    (`HARD_ONLY_LABEL`): two baselines are never pooled.
 
     Raises:
         ConfigError: ``axis`` is not an axis of the sweep (naming its axes).
@@ -740,12 +781,29 @@ def method_strata(runs: SweepRuns, axis: str) -> dict[str, dict[str, np.ndarray]
     if axis not in runs.axes:
         allowed = ", ".join(runs.axes) or "none"
         raise ConfigError(f"--summary {axis!r} is not an axis of sweep {runs.sweep!r}; its axes: {allowed}")
-    frame = runs.runs
-    found: dict[str, dict[str, np.ndarray]] = {}
-    for value in _value_order(axis, frame[axis].unique()):
-        mine = frame[frame[axis] == value]
-        found[value] = {
-            f"{task} · {dev_set}": group["value"].to_numpy(dtype=float)
-            for (task, dev_set), group in mine.groupby(["task", "dev_set"], sort=True)
-        }
-    return found
+    frame = runs.runs.copy()
+    method = frame[axis].astype(str)
+    if axis != "soft_weight" and "soft_weight" in frame.columns:
+        no_knowledge = frame["knowledge"] == "" if "knowledge" in frame.columns else True
+        hard_only = no_knowledge & (frame["soft_weight"] == "0") & (method == "")
+        method = method.where(~hard_only, HARD_ONLY_LABEL)
+    frame["_method"] = method
+    others = [a for a in runs.axes if a != axis]
+    found: dict[str, Strata] = {}
+    seeds: dict[str, SeedStrata] = {}
+    order = _value_order(axis, [v for v in method.unique() if v != HARD_ONLY_LABEL])
+    order += [HARD_ONLY_LABEL] if (method == HARD_ONLY_LABEL).any() else []
+    for value in order:
+        mine = frame[frame["_method"] == value]
+        found[value], seeds[value] = {}, {}
+        for (task, dev_set, metric), group in mine.groupby(["task", "dev_set", "metric"], sort=True):
+            stratum = f"{task} · {dev_set} · {metric}"
+            found[value][stratum] = group["value"].to_numpy(dtype=float)
+            settings = [
+                seed_scores(list(g["seed"]), list(g["value"]))
+                for _, g in (group.groupby(others, sort=True, dropna=False) if others else [((), group)])
+            ]
+            averaged = average(settings)
+            if averaged is not None:
+                seeds[value][stratum] = averaged
+    return found, seeds

@@ -96,6 +96,8 @@ class Cell:
     )  # where one more run of this cell would fall (>= 2 seeds), for --compare paper
     paper_high: float = math.nan
     test_method: str = ""  # which test gave p_vs_reference (`kdgrid.analysis.stats.TEST_METHODS`)
+    p_raw: float = math.nan  # a sweep's table: the test's p before the correction (p_vs_reference is after)
+    uncertainty: str = ""  # a sweep's table: `kdgrid.analysis.seed_level.SEED_LEVEL` or `RUN_TO_RUN`, "" untested
 
     @property
     def has_interval(self) -> bool:
@@ -168,6 +170,7 @@ class TableView:
     side_by_side: bool = False
     compared: bool = False
     axes: tuple[str, ...] = ()
+    correction: str = ""  # a sweep's table: its correction; the CSV then has raw and adjusted p in named columns
 
     def block(self, title: str) -> Block:
         for block in self.blocks:

@@ -47,7 +47,9 @@ def tables(
         str | None,
         typer.Option(
             help="The cell each cell is tested against, within its condition (task, dev set, student, teacher): "
-            "FIELD=VALUE[,FIELD=VALUE], e.g. knowledge=hidden_mse,strategy=Last-1. Default: soft labels only."
+            "FIELD=VALUE[,FIELD=VALUE], e.g. knowledge=hidden_mse,strategy=Last-1. Default: soft labels only. "
+            "With --sweep, an axis it leaves out gets a reference per slice (strategy=Last-1: within each "
+            "knowledge)."
         ),
     ] = None,
     resamples: Annotated[
@@ -63,11 +65,12 @@ def tables(
     values: Annotated[
         str, typer.Option(help="`score`, or `agreement`: the student's agreement with its teacher on dev.")
     ] = "score",
-    sweep: Annotated[
-        str | None,
+    sweeps: Annotated[
+        list[str] | None,
         typer.Option(
+            "--sweep",
             help="Lay out this sweep's trials (any sweep, by its name) instead of a paper table; its axes are "
-            "the trial fields that vary between its trials (docs/tables.md)."
+            "the trial fields that vary between its trials (docs/tables.md). One sweep a table.",
         ),
     ] = None,
     rows: Annotated[
@@ -81,7 +84,7 @@ def tables(
         bool,
         typer.Option(
             "--pairs",
-            help="With --sweep: compare every two values of each axis (paired tests, Holm-adjusted).",
+            help="With --sweep: compare every two values of each axis (the table's tests, corrected as --correction).",
         ),
     ] = False,
     summary: Annotated[
@@ -128,6 +131,7 @@ def tables(
     )
 
     check_format(fmt)
+    sweep = one_sweep(sweeps)
     counts = {
         "resamples": resamples,
         "test_resamples": test_resamples,
@@ -151,6 +155,9 @@ def tables(
             cols,
             pairs,
             summary,
+            family,
+            correction,
+            test,
         )
         return
     for option, given in (
@@ -203,6 +210,27 @@ def tables(
         console.print(line, style="dim", markup=False, highlight=False)
 
 
+KINDS: tuple[str, ...] = ("best", "last")
+
+
+def check_kind(kind: str) -> None:
+    """Refuse a score kind that is neither ``best`` nor ``last`` (`ConfigError` naming both)."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown --kind {kind!r}; allowed: {', '.join(KINDS)}")
+
+
+def one_sweep(sweeps: list[str] | None) -> str | None:
+    """The one ``--sweep`` given (None without); several are refused: a table lays out one sweep."""
+    if not sweeps:
+        return None
+    if len(sweeps) > 1:
+        raise ConfigError(
+            f"--sweep given {len(sweeps)} times ({', '.join(sweeps)}): a table or figure lays out one sweep, and "
+            "comparing sweeps is not supported; give one --sweep NAME (or run both in one sweep file)"
+        )
+    return sweeps[0]
+
+
 def _with_sweep_hint(error: KdgridError, store: Path) -> KdgridError:
     """``error`` (a store without trials of a paper table) with the sweeps the store does have, each of which
     `kdgrid tables --sweep NAME` lays out."""
@@ -237,9 +265,13 @@ def _sweep_tables(
     cols: str | None,
     pairs: bool,
     summary: str | None = None,
+    family: str = "condition",
+    correction: str = "holm",
+    test: str = "auto",
 ) -> None:
     """`kdgrid tables --sweep NAME`: the sweep's own table (`kdgrid.analysis.sweep_tables`), with
-    ``summary``'s method-level summary (`kdgrid.analysis.method_summary`) among its notes."""
+    ``summary``'s method-level summary (`kdgrid.analysis.method_summary`) among its notes. ``family`` and
+    ``correction`` are honoured; ``test`` must be ``auto`` (one procedure for every number of the table)."""
     from kdgrid.analysis.render import render, to_rich
     from kdgrid.analysis.sweep_tables import sweep_table
     from kdgrid.analysis.tables_report import UncertaintyOptions
@@ -249,13 +281,23 @@ def _sweep_tables(
     if compare is not None:
         _published_comparison(store, fmt, compare, out, kind, intervals, counts, where, values, sweep,
                               {"--rows": rows, "--cols": cols, "--pairs": pairs or None, "--summary": summary,
-                               "--reference": reference})  # fmt: skip
+                               "--reference": reference,
+                               # the published comparison tests nothing: a correction or test would be ignored
+                               "--family": None if family == "condition" else family,
+                               "--correction": None if correction == "holm" else correction,
+                               "--test": None if test == "auto" else test})  # fmt: skip
         return
     if values != "score":
         raise ConfigError(
             f"--values {values}: a sweep's table shows scores only (allowed with --sweep: score)"
         )
-    UncertaintyOptions(intervals, None, **counts).check()
+    UncertaintyOptions(intervals, None, **counts, family=family, correction=correction, test=test).check()
+    check_kind(kind)
+    if test != "auto":
+        raise ConfigError(
+            f"--test {test}: a sweep's table gives every number (cells, means, pairs, differences) one procedure, "
+            "t over seeds (one seed: the z-test on the bootstrap standard error); allowed with --sweep: auto"
+        )
     built = sweep_table(
         store,
         sweep,
@@ -266,6 +308,8 @@ def _sweep_tables(
         reference=reference,
         intervals=intervals,
         pairs=pairs,
+        family=family,
+        correction=correction,
         **counts,
     )
     if summary is not None:
@@ -368,12 +412,11 @@ def _method_summary(store: Path, sweep: str, kind: str, where: list[str], text: 
     runs = sweep_runs(
         filter_rows(read_store(store), where), read_memberships(store, skip_bad=True), sweep, kind
     )
-    methods = method_strata(runs, axis)
+    methods, seeds = method_strata(runs, axis)
     if reference is not None and reference not in methods:
-        raise ConfigError(
-            f"--summary {text}: {reference!r} is not a value of {axis}; its values: {', '.join(methods)}"
-        )
-    return summary_lines(axis, reference, summarise_methods(methods, reference))
+        values = ", ".join(v or "none" for v in methods)
+        raise ConfigError(f"--summary {text}: {reference!r} is not a value of {axis}; its values: {values}")
+    return summary_lines(axis, reference, summarise_methods(methods, reference, seeds=seeds))
 
 
 def figures(
@@ -385,11 +428,12 @@ def figures(
         ),
     ] = None,
     kind: KindOpt = "best",
-    sweep: Annotated[
-        str | None,
+    sweeps: Annotated[
+        list[str] | None,
         typer.Option(
+            "--sweep",
             help="This sweep's figures (docs/tables.md): a forest plot of each cell's difference from the "
-            "reference, and a heat map of the rows x columns coloured by that difference, with marks and intervals."
+            "reference, and a heat map of the rows x columns coloured by that difference, with marks and intervals.",
         ),
     ] = None,
     rows: Annotated[str | None, typer.Option(help="With --sweep: as `kdgrid tables --rows`.")] = None,
@@ -402,10 +446,12 @@ def figures(
     --sweep, forest plots and heat maps of any sweep's table.
 
     Example: kdgrid figures --store results --out figs, or kdgrid figures --sweep my_study --out figs"""
+    sweep = one_sweep(sweeps)
     if sweep is not None:
         from kdgrid.analysis.sweep_figures import sweep_figures
         from kdgrid.analysis.sweep_tables import sweep_table
 
+        check_kind(kind)
         folder = out or Path(f"{sweep}-figures")
         built = sweep_table(
             store, sweep, kind=kind, rows=rows, cols=cols, reference=reference, intervals="on"

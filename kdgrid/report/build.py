@@ -306,6 +306,12 @@ class ReportWriter:
                 runs = sweep_runs(data.rows, data.memberships, sweep, "best")
                 predictions = load_predictions(self.store, runs.runs["row_id"])
                 built = build_sweep_table(runs, choose_layout(runs.axes), predictions)
+                waiting = sorted({t for (name, _), ids in data.pending.items() if name == sweep for t in ids})
+                if waiting:
+                    built.view.notes.append(
+                        f"pending: {len(waiting)} trial(s) of this sweep have no row yet; the cells (and columns) "
+                        "they belong to are missing, or average fewer seeds, until they are done"
+                    )
                 self._sweep_tables.append(built)
                 views.append(built.view)
             except KdgridError as error:

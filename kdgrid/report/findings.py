@@ -52,16 +52,24 @@ class Findings:
 
 
 def table_findings(views: list[TableView]) -> Findings:
-    """The significant and the degenerate cells of ``views``."""
+    """The significant and the degenerate cells of ``views``; a cell of the same trials (same dev set and metric)
+    with the same verdict in several tables is one finding, in the first table that shows it."""
     better: list[Finding] = []
     worse: list[Finding] = []
     degenerate: list[Finding] = []
     tested = 0
+    seen: set[tuple[object, ...]] = set()
     for view in views:
         for block in view.blocks:
             for (row, column), cell in block.cells.items():
                 if cell.missing or column.fact:
                     continue
+                # the same runs in two tables (two sweeps sharing a store's trials) are one finding
+                key = (cell.trial_ids, cell.config.get("dev_set"), cell.config.get("metric"), cell.direction,
+                       cell.significant, bool(cell.degenerate))  # fmt: skip
+                if cell.trial_ids and key in seen:
+                    continue
+                seen.add(key)
                 finding = Finding(
                     table=view.name,
                     table_title=view.title,

@@ -167,15 +167,23 @@ def _hours_between(started: pd.Series, ended: pd.Series) -> float:
 
 
 def study_counts(data: ReportData) -> list[StudyCounts]:
-    """One line per (sweep, study) of the rows or the memberships, sorted by sweep then study."""
-    keys = sorted(
-        {*zip(data.rows["sweep"].fillna(""), data.rows["study"].fillna(""), strict=True), *data.pending}
-    )
-    trials = data.trials.assign(sweep=data.trials["sweep"].fillna(""), study=data.trials["study"].fillna(""))
+    """One line per (sweep, study) of the rows or the memberships, sorted by sweep then study. A line counts the
+    trials its sweep lists (its membership) and those whose rows it wrote, each in the state its deciding row
+    gives, whichever sweep wrote that row: as `kdgrid status` counts a sweep. Two sweeps sharing trials both count
+    them (`unique_counts` counts each trial once). Rows and device time: the attempts the line's sweep made."""
     rows = data.rows.assign(sweep=data.rows["sweep"].fillna(""), study=data.rows["study"].fillna(""))
+    members: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for sweep, study, trial_id in zip(rows["sweep"], rows["study"], rows["trial_id"], strict=True):
+        members[(str(sweep), str(study))].add(str(trial_id))
+    for membership in data.memberships:
+        for trial_id, study in membership.trials.items():
+            members[(membership.sweep, study)].add(trial_id)
+    keys = sorted({*members, *data.pending})
+    states = data.trials["state"]
     lines = []
     for sweep, study in keys:
-        mine = trials[(trials["sweep"] == sweep) & (trials["study"] == study)]
+        ids = [t for t in members.get((sweep, study), set()) if t in states.index]
+        mine = states.loc[ids]
         attempts = rows[(rows["sweep"] == sweep) & (rows["study"] == study)]
         pending = data.pending.get((sweep, study), [])
         seconds = pd.to_numeric(attempts["wall_time_s"], errors="coerce").fillna(0.0).sum()
@@ -183,8 +191,8 @@ def study_counts(data: ReportData) -> list[StudyCounts]:
             StudyCounts(
                 sweep=sweep,
                 study=study,
-                done=int((mine["state"] == "done").sum()),
-                failed=int((mine["state"] == "failed").sum()),
+                done=int((mine == "done").sum()),
+                failed=int((mine == "failed").sum()),
                 pending=len(pending),
                 running=sum(t in data.running for t in pending),
                 attempts=len(attempts),
@@ -193,6 +201,19 @@ def study_counts(data: ReportData) -> list[StudyCounts]:
             )
         )
     return lines
+
+
+def unique_counts(data: ReportData) -> tuple[int, int, int, int]:
+    """(done, failed, pending, running) over the store's trials, each trial counted once however many sweeps
+    list it."""
+    states = data.trials["state"]
+    waiting = {t for ids in data.pending.values() for t in ids}
+    return (
+        int((states == "done").sum()),
+        int((states == "failed").sum()),
+        len(waiting),
+        len(waiting & data.running),
+    )
 
 
 def failure_groups(data: ReportData) -> list[FailureGroup]:

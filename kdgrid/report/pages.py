@@ -18,6 +18,7 @@ from kdgrid.report.gather import (
     failure_groups,
     resume_command,
     study_counts,
+    unique_counts,
 )
 from kdgrid.report.html import esc, page, table, text_of
 from kdgrid.report.labels import degenerate_reasons, score_text, trial_title
@@ -100,10 +101,7 @@ def overview_page(
     lines = study_counts(data)
     ledger = cost_ledger(data.rows)
     total = ledger[-1]
-    done = sum(line.done for line in lines)
-    failed = sum(line.failed for line in lines)
-    pending = sum(line.pending for line in lines)
-    running = sum(line.running for line in lines)
+    done, failed, pending, running = unique_counts(data)  # a trial two sweeps list counts once
     degenerate = len(degenerate_trials(data))
     pngs = sum(1 for f in figures if f.suffix == ".png")
     cards = "".join(
@@ -188,7 +186,7 @@ def findings_html(views: list[TableView]) -> str:
     marked = [*found.better, *found.worse]
     one_seed = sum(f.n_seeds < 2 for f in marked)
     caveat = (
-        f" {one_seed:,} of them come from single runs: those marks compare one run with another and leave the "
+        f" {one_seed:,} of them are run-to-run (one seed): those marks compare one run with another and leave the "
         "variance between seeds out (the notes under each table say what each mark tests)."
         if one_seed
         else " Each compares methods over their seeds (the notes under each table say what each mark tests)."

@@ -147,6 +147,18 @@ def test_several_seeds_get_the_seed_and_example_interval():
     assert soft.value == pytest.approx(expected.mean) and soft.std == pytest.approx(expected.std)
 
 
+def test_two_healthy_seeds_far_apart_are_not_degenerate_a_seeded_mean_at_chance_is():
+    students = {"s0": correct_on(0.70), "s1": correct_on(0.74), "c0": correct_on(0.5), "c1": correct_on(0.49)}
+    rows = [demo_row("s0", seed=0), demo_row("s1", seed=1),
+            demo_row("c0", knowledge="cos", strategy="First", seed=0),
+            demo_row("c1", knowledge="cos", strategy="First", seed=1)]  # fmt: skip
+    view = demo_view(students, rows)
+    attach(view, {k: outcome(v) for k, v in students.items()})
+    healthy = cell(view, SOFT_ONLY, "score")
+    assert healthy.ci_low < 0.5 and not healthy.degenerate  # a t interval with 1 df reaches chance: no reason
+    assert cell(view, "cos").degenerate == ("mean at or below the majority class's accuracy 0.5000",)
+
+
 def test_seeds_are_paired_only_when_both_cells_ran_the_same_seeds():
     base = {f"r{k}": correct_on(0.7, offset=11 * k) for k in range(2)}
     other = {f"c{k}": correct_on(0.72, offset=11 * k) for k in range(2)}
@@ -324,5 +336,7 @@ def test_claims_count_only_significant_differences():
     )
     # cos: 0.9 vs 0.5 differs; mmd: 0.9 vs 0.895 does not
     assert "differ in 1 of 2 (condition, knowledge type) rows; 1 within noise" in notes5[1]
+    # one seed a cell: the counts are run-to-run, and say so
+    assert all(note.startswith("beyond run-to-run noise (one seed: dev examples resampled") for note in notes5)
     notes8 = significant_claim_notes("8", weighted, predictions, table5=plain, resamples=TEST_RESAMPLES)
     assert notes8 == [notes8[0]] and "0 better, 1 worse, 3 within noise" in notes8[0]

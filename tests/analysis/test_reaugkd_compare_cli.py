@@ -154,6 +154,9 @@ def test_the_comparison_is_refused_where_it_cannot_be_made(capsys, store: Path) 
     code, _, err = run_kdgrid(capsys, "tables", "--sweep", "reaugkd", "--compare", "paper", "--kind", "last",
                               "--store", str(store))  # fmt: skip
     assert code == 2 and "--kind last" in err
+    code, _, err = run_kdgrid(capsys, "tables", "--sweep", "reaugkd", "--compare", "paper", "--correction", "fdr",
+                              "--store", str(store))  # fmt: skip
+    assert code == 2 and "--correction" in err  # the comparison tests nothing: a correction would be ignored
     code, out, err = run_kdgrid(capsys, "tables", "--sweep", "reaugkd", "--compare", "paper", "--intervals", "off",
                                 "--format", "csv", "--store", str(store))  # fmt: skip
     assert code == 0 and all(not r["ci_low"] for r in csv.DictReader(io.StringIO(out)))

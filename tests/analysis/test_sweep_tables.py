@@ -110,25 +110,33 @@ def test_a_sweep_of_any_name_gets_its_table_with_intervals_tests_and_marginals(s
     # marginals: knowledge averaged over lr, lr averaged over knowledge
     by_knowledge = view.block(f"{main.title} — knowledge, mean over lr")
     mean = by_knowledge.cell("cos", by_knowledge.columns[0])
-    assert mean.value == pytest.approx((0.6 + 0.7) / 2) and mean.ci_low < 0.65 < mean.ci_high
+    assert mean.value == pytest.approx((0.6 + 0.7) / 2) and mean.uncertainty == "seed-level"
+    # both seeds score alike in every cell: no seed spread, so the seed-level interval is the point itself
+    assert mean.ci_low == pytest.approx(0.65) and mean.ci_high == pytest.approx(0.65)
     by_lr = view.block(f"{main.title} — lr, mean over knowledge")
     assert by_lr.cell("0.01", by_lr.columns[0]).value == pytest.approx((0.8 + 0.7) / 2)
 
 
-def test_a_marginal_interval_is_the_mean_of_its_cells_replicates(store: Path) -> None:
-    # Hand-computed: the same example resamples as every cell (seed 0), the mean over the cells' seed means.
+def test_a_one_seed_marginal_interval_is_the_mean_of_its_cells_replicates(tmp_path: Path) -> None:
+    # One seed a cell: run to run. Hand-computed: the same example resamples as every cell (seed 0), the mean over
+    # the cells' replicate scores.
     from kdgrid.analysis.replicate_bank import ReplicateBank
 
-    built = sweep_table(store, SWEEP, resamples=300, test_resamples=300)
+    path = tmp_path / "store"
+    made = [r for r in trials() if r.trial.seed == 0]
+    write(path, "main", *made, sweep=SWEEP)
+    built = sweep_table(path, SWEEP, resamples=300, test_resamples=300)
     block = built.view.block(f"{built.view.blocks[0].title} — knowledge, mean over lr")
     got = block.cell("hidden_mse", block.columns[0])
     bank = ReplicateBank(300, 0)
-    runs = [correct_on(0.8, offset=5 * s) for s in (0, 1)] * 2  # hidden_mse at both lrs, seeds 0 and 1
+    runs = [correct_on(0.8)] * 2  # hidden_mse at both lrs, seed 0
     for k, student in enumerate(runs):
         bank.register("accuracy", FINGERPRINT, GOLD, k, student)
-    replicates, _, _ = bank.replicates("accuracy", FINGERPRINT, tuple(range(4)))
+    replicates, _, _ = bank.replicates("accuracy", FINGERPRINT, tuple(range(2)))
     expected = stats.interval_from_replicates(replicates.mean(axis=1), 0.8, stats.DEFAULT_CONFIDENCE)
     assert (got.ci_low, got.ci_high) == pytest.approx((expected.low, expected.high))
+    assert got.uncertainty == "run-to-run" and any(n.startswith("uncertainty") and "run-to-run" in n
+                                                   for n in built.view.notes)  # fmt: skip
 
 
 def test_pairs_are_holm_adjusted_differences_of_the_marginal_means(store: Path) -> None:
@@ -140,7 +148,9 @@ def test_pairs_are_holm_adjusted_differences_of_the_marginal_means(store: Path) 
     assert difference.value == pytest.approx(0.8 - 0.65)
     assert difference.significant and difference.direction == 1
     p = pairs.cell(row, pairs.column("p (Holm)")).value
-    assert p == difference.p_vs_reference and 0 < p <= 0.05
+    raw = pairs.cell(row, pairs.column("p (raw)")).value
+    # the seeds agree exactly (no seed spread): the paired t-test over seeds gives p 0 for a nonzero difference
+    assert p == difference.p_vs_reference and raw == difference.p_raw and 0 <= raw <= p <= 0.05
     lr_pairs = built.view.block(f"{title} — lr, pairwise")
     assert lr_pairs.cell("0.001 vs 0.01", lr_pairs.column("difference")).value == pytest.approx(0.7 - 0.75)
     assert any("Holm-adjusted" in note and "over the 2 pairs" in note for note in built.view.notes)
@@ -225,7 +235,8 @@ def test_differences_from_the_reference_and_the_forest_plot(store: Path, tmp_pat
     by_label = {d.label: d for d in built.differences}
     assert set(by_label) == {"hidden_mse · 0.01", "cos · 0.001", "cos · 0.01"}  # the reference is not plotted
     worse = by_label["cos · 0.001"]
-    assert worse.difference == pytest.approx(0.6 - 0.8) and worse.low <= -0.2 <= worse.high < 0
+    assert worse.difference == pytest.approx(0.6 - 0.8) and worse.high < 0
+    assert (worse.low, worse.high) == pytest.approx((-0.2, -0.2))  # seed level: no seed spread, a point
     assert worse.significant and worse.direction == -1 and not worse.degenerate
     same = by_label["hidden_mse · 0.01"]  # the same predictions as the reference: no spread at all
     assert (same.difference, same.low, same.high) == (0.0, 0.0, 0.0)
