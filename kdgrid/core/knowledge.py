@@ -243,6 +243,26 @@ def _declarations(path: Path, module: str) -> list[KnowledgeSpec]:
     return specs
 
 
+def declare_module(path: Path, module: str) -> list[KnowledgeSpec]:
+    """Declare the knowledge functions of the loss module ``module`` (its source at ``path``) from their
+    ``@register(...)`` decorators' literal arguments, without importing it (the functions bind when it is first
+    imported, as the built-in losses do). For a method's own loss module: its torch-free spec calls this, so the
+    registry knows the knowledge before torch is loaded. Declaring the same module again is harmless.
+
+    Raises:
+        ValueError: a name another module registered, or a decorator whose arguments are not literals.
+    """
+    declared = []
+    for spec in _declarations(path, module):
+        known = KNOWLEDGE.get(spec.name)
+        if known is not None and known.function != spec.function:
+            raise ValueError(f"knowledge {spec.name!r} is registered twice")
+        if known is None:
+            _add(spec)
+        declared.append(KNOWLEDGE[spec.name])
+    return declared
+
+
 def _declare_built_ins() -> None:
     for path in sorted(_LOSSES_DIR.glob("*.py")):
         if path.name.startswith("_"):
