@@ -194,7 +194,7 @@ def trial(
     """Run one trial (or a small group sharing one teacher pass) and print its result row.
 
     Example: kdgrid trial my-trial.yaml --device cpu --json"""
-    from kdgrid.core.methods.dual_head.heads import save_student_model  # torch: see the module docstring
+    from kdgrid.core.model.added_parts import save_deployed  # torch: see the module docstring
     from kdgrid.core.teacher.gate import TeacherGateRefused
     from kdgrid.core.training.train import run_job
     from kdgrid.preflight.jobs import check_job
@@ -204,7 +204,7 @@ def trial(
 
     def save(trial: Any, model: Any) -> None:
         if save_student is not None:
-            save_student_model(model, save_student / trial.trial_id)
+            save_deployed(model, save_student / trial.trial_id)
 
     results = run_job(trials, device=device, checkpoint_dir=checkpoint_dir, on_model=save)
     if as_json:

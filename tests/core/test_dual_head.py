@@ -14,10 +14,10 @@ from transformers import BertForSequenceClassification
 from kdgrid.core.methods.dual_head.heads import (
     DISTILL_HEAD,
     attach_distill_head,
-    own_parameter_count,
-    save_student_model,
     with_distill_logits,
 )
+from kdgrid.core.model.added_parts import deployed_parameter_count as own_parameter_count
+from kdgrid.core.model.added_parts import save_deployed as save_student_model
 from kdgrid.core.model.capture import FeatureCapture, Features
 from kdgrid.core.model.models import bert_config
 from kdgrid.core.model.shapes import StudentShape

@@ -3,8 +3,8 @@ Mirzadeh et al., AAAI 2020; `kdgrid.core.model.trained_teacher`).
 
 The student is saved at the end of its training (its last epoch's weights, not the best epoch's: choosing by the
 dev set would let the dev set into the dependant's teacher) as ``save_pretrained`` writes it (config and
-``model.safetensors``, float32; a dual head's distillation head left out by
-`kdgrid.core.methods.dual_head.heads.save_student_model`, so the task head is the classifier the dependant loads), with its
+``model.safetensors``, float32; what a method added for training only, a dual head's distillation head, left out
+by `kdgrid.core.model.added_parts.save_deployed`, so the task head is the classifier the dependant loads), with its
 teacher's tokenizer beside it (students share the teacher's vocabulary, so the dependant tokenizes as the
 assistant did) and a manifest naming the trial and the weights' SHA-256. Its classifier outputs are in the task's
 label order, as every student's are. The folder is written under a hidden temporary name and renamed whole, so a
@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kdgrid.core.methods.dual_head.heads import save_student_model
+from kdgrid.core.model.added_parts import save_deployed
 from kdgrid.core.model.models import load_tokenizer
 from kdgrid.core.model.shapes import ResolvedTeacher
 from kdgrid.core.model.trained_teacher import MANIFEST_FILE, WEIGHTS_FILE
@@ -34,7 +34,7 @@ def save_student(model: Any, trial_id: str, teacher: ResolvedTeacher, directory:
     directory.parent.mkdir(parents=True, exist_ok=True)
     temporary = directory.parent / f".{directory.name}.tmp-{uuid.uuid4().hex}"
     try:
-        save_student_model(model, temporary, safe_serialization=True)
+        save_deployed(model, temporary, safe_serialization=True)
         load_tokenizer(teacher).save_pretrained(temporary)
         sha256 = file_sha256(temporary / WEIGHTS_FILE)
         manifest = {"trial_id": trial_id, "weights_file": WEIGHTS_FILE, "weights_sha256": sha256}

@@ -16,7 +16,8 @@ conflict in the shared linear classifier but not in the backbone, so the classif
 are the task head's (tested). The distillation head is saved with the model in epoch checkpoints and is not counted
 in ``student_params`` (it is not part of the deployed student; ``extra["distill_head_params"]`` counts it). A
 trained student saved for others to load (a teacher assistant, ReAugKD's student, ``kdgrid trial --save-student``)
-goes through `save_student_model`, which leaves the head out: the folder is a plain
+goes through `kdgrid.core.model.added_parts.save_deployed`, which leaves the head out (`attach_distill_head`
+marks it as added): the folder is a plain
 ``BertForSequenceClassification`` whose classifier is the task head, the one evaluated.
 """
 
@@ -25,12 +26,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from kdgrid.core.model.added_parts import deployed_parameter_count, mark_added
 from kdgrid.core.model.capture import Features
 from kdgrid.core.step_hooks import StepHooks
 
@@ -62,6 +63,7 @@ def attach_distill_head(model: nn.Module, seed: int) -> int:
         nn.init.zeros_(head.bias)
     head.to(device=classifier.weight.device, dtype=classifier.weight.dtype)
     model.add_module(DISTILL_HEAD, head)
+    mark_added(model, DISTILL_HEAD)  # left out of the deployed student (saved, counted)
     hook = _ClassifierInput()
     classifier.register_forward_pre_hook(hook)
     model._kdgrid_classifier_input = hook  # read by `with_distill_logits`
@@ -99,24 +101,6 @@ def classifier_input_suspended(model: nn.Module) -> Iterator[None]:
         hook.suspended = previous
 
 
-def own_parameter_count(model: nn.Module) -> int:
-    """The student's parameters without the distillation head (what the deployed student has)."""
-    prefix = DISTILL_HEAD + "."
-    return sum(p.numel() for name, p in model.named_parameters() if not name.startswith(prefix))
-
-
-def save_student_model(model: Any, directory: Path, **kwargs: Any) -> None:
-    """``model.save_pretrained(directory, **kwargs)`` without a dual head's distillation head: every weight but
-    `DISTILL_HEAD`'s, so the folder loads as a plain ``BertForSequenceClassification`` (kdgrid's loader refuses
-    keys it has no place for) whose classifier is the task head. A model without the head is saved as it is."""
-    if not has_distill_head(model):
-        model.save_pretrained(directory, **kwargs)
-        return
-    prefix = DISTILL_HEAD + "."
-    state = {name: value for name, value in model.state_dict().items() if not name.startswith(prefix)}
-    model.save_pretrained(directory, state_dict=state, **kwargs)
-
-
 class DualHeadHooks(StepHooks):
     """The dual head's part in a student's training: the second head added before the student is placed, its
     logits added to every forward pass's features, the deployed student's parameter count without it, and the
@@ -126,7 +110,7 @@ class DualHeadHooks(StepHooks):
         run.result.extra["distill_head_params"] = attach_distill_head(model, run.trial.seed)
 
     def set_up(self, run: Any, job: Any) -> None:
-        run.result.student_params = own_parameter_count(run.model)
+        run.result.student_params = deployed_parameter_count(run.model)
 
     def features(self, run: Any, features: Features) -> Features:
         return with_distill_logits(run.model, features)

@@ -33,7 +33,6 @@ import torch
 
 from kdgrid.core.data.batching import eval_batches
 from kdgrid.core.job.loaded_job import LoadedJob, TeacherInfo
-from kdgrid.core.methods.dual_head.heads import save_student_model
 from kdgrid.core.methods.reaugkd.knowledge_base import (
     KBIdentity,
     KnowledgeBase,
@@ -63,6 +62,7 @@ from kdgrid.core.methods.reaugkd.spec import (
     student_trial,
     uses_head,
 )
+from kdgrid.core.model.added_parts import save_deployed
 from kdgrid.core.model.evaluate import measure_latency_ms
 from kdgrid.core.model.models import load_checkpoint, load_tokenizer
 from kdgrid.core.model.shapes import student_shape
@@ -232,7 +232,7 @@ def save_student(model: Any, trial: Trial, identity: KBIdentity) -> Path:
     final = student_folder(key)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
-    save_student_model(model, staging)  # a dual head's distillation head left out
+    save_deployed(model, staging)  # what a method added for training (a dual head's second head) left out
     info = {"student_key": key, "trained_by": trial.trial_id, "identity": asdict(identity)}
     (staging / STUDENT_INFO).write_text(json.dumps(info, indent=2, sort_keys=True))
     if final.exists():

@@ -261,6 +261,5 @@ register_method(
         evaluates_only=evaluation_only,
         uses=lambda trial: uses_head(trial) or evaluation_only(trial),
         hooks="kdgrid.core.methods.reaugkd.pipeline:step_hooks",
-        depends_on=("dual_head",),  # its saved student leaves a dual head's second head out
     )
 )
