@@ -56,6 +56,7 @@ from kdgrid.core.schedules import (
     DEFAULT_SCHEDULE,
     KNOWLEDGE_WEIGHT,
     NO_TEMPERATURE_LEARNER,
+    SCHEDULED,
     progress,
     schedule_value,
 )
@@ -213,6 +214,11 @@ class Objective(nn.Module):
         self.betas: dict[str, float] = {} if self.auto else {term.name: float(trial.beta) for term in terms}
         self.soft_t2 = bool(trial.option("soft_t2", False))
         self.example_weight = str(trial.option(EXAMPLE_WEIGHT, DEFAULT_EXAMPLE_WEIGHT))
+        # Each scheduled value's schedule and end, read once here rather than from the options at every step.
+        self.schedules: dict[str, tuple[str, float | None]] = {
+            target: (str(trial.option(schedule_option(target), DEFAULT_SCHEDULE)), trial.option(end_option(target)))
+            for target in SCHEDULED
+        }
         self.progress = 0.0
         self.loss_weights: nn.Module | None = None  # learned loss weights, where a method owns them here (LKD's)
         for hook in self.hooks:  # after every seeded draw above: a method's parts change none of them
@@ -228,10 +234,9 @@ class Objective(nn.Module):
     def scheduled(self, target: str, start: float) -> float:
         """``target``'s value now: its schedule (option ``{target}_schedule``) from ``start`` to the option
         ``{target}_end`` (default ``start``); exactly ``start`` under the default constant schedule."""
-        name = self.trial.option(schedule_option(target), DEFAULT_SCHEDULE)
+        name, end = self.schedules[target]
         if name == DEFAULT_SCHEDULE:
             return start
-        end = self.trial.option(end_option(target))
         return schedule_value(name, self.progress, start, start if end is None else float(end))
 
     @property

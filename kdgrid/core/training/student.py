@@ -75,6 +75,7 @@ class StudentRun:
     finite_guard: FiniteGuard = field(default_factory=FiniteGuard)  # loss finiteness, read every N steps
     # The parts of the trial's methods in its training (`kdgrid.core.step_hooks`), in registration order.
     hooks: list[StepHooks] = field(default_factory=list)
+    max_grad_norm: float | None = None  # the option, read once at set-up (None or 0: no clipping)
 
     @property
     def trial(self) -> Trial:
@@ -264,6 +265,7 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         learned_lr_scale=trial.option(LEARNED_LR_SCALE),
     )
     run.scaler = runtime.grad_scaler()
+    run.max_grad_norm = trial.option("max_grad_norm")
     if runtime.compile:
         run.model.forward = compile_forward(run.model)
     result.layer_pairs = plan.used_pairs
@@ -329,7 +331,7 @@ def train_step(
             (scaler.scale(total) if scaler is not None else total).backward()
         for hook in run.hooks:
             hook.after_backward(run)  # e.g. a curriculum's frozen layers lose their gradients
-        max_norm = run.trial.option("max_grad_norm")
+        max_norm = run.max_grad_norm
         if max_norm:
             if scaler is not None:
                 scaler.unscale_(run.optimizer)  # clip the true gradients, not the scaled ones
