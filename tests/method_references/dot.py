@@ -25,7 +25,9 @@ class ReferenceDOT:
         self.task: dict[int, torch.Tensor] = {}
         self.distill: dict[int, torch.Tensor] = {}
 
-    def _momentum(self, buffers: dict[int, torch.Tensor], i: int, momentum: float, grad: torch.Tensor) -> torch.Tensor:
+    def _momentum(
+        self, buffers: dict[int, torch.Tensor], i: int, momentum: float, grad: torch.Tensor
+    ) -> torch.Tensor:
         buffers[i] = grad.clone() if i not in buffers else momentum * buffers[i] + grad
         return buffers[i]
 
@@ -34,7 +36,9 @@ class ReferenceDOT:
             both = g_t is not None and g_d is not None
             update = torch.zeros_like(p)
             if g_t is not None:
-                update += self._momentum(self.task, i, self.mu - self.delta if both else self.mu, g_t + self.wd * p)
+                update += self._momentum(
+                    self.task, i, self.mu - self.delta if both else self.mu, g_t + self.wd * p
+                )
             if g_d is not None:
                 grad = g_d if both else g_d + self.wd * p
                 update += self._momentum(self.distill, i, self.mu + self.delta if both else self.mu, grad)

@@ -27,7 +27,9 @@ def run_both(task_side: list[bool], distill_side: list[bool], steps: int = 4) ->
     reference = ReferenceDOT(theirs, lr=LR, mu=MU, delta=DELTA, wd=WD)
     for step in range(1, steps + 1):
         g_task = [g if side else None for g, side in zip(gradients(2 * step, shapes), task_side, strict=True)]
-        g_kd = [g if side else None for g, side in zip(gradients(2 * step + 1, shapes), distill_side, strict=True)]
+        g_kd = [
+            g if side else None for g, side in zip(gradients(2 * step + 1, shapes), distill_side, strict=True)
+        ]
         optimizer.set_gradients(ours, g_task, g_kd)
         optimizer.step()
         reference.step(g_task, g_kd)

@@ -51,7 +51,10 @@ def test_value_relation_is_minilmv2s() -> None:
     terms = knowledge_terms(trial, [(2, 3)], STUDENT, TEACHER)
     objective = Objective(trial, terms, STUDENT, TEACHER, regression=False)
     hidden_s, hidden_t = [draw((2, 6, 4), s) for s in range(3)], [draw((2, 6, 8), 5 + s) for s in range(4)]
-    value_s, value_t = [draw((2, 6, 4), 20 + s) for s in range(3)], [draw((2, 6, 8), 30 + s) for s in range(4)]
+    value_s, value_t = (
+        [draw((2, 6, 4), 20 + s) for s in range(3)],
+        [draw((2, 6, 8), 30 + s) for s in range(4)],
+    )
     values = objective.knowledge_values(features(hidden_s, value_s), features(hidden_t, value_t, heads=4))
     # R defaults to the student's head count (2): the teacher's 8 wide values are re-split into 2 heads of 4
     expected = value_relation(value_s[2], value_t[3], relation_heads=2)
