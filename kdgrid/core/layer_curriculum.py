@@ -1,8 +1,8 @@
 """Layer-wise curriculum extraction: the student is trained layer by layer, shallow to deep, then on the full
 objective (trial option ``layer_curriculum``, a list of stage boundaries).
 
-Stage-wise distillation as in Kulkarni, Patil & Karande, "Data Efficient Stagewise Knowledge Distillation"
-(arXiv:1911.06786, 2019), which trains a student one block at a time against the teacher's matching block with
+Stage-wise distillation as in Kulkarni, Panchi, Raparthy & Chiddarwar, "Data Efficient Stagewise Knowledge
+Distillation" (arXiv:1911.06786, 2019), which trains a student one block at a time against the teacher's matching block with
 the earlier blocks frozen and the classifier last; FitNets (Romero et al., ICLR 2015) is its two-stage ancestor
 (hints first, then the task). kdgrid's form:
 
