@@ -21,7 +21,7 @@ from tests.preemption import preempted_in_epoch
 
 TASK = "synthetic-single-binary-n96-d32"
 LEARNED_TEMPERATURE = {**NOT_MEANT_TO_BE_ACCURATE, "temperature_learner": "ctkd", "ctkd_ramp": 0.5,
-                       "example_weight": "adakd"}  # fmt: skip
+                       "example_weight": "adakd", "ctkd_form": "kdgrid"}  # fmt: skip
 
 
 @pytest.fixture
@@ -73,6 +73,9 @@ def test_fixed_and_learned_methods_share_one_job_and_one_teacher_pass_per_batch(
     assert learned["method"] == "CTKD" and learned["start"] == 2.0 and 1.0 < learned["temperature"] < 21.0
     assert learned["temperature"] != pytest.approx(2.0, abs=1e-6)  # it moved
     assert learned["reversal_strength"] == pytest.approx(1.0)  # past its ramp (half of training)
+    # the row says which formulation of each paper method it measured
+    assert by[("Last-1", 2.0)]["formulation"] == {"example_weight": "adakd (trade-off)", "ctkd_form": "kdgrid"}
+    assert "formulation" not in fixed
 
 
 def test_every_learned_parameter_is_checkpointed_and_resumes_bit_for_bit(

@@ -15,19 +15,23 @@ sqrt              ``sqrt(l_i)``
 square            ``l_i ** 2``
 ================  ==========================  =========================================
 
-Each is non-decreasing in the loss. The example weight ``adakd`` (trial option ``example_weight: adakd``)
-normalises them per batch as every weight is (`kdgrid.core.example_weights.normalised_weights`: ``w_i = r_i /
-mean_j r_j``, so the soft loss keeps its scale); a batch whose every raw weight is 0 (a teacher certain and right on
-all of it, under ``exp_inv_sqrt``) is refused there rather than silently dropped. Tensor methods only: no torch,
-and nothing of kdgrid (the registry imports this module).
+Each is non-decreasing in the loss. Two example weights read it:
 
-How this differs from the paper: AdaKD's instance weight ``alpha_i`` trades that instance's two losses against
-each other, ``alpha_i L_KD,i + (1 - alpha_i) L_task,i``, unnormalised. kdgrid's ``adakd`` is an example weight:
-the raw weights are divided by their batch mean (only their ratios within a batch matter) and reweight the
-soft-label term alone; the hard-label term keeps the trial's ``alpha`` for every example and the knowledge terms
-are unweighted. It is the paper's difficulty function used as a per-example reweighting of distillation, not its
-per-instance trade-off with the task loss. ``adakd_function`` without ``example_weight: adakd`` is refused
-(`kdgrid.core.weighting_rules`).
+- ``example_weight: adakd`` (the paper's form) trades each instance's two losses against each other, unnormalised:
+  the soft term becomes ``mean_i alpha_i soft_i`` and the hard term ``mean_i (1 - alpha_i) hard_i``, with
+  ``alpha_i = r_i`` (`trade_off_alphas`), so that with ``soft_weight = alpha = 1`` the objective is AdaKD's
+  ``mean_i [alpha_i L_KD,i + (1 - alpha_i) L_task,i]``: an instance the teacher finds easy leans on its task loss,
+  a hard one on distillation. The trade-off needs ``alpha_i`` in [0, 1]: only ``exp_inv_sqrt`` gives that, so
+  another ``adakd_function`` is refused with it (`kdgrid.core.weighting_rules`).
+- ``example_weight: adakd_batchnorm`` (kdgrid's earlier form) normalises the raw weights per batch as every example
+  weight is (`kdgrid.core.example_weights.normalised_weights`: ``w_i = r_i / mean_j r_j``) and reweights the
+  soft-label term alone; the hard term keeps the trial's ``alpha`` for every example. Only the ratios of the
+  weights within a batch matter there (a batch of uniformly hard examples is weighted as one of easy ones). A
+  batch whose every raw weight is 0 (a teacher certain and right on all of it, under ``exp_inv_sqrt``) is refused
+  there rather than silently dropped.
+
+Tensor methods only: no torch, and nothing of kdgrid (the registry imports this module). ``adakd_function``
+without one of the two is refused (`kdgrid.core.weighting_rules`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ from typing import Any
 
 Tensor = Any  # a torch tensor: only its methods are used, so this module imports no torch
 
-ADAKD = "adakd"
+ADAKD = "adakd"  # AdaKD's per-instance trade-off (the paper's form)
+ADAKD_BATCHNORM = "adakd_batchnorm"  # kdgrid's earlier form: batch-normalised weights on the soft term
+ADAKD_WEIGHTS: tuple[str, ...] = (ADAKD, ADAKD_BATCHNORM)
 ADAKD_FUNCTION = "adakd_function"
 DEFAULT_ADAKD_FUNCTION = "exp_inv_sqrt"
 
@@ -56,8 +62,19 @@ def adakd_function_problem(value: object) -> str | None:
     return f"option {ADAKD_FUNCTION}={value!r} is invalid; allowed: {', '.join(DIFFICULTY_FUNCTIONS)}"
 
 
+def difficulty_weights(teacher_loss: Tensor, options: Any) -> Tensor:
+    """``r_i`` ``[B]``: the option ``adakd_function`` (in ``options``) of the teacher's loss per example."""
+    name = options.get(ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION)
+    return DIFFICULTY_FUNCTIONS[name](teacher_loss.clamp_min(0))
+
+
 def adakd(batch: Any) -> Tensor:
-    """Raw weights ``[B]`` of an `kdgrid.core.example_weights.ExampleBatch`: the option ``adakd_function`` of the
-    teacher's loss per example (registered as ``adakd`` by `kdgrid.core.example_weights`)."""
-    name = batch.options.get(ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION)
-    return DIFFICULTY_FUNCTIONS[name](batch.teacher_loss.clamp_min(0))
+    """Raw weights ``[B]`` of an `kdgrid.core.example_weights.ExampleBatch` (registered as ``adakd_batchnorm``, and
+    as ``adakd`` so that the name is known; the objective reads ``adakd`` as the trade-off, `trade_off_alphas`)."""
+    return difficulty_weights(batch.teacher_loss, batch.options)
+
+
+def trade_off_alphas(teacher_loss: Tensor, options: Any) -> Tensor:
+    """AdaKD's ``alpha_i`` ``[B]``, unnormalised and without gradient: the weight of instance i's distillation loss,
+    ``1 - alpha_i`` that of its task loss."""
+    return difficulty_weights(teacher_loss, options).detach()

@@ -15,8 +15,10 @@ The built-in ones:
 - ``teacher_loss``: ``r_i = l^T_i``, the teacher's own loss on example i (cross-entropy against the gold label, or
   squared error for regression): examples the teacher finds hard count more, the instance weighting of
   AdaKD-style methods (the difficulty measured by the teacher's loss).
-- ``adakd``: ``r_i = f(l^T_i)`` with ``f`` the option ``adakd_function`` (AdaKD's ``exp(-1/sqrt(l))`` by default;
-  `kdgrid.core.adakd`).
+- ``adakd_batchnorm``: ``r_i = f(l^T_i)`` with ``f`` the option ``adakd_function`` (AdaKD's ``exp(-1/sqrt(l))`` by
+  default; `kdgrid.core.adakd`), normalised as above.
+- ``adakd``: the same ``r_i``, read by the objective as AdaKD's per-instance trade-off between the soft and the
+  hard term, unnormalised (`kdgrid.core.adakd.trade_off_alphas`), not through `normalised_weights`.
 
 A weight function uses tensor methods only (``x.exp()``, ``x.softmax(-1)``, ``x.new_ones(n)``), so this registry,
 and the names a sweep validates against, import no torch.
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kdgrid.core.adakd import ADAKD, adakd
+from kdgrid.core.adakd import ADAKD, ADAKD_BATCHNORM, adakd
 from kdgrid.core.named_registry import registrar, registration_problem
 from kdgrid.errors import ConfigError
 
@@ -80,8 +82,10 @@ def teacher_loss(batch: ExampleBatch) -> Tensor:
     return batch.teacher_loss
 
 
-# AdaKD-style instance weighting (kdgrid.core.adakd): the weight grows with the teacher's loss, by a chosen function.
+# AdaKD's instance weighting (kdgrid.core.adakd): the weight grows with the teacher's loss, by a chosen function;
+# ``adakd`` is its trade-off (the objective reads it), ``adakd_batchnorm`` kdgrid's earlier normalised soft weight.
 register_example_weight(ADAKD)(adakd)
+register_example_weight(ADAKD_BATCHNORM)(adakd)
 
 
 def example_weight_problem(value: object) -> str | None:
@@ -109,4 +113,3 @@ def normalised_weights(name: str, batch: ExampleBatch) -> Tensor:
     if not bool(mean > 0):
         raise ConfigError(f"example weight {name!r} gave all-zero weights for a batch of {size}")
     return raw / mean
-

@@ -28,6 +28,12 @@ DOT_MOMENTUM = 0.9  # DOT's base momentum mu (Zhao et al., ICCV 2023, SGD with m
 DEFAULT_DOT_DELTA = 0.075  # Zhao et al.'s Delta: task momentum mu - Delta, distillation momentum mu + Delta
 GRAD_COSINE_BATCHES = "grad_cosine_batches"
 DUAL_HEAD = "dual_head"
+# The dual-head student's distillation-head loss (`kdgrid.core.dual_head_loss`): the authors' BinaryKL-Norm by
+# default, their BinaryKL, or kdgrid's earlier softmax soft-label loss.
+DUAL_HEAD_LOSS = "dual_head_loss"
+BINARY_KL_NORM, BINARY_KL, SOFTMAX_HEAD_LOSS = "binary_kl_norm", "binary_kl", "softmax"
+DUAL_HEAD_LOSSES: tuple[str, ...] = (BINARY_KL_NORM, BINARY_KL, SOFTMAX_HEAD_LOSS)
+DEFAULT_DUAL_HEAD_LOSS = BINARY_KL_NORM
 
 # Masked distillation (`kdgrid.core.masking`); the names live beside the grouping rule in `kdgrid.trial`.
 MASK_SIDES: tuple[str, ...] = ("teacher", "student")
@@ -40,6 +46,10 @@ def _choice_problem(name: str, value: Any, allowed: tuple[str, ...]) -> str | No
         return None
     hint = did_you_mean(value, allowed) if isinstance(value, str) else ""
     return f"option {name}={value!r} is invalid; allowed: {', '.join(allowed)}{hint}"
+
+
+def dual_head_loss_problem(value: Any) -> str | None:
+    return _choice_problem(DUAL_HEAD_LOSS, value, DUAL_HEAD_LOSSES)
 
 
 def mask_input_problem(value: Any) -> str | None:

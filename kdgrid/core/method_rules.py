@@ -9,6 +9,7 @@ from __future__ import annotations
 from kdgrid.core.method_options import (
     DOT_DELTA,
     DUAL_HEAD,
+    DUAL_HEAD_LOSS,
     GRAD_COSINE_BATCHES,
     OPTIMIZER,
     PROJECTOR_MEMBERS,
@@ -44,6 +45,10 @@ def method_problems(trial: Trial) -> list[str]:
         problems.append(
             f"option {DUAL_HEAD} gives the hard and the soft loss a head each: it needs alpha > 0 and "
             f"soft_weight > 0 (here {trial.alpha:g} and {trial.soft_weight:g})"
+        )
+    if trial.option(DUAL_HEAD_LOSS) is not None and not trial.option(DUAL_HEAD):
+        problems.append(
+            f"option {DUAL_HEAD_LOSS} is the loss of a dual head's distillation head: it needs {DUAL_HEAD}"
         )
     if trial.option(MASK_INPUT) is None:
         stray = [name for name in (MASK_FRACTION, MASK_BY) if trial.option(name) is not None]

@@ -37,7 +37,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from kdgrid.core.adakd import ADAKD, trade_off_alphas
 from kdgrid.core.capture import Features
+from kdgrid.core.dual_head_loss import binary_loss_per_example
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
 from kdgrid.core.knowledge import distilled_knowledge, get_knowledge, placed_terms, term_name
 from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, Curriculum
@@ -50,7 +52,13 @@ from kdgrid.core.losses.logits import (
 )
 from kdgrid.core.mapping import LayerMapping, build_mapping
 from kdgrid.core.matching import get_strategy, mapping_context
-from kdgrid.core.method_options import PROJECTOR_MEMBERS
+from kdgrid.core.method_options import (
+    DEFAULT_DUAL_HEAD_LOSS,
+    DUAL_HEAD,
+    DUAL_HEAD_LOSS,
+    PROJECTOR_MEMBERS,
+    SOFTMAX_HEAD_LOSS,
+)
 from kdgrid.core.options import EXAMPLE_WEIGHT, TEMPERATURE_LEARNER, end_option, schedule_option
 from kdgrid.core.projection import Projection
 from kdgrid.core.projector_penalty import SPECTRAL_TERM, spectral_penalty, spectral_weight
@@ -64,6 +72,7 @@ from kdgrid.core.schedules import (
 from kdgrid.core.shapes import StudentShape
 from kdgrid.core.teacher.targets import teacher_side, trainable_targets
 from kdgrid.core.temperature_learner import TemperatureLearner, build_temperature_learner
+from kdgrid.core.temperature_learners import ctkd_form, soft_t2_default
 from kdgrid.errors import ConfigError
 from kdgrid.trial import LKD_HOLDOUT, Trial
 
@@ -209,9 +218,21 @@ class Objective(nn.Module):
         )
         self.auto = isinstance(trial.beta, str)
         self.betas: dict[str, float] = {} if self.auto else {term.name: float(trial.beta) for term in terms}
-        self.soft_t2 = bool(trial.option("soft_t2", False))
+        self.soft_t2 = bool(trial.option("soft_t2", soft_t2_default(dict(trial.options))))  # on for CTKD's paper form
         self.spectral = spectral_weight(trial)  # lambda of the projections' spectral penalty, or None
         self.example_weight = str(trial.option(EXAMPLE_WEIGHT, DEFAULT_EXAMPLE_WEIGHT))
+        # A dual-head student's distillation-head loss (kdgrid.core.dual_head_loss): the authors' binary ones are
+        # for classification.
+        self.dual_head_loss = (
+            str(trial.option(DUAL_HEAD_LOSS, DEFAULT_DUAL_HEAD_LOSS))
+            if trial.option(DUAL_HEAD)
+            else SOFTMAX_HEAD_LOSS
+        )
+        if regression and self.dual_head_loss != SOFTMAX_HEAD_LOSS:
+            raise ConfigError(
+                f"option {DUAL_HEAD_LOSS}={self.dual_head_loss!r} compares class logits as binary events: a "
+                f"regression task's dual head needs {DUAL_HEAD_LOSS}: {SOFTMAX_HEAD_LOSS} (its squared distance)"
+            )
         self.progress = 0.0
         boundaries = trial.option(LAYER_CURRICULUM)  # a layer-wise curriculum (kdgrid.core.layer_curriculum)
         self.curriculum = (
@@ -286,30 +307,62 @@ class Objective(nn.Module):
             soft_s = (
                 s_logits if student.distill_logits is None else {"logits": student.distill_logits.float()}
             )
+            head_loss = SOFTMAX_HEAD_LOSS if student.distill_logits is None else self.dual_head_loss
+            alphas = None  # AdaKD's per-instance trade-off (kdgrid.core.adakd), where the trial asks for it
+            if self.example_weight == ADAKD:
+                teacher_loss = teacher_loss_per_example(
+                    t_logits["logits"], labels, regression=self.regression
+                )
+                alphas = trade_off_alphas(teacher_loss, dict(self.trial.options))
             values = {
-                "soft": self.soft_value(soft_s["logits"], t_logits["logits"], labels),
-                "hard": compute_knowledge(
-                    "hard_label", s_logits, {}, labels=labels, options={"regression": self.regression}
+                "soft": self.soft_value(
+                    soft_s["logits"], t_logits["logits"], labels, head_loss=head_loss, alphas=alphas
                 ),
+                "hard": self.hard_value(s_logits["logits"], labels, alphas),
             }
         values = {**values, **self.knowledge_values(student, teacher, labels)}
         if self.spectral is not None:
             values[SPECTRAL_TERM] = spectral_penalty(self.projections.values())
         return values
 
-    def soft_value(self, logits_s: torch.Tensor, logits_t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """The soft term: `soft_label` at the temperature now, or with per-example weights ``mean_i w_i * soft_i``,
-        the weights normalised to average 1 over the batch (`kdgrid.core.example_weights.normalised_weights`);
-        times T^2 with ``soft_t2``.
+    def hard_value(
+        self, logits_s: torch.Tensor, labels: torch.Tensor, alphas: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The hard term: `hard_label`, or under AdaKD's trade-off ``mean_i (1 - alpha_i) hard_i``."""
+        if alphas is None:
+            return compute_knowledge(
+                "hard_label", {"logits": logits_s}, {}, labels=labels, options={"regression": self.regression}
+            )
+        if self.regression:
+            per_example = (logits_s[:, 0] - labels.to(logits_s.dtype)).pow(2)
+        else:
+            per_example = torch.nn.functional.cross_entropy(logits_s, labels.long(), reduction="none")
+        return ((1 - alphas) * per_example).mean()
 
-        With a temperature learner (classification), the value stays this cross-entropy but its gradient is that
-        of the KL divergence ``KL(p_T || p_S) = CE - H(p_T)`` (the same weights and T^2 factor): the teacher's
-        entropy ``H(p_T)`` is subtracted and added back detached. The student's gradient is unchanged (the entropy
-        does not depend on it); the temperature's follows the KL, which CTKD maximises (Li et al., AAAI 2023),
-        rather than the entropy, which grows with T whatever the student does."""
+    def soft_value(
+        self,
+        logits_s: torch.Tensor,
+        logits_t: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        head_loss: str = SOFTMAX_HEAD_LOSS,
+        alphas: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The soft term: `soft_label` at the temperature now, or with per-example weights ``mean_i w_i * soft_i``,
+        the weights normalised to average 1 over the batch (`kdgrid.core.example_weights.normalised_weights`), or
+        AdaKD's unnormalised ``alphas``; times T^2 with ``soft_t2``. ``head_loss``: a dual-head student's
+        distillation-head loss (`kdgrid.core.dual_head_loss`; its binary forms carry their own T^2).
+
+        With a temperature learner (classification, soft-label cross-entropy), the value stays this cross-entropy
+        but its gradient is that of the KL divergence ``KL(p_T || p_S) = CE - H(p_T)`` (the same weights and T^2
+        factor): the teacher's entropy ``H(p_T)`` is subtracted and added back detached. The student's gradient is
+        unchanged (the entropy does not depend on it); the temperature's follows the KL, which CTKD maximises (Li
+        et al., AAAI 2023), rather than the entropy, which grows with T whatever the student does. The binary
+        head losses are divergences already."""
         temperature = self.temperature
-        weights = None
-        if self.example_weight == DEFAULT_EXAMPLE_WEIGHT:
+        binary = head_loss != SOFTMAX_HEAD_LOSS
+        weights = alphas
+        if self.example_weight == DEFAULT_EXAMPLE_WEIGHT and not binary:
             loss = compute_knowledge(
                 "soft_label",
                 {"logits": logits_s},
@@ -318,20 +371,25 @@ class Objective(nn.Module):
                 options={"t2": self.soft_t2, "regression": self.regression},
             )
         else:
-            per_example = soft_label_per_example(logits_s, logits_t, temperature, regression=self.regression)
-            batch = ExampleBatch(
-                student_logits=logits_s.detach(),
-                teacher_logits=logits_t.detach(),
-                labels=labels,
-                teacher_loss=teacher_loss_per_example(logits_t, labels, regression=self.regression),
-                regression=self.regression,
-                progress=self.progress,
-                options=dict(self.trial.options),
+            per_example = (
+                binary_loss_per_example(head_loss, logits_s, logits_t, temperature)
+                if binary
+                else soft_label_per_example(logits_s, logits_t, temperature, regression=self.regression)
             )
-            weights = normalised_weights(self.example_weight, batch)
-            loss = (weights * per_example).mean()
-            loss = loss * temperature**2 if self.soft_t2 else loss
-        if self.temperature_learner is None or self.regression:
+            if weights is None and self.example_weight != DEFAULT_EXAMPLE_WEIGHT:
+                batch = ExampleBatch(
+                    student_logits=logits_s.detach(),
+                    teacher_logits=logits_t.detach(),
+                    labels=labels,
+                    teacher_loss=teacher_loss_per_example(logits_t, labels, regression=self.regression),
+                    regression=self.regression,
+                    progress=self.progress,
+                    options=dict(self.trial.options),
+                )
+                weights = normalised_weights(self.example_weight, batch)
+            loss = per_example.mean() if weights is None else (weights * per_example).mean()
+            loss = loss * temperature**2 if self.soft_t2 and not binary else loss
+        if self.temperature_learner is None or self.regression or binary:
             return loss  # regression's soft term, a squared distance, has no entropy part
         per_entropy = teacher_entropy_per_example(logits_t, temperature)
         entropy = per_entropy.mean() if weights is None else (weights * per_entropy).mean()
@@ -403,9 +461,27 @@ class Objective(nn.Module):
             targets[need] = self.mapping(need, term.pair[0], student_feature, per_layer)
         return targets
 
+    def formulation(self) -> dict[str, str]:
+        """Which formulation each paper method of the trial computes, by option, where an option's default changed
+        meaning (an option at its default is not written into the trial, so its id cannot say): the dual head's
+        loss, AdaKD's form, CTKD's form. A row without it was computed before, with kdgrid's earlier forms
+        (``softmax``, ``adakd_batchnorm``'s, ``kdgrid``)."""
+        options = dict(self.trial.options)
+        found: dict[str, str] = {}
+        if self.trial.option(DUAL_HEAD):
+            found[DUAL_HEAD_LOSS] = self.dual_head_loss
+        if self.example_weight == ADAKD:
+            found[EXAMPLE_WEIGHT] = "adakd (trade-off)"
+        if self.temperature_learner is not None and options.get(TEMPERATURE_LEARNER) == "ctkd":
+            found["ctkd_form"] = ctkd_form(options)
+        return found
+
     def learned_parts(self) -> dict[str, dict[str, Any]]:
-        """What the row records of the learned parts: ``mapping`` and ``learned_temperature``, where present."""
+        """What the row records of the learned parts: ``mapping`` and ``learned_temperature``, where present, and
+        the ``formulation`` of its paper methods (`formulation`)."""
         parts: dict[str, dict[str, Any]] = {}
+        if self.formulation():
+            parts["formulation"] = self.formulation()
         if self.mapping is not None:
             parts["mapping"] = self.mapping.summary()
         if self.temperature_learner is not None:

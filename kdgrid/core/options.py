@@ -40,11 +40,14 @@ from kdgrid.core.schedules import (
 from kdgrid.core.teacher_options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.core.temperature_learners import (
     CTKD_DEFAULTS,
+    CTKD_FORM,
     CTKD_LAMBDA,
     CTKD_MAX,
     CTKD_MIN,
     CTKD_RAMP,
+    PAPER_FORM,
     TEMPERATURE_LEARNER,
+    ctkd_form_problem,
     ramp_problem,
 )
 from kdgrid.errors import KdgridError
@@ -284,9 +287,18 @@ register_option(
 register_option(
     CTKD_RAMP,
     "number",
-    CTKD_DEFAULTS[CTKD_RAMP],
-    "ctkd: the fraction of training over which the reversal strength rises to ctkd_lambda_max",
+    None,
+    "ctkd: the fraction of training over which the reversal strength rises to ctkd_lambda_max; unset: 10/240 "
+    "(the authors' 10 of 240 epochs) under ctkd_form paper, 1 under kdgrid",
     check=ramp_problem,
+)
+register_option(
+    CTKD_FORM,
+    "text",
+    PAPER_FORM,
+    "ctkd: paper (the authors' start theta = 1, i.e. T = 15.62, their ramp and KL x T^2) or kdgrid (start at the "
+    "trial's temperature, ramp over all of training, soft_t2's own default)",
+    check=ctkd_form_problem,
 )
 for _target in SCHEDULED:
     register_option(
@@ -351,6 +363,14 @@ register_option(
     "bool",
     False,
     "a task head (hard labels; evaluated) and a distillation head (soft labels) on the shared encoder",
+)
+register_option(
+    methods.DUAL_HEAD_LOSS,
+    "text",
+    None,
+    "dual_head: the distillation head's loss, binary_kl_norm (the authors'), binary_kl, or softmax (kdgrid's "
+    f"earlier soft-label cross-entropy); unset: {methods.DEFAULT_DUAL_HEAD_LOSS}",
+    check=methods.dual_head_loss_problem,
 )
 register_option(
     MASK_INPUT,

@@ -2,8 +2,9 @@
 before anything runs (`weighting_problems`, part of `kdgrid.core.trial_rules.option_problems`, so ``kdgrid plan``
 refuses what ``kdgrid run`` would). Torch-free; the options themselves: `kdgrid.core.options`.
 
-- ``adakd_function`` chooses the function of ``example_weight: adakd`` (`kdgrid.core.adakd`); with any other
-  example weight nothing reads it.
+- ``adakd_function`` chooses the function of ``example_weight: adakd`` or ``adakd_batchnorm``
+  (`kdgrid.core.adakd`); with any other example weight nothing reads it. AdaKD's trade-off (``adakd``) needs
+  weights in [0, 1], which only its own ``exp_inv_sqrt`` gives.
 - ``{target}_end`` is where a ``{target}_schedule`` goes (`kdgrid.core.schedules`); under the default
   ``constant`` schedule the value stays at its start, so nothing reads it. (A non-constant schedule without its
   end is allowed: the end defaults to the start, as the schedules module documents.)
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdgrid.core.adakd import ADAKD, ADAKD_FUNCTION
+from kdgrid.core.adakd import ADAKD, ADAKD_FUNCTION, ADAKD_WEIGHTS, DEFAULT_ADAKD_FUNCTION
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT
 from kdgrid.core.knowledge import distilled_knowledge
 from kdgrid.core.options import EXAMPLE_WEIGHT, end_option, schedule_option
@@ -46,10 +47,17 @@ def weighting_problems(trial: Trial) -> list[str]:
     the options are well-formed (checked by their declarations first)."""
     problems: list[str] = []
     weight = trial.option(EXAMPLE_WEIGHT, DEFAULT_EXAMPLE_WEIGHT)
-    if _set(trial, ADAKD_FUNCTION) and weight != ADAKD:
+    if _set(trial, ADAKD_FUNCTION) and weight not in ADAKD_WEIGHTS:
         problems.append(
-            f"option {ADAKD_FUNCTION} chooses the function of {EXAMPLE_WEIGHT} {ADAKD!r}: it needs "
-            f"{EXAMPLE_WEIGHT}: {ADAKD}, not {weight!r}"
+            f"option {ADAKD_FUNCTION} chooses the function of {EXAMPLE_WEIGHT} {' or '.join(ADAKD_WEIGHTS)}: it "
+            f"needs one of them, not {weight!r}"
+        )
+    function = trial.option(ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION)
+    if weight == ADAKD and function != DEFAULT_ADAKD_FUNCTION:
+        problems.append(
+            f"{EXAMPLE_WEIGHT}: {ADAKD} trades each instance's soft and hard losses by alpha_i in [0, 1], which only "
+            f"{ADAKD_FUNCTION}: {DEFAULT_ADAKD_FUNCTION} gives; {ADAKD_FUNCTION}: {function} goes with "
+            f"{EXAMPLE_WEIGHT}: adakd_batchnorm (batch-normalised weights on the soft term)"
         )
     for target in SCHEDULED:
         if _set(trial, end_option(target)) and not scheduled(trial, target):

@@ -184,7 +184,7 @@ def test_adakd_weights_grow_with_the_teachers_loss_normalised_per_batch(function
     s = np.array([[0.5, -1.0], [2.0, 0.0], [0.0, 0.3], [1.0, 1.0]])
     z = np.array([[3.0, 0.0], [-0.5, 1.0], [0.2, 0.1], [0.0, 2.0]])
     labels = np.array([0, 0, 1, 1])
-    options = {"example_weight": "adakd", "adakd_function": function}
+    options = {"example_weight": "adakd_batchnorm", "adakd_function": function}
     objective = Objective(trial(temperature=2.0, options=options), [], STUDENT, TEACHER, regression=False)
     hidden = draw((4, 3, 8), 1, 0)
     values = objective.term_values(features(hidden, s), features(hidden, z), torch.tensor(labels))
@@ -211,7 +211,8 @@ def test_ctkds_curriculum_by_hand() -> None:
 
 
 def test_ctkd_learns_the_temperature_up_the_loss_through_gradient_reversal() -> None:
-    options = {"temperature_learner": "ctkd", "ctkd_min_temperature": 1.0, "ctkd_max_temperature": 9.0}
+    options = {"temperature_learner": "ctkd", "ctkd_min_temperature": 1.0, "ctkd_max_temperature": 9.0,
+               "ctkd_form": "kdgrid"}  # fmt: skip
     objective = Objective(trial(temperature=3.0, options=options), [], STUDENT, TEACHER, regression=False)
     learned = objective.temperature_learner
     assert learned is not None and learned.value().item() == pytest.approx(3.0, abs=1e-6)
@@ -242,14 +243,14 @@ def test_ctkd_learns_the_temperature_up_the_loss_through_gradient_reversal() -> 
 
 
 @pytest.mark.parametrize("t2", [False, True])
-@pytest.mark.parametrize("weighting", ["uniform", "adakd"])
+@pytest.mark.parametrize("weighting", ["uniform", "adakd_batchnorm"])
 def test_ctkds_temperature_is_pushed_up_the_kl_and_the_students_gradient_is_the_cross_entropys(
     t2: bool, weighting: str
 ) -> None:
     """T's reversed gradient is -d KL(p_T || p_S) / dT (not -d CE / dT, whose teacher-entropy part grows with T
     whatever the student does); the soft value and the student's gradient are those of the cross-entropy."""
     options = {"temperature_learner": "ctkd", "ctkd_max_temperature": 9.0, "ctkd_ramp": 0.5, "soft_t2": t2,
-               "example_weight": weighting}  # fmt: skip
+               "example_weight": weighting, "ctkd_form": "kdgrid"}  # fmt: skip
     objective = Objective(trial(temperature=3.0, options=options), [], STUDENT, TEACHER, regression=False)
     learned = objective.temperature_learner
     assert learned is not None
@@ -266,7 +267,7 @@ def test_ctkds_temperature_is_pushed_up_the_kl_and_the_students_gradient_is_the_
 
     # By hand, float64: AdaKD's weights from the teacher's own cross-entropy, normalised to average 1.
     teacher_ce = np.log(np.exp(z).sum(1)) - z[np.arange(3), labels]
-    raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd" else np.ones(3)
+    raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd_batchnorm" else np.ones(3)
     w = raw / raw.mean()
 
     def ce(temperature: float) -> float:
@@ -322,7 +323,7 @@ def test_each_option_is_refused_naming_its_allowed_values() -> None:
     ]
     assert "allowed: a number in (0, 1]" in option_problems([("ctkd_ramp", 0)], ())[0]
     assert "ctkd_lambda_max=-1 is invalid" in option_problems([("ctkd_lambda_max", -1)], ())[0]
-    assert "did you mean 'adakd'" in option_problems([("example_weight", "adakd_")], ())[0]
+    assert "did you mean 'adakd_batchnorm' or 'adakd'" in option_problems([("example_weight", "adakd_")], ())[0]
 
 
 @pytest.mark.parametrize(
@@ -333,7 +334,7 @@ def test_each_option_is_refused_naming_its_allowed_values() -> None:
         ({"knowledge": ("hidden_mse",), "strategy": "LAD", "options": {"alp_kd_scale": "none"}},
          "option 'alp_kd_scale' is ALP-KD's; the trial's strategy is 'LAD'"),
         ({"options": {"ctkd_ramp": 0.5}}, "option(s) ['ctkd_ramp'] need temperature_learner: ctkd"),
-        ({"temperature": 30.0, "options": {"temperature_learner": "ctkd"}},
+        ({"temperature": 30.0, "options": {"temperature_learner": "ctkd", "ctkd_form": "kdgrid"}},
          "must lie strictly between ctkd_min_temperature=1 and ctkd_max_temperature=21; got temperature=30"),
         ({"options": {"temperature_learner": "ctkd", "temperature_schedule": "linear", "temperature_end": 2.0}},
          "temperature_schedule must be constant, got 'linear'"),

@@ -12,7 +12,9 @@ import torch
 from kdgrid.core.capture import Features
 from kdgrid.core.ctkd import reversal_strength as kdgrid_strength
 from kdgrid.core.objective import Objective
+from kdgrid.core.options import option_problems
 from kdgrid.core.shapes import StudentShape
+from kdgrid.core.temperature_learners import learner_problems
 from kdgrid.trial import Trial
 from tests.method_references import ctkd as paper
 from tests.method_references._numpy import draw
@@ -63,25 +65,15 @@ def test_with_the_authors_settings_the_reversed_temperature_gradient_is_theirs()
     assert ours == pytest.approx(theirs, rel=1e-4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="kdgrid's default departs: the learned temperature starts at the trial's temperature (the sweep: 2), "
-    "where CTKD's starts at 1 + 20 sigmoid(1) = 15.62",
-)
 def test_the_sweeps_ctkd_starts_at_the_authors_temperature() -> None:
-    objective, _ = theta_grad(2.0, {})
-    assert float(objective.temperature_learner.value().detach()) == pytest.approx(
-        paper.initial_temperature(), rel=1e-4
-    )
+    objective, _ = theta_grad(
+        2.0, {}
+    )  # the sweep's cell says temperature 2: the paper's form does not read it
+    learned = objective.temperature_learner
+    assert float(learned.value().detach()) == pytest.approx(paper.initial_temperature(), rel=1e-4)
+    assert learned.summary()["form"] == "paper" and objective.formulation() == {"ctkd_form": "paper"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="kdgrid's default departs: the reversed loss is the KL without T^2 (soft_t2 off), where CTKD reverses "
-    "KL x T^2",
-)
 def test_the_sweeps_ctkd_reverses_the_kl_times_t_squared() -> None:
     objective, ours = theta_grad(2.0, {})
     theta = float(objective.temperature_learner.theta.detach())
@@ -89,12 +81,43 @@ def test_the_sweeps_ctkd_reverses_the_kl_times_t_squared() -> None:
     assert ours == pytest.approx(theirs, rel=1e-4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="kdgrid's default departs: the reversal strength ramps over the whole of training (ctkd_ramp 1), "
-    "where CTKD reaches its maximum after 10 of 240 epochs",
-)
 def test_the_sweeps_reversal_strength_reaches_its_maximum_where_the_authors_does() -> None:
-    progress = paper.RAMP_EPOCHS / 240  # the end of the authors' ramp, as a fraction of their training
-    assert kdgrid_strength(progress, 1.0, 1.0) == pytest.approx(paper.reversal_strength(paper.RAMP_EPOCHS))
+    """The authors' ramp as a fraction of their training (10 of 240 epochs), stepped continuously: kdgrid's
+    strength is theirs at the end of each of their epochs."""
+    objective, _ = theta_grad(2.0, {})
+    ramp = objective.temperature_learner.ramp
+    assert ramp == pytest.approx(paper.RAMP_EPOCHS / 240)
+    for epoch in (1, 3, 5, 10, 11, 240):
+        assert kdgrid_strength(epoch / 240, 1.0, ramp) == pytest.approx(
+            paper.reversal_strength(epoch), abs=1e-12
+        )
+
+
+def test_ctkd_form_kdgrid_is_kdgrids_earlier_form() -> None:
+    """``ctkd_form: kdgrid``: the start is the trial's temperature, the ramp all of training, no T^2."""
+    objective, ours = theta_grad(2.0, {"ctkd_form": "kdgrid"})
+    learned = objective.temperature_learner
+    assert float(learned.value().detach()) == pytest.approx(2.0, abs=1e-6)
+    assert learned.ramp == 1.0 and not objective.soft_t2
+    theta = float(learned.theta.detach())
+    parameter = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
+    t = paper.temperature(parameter)
+    kl = paper.kl_t2(torch.tensor(STUDENT).double(), torch.tensor(TEACHER).double(), t) / t**2  # without T^2
+    (grad,) = torch.autograd.grad(kl, parameter)
+    assert ours == pytest.approx(-float(grad), rel=1e-4)
+    assert kdgrid_strength(0.5, 1.0, learned.ramp) == pytest.approx(0.5)
+
+
+def test_the_forms_and_their_options_are_checked_before_anything_runs() -> None:
+    assert option_problems([("ctkd_form", "papers")], ()) == [
+        "option ctkd_form='papers' is invalid; allowed: paper, kdgrid"
+    ]
+    assert learner_problems({"ctkd_form": "paper"}, 1.0, 1.0, "constant") == [
+        "option(s) ['ctkd_form'] need temperature_learner: ctkd"
+    ]
+    paper_form = {"temperature_learner": "ctkd"}
+    assert (
+        learner_problems(paper_form, 30.0, 1.0, "constant") == []
+    )  # the paper's form reads no trial temperature
+    assert "must lie strictly between" in learner_problems({**paper_form, "ctkd_form": "kdgrid"}, 30.0, 1.0,
+                                                           "constant")[0]  # fmt: skip

@@ -34,11 +34,13 @@ def logits_features(logits: np.ndarray, distill: np.ndarray | None = None) -> Fe
     return dataclasses.replace(plain, distill_logits=torch.tensor(distill, dtype=torch.float32))
 
 
-def dual_head_terms() -> tuple[dict[str, torch.Tensor], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def dual_head_terms(
+    **options: object,
+) -> tuple[dict[str, torch.Tensor], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The sweep's dual_head cell (soft labels only, ``dual_head: true``) at the authors' temperature: kdgrid's
     terms, the task head's, the distillation head's and the teacher's logits, the labels."""
     trial = Trial(task="synthetic-single-binary", teacher="t", student=SHAPE.name, knowledge=(),
-                  temperature=TEMPERATURE, alpha=0.1, options={"dual_head": True})  # fmt: skip
+                  temperature=TEMPERATURE, alpha=0.1, options={"dual_head": True, **options})  # fmt: skip
     objective = Objective(trial, [], SHAPE, SHAPE, regression=False)
     task, distill, teacher = draw((6, 3), 0, 2.0), draw((6, 3), 1, 2.0), draw((6, 3), 2, 3.0)
     labels = np.array([0, 1, 2, 2, 1, 0])
@@ -60,18 +62,18 @@ def test_the_binary_kl_references_behave_as_the_authors_losses() -> None:
     assert binary_kl_norm(np.array([[1.0]]), np.array([[0.0]]), 1.0) == pytest.approx(by_hand, rel=1e-12)
 
 
-def test_kdgrids_dual_head_puts_its_documented_soft_label_loss_on_the_distillation_head() -> None:
+def test_the_distillation_head_is_trained_with_binary_kl_norm() -> None:
     values, task, distill, teacher, labels = dual_head_terms()
-    assert values["soft"].item() == pytest.approx(soft_loss(distill, teacher, TEMPERATURE), rel=1e-5)
+    assert values["soft"].item() == pytest.approx(binary_kl_norm(distill, teacher, TEMPERATURE), rel=1e-5)
     assert values["hard"].item() == pytest.approx(hard_loss(task, labels), rel=1e-5)  # the task head
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="kdgrid's default departs: its distillation head reads the softmax soft-label cross-entropy, where the "
-    "authors train it with BinaryKL-Norm (T^2-scaled, summed over classes)",
-)
-def test_the_distillation_head_is_trained_with_binary_kl_norm() -> None:
-    values, _, distill, teacher, _ = dual_head_terms()
-    assert values["soft"].item() == pytest.approx(binary_kl_norm(distill, teacher, TEMPERATURE), rel=1e-5)
+def test_dual_head_loss_binary_kl_is_the_authors_binary_kl() -> None:
+    values, _, distill, teacher, _ = dual_head_terms(dual_head_loss="binary_kl")
+    assert values["soft"].item() == pytest.approx(binary_kl(distill, teacher, TEMPERATURE), rel=1e-5)
+
+
+def test_dual_head_loss_softmax_is_kdgrids_earlier_soft_label_loss_on_the_distillation_head() -> None:
+    values, task, distill, teacher, labels = dual_head_terms(dual_head_loss="softmax")
+    assert values["soft"].item() == pytest.approx(soft_loss(distill, teacher, TEMPERATURE), rel=1e-5)
+    assert values["hard"].item() == pytest.approx(hard_loss(task, labels), rel=1e-5)
