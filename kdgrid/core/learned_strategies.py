@@ -41,8 +41,16 @@ ALP_KD_SCALE = "alp_kd_scale"
 ALP_KD_SCALES = ("none", "sqrt_width")
 # The features ALP-KD can attend with: [B, L, d] tensors whose [CLS] row is a representation (not scores).
 ALP_KD_FEATURES = ("hidden", "query", "key", "value")
+# ALP-KD's option: which tokens its loss compares. The paper's attention and loss read the [CLS] vectors only
+# ("cls", the default); "all" (kdgrid's earlier form) compares every token with the attended teacher layers.
+ALP_KD_TOKENS = "alp_kd_tokens"
+ALP_KD_TOKEN_CHOICES = ("cls", "all")
+DEFAULT_ALP_KD_TOKENS = "cls"
+# The knowledge that compares the two sides vector by vector, so that it can compare the [CLS] vectors alone (the
+# others relate tokens to each other: with one token they would compare nothing).
+ALP_KD_CLS_KNOWLEDGE = ("hidden_mse", "cos", "pkd")
 # Which options belong to which strategy: a trial that sets one under another strategy is refused.
-STRATEGY_OPTIONS: dict[str, tuple[str, ...]] = {ALP_KD: (ALP_KD_SCALE,)}
+STRATEGY_OPTIONS: dict[str, tuple[str, ...]] = {ALP_KD: (ALP_KD_SCALE, ALP_KD_TOKENS)}
 
 
 def nominal_pairs(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
@@ -83,3 +91,23 @@ def alp_kd_scale_problem(value: object) -> str | None:
     if value in ALP_KD_SCALES:
         return None
     return f"option {ALP_KD_SCALE}={value!r} is invalid; allowed: {', '.join(ALP_KD_SCALES)}"
+
+
+def alp_kd_tokens_problem(value: object) -> str | None:
+    """Why ``value`` is not a choice of ALP-KD's compared tokens (None when it is); names the allowed ones."""
+    if value in ALP_KD_TOKEN_CHOICES:
+        return None
+    return f"option {ALP_KD_TOKENS}={value!r} is invalid; allowed: {', '.join(ALP_KD_TOKEN_CHOICES)}"
+
+
+def alp_kd_token_problems(knowledge: list[str], options: dict[str, Any]) -> list[str]:
+    """Under ``alp_kd_tokens: cls`` (the default), the knowledge on pairs that cannot compare one vector (ALP-KD's
+    [CLS] loss) is refused, naming the way out."""
+    if options.get(ALP_KD_TOKENS, DEFAULT_ALP_KD_TOKENS) != "cls":
+        return []
+    return [
+        f"strategy {ALP_KD} compares the [CLS] vectors only ({ALP_KD_TOKENS}: cls, the paper's loss); knowledge "
+        f"{name!r} relates tokens to each other: use {', '.join(ALP_KD_CLS_KNOWLEDGE)}, or {ALP_KD_TOKENS}: all"
+        for name in knowledge
+        if name not in ALP_KD_CLS_KNOWLEDGE
+    ]

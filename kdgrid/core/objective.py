@@ -43,6 +43,7 @@ from kdgrid.core.dual_head_loss import binary_loss_per_example
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
 from kdgrid.core.knowledge import distilled_knowledge, get_knowledge, placed_terms, term_name
 from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, Curriculum
+from kdgrid.core.learned_strategies import ALP_KD, ALP_KD_TOKENS, DEFAULT_ALP_KD_TOKENS
 from kdgrid.core.lkd import LossWeights
 from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.losses.logits import (
@@ -213,6 +214,12 @@ class Objective(nn.Module):
         if any(term.mapped for term in terms):
             context = mapping_context(trial, student, teacher)
             self.mapping = build_mapping(trial.strategy, context)
+        # ALP-KD's paper loss compares the [CLS] vectors only (option alp_kd_tokens, kdgrid.core.learned_strategies)
+        self.alp_kd_tokens = (
+            str(trial.option(ALP_KD_TOKENS, DEFAULT_ALP_KD_TOKENS))
+            if self.mapping is not None and get_strategy(str(trial.strategy)).name == ALP_KD
+            else None
+        )
         self.temperature_learner: TemperatureLearner | None = build_temperature_learner(
             str(trial.option(TEMPERATURE_LEARNER, NO_TEMPERATURE_LEARNER)), trial.temperature, dict(trial.options)
         )
@@ -411,9 +418,13 @@ class Objective(nn.Module):
                 s_layer, t_layer = term.pair if term.pair is not None else (None, None)
                 s_feats = {k: v.float() for k, v in _features_for(student, spec.needs, s_layer).items()}
                 if term.mapped:
+                    mask = student.mask
+                    if self.alp_kd_tokens == "cls":  # the [CLS] position alone is a real token for the loss
+                        mask = torch.zeros_like(mask)
+                        mask[:, 0] = 1
                     with trainable_targets():
                         t_feats = self._mapped_targets(term, s_feats, teacher)
-                        values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels)
+                        values[term.name] = self._term_value(term, s_feats, t_feats, mask, labels)
                     continue
                 t_feats = {  # one fp32 copy per batch for the whole group (a no-op for fp32 features)
                     k: teacher_side(("float",), (v,), v.float)
@@ -464,8 +475,8 @@ class Objective(nn.Module):
     def formulation(self) -> dict[str, str]:
         """Which formulation each paper method of the trial computes, by option, where an option's default changed
         meaning (an option at its default is not written into the trial, so its id cannot say): the dual head's
-        loss, AdaKD's form, CTKD's form. A row without it was computed before, with kdgrid's earlier forms
-        (``softmax``, ``adakd_batchnorm``'s, ``kdgrid``)."""
+        loss, AdaKD's form, CTKD's form, ALP-KD's compared tokens. A row without it was computed before, with kdgrid's earlier forms
+        (``softmax``, ``adakd_batchnorm``'s, ``kdgrid``, ``all``)."""
         options = dict(self.trial.options)
         found: dict[str, str] = {}
         if self.trial.option(DUAL_HEAD):
@@ -474,6 +485,8 @@ class Objective(nn.Module):
             found[EXAMPLE_WEIGHT] = "adakd (trade-off)"
         if self.temperature_learner is not None and options.get(TEMPERATURE_LEARNER) == "ctkd":
             found["ctkd_form"] = ctkd_form(options)
+        if self.alp_kd_tokens is not None:
+            found[ALP_KD_TOKENS] = self.alp_kd_tokens
         return found
 
     def learned_parts(self) -> dict[str, dict[str, Any]]:

@@ -26,7 +26,13 @@ from kdgrid.core.adakd import ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION, adakd_func
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
 from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, boundaries_problem
 from kdgrid.core.learned_lr import LEARNED_LR_SCALE
-from kdgrid.core.learned_strategies import ALP_KD_SCALE, alp_kd_scale_problem
+from kdgrid.core.learned_strategies import (
+    ALP_KD_SCALE,
+    ALP_KD_TOKENS,
+    DEFAULT_ALP_KD_TOKENS,
+    alp_kd_scale_problem,
+    alp_kd_tokens_problem,
+)
 from kdgrid.core.lkd_options import holdout_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.reaugkd_options import OPTION_DECLARATIONS as REAUGKD_OPTIONS
@@ -270,6 +276,14 @@ register_option(
     "none",
     "strategy ALP-KD: the attention scores' divisor, none (the paper's plain dot product) or sqrt_width (sqrt(d_T))",
     check=alp_kd_scale_problem,
+)
+register_option(
+    ALP_KD_TOKENS,
+    "text",
+    DEFAULT_ALP_KD_TOKENS,
+    "strategy ALP-KD: which tokens its loss compares, cls (the paper's: the [CLS] vectors) or all (kdgrid's "
+    "earlier form: every token against the attended teacher layers)",
+    check=alp_kd_tokens_problem,
 )
 register_option(
     CTKD_MIN, "number", CTKD_DEFAULTS[CTKD_MIN], "ctkd: the lowest temperature it may learn", minimum=MIN_TEMPERATURE

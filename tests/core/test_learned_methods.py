@@ -84,7 +84,8 @@ def test_lad_targets_the_gate_weighted_sum_of_every_teacher_layer() -> None:
 
 @pytest.mark.parametrize("scale", ["none", "sqrt_width"])
 def test_alp_kd_attends_over_teacher_layers_from_the_students_cls(scale: str) -> None:
-    t = trial(knowledge=("hidden_mse",), strategy="alp_kd", beta=1.0, options={"alp_kd_scale": scale})
+    t = trial(knowledge=("hidden_mse",), strategy="alp_kd", beta=1.0,
+              options={"alp_kd_scale": scale, "alp_kd_tokens": "all"})  # fmt: skip
     terms = knowledge_terms(t, layer_pairs("ALP-KD", 2, 3), STUDENT, TEACHER)
     objective = Objective(t, terms, STUDENT, TEACHER, regression=False)
     assert objective.mapping.query is None and not list(objective.mapping.parameters())  # equal widths: none
@@ -111,7 +112,8 @@ def test_alp_kd_attends_over_teacher_layers_from_the_students_cls(scale: str) ->
 
 
 def test_alp_kd_counts_a_batch_once_per_student_layer_and_no_batch_without_gradients() -> None:
-    t = trial(knowledge=("hidden_mse", "cos", "value_relation"), strategy="ALP-KD", beta=1.0)
+    t = trial(knowledge=("hidden_mse", "cos", "value_relation"), strategy="ALP-KD", beta=1.0,
+              options={"alp_kd_tokens": "all"})  # fmt: skip
     terms = knowledge_terms(t, layer_pairs("ALP-KD", 2, 3), STUDENT, TEACHER)
     assert [sum(term.pair == pair for term in terms) for pair in ((1, 1), (2, 3))] == [3, 3]  # 3 terms a layer
     objective = Objective(t, terms, STUDENT, TEACHER, regression=False)
@@ -353,11 +355,15 @@ def test_the_learned_methods_combine_with_what_they_support() -> None:
         trial(
             knowledge=("hidden_mse", "value_relation"),
             strategy="ALP-KD",
-            options={"alp_kd_scale": "sqrt_width"},
+            options={"alp_kd_scale": "sqrt_width", "alp_kd_tokens": "all"},
         ),
+        trial(knowledge=("hidden_mse", "cos", "pkd"), strategy="ALP-KD"),  # [CLS] vectors: the paper's loss
         trial(knowledge=("attention_mse_sum", "hidden_mse"), strategy="LAD"),
         trial(temperature=4.0, options={"temperature_learner": "ctkd", "example_weight": "adakd"}),
     ]
     for t in ok:
         assert trial_option_problems(t) == []
+    # ALP-KD's [CLS] loss (the default) cannot compare relations between tokens: refused, naming the way out
+    (problem,) = trial_option_problems(trial(knowledge=("hidden_mse", "value_relation"), strategy="ALP-KD"))
+    assert "knowledge 'value_relation' relates tokens to each other" in problem and "alp_kd_tokens: all" in problem
     assert get_strategy("alp").name == "ALP-KD" and get_strategy("lad").learnable

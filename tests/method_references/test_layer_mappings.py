@@ -31,10 +31,10 @@ def features(hidden: list[np.ndarray]) -> Features:
     )
 
 
-def mapped_values(strategy: str) -> tuple[Objective, dict[str, torch.Tensor]]:
+def mapped_values(strategy: str, **options: object) -> tuple[Objective, dict[str, torch.Tensor]]:
     """The sweep's cell (hidden states, the learnable strategy; equal widths, so no projection) on one batch."""
     trial = Trial(task="synthetic-single-binary", teacher="t", student=STUDENT.name, knowledge=("hidden_mse",),
-                  strategy=strategy, beta=1.0)  # fmt: skip
+                  strategy=strategy, beta=1.0, options=options)  # fmt: skip
     terms = knowledge_terms(trial, layer_pairs(strategy, 2, 4), STUDENT, TEACHER)
     objective = Objective(trial, terms, STUDENT, TEACHER, regression=False)
     return objective, objective.knowledge_values(features(HIDDEN_S), features(HIDDEN_T))
@@ -86,8 +86,9 @@ def test_alp_kds_attention_is_the_papers_cls_attention() -> None:
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
-def test_kdgrids_alp_kd_is_its_documented_attended_sum_over_every_token() -> None:
-    _, values = mapped_values("ALP-KD")
+def test_alp_kd_tokens_all_is_kdgrids_earlier_attended_sum_over_every_token() -> None:
+    objective, values = mapped_values("ALP-KD", alp_kd_tokens="all")
+    assert objective.formulation() == {"alp_kd_tokens": "all"}
     for student_layer, nominal in layer_pairs("ALP-KD", 2, 4):
         student = torch.tensor(HIDDEN_S[student_layer], dtype=torch.float32)
         weights = alp_attention(student[:, 0], [h[:, 0] for h in torch_layers(HIDDEN_T)])
@@ -96,12 +97,6 @@ def test_kdgrids_alp_kd_is_its_documented_attended_sum_over_every_token() -> Non
         assert values[f"hidden_mse@{student_layer}-{nominal}"].item() == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="kdgrid's default departs: ALP-KD's loss compares every token of the student layer with the attended "
-    "sum of the teacher's layers, where the paper's compares the [CLS] vectors only",
-)
 def test_alp_kds_loss_compares_the_cls_vectors() -> None:
     _, values = mapped_values("ALP-KD")
     for student_layer, nominal in layer_pairs("ALP-KD", 2, 4):
