@@ -11,9 +11,15 @@ the hard-label term versus everything else of the objective, each weighted), one
 with ``mu = 0.9`` (`kdgrid.core.method_options.DOT_MOMENTUM`) and ``Delta`` the option ``dot_delta`` (default
 0.075, the paper's). A larger distillation momentum lets the distillation gradient dominate the direction over
 steps, which is DOT's remedy for the conflict between the two. Weight decay is added to the task side (coupled,
-as in SGD); parameters with ``wd = 0`` (biases, LayerNorm) get none (`kdgrid.core.optim.decay_groups`). A
-parameter with no gradient on one side (a projection has no task gradient) counts that side as zero. Buffers start
-at zero, so the first step is ``p - lr * (g_task + wd p + g_kd)``. The learning rate is the trial's ``lr``, scaled
+as in SGD); parameters with ``wd = 0`` (biases, LayerNorm) get none (`kdgrid.core.optim.decay_groups`). Buffers
+start at zero, so the first step is ``p - lr * (g_task + wd p + g_kd)``. A parameter with a gradient on one side
+only (a projection has no task gradient) steps by the option ``dot_form``:
+
+- ``paper`` (default; the authors' code, megvii-research/mdistiller ``engine/dot.py``): that side's buffer alone,
+  at the mean momentum ``mu``, with the weight decay on that side: ``v <- mu v + g + wd p``, ``p <- p - lr v``;
+  the other buffer is left as it is;
+- ``kdgrid`` (kdgrid's earlier form): the missing gradient counts as zero, both buffers decay by their own
+  momenta and both step the parameter, the weight decay on the task side. The learning rate is the trial's ``lr``, scaled
 by the usual warm-up/decay schedule: DOT is SGD, so its learning rate is SGD's (the paper's CIFAR runs: 0.05 to
 0.1), not AdamW's.
 """
@@ -25,7 +31,7 @@ from typing import Any
 
 import torch
 
-from kdgrid.core.method_options import DEFAULT_DOT_DELTA, DOT_MOMENTUM
+from kdgrid.core.method_options import DEFAULT_DOT_DELTA, DEFAULT_DOT_FORM, DOT_FORMS, DOT_MOMENTUM
 
 
 class DOT(torch.optim.Optimizer):
@@ -38,9 +44,13 @@ class DOT(torch.optim.Optimizer):
         momentum: float = DOT_MOMENTUM,
         delta: float = DEFAULT_DOT_DELTA,
         weight_decay: float = 0.0,
+        form: str = DEFAULT_DOT_FORM,
     ) -> None:
         if not (momentum - delta >= 0 and momentum + delta < 1):
             raise ValueError(f"DOT momenta {momentum} -+ {delta} must lie in [0, 1)")
+        if form not in DOT_FORMS:
+            raise ValueError(f"DOT form {form!r}; allowed: {', '.join(DOT_FORMS)}")
+        self.form = form
         super().__init__(
             params, {"lr": lr, "momentum": momentum, "delta": delta, "weight_decay": weight_decay}
         )
@@ -75,6 +85,13 @@ class DOT(torch.optim.Optimizer):
                     state["task_momentum"] = torch.zeros_like(p)
                     state["distill_momentum"] = torch.zeros_like(p)
                 v_task, v_kd = state["task_momentum"], state["distill_momentum"]
+                if self.form == "paper" and (g_task is None or g_kd is None):  # one side: the authors' step
+                    buffer, grad = (v_task, g_task) if g_kd is None else (v_kd, g_kd)
+                    buffer.mul_(mu).add_(grad)
+                    if wd:
+                        buffer.add_(p, alpha=wd)
+                    p.sub_(buffer, alpha=lr)
+                    continue
                 v_task.mul_(mu - delta)
                 if g_task is not None:
                     v_task.add_(g_task)

@@ -26,6 +26,12 @@ OPTIMIZERS: tuple[str, ...] = ("adamw", "dot")
 DOT_DELTA = "dot_delta"
 DOT_MOMENTUM = 0.9  # DOT's base momentum mu (Zhao et al., ICCV 2023, SGD with momentum 0.9)
 DEFAULT_DOT_DELTA = 0.075  # Zhao et al.'s Delta: task momentum mu - Delta, distillation momentum mu + Delta
+# How DOT steps a parameter with one of the two gradients only (a projection: distillation only): "paper" (the
+# authors' code, mdistiller: one buffer at the mean momentum mu, weight decay on that side) or "kdgrid" (kdgrid's
+# earlier form: both buffers kept, the missing gradient counted as zero, weight decay on the task side).
+DOT_FORM = "dot_form"
+DOT_FORMS: tuple[str, ...] = ("paper", "kdgrid")
+DEFAULT_DOT_FORM = "paper"
 GRAD_COSINE_BATCHES = "grad_cosine_batches"
 DUAL_HEAD = "dual_head"
 # The dual-head student's distillation-head loss (`kdgrid.core.dual_head_loss`): the authors' BinaryKL-Norm by
@@ -46,6 +52,10 @@ def _choice_problem(name: str, value: Any, allowed: tuple[str, ...]) -> str | No
         return None
     hint = did_you_mean(value, allowed) if isinstance(value, str) else ""
     return f"option {name}={value!r} is invalid; allowed: {', '.join(allowed)}{hint}"
+
+
+def dot_form_problem(value: Any) -> str | None:
+    return _choice_problem(DOT_FORM, value, DOT_FORMS)
 
 
 def dual_head_loss_problem(value: Any) -> str | None:

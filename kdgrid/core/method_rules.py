@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kdgrid.core.method_options import (
     DOT_DELTA,
+    DOT_FORM,
     DUAL_HEAD,
     DUAL_HEAD_LOSS,
     GRAD_COSINE_BATCHES,
@@ -37,8 +38,9 @@ def method_problems(trial: Trial) -> list[str]:
             f"{list(trial.knowledge)}"
         )
     dot = trial.option(OPTIMIZER) == "dot"
-    if trial.option(DOT_DELTA) is not None and not dot:
-        problems.append(f"option {DOT_DELTA} is only for optimizer 'dot'")
+    for name in (DOT_DELTA, DOT_FORM):
+        if trial.option(name) is not None and not dot:
+            problems.append(f"option {name} is only for optimizer 'dot'")
     if dot and trial.option("max_grad_norm"):
         problems.append("optimizer 'dot' does not clip gradients: leave max_grad_norm unset")
     if trial.option(DUAL_HEAD) and not (trial.alpha > 0 and trial.soft_weight > 0):

@@ -54,9 +54,12 @@ from kdgrid.core.losses.logits import (
 from kdgrid.core.mapping import LayerMapping, build_mapping
 from kdgrid.core.matching import get_strategy, mapping_context
 from kdgrid.core.method_options import (
+    DEFAULT_DOT_FORM,
     DEFAULT_DUAL_HEAD_LOSS,
+    DOT_FORM,
     DUAL_HEAD,
     DUAL_HEAD_LOSS,
+    OPTIMIZER,
     PROJECTOR_MEMBERS,
     SOFTMAX_HEAD_LOSS,
 )
@@ -475,8 +478,8 @@ class Objective(nn.Module):
     def formulation(self) -> dict[str, str]:
         """Which formulation each paper method of the trial computes, by option, where an option's default changed
         meaning (an option at its default is not written into the trial, so its id cannot say): the dual head's
-        loss, AdaKD's form, CTKD's form, ALP-KD's compared tokens. A row without it was computed before, with kdgrid's earlier forms
-        (``softmax``, ``adakd_batchnorm``'s, ``kdgrid``, ``all``)."""
+        loss, AdaKD's form, CTKD's form, ALP-KD's compared tokens, DOT's one-sided step. A row without it was computed before, with kdgrid's earlier forms
+        (``softmax``, ``adakd_batchnorm``'s, ``kdgrid``, ``all``, DOT's ``kdgrid``)."""
         options = dict(self.trial.options)
         found: dict[str, str] = {}
         if self.trial.option(DUAL_HEAD):
@@ -487,6 +490,8 @@ class Objective(nn.Module):
             found["ctkd_form"] = ctkd_form(options)
         if self.alp_kd_tokens is not None:
             found[ALP_KD_TOKENS] = self.alp_kd_tokens
+        if options.get(OPTIMIZER) == "dot":
+            found[DOT_FORM] = str(options.get(DOT_FORM, DEFAULT_DOT_FORM))
         return found
 
     def learned_parts(self) -> dict[str, dict[str, Any]]:

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from kdgrid.core.dot import DOT
-from kdgrid.core.method_options import DEFAULT_DOT_DELTA, OPTIMIZERS
+from kdgrid.core.method_options import DEFAULT_DOT_DELTA, DEFAULT_DOT_FORM, OPTIMIZERS
 from kdgrid.errors import ConfigError
 
 
@@ -58,10 +58,11 @@ def build_optimizer(
     *,
     kind: str = "adamw",
     dot_delta: float | None = None,
+    dot_form: str | None = None,
     learned: Iterable[nn.Module] = (),
     learned_lr_scale: float | None = None,
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW (or, ``kind="dot"``, DOT with ``dot_delta``) over every trainable parameter of ``modules`` and its
+    """AdamW (or, ``kind="dot"``, DOT with ``dot_delta`` and ``dot_form``) over every trainable parameter of ``modules`` and its
     linear warm-up/decay scheduler.
 
     With ``learned_lr_scale`` m, the parameters of the ``learned`` modules (a method's learned parts, inside
@@ -82,7 +83,8 @@ def build_optimizer(
         ]
     if kind == "dot":
         delta = DEFAULT_DOT_DELTA if dot_delta is None else float(dot_delta)
-        optimizer: torch.optim.Optimizer = DOT(groups, lr=lr, delta=delta)
+        form = DEFAULT_DOT_FORM if dot_form is None else dot_form
+        optimizer: torch.optim.Optimizer = DOT(groups, lr=lr, delta=delta, form=form)
     elif kind == "adamw":
         optimizer = torch.optim.AdamW(groups, lr=lr, fused=True)
     else:

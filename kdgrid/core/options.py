@@ -373,6 +373,15 @@ register_option(
     check=methods.dot_delta_problem,
 )
 register_option(
+    methods.DOT_FORM,
+    "text",
+    None,
+    "optimizer dot: how a parameter with one of the two gradients steps, paper (the authors': one buffer at the "
+    "mean momentum, weight decay on its side) or kdgrid (both buffers, the missing gradient zero); "
+    f"unset: {methods.DEFAULT_DOT_FORM}",
+    check=methods.dot_form_problem,
+)
+register_option(
     methods.DUAL_HEAD,
     "bool",
     False,

@@ -40,7 +40,7 @@ from kdgrid.core.lkd import EXTRA_KEY as LKD_KEY
 from kdgrid.core.lkd import lkd_gradients, validation_loss_fn
 from kdgrid.core.loaded_job import LoadedJob, TeacherInfo
 from kdgrid.core.masking import TRAINING, student_input
-from kdgrid.core.method_options import DOT_DELTA, DUAL_HEAD, OPTIMIZER
+from kdgrid.core.method_options import DOT_DELTA, DOT_FORM, DUAL_HEAD, OPTIMIZER
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
 from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
@@ -247,6 +247,7 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         trial.warmup_ratio,
         kind=trial.option(OPTIMIZER) or "adamw",
         dot_delta=trial.option(DOT_DELTA),
+        dot_form=trial.option(DOT_FORM),
         learned=run.objective.learned_modules(),
         learned_lr_scale=trial.option(LEARNED_LR_SCALE),
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from kdgrid.core.dot import DOT
@@ -16,14 +15,16 @@ def gradients(step: int, shapes: list[tuple[int, ...]]) -> list[torch.Tensor]:
     return [torch.randn(shape, generator=generator, dtype=torch.float64) for shape in shapes]
 
 
-def run_both(task_side: list[bool], distill_side: list[bool], steps: int = 4) -> tuple[list, list]:
+def run_both(
+    task_side: list[bool], distill_side: list[bool], steps: int = 4, form: str = "paper"
+) -> tuple[list, list]:
     """kdgrid's DOT and the reference from the same start over ``steps`` steps; parameter i has a task gradient
     where ``task_side[i]`` and a distillation gradient where ``distill_side[i]``."""
     shapes = [(3, 2)] * len(task_side)
     start = gradients(0, shapes)
     ours = [torch.nn.Parameter(p.clone()) for p in start]
     theirs = [p.clone() for p in start]
-    optimizer = DOT([{"params": ours, "weight_decay": WD}], lr=LR, momentum=MU, delta=DELTA)
+    optimizer = DOT([{"params": ours, "weight_decay": WD}], lr=LR, momentum=MU, delta=DELTA, form=form)
     reference = ReferenceDOT(theirs, lr=LR, mu=MU, delta=DELTA, wd=WD)
     for step in range(1, steps + 1):
         g_task = [g if side else None for g, side in zip(gradients(2 * step, shapes), task_side, strict=True)]
@@ -54,22 +55,15 @@ def run_with_delta_zero() -> list[torch.Tensor]:
     return [p.detach() for p in params]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="kdgrid's default departs: a parameter with one gradient only (a projection: distillation only) keeps "
-    "the momentum of its side (mu + Delta, or mu - Delta) and its weight decay on the task side; the authors' "
-    "code uses the mean momentum mu and puts the decay on the side the parameter has",
-)
 def test_a_parameter_with_one_gradient_steps_as_the_authors_dot() -> None:
     ours, theirs = run_both([True, False], [False, True])
     for a, b in zip(ours, theirs, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
-def test_a_parameter_with_one_gradient_follows_kdgrids_documented_rule() -> None:
-    """kdgrid's own reading: the missing side counts as zero (both buffers kept, decay on the task side)."""
-    ours, _ = run_both([False], [True], steps=3)
+def test_dot_form_kdgrid_steps_a_one_sided_parameter_by_kdgrids_earlier_rule() -> None:
+    """``dot_form: kdgrid``: the missing side counts as zero (both buffers kept, decay on the task side)."""
+    ours, _ = run_both([False], [True], steps=3, form="kdgrid")
     p = gradients(0, [(3, 2)])[0]
     v_task, v_kd = torch.zeros_like(p), torch.zeros_like(p)
     for step in range(1, 4):
