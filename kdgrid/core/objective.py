@@ -42,7 +42,7 @@ from kdgrid.core.capture import Features
 from kdgrid.core.dual_head_loss import binary_loss_per_example
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
 from kdgrid.core.knowledge import distilled_knowledge, get_knowledge, placed_terms, term_name
-from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, Curriculum
+from kdgrid.core.layer_curriculum import DEFAULT_LAST, LAYER_CURRICULUM, LAYER_CURRICULUM_LAST, Curriculum
 from kdgrid.core.learned_strategies import ALP_KD, ALP_KD_TOKENS, DEFAULT_ALP_KD_TOKENS
 from kdgrid.core.lkd import LossWeights
 from kdgrid.core.losses import compute_knowledge
@@ -245,8 +245,11 @@ class Objective(nn.Module):
             )
         self.progress = 0.0
         boundaries = trial.option(LAYER_CURRICULUM)  # a layer-wise curriculum (kdgrid.core.layer_curriculum)
+        last = str(trial.option(LAYER_CURRICULUM_LAST, DEFAULT_LAST))
         self.curriculum = (
-            None if boundaries is None else Curriculum.of(boundaries, [(term.name, term.pair) for term in terms])
+            None
+            if boundaries is None
+            else Curriculum.of(boundaries, [(term.name, term.pair) for term in terms], last)
         )
         self.stage = 0
         # LKD's learned loss weights (kdgrid.core.lkd): one per term, the soft and hard labels included
@@ -263,8 +266,9 @@ class Objective(nn.Module):
         if self.curriculum is not None:
             self.stage = self.curriculum.stage(step_index, total_steps)
 
-    def trainable_layers(self) -> frozenset[int] | None:
-        """The student layers the current curriculum stage trains (0 = embeddings); None: all of them."""
+    def trainable_layers(self) -> frozenset[int | None] | None:
+        """The student layers the current curriculum stage trains (0 = embeddings, None = the pooler and the heads);
+        None: all of them."""
         return None if self.curriculum is None else self.curriculum.trainable_layers(self.stage)
 
     def scheduled(self, target: str, start: float) -> float:
@@ -478,8 +482,8 @@ class Objective(nn.Module):
     def formulation(self) -> dict[str, str]:
         """Which formulation each paper method of the trial computes, by option, where an option's default changed
         meaning (an option at its default is not written into the trial, so its id cannot say): the dual head's
-        loss, AdaKD's form, CTKD's form, ALP-KD's compared tokens, DOT's one-sided step. A row without it was computed before, with kdgrid's earlier forms
-        (``softmax``, ``adakd_batchnorm``'s, ``kdgrid``, ``all``, DOT's ``kdgrid``)."""
+        loss, AdaKD's form, CTKD's form, ALP-KD's compared tokens, DOT's one-sided step, a curriculum's last stage. A row without it was computed before, with kdgrid's earlier forms
+        (``softmax``, ``adakd_batchnorm``'s, ``kdgrid``, ``all``, DOT's ``kdgrid``, the curriculum's ``all``)."""
         options = dict(self.trial.options)
         found: dict[str, str] = {}
         if self.trial.option(DUAL_HEAD):
@@ -490,6 +494,8 @@ class Objective(nn.Module):
             found["ctkd_form"] = ctkd_form(options)
         if self.alp_kd_tokens is not None:
             found[ALP_KD_TOKENS] = self.alp_kd_tokens
+        if self.curriculum is not None:
+            found[LAYER_CURRICULUM_LAST] = self.curriculum.last
         if options.get(OPTIMIZER) == "dot":
             found[DOT_FORM] = str(options.get(DOT_FORM, DEFAULT_DOT_FORM))
         return found

@@ -24,7 +24,12 @@ from kdgrid.core import knowledge as registry
 from kdgrid.core import method_options as methods
 from kdgrid.core.adakd import ADAKD_FUNCTION, DEFAULT_ADAKD_FUNCTION, adakd_function_problem
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_problem
-from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, boundaries_problem
+from kdgrid.core.layer_curriculum import (
+    LAYER_CURRICULUM,
+    LAYER_CURRICULUM_LAST,
+    boundaries_problem,
+    last_stage_problem,
+)
 from kdgrid.core.learned_lr import LEARNED_LR_SCALE
 from kdgrid.core.learned_strategies import (
     ALP_KD_SCALE,
@@ -432,6 +437,14 @@ register_option(
     "train the student layer by layer, shallow to deep, then on the full objective: the stage boundaries as "
     "fractions of the training steps, one per matched student layer (kdgrid.core.layer_curriculum); unset: none",
     check=boundaries_problem,
+)
+register_option(
+    LAYER_CURRICULUM_LAST,
+    "text",
+    None,
+    "layer_curriculum: the last stage, classifier (the paper's: the pooler and the heads on the gold labels alone, "
+    "the encoder frozen) or all (every parameter on the full objective); unset: classifier",
+    check=last_stage_problem,
 )
 register_option(
     LEARNED_LR_SCALE,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from kdgrid.core.layer_curriculum import Curriculum
+from kdgrid.core.layer_curriculum import HEAD, Curriculum, parameter_layer
 from kdgrid.core.matching import layer_pairs
 from tests.method_references.stagewise import CLASSIFIER, stages
 
@@ -33,15 +31,18 @@ def test_the_sweeps_boundaries_start_the_stages_where_its_recipe_says() -> None:
     assert [curriculum.stage(k, TOTAL) for k in (37, 38, 75, 76, 188)] == [0, 1, 1, 2, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="kdgrid's default departs: after the layer stages it trains every parameter on the trial's full "
-    "objective, where stage-wise distillation trains the classifier alone on the gold labels, the encoder frozen",
-)
 def test_the_last_stage_trains_the_classifier_alone_on_the_labels() -> None:
     curriculum = kdgrid_curriculum([1 / 3, 2 / 3])
     last = stages([1, 2], {1: {"hidden_mse@1-3"}, 2: {"hidden_mse@2-6"}}, TOTAL)[-1]
-    assert last.trainable == {CLASSIFIER} and last.terms == {"hard"}
-    assert curriculum.trainable_layers(curriculum.full_stage) == last.trainable
-    assert curriculum.stage_terms(curriculum.full_stage) == last.terms
+    assert last.first_step == curriculum.first_steps(TOTAL)[-1]
+    # kdgrid names the classifier stage's trainable part HEAD: the parameters outside the encoder and embeddings
+    ours = {CLASSIFIER if layer is HEAD else layer for layer in curriculum.trainable_layers(curriculum.full_stage)}
+    assert ours == last.trainable and curriculum.stage_terms(curriculum.full_stage) == last.terms
+    assert parameter_layer("classifier.weight") is HEAD and parameter_layer("bert.pooler.dense.weight") is HEAD
+
+
+def test_layer_curriculum_last_all_is_kdgrids_earlier_full_last_stage() -> None:
+    pairs = layer_pairs("Dilatation", 2, 6)
+    curriculum = Curriculum.of([0.2, 0.4], [(f"hidden_mse@{s}-{t}", (s, t)) for s, t in pairs], "all")
+    assert curriculum.trainable_layers(curriculum.full_stage) is None  # every parameter
+    assert curriculum.stage_terms(curriculum.full_stage) is None  # the trial's full objective
