@@ -6,8 +6,9 @@ parameters train with the student; docs/learned_methods.md gives their formulas 
 ==========  ==========================================================================  =========================
 strategy    target of student layer i (teacher feature ``f_t`` on layer t = 1..L_T)      module
 ==========  ==========================================================================  =========================
-LAD         ``sum_t softmax(g_i)_t f_t``: a gate of learned logits ``g_i`` per student     `kdgrid.core.lad` (Lin,
-            layer over every teacher layer                                               Sensors 2023)
+LAD         ``a_{n(i)}``: the teacher's hidden states aggregated by a chain of highway      `kdgrid.core.lad_gates`
+            gate blocks (``lad_form: gates``); or ``sum_t softmax(g_i)_t f_t``, a gate of  and `kdgrid.core.lad`
+            learned logits per student layer (``lad_form: softmax``)                       (Lin, Sensors 2023)
 ALP-KD      ``sum_t softmax_t(q_i . k_t / s) f_t`` per example: attention over the       `kdgrid.core.alp_kd` (Passban
             teacher layers from the student layer's [CLS] vector ``q_i``                  al., AAAI 2021)
 ==========  ==========================================================================  =========================
@@ -49,8 +50,14 @@ DEFAULT_ALP_KD_TOKENS = "cls"
 # The knowledge that compares the two sides vector by vector, so that it can compare the [CLS] vectors alone (the
 # others relate tokens to each other: with one token they would compare nothing).
 ALP_KD_CLS_KNOWLEDGE = ("hidden_mse", "cos", "pkd")
+# LAD's option: its aggregation. "gates" (the default, the paper's chain of highway gate blocks over the teacher's
+# hidden states, `kdgrid.core.lad_gates`) or "softmax" (kdgrid's earlier form, one softmax gate over every teacher
+# layer per student layer, any feature, `kdgrid.core.lad`).
+LAD_FORM = "lad_form"
+LAD_FORMS = ("gates", "softmax")
+DEFAULT_LAD_FORM = "gates"
 # Which options belong to which strategy: a trial that sets one under another strategy is refused.
-STRATEGY_OPTIONS: dict[str, tuple[str, ...]] = {ALP_KD: (ALP_KD_SCALE, ALP_KD_TOKENS)}
+STRATEGY_OPTIONS: dict[str, tuple[str, ...]] = {ALP_KD: (ALP_KD_SCALE, ALP_KD_TOKENS), LAD: (LAD_FORM,)}
 
 
 def nominal_pairs(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
@@ -64,9 +71,16 @@ def _module(name: str) -> Any:
     return importlib.import_module(f"kdgrid.core.{name}")
 
 
+def lad_form(options: Any) -> str:
+    """The trial's LAD form (``gates`` unless ``lad_form`` says ``softmax``)."""
+    return str(options.get(LAD_FORM, DEFAULT_LAD_FORM))
+
+
 def build_lad(context: Any) -> Any:
-    """LAD's module for a `kdgrid.core.matching.MappingContext`."""
-    return _module("lad").LadGate(context)
+    """LAD's module for a `kdgrid.core.matching.MappingContext`: the gate blocks, or kdgrid's softmax gate."""
+    if lad_form(context.options) == "softmax":
+        return _module("lad").LadGate(context)
+    return _module("lad_gates").LadGateBlocks(context)
 
 
 def build_alp_kd(context: Any) -> Any:
@@ -75,8 +89,12 @@ def build_alp_kd(context: Any) -> Any:
 
 
 def lad_parameters(context: Any) -> int:
-    """LAD's gate: one logit per (student layer, teacher layer)."""
-    return int(context.student_layers * context.teacher_layers)
+    """LAD's gate blocks: per teacher layer after the first a ``[d_T, d_T]`` map with its bias and a LayerNorm
+    affine ``[max_length, d_T]`` twice; the softmax form: one logit per (student layer, teacher layer)."""
+    if lad_form(context.options) == "softmax":
+        return int(context.student_layers * context.teacher_layers)
+    width = context.teacher_width
+    return int((context.teacher_layers - 1) * (width * width + width + 2 * context.max_length * width))
 
 
 def alp_kd_parameters(context: Any) -> int:
@@ -110,4 +128,24 @@ def alp_kd_token_problems(knowledge: list[str], options: dict[str, Any]) -> list
         f"{name!r} relates tokens to each other: use {', '.join(ALP_KD_CLS_KNOWLEDGE)}, or {ALP_KD_TOKENS}: all"
         for name in knowledge
         if name not in ALP_KD_CLS_KNOWLEDGE
+    ]
+
+
+def lad_form_problem(value: object) -> str | None:
+    """Why ``value`` is not a LAD form (None when it is); names the allowed ones."""
+    if value in LAD_FORMS:
+        return None
+    return f"option {LAD_FORM}={value!r} is invalid; allowed: {', '.join(LAD_FORMS)}"
+
+
+def lad_form_problems(knowledge: list[tuple[str, frozenset[str]]], options: dict[str, Any]) -> list[str]:
+    """Under ``lad_form: gates`` (the default) the gate blocks aggregate hidden states: knowledge on pairs that
+    reads another feature is refused, naming the way out."""
+    if lad_form(options) != "gates":
+        return []
+    return [
+        f"strategy {LAD}'s gate blocks ({LAD_FORM}: gates, the paper's) aggregate the teacher's hidden states; "
+        f"knowledge {name!r} reads {', '.join(sorted(needs))}: use hidden-state knowledge, or {LAD_FORM}: softmax"
+        for name, needs in knowledge
+        if needs != {"hidden"}
     ]

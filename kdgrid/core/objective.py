@@ -43,7 +43,14 @@ from kdgrid.core.dual_head_loss import binary_loss_per_example
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
 from kdgrid.core.knowledge import distilled_knowledge, get_knowledge, placed_terms, term_name
 from kdgrid.core.layer_curriculum import DEFAULT_LAST, LAYER_CURRICULUM, LAYER_CURRICULUM_LAST, Curriculum
-from kdgrid.core.learned_strategies import ALP_KD, ALP_KD_TOKENS, DEFAULT_ALP_KD_TOKENS
+from kdgrid.core.learned_strategies import (
+    ALP_KD,
+    ALP_KD_TOKENS,
+    DEFAULT_ALP_KD_TOKENS,
+    LAD,
+    LAD_FORM,
+    lad_form,
+)
 from kdgrid.core.lkd import LossWeights
 from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.losses.logits import (
@@ -482,8 +489,8 @@ class Objective(nn.Module):
     def formulation(self) -> dict[str, str]:
         """Which formulation each paper method of the trial computes, by option, where an option's default changed
         meaning (an option at its default is not written into the trial, so its id cannot say): the dual head's
-        loss, AdaKD's form, CTKD's form, ALP-KD's compared tokens, DOT's one-sided step, a curriculum's last stage. A row without it was computed before, with kdgrid's earlier forms
-        (``softmax``, ``adakd_batchnorm``'s, ``kdgrid``, ``all``, DOT's ``kdgrid``, the curriculum's ``all``)."""
+        loss, AdaKD's form, CTKD's form, ALP-KD's compared tokens, DOT's one-sided step, a curriculum's last stage, LAD's aggregation. A row without it was computed before, with kdgrid's earlier forms
+        (``softmax``, ``adakd_batchnorm``'s, ``kdgrid``, ``all``, DOT's ``kdgrid``, the curriculum's ``all``, LAD's ``softmax``)."""
         options = dict(self.trial.options)
         found: dict[str, str] = {}
         if self.trial.option(DUAL_HEAD):
@@ -494,6 +501,8 @@ class Objective(nn.Module):
             found["ctkd_form"] = ctkd_form(options)
         if self.alp_kd_tokens is not None:
             found[ALP_KD_TOKENS] = self.alp_kd_tokens
+        if self.mapping is not None and get_strategy(str(self.trial.strategy)).name == LAD:
+            found[LAD_FORM] = lad_form(options)
         if self.curriculum is not None:
             found[LAYER_CURRICULUM_LAST] = self.curriculum.last
         if options.get(OPTIMIZER) == "dot":

@@ -35,8 +35,11 @@ from kdgrid.core.learned_strategies import (
     ALP_KD_SCALE,
     ALP_KD_TOKENS,
     DEFAULT_ALP_KD_TOKENS,
+    DEFAULT_LAD_FORM,
+    LAD_FORM,
     alp_kd_scale_problem,
     alp_kd_tokens_problem,
+    lad_form_problem,
 )
 from kdgrid.core.lkd_options import holdout_problem
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
@@ -289,6 +292,14 @@ register_option(
     "strategy ALP-KD: which tokens its loss compares, cls (the paper's: the [CLS] vectors) or all (kdgrid's "
     "earlier form: every token against the attended teacher layers)",
     check=alp_kd_tokens_problem,
+)
+register_option(
+    LAD_FORM,
+    "text",
+    DEFAULT_LAD_FORM,
+    "strategy LAD: gates (the paper's chain of highway gate blocks over the teacher's hidden states) or softmax "
+    "(kdgrid's earlier form: one softmax gate over every teacher layer per student layer, any feature)",
+    check=lad_form_problem,
 )
 register_option(
     CTKD_MIN, "number", CTKD_DEFAULTS[CTKD_MIN], "ctkd: the lowest temperature it may learn", minimum=MIN_TEMPERATURE

@@ -36,7 +36,13 @@ from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
 from kdgrid.core.layer_curriculum import curriculum_problems
 from kdgrid.core.learned_lr import learned_lr_problems
-from kdgrid.core.learned_strategies import ALP_KD, STRATEGY_OPTIONS, alp_kd_token_problems
+from kdgrid.core.learned_strategies import (
+    ALP_KD,
+    LAD,
+    STRATEGY_OPTIONS,
+    alp_kd_token_problems,
+    lad_form_problems,
+)
 from kdgrid.core.lkd_options import lkd_problems
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
 from kdgrid.core.method_rules import method_problems
@@ -183,6 +189,8 @@ def mapping_problems(
     if spec.name == ALP_KD:
         on_pairs = [name for name, _, placement in knowledge if placement == "pairs"]
         problems += alp_kd_token_problems(on_pairs, options)
+    if spec.name == LAD:
+        problems += lad_form_problems([(n, needs) for n, needs, place in knowledge if place == "pairs"], options)
     for name, needs, placement in knowledge:
         unsupported = sorted(needs - spec.mapping_features)
         if placement == "pairs" and unsupported:

@@ -55,7 +55,7 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 
 def test_lad_targets_the_gate_weighted_sum_of_every_teacher_layer() -> None:
-    t = trial(knowledge=("hidden_mse",), strategy="LAD", beta=1.0)
+    t = trial(knowledge=("hidden_mse",), strategy="LAD", beta=1.0, options={"lad_form": "softmax"})
     pairs = layer_pairs("LAD", 2, 3)
     assert pairs == [(1, 1), (2, 3)] == nominal_pairs(2, 3)  # Dilatation's names: floor(i 3 / 2), at least 1
     assert layer_pairs("ALP-KD", 4, 2) == [(1, 1), (2, 1), (3, 1), (4, 2)]  # any depths: floor(i 2 / 4), at least 1
@@ -162,9 +162,14 @@ def test_alp_kd_maps_a_narrower_students_query_and_the_estimate_counts_it() -> N
         task="mrpc", teacher="bert-base", student="bert-mini", knowledge=("hidden_mse",), strategy="ALP-KD"
     )
     lad = Trial(
-        task="mrpc", teacher="bert-base", student="bert-mini", knowledge=("hidden_mse",), strategy="LAD"
-    )
+        task="mrpc", teacher="bert-base", student="bert-mini", knowledge=("hidden_mse",), strategy="LAD",
+        options={"lad_form": "softmax"},
+    )  # fmt: skip
     assert mapping_params(real) == 256 * 768 and mapping_params(lad) == 4 * 12  # bert-mini: 4 layers of 256
+    gates = Trial(
+        task="mrpc", teacher="bert-base", student="bert-mini", knowledge=("hidden_mse",), strategy="LAD"
+    )  # LAD's gate blocks: 11 of them on the teacher's width 768, the LayerNorm affine over max_length 128
+    assert mapping_params(gates) == 11 * (768 * 768 + 768 + 2 * 128 * 768)
     # same pairs and projections: the two differ by their mappings' parameters, 16 bytes each
     difference = (256 * 768 - 4 * 12) * BYTES_PER_PARAMETER / GIB
     assert estimate_trial_memory_gb(real) - estimate_trial_memory_gb(lad) == pytest.approx(difference)

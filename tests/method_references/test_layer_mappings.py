@@ -52,8 +52,8 @@ def test_the_highway_chain_passes_its_first_layer_and_normalises_the_rest() -> N
         assert torch.allclose(a.mean(dim=(1, 2)), torch.zeros(3), atol=1e-5)
 
 
-def test_kdgrids_lad_is_its_documented_softmax_gate_over_every_teacher_layer() -> None:
-    objective, values = mapped_values("LAD")
+def test_lad_form_softmax_is_kdgrids_earlier_softmax_gate_over_every_teacher_layer() -> None:
+    objective, values = mapped_values("LAD", lad_form="softmax")
     gate = np.array([[0.3, -1.0, 2.0, 0.1], [0.0, 1.0, -0.5, 0.4]])
     with torch.no_grad():
         objective.mapping.gate.copy_(torch.tensor(gate))
@@ -64,17 +64,23 @@ def test_kdgrids_lad_is_its_documented_softmax_gate_over_every_teacher_layer() -
         assert values[f"hidden_mse@{student_layer}-{nominal}"].item() == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="kdgrid's default departs: LAD's target is one static softmax gate over every teacher layer, the same "
-    "for every example, where LAD aggregates the teacher's layers through a chain of highway gate blocks",
-)
 def test_lad_targets_the_gate_blocks_aggregate() -> None:
-    _, values = mapped_values("LAD")
-    expected = lad_losses(torch_layers(HIDDEN_S), torch_layers(HIDDEN_T), HighwayChain(4, 5, 8, seed=0))
+    objective, _ = mapped_values("LAD")
+    assert objective.formulation() == {"lad_form": "gates"}
+    chain = HighwayChain(4, 5, 8, seed=0)
+    with torch.no_grad():  # the same parameters in both: kdgrid's block t - 1 is the chain's layer t
+        for t, gate in enumerate(objective.mapping.gates, start=1):
+            chain.weights[t].copy_(gate.weight)
+            chain.biases[t].copy_(gate.bias)
+            chain.scales[t].copy_(objective.mapping.norm_weight[t - 1, :5] + 0.1 * t)  # not the initial affine
+            chain.shifts[t].copy_(objective.mapping.norm_bias[t - 1, :5] - 0.2 * t)
+            objective.mapping.norm_weight[t - 1] += 0.1 * t
+            objective.mapping.norm_bias[t - 1] -= 0.2 * t
+    values = objective.knowledge_values(features(HIDDEN_S), features(HIDDEN_T))
+    expected = lad_losses(torch_layers(HIDDEN_S), torch_layers(HIDDEN_T), chain)
     for (student_layer, nominal), loss in zip(layer_pairs("LAD", 2, 4), expected, strict=True):
-        assert values[f"hidden_mse@{student_layer}-{nominal}"].item() == pytest.approx(loss.item(), rel=1e-4)
+        assert values[f"hidden_mse@{student_layer}-{nominal}"].item() == pytest.approx(loss.item(), rel=1e-5)
+    assert objective.mapping.summary()["targets"] == [2, 4]  # k i, k = L_T / L_S = 2
 
 
 def test_alp_kds_attention_is_the_papers_cls_attention() -> None:
