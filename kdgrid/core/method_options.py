@@ -43,7 +43,7 @@ DEFAULT_DUAL_HEAD_LOSS = BINARY_KL_NORM
 
 # Masked distillation (`kdgrid.core.masking`); the names live beside the grouping rule in `kdgrid.trial`.
 MASK_SIDES: tuple[str, ...] = ("teacher", "student")
-MASK_CRITERIA: tuple[str, ...] = ("random", "saliency")
+MASK_CRITERIA: tuple[str, ...] = ("random", "saliency", "maskedkd")
 DEFAULT_MASK_FRACTION = 0.15  # BERT's masked-LM rate
 
 

@@ -16,7 +16,7 @@ from kdgrid.core.method_options import (
     PROJECTOR_MEMBERS,
     PROJECTOR_SPECTRAL,
 )
-from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT, Trial
+from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT, MASKEDKD, Trial
 
 
 def splits_gradients(trial: Trial) -> bool:
@@ -56,6 +56,11 @@ def method_problems(trial: Trial) -> list[str]:
         stray = [name for name in (MASK_FRACTION, MASK_BY) if trial.option(name) is not None]
         if stray:
             problems.append(f"option(s) {', '.join(stray)} need {MASK_INPUT} (teacher or student)")
+    elif trial.option(MASK_BY) == MASKEDKD and trial.option(MASK_INPUT) != "teacher":
+        problems.append(
+            f"{MASK_BY}: {MASKEDKD} removes from the teacher's input what the student attends to least: it needs "
+            f"{MASK_INPUT}: teacher"
+        )
     if splits_gradients(trial):
         task = trial.alpha > 0
         distill = trial.soft_weight > 0 or bool(trial.knowledge)

@@ -429,7 +429,8 @@ register_option(
     MASK_BY,
     "text",
     None,
-    "masked distillation: which tokens, random or saliency (those the teacher's [CLS] attends to least); "
+    "masked distillation: which tokens, random, saliency (those the teacher's [CLS] attends to least) or "
+    "maskedkd (MaskedKD's: those the student's [CLS] attends to least, removed from the teacher's input); "
     "unset: random",
     check=methods.mask_by_problem,
 )

@@ -110,7 +110,8 @@ def calibrate_auto_weights(
     sums: dict[str, dict[str, float]] = {r.trial.trial_id: {} for r in pending}
     for index, batch in enumerate(batches[:n]):
         batch = job.runtime.to_device(batch)
-        teacher = teacher_forward(job, capture, teacher_input(job, pending[0].trial, batch, CALIBRATION, index))
+        one = pending[0].model if len(pending) == 1 else None  # MaskedKD reads the job's one student
+        teacher = teacher_forward(job, capture, teacher_input(job, pending[0].trial, batch, CALIBRATION, index, one))
         with shared_teacher_targets(TeacherTargets()):  # this batch's teacher-side targets, for every student
             for run in pending:
                 if index >= counts[run.trial.trial_id] or not run.active:
@@ -232,7 +233,8 @@ def run_job(
             batch = runtime.to_device(batch)
             started = time.perf_counter()
             step = epoch * job.steps_per_epoch + step_in_epoch + 1
-            teacher = teacher_forward(job, teacher_capture, teacher_input(job, first, batch, TRAINING, step))
+            one = live[0].model if len(live) == 1 else None  # MaskedKD reads the job's one student
+            teacher = teacher_forward(job, teacher_capture, teacher_input(job, first, batch, TRAINING, step, one))
             teacher_seconds = time.perf_counter() - started
             share = teacher_seconds / len(live)
             targets = TeacherTargets()  # teacher-side loss targets: once per batch, not per student
