@@ -19,6 +19,11 @@ PROJECTOR_MEMBERS = "projector_members"
 PROJECTOR_SPECTRAL = "projector_spectral"
 MAX_ENSEMBLE_MEMBERS = 16
 DEFAULT_ENSEMBLE_MEMBERS = 3  # Chen et al. (NeurIPS 2022) use three projectors
+# An ensemble member (`kdgrid.core.projection`): "mlp" (kdgrid's: Linear -> GELU -> Linear, signed outputs for
+# BERT's signed hidden states) or "relu_linear" (the authors': Linear -> ReLU, for post-ReLU CNN features).
+PROJECTOR_MEMBER = "projector_member"
+PROJECTOR_MEMBER_KINDS: tuple[str, ...] = ("mlp", "relu_linear")
+DEFAULT_PROJECTOR_MEMBER = "mlp"
 
 # Gradient conflict (`kdgrid.core.grad_split`).
 OPTIMIZER = "optimizer"
@@ -52,6 +57,10 @@ def _choice_problem(name: str, value: Any, allowed: tuple[str, ...]) -> str | No
         return None
     hint = did_you_mean(value, allowed) if isinstance(value, str) else ""
     return f"option {name}={value!r} is invalid; allowed: {', '.join(allowed)}{hint}"
+
+
+def projector_member_problem(value: Any) -> str | None:
+    return _choice_problem(PROJECTOR_MEMBER, value, PROJECTOR_MEMBER_KINDS)
 
 
 def dot_form_problem(value: Any) -> str | None:

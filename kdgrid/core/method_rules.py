@@ -13,6 +13,7 @@ from kdgrid.core.method_options import (
     DUAL_HEAD_LOSS,
     GRAD_COSINE_BATCHES,
     OPTIMIZER,
+    PROJECTOR_MEMBER,
     PROJECTOR_MEMBERS,
     PROJECTOR_SPECTRAL,
 )
@@ -27,10 +28,9 @@ def splits_gradients(trial: Trial) -> bool:
 def method_problems(trial: Trial) -> list[str]:
     """The method options that cannot go with the rest of the trial (empty when all can)."""
     problems: list[str] = []
-    if trial.option(PROJECTOR_MEMBERS) is not None and trial.projection != "ensemble":
-        problems.append(
-            f"option {PROJECTOR_MEMBERS} is only for projection 'ensemble', not {trial.projection!r}"
-        )
+    for name in (PROJECTOR_MEMBERS, PROJECTOR_MEMBER):
+        if trial.option(name) is not None and trial.projection != "ensemble":
+            problems.append(f"option {name} is only for projection 'ensemble', not {trial.projection!r}")
     if trial.option(PROJECTOR_SPECTRAL) is not None and (trial.projection == "none" or not trial.knowledge):
         problems.append(
             f"option {PROJECTOR_SPECTRAL} regularises projections: it needs knowledge with a projection "

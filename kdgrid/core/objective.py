@@ -63,10 +63,12 @@ from kdgrid.core.matching import get_strategy, mapping_context
 from kdgrid.core.method_options import (
     DEFAULT_DOT_FORM,
     DEFAULT_DUAL_HEAD_LOSS,
+    DEFAULT_PROJECTOR_MEMBER,
     DOT_FORM,
     DUAL_HEAD,
     DUAL_HEAD_LOSS,
     OPTIMIZER,
+    PROJECTOR_MEMBER,
     PROJECTOR_MEMBERS,
     SOFTMAX_HEAD_LOSS,
 )
@@ -214,6 +216,7 @@ class Objective(nn.Module):
                     teacher.width,
                     kind=trial.projection,
                     members=trial.option(PROJECTOR_MEMBERS),
+                    member=str(trial.option(PROJECTOR_MEMBER, DEFAULT_PROJECTOR_MEMBER)),
                 )
                 for term in terms
                 if term.projected

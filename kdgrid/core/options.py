@@ -365,6 +365,14 @@ register_option(
     below=methods.MAX_ENSEMBLE_MEMBERS + 1,
 )
 register_option(
+    methods.PROJECTOR_MEMBER,
+    "text",
+    None,
+    "projection ensemble: each member, mlp (Linear-GELU-Linear, signed outputs) or relu_linear (the authors': "
+    f"Linear then ReLU); unset: {methods.DEFAULT_PROJECTOR_MEMBER}",
+    check=methods.projector_member_problem,
+)
+register_option(
     methods.PROJECTOR_SPECTRAL,
     "number",
     None,

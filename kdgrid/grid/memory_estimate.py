@@ -27,7 +27,12 @@ from pathlib import Path
 
 from kdgrid.core.knowledge import KNOWLEDGE, KnowledgeSpec, canonical_knowledge
 from kdgrid.core.matching import get_strategy, layer_pairs, mapping_context
-from kdgrid.core.method_options import DEFAULT_ENSEMBLE_MEMBERS, DUAL_HEAD, PROJECTOR_MEMBERS
+from kdgrid.core.method_options import (
+    DEFAULT_ENSEMBLE_MEMBERS,
+    DUAL_HEAD,
+    PROJECTOR_MEMBER,
+    PROJECTOR_MEMBERS,
+)
 from kdgrid.core.method_rules import splits_gradients
 from kdgrid.core.reaugkd_options import evaluation_only
 from kdgrid.core.shapes import TEACHERS, StudentShape, student_shape
@@ -152,14 +157,17 @@ def _target_values(feature: str, knowledge: str, batch: int, length: int, heads:
 
 def projection_params(trial: Trial) -> int:
     """Parameters of a trial's projections: one ``Linear(d_S, d_T)`` per projected term (an ``mlp`` projection
-    has a hidden layer of the teacher's width too; an ``ensemble`` is ``projector_members`` such MLPs)."""
+    has a hidden layer of the teacher's width too; an ``ensemble`` is ``projector_members`` such MLPs, or of single
+    Linears with ``projector_member: relu_linear``)."""
     student = student_shape(trial.student)
     teacher = teacher_shape(trial.teacher, trial.task)
     if student.width == teacher.width or trial.projection == "none":
         return 0
     pairs = len(_pairs(trial, student, teacher))
     linear = student.width * teacher.width + teacher.width
-    mlp_extra = teacher.width * teacher.width + teacher.width if trial.projection in ("mlp", "ensemble") else 0
+    relu_members = trial.option(PROJECTOR_MEMBER) == "relu_linear"  # the authors' members: one Linear each
+    hidden = trial.projection == "mlp" or (trial.projection == "ensemble" and not relu_members)
+    mlp_extra = teacher.width * teacher.width + teacher.width if hidden else 0
     members = (trial.option(PROJECTOR_MEMBERS) or DEFAULT_ENSEMBLE_MEMBERS) if trial.projection == "ensemble" else 1
     terms = 0
     for name in trial.knowledge:
