@@ -18,12 +18,15 @@ block with the earlier blocks frozen and the classifier last; FitNets (Romero et
   is the option ``layer_curriculum_last``: ``classifier`` (default, the paper's: the hard-label term alone, weighted
   by alpha, trains the pooler and the heads, `HEAD`; the encoder is frozen) or ``all`` (kdgrid's earlier form:
   the trial's full objective with every parameter trainable).
+- The option ``layer_curriculum_optimizer``: ``fresh`` (default, the paper's: the optimizer's state is cleared at
+  each later stage's first step, a new Adam per stage; the learning-rate schedule still runs over all stages) or
+  ``shared`` (kdgrid's earlier form: one AdamW state throughout).
 - A stage that would get no step (two boundaries within one step of each other for the trial's S) is refused
   when the student is set up; the row records the stages (``extra.layer_curriculum``): each stage's student
   layer, its terms, its first step and the layers it trains.
 
-The stage is a function of the step alone, so a resumed trial is in the same stage as an uninterrupted one.
-The learning-rate schedule is the trial's, over all the stages. Torch-free: the grid validates the option.
+The stage is a function of the step alone, so a resumed trial is in the same stage (and clears the optimizer at
+the same steps) as an uninterrupted one. The learning-rate schedule is the trial's, over all the stages. Torch-free: the grid validates the option.
 """
 
 from __future__ import annotations
@@ -48,6 +51,11 @@ CLASSIFIER_LAST, ALL_LAST = "classifier", "all"
 LAST_STAGES: tuple[str, ...] = (CLASSIFIER_LAST, ALL_LAST)
 DEFAULT_LAST = CLASSIFIER_LAST
 HEAD = None  # `parameter_layer` of the pooler and the heads: what the classifier stage trains
+# The optimizer across stages (option ``layer_curriculum_optimizer``): "fresh", the paper's (a new Adam in each
+# stage: its state cleared at every stage's first step), or "shared", kdgrid's earlier form (one AdamW throughout).
+LAYER_CURRICULUM_OPTIMIZER = "layer_curriculum_optimizer"
+STAGE_OPTIMIZERS: tuple[str, ...] = ("fresh", "shared")
+DEFAULT_STAGE_OPTIMIZER = "fresh"
 
 # A student parameter's layer: BERT's encoder layer i (0-based in the name) is layer i + 1; the embeddings are 0.
 _ENCODER_LAYER = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
@@ -79,6 +87,13 @@ def last_stage_problem(value: Any) -> str | None:
     return f"option {LAYER_CURRICULUM_LAST}={value!r} is invalid; allowed: {', '.join(LAST_STAGES)}"
 
 
+def stage_optimizer_problem(value: Any) -> str | None:
+    """Why ``layer_curriculum_optimizer`` = ``value`` is not allowed (None when it is)."""
+    if isinstance(value, str) and value in STAGE_OPTIMIZERS:
+        return None
+    return f"option {LAYER_CURRICULUM_OPTIMIZER}={value!r} is invalid; allowed: {', '.join(STAGE_OPTIMIZERS)}"
+
+
 def stage_layers(pairs: Iterable[tuple[int, int] | None]) -> tuple[int, ...]:
     """The student layers of the layer stages, shallow to deep: those of the pairs some term is placed on."""
     return tuple(sorted({pair[0] for pair in pairs if pair is not None and pair[0] > 0}))
@@ -99,8 +114,11 @@ def curriculum_problems(trial: Any, pairs: list[tuple[int, int]] | None) -> list
     (`curriculum_layers`; ``pairs``: the strategy's, None when the shapes are unknown)."""
     boundaries = trial.option(LAYER_CURRICULUM)
     if boundaries is None:
-        stray = trial.option(LAYER_CURRICULUM_LAST) is not None
-        return [f"option {LAYER_CURRICULUM_LAST} is the last stage of {LAYER_CURRICULUM}: it needs it"] if stray else []
+        return [
+            f"option {name} is a setting of {LAYER_CURRICULUM}: it needs it"
+            for name in (LAYER_CURRICULUM_LAST, LAYER_CURRICULUM_OPTIMIZER)
+            if trial.option(name) is not None
+        ]
     problems: list[str] = []
     if trial.option(LAYER_CURRICULUM_LAST, DEFAULT_LAST) == CLASSIFIER_LAST and not trial.alpha > 0:
         problems.append(
@@ -150,6 +168,7 @@ class Curriculum:
     layers: tuple[int, ...]
     terms: tuple[tuple[str, ...], ...]  # the knowledge terms of each layer stage
     last: str = DEFAULT_LAST  # the last stage: the classifier on the labels, or everything on the full objective
+    optimizer: str = DEFAULT_STAGE_OPTIMIZER  # a fresh optimizer state in each stage, or one shared
 
     @classmethod
     def of(
@@ -157,6 +176,7 @@ class Curriculum:
         boundaries: Iterable[float],
         terms: Iterable[tuple[str, tuple[int, int] | None]],
         last: str = DEFAULT_LAST,
+        optimizer: str = DEFAULT_STAGE_OPTIMIZER,
     ) -> Curriculum:
         """From the option's boundaries, the trial's (term name, pair) list and the last stage's kind.
 
@@ -173,7 +193,7 @@ class Curriculum:
         per_stage = tuple(
             tuple(name for name, pair in named if pair is not None and pair[0] == layer) for layer in layers
         )
-        return cls(bounds, layers, per_stage, last)
+        return cls(bounds, layers, per_stage, last, optimizer)
 
     @property
     def full_stage(self) -> int:
@@ -199,6 +219,11 @@ class Curriculum:
                 f"{total_steps} (stage starts {starts}); spread the boundaries or train longer"
             )
         return starts
+
+    def restarts_optimizer(self, step_index: int, total_steps: int) -> bool:
+        """Whether the 0-based ``step_index`` is a later stage's first step under a fresh optimizer per stage (the
+        optimizer's state is then cleared before the step: a new Adam, as the paper's stages start)."""
+        return self.optimizer == "fresh" and step_index in self.first_steps(total_steps)[1:]
 
     def trainable_layers(self, stage: int) -> frozenset[int | None] | None:
         """The student layers that learn in ``stage`` (0 = the embeddings; `HEAD` = the pooler and the heads, in
@@ -236,6 +261,7 @@ class Curriculum:
             "boundaries": list(self.boundaries),
             "total_steps": total_steps,
             "last": self.last,
+            "optimizer": self.optimizer,
             "stages": stages,
         }
 

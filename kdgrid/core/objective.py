@@ -42,7 +42,14 @@ from kdgrid.core.capture import Features
 from kdgrid.core.dual_head_loss import binary_loss_per_example
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
 from kdgrid.core.knowledge import distilled_knowledge, get_knowledge, placed_terms, term_name
-from kdgrid.core.layer_curriculum import DEFAULT_LAST, LAYER_CURRICULUM, LAYER_CURRICULUM_LAST, Curriculum
+from kdgrid.core.layer_curriculum import (
+    DEFAULT_LAST,
+    DEFAULT_STAGE_OPTIMIZER,
+    LAYER_CURRICULUM,
+    LAYER_CURRICULUM_LAST,
+    LAYER_CURRICULUM_OPTIMIZER,
+    Curriculum,
+)
 from kdgrid.core.learned_strategies import (
     ALP_KD,
     ALP_KD_TOKENS,
@@ -256,10 +263,11 @@ class Objective(nn.Module):
         self.progress = 0.0
         boundaries = trial.option(LAYER_CURRICULUM)  # a layer-wise curriculum (kdgrid.core.layer_curriculum)
         last = str(trial.option(LAYER_CURRICULUM_LAST, DEFAULT_LAST))
+        stage_optimizer = str(trial.option(LAYER_CURRICULUM_OPTIMIZER, DEFAULT_STAGE_OPTIMIZER))
         self.curriculum = (
             None
             if boundaries is None
-            else Curriculum.of(boundaries, [(term.name, term.pair) for term in terms], last)
+            else Curriculum.of(boundaries, [(term.name, term.pair) for term in terms], last, stage_optimizer)
         )
         self.stage = 0
         # LKD's learned loss weights (kdgrid.core.lkd): one per term, the soft and hard labels included
@@ -508,6 +516,7 @@ class Objective(nn.Module):
             found[LAD_FORM] = lad_form(options)
         if self.curriculum is not None:
             found[LAYER_CURRICULUM_LAST] = self.curriculum.last
+            found[LAYER_CURRICULUM_OPTIMIZER] = self.curriculum.optimizer
         if options.get(OPTIMIZER) == "dot":
             found[DOT_FORM] = str(options.get(DOT_FORM, DEFAULT_DOT_FORM))
         return found

@@ -27,8 +27,10 @@ from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, example_weight_p
 from kdgrid.core.layer_curriculum import (
     LAYER_CURRICULUM,
     LAYER_CURRICULUM_LAST,
+    LAYER_CURRICULUM_OPTIMIZER,
     boundaries_problem,
     last_stage_problem,
+    stage_optimizer_problem,
 )
 from kdgrid.core.learned_lr import LEARNED_LR_SCALE
 from kdgrid.core.learned_strategies import (
@@ -465,6 +467,14 @@ register_option(
     "layer_curriculum: the last stage, classifier (the paper's: the pooler and the heads on the gold labels alone, "
     "the encoder frozen) or all (every parameter on the full objective); unset: classifier",
     check=last_stage_problem,
+)
+register_option(
+    LAYER_CURRICULUM_OPTIMIZER,
+    "text",
+    None,
+    "layer_curriculum: fresh (the paper's: the optimizer's state cleared at each stage's first step) or shared "
+    "(one optimizer state throughout); unset: fresh",
+    check=stage_optimizer_problem,
 )
 register_option(
     LEARNED_LR_SCALE,

@@ -312,7 +312,11 @@ def train_step(
     """
     assert run.objective is not None and run.capture is not None and run.optimizer is not None
     memo = shared_teacher_targets(targets) if targets is not None else contextlib.nullcontext()
-    run.objective.set_progress(step - 1, job.steps_per_epoch * run.trial.epochs)
+    total_steps = job.steps_per_epoch * run.trial.epochs
+    run.objective.set_progress(step - 1, total_steps)
+    curriculum = run.objective.curriculum
+    if curriculum is not None and curriculum.restarts_optimizer(step - 1, total_steps):
+        run.optimizer.state.clear()  # a stage's first step under a fresh optimizer per stage: a new Adam
     with run.own_rng(job.runtime), memo:
         run.model.train()
         with job.runtime.autocast():

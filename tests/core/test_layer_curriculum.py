@@ -51,9 +51,11 @@ def test_stages_by_hand() -> None:
     assert parameter_layer("classifier.weight") is None and parameter_layer("bert.pooler.dense.bias") is None
 
 
-@pytest.mark.parametrize("last", ["all", "classifier"])
-def test_only_the_stages_layers_change_and_the_stage_minimises_its_own_terms(teacher: str, last: str) -> None:
-    options = {**CURRICULUM, "layer_curriculum_last": last}
+@pytest.mark.parametrize(("last", "optimizer"), [("all", "shared"), ("classifier", "fresh")])
+def test_only_the_stages_layers_change_and_the_stage_minimises_its_own_terms(
+    teacher: str, last: str, optimizer: str
+) -> None:
+    options = {**CURRICULUM, "layer_curriculum_last": last, "layer_curriculum_optimizer": optimizer}
     trial = make_trial(teacher, knowledge=("hidden_mse",), strategy="Last", options=options)
     job = load_job(trial, make_runtime("cpu"))
     run_ = setup_student(set_up_trial(trial, job.teacher), job)
@@ -92,6 +94,8 @@ def test_only_the_stages_layers_change_and_the_stage_minimises_its_own_terms(tea
             before = snapshot()
             train_step(run_, job, batch, features, step + 1)
             after = snapshot()
+            if step == 3:  # stage 1's first step: which parameters have an optimizer state now
+                stateful = {id(p) for p in run_.optimizer.state}
             changed_by_stage[stage] |= {k for k in before if not torch.equal(before[k], after[k])}
             step += 1
     layer_of = {k: parameter_layer(k.split(".", 1)[1]) for k in snapshot() if k.startswith("model.")}
@@ -109,6 +113,12 @@ def test_only_the_stages_layers_change_and_the_stage_minimises_its_own_terms(tea
     }
     assert projection[0] and all("at_1_2" in k for k in projection[0])
     assert projection[1] and all("at_2_3" in k for k in projection[1])
+    # a fresh optimizer per stage (the paper's) holds state only for what stage 1 trained; a shared one keeps
+    # stage 0's too
+    params = {f"{side}.{n}": p for side, module in watched.items() for n, p in module.named_parameters()}
+    stage_1 = {id(params[k]) for k in model_changed[1] | projection[1]}
+    assert stateful == stage_1 if optimizer == "fresh" else stateful > stage_1
+    assert summary["optimizer"] == optimizer
 
 
 @pytest.mark.parametrize(
@@ -127,7 +137,9 @@ def test_only_the_stages_layers_change_and_the_stage_minimises_its_own_terms(tea
         ),
         ({"options": {"layer_curriculum": [0.2, 0.4], "optimizer": "dot"}}, "cannot go with optimizer 'dot'"),
         ({"alpha": 0.0, "options": {"layer_curriculum": [0.2, 0.4]}}, "last stage trains the classifier on the gold"),
-        ({"options": {"layer_curriculum_last": "all"}}, "option layer_curriculum_last is the last stage of"),
+        ({"options": {"layer_curriculum_last": "all"}}, "option layer_curriculum_last is a setting of"),
+        ({"options": {"layer_curriculum_optimizer": "fresh"}}, "option layer_curriculum_optimizer is a setting of"),
+        ({"options": {"layer_curriculum": [0.2, 0.4], "layer_curriculum_optimizer": "new"}}, "allowed: fresh, shared"),
         ({"options": {"layer_curriculum": [0.2, 0.4], "layer_curriculum_last": "head"}}, "allowed: classifier, all"),
     ],
 )

@@ -46,3 +46,13 @@ def test_layer_curriculum_last_all_is_kdgrids_earlier_full_last_stage() -> None:
     curriculum = Curriculum.of([0.2, 0.4], [(f"hidden_mse@{s}-{t}", (s, t)) for s, t in pairs], "all")
     assert curriculum.trainable_layers(curriculum.full_stage) is None  # every parameter
     assert curriculum.stage_terms(curriculum.full_stage) is None  # the trial's full objective
+
+
+def test_each_later_stage_starts_a_fresh_optimizer_as_the_papers_stages_do() -> None:
+    fresh = kdgrid_curriculum([1 / 3, 2 / 3])
+    theirs = stages([1, 2], {1: {"hidden_mse@1-3"}, 2: {"hidden_mse@2-6"}}, TOTAL)
+    restarts = [k for k in range(TOTAL) if fresh.restarts_optimizer(k, TOTAL)]
+    assert restarts == [stage.first_step for stage in theirs[1:]]  # a new Adam at each later stage's start
+    pairs = layer_pairs("Dilatation", 2, 6)
+    shared = Curriculum.of([0.2, 0.4], [(f"hidden_mse@{s}-{t}", (s, t)) for s, t in pairs], "all", "shared")
+    assert not any(shared.restarts_optimizer(k, TOTAL) for k in range(TOTAL))  # kdgrid's earlier form

@@ -35,7 +35,7 @@ def formulation(**fields: object) -> dict[str, str]:
         ({"knowledge": ("hidden_mse",), "strategy": "ALP-KD"}, {"alp_kd_tokens": "cls"}),
         ({"knowledge": ("hidden_mse",), "strategy": "Last", "options": {"optimizer": "dot"}}, {"dot_form": "paper"}),
         ({"knowledge": ("hidden_mse",), "strategy": "Dilatation", "options": {"layer_curriculum": [0.2, 0.4]}},
-         {"layer_curriculum_last": "classifier"}),
+         {"layer_curriculum_last": "classifier", "layer_curriculum_optimizer": "fresh"}),
     ],
 )
 def test_each_paper_methods_formulation_is_recorded(fields: dict, recorded: dict) -> None:
