@@ -18,9 +18,9 @@ Extension points read here (docs/extending.md): a learnable strategy's mapping (
 target of each term on a student layer from every teacher layer, and is owned by this module (so it trains, is
 checkpointed and resumes with the projections); a per-example weight (option ``example_weight``,
 `kdgrid.core.example_weights`) scales each example's soft loss (AdaKD's trade-off, ``adakd``, its hard loss too,
-`kdgrid.core.adakd`); a dual-head student's distillation head has its own loss (`kdgrid.core.dual_head_loss`); schedules (options ``{target}_schedule`` and
-``{target}_end``, `kdgrid.core.schedules`) move the temperature, ``soft_weight``, ``alpha`` and a factor on every
-knowledge weight over the training steps (`set_progress`). With none of them set, the numbers are exactly those
+`kdgrid.core.adakd`); a dual-head student's distillation head has its own loss (`kdgrid.core.dual_head_loss`);
+schedules (options ``{target}_schedule`` and ``{target}_end``, `kdgrid.core.schedules`) move the temperature,
+``soft_weight``, ``alpha`` and a factor on every knowledge weight over the training steps (`set_progress`). With none of them set, the numbers are exactly those
 of eq. 9 above.
 
 Terms are named ``soft``, ``hard`` and ``{knowledge}@{student layer}-{teacher layer}`` (``{knowledge}`` alone
