@@ -51,6 +51,9 @@ MASK_INPUT = "mask_input"
 MASK_FRACTION = "mask_fraction"
 MASK_BY = "mask_by"
 MASK_OPTIONS: tuple[str, ...] = (MASK_BY, MASK_FRACTION, MASK_INPUT)
+# MaskedKD's criterion (``mask_by: maskedkd``): the teacher's input depends on the trial's own student, so each
+# such trial has a teacher pass of its own.
+MASKEDKD = "maskedkd"
 
 
 DISTILLATION_FIELDS: tuple[str, ...] = ("knowledge", "strategy", "beta", "projection", "relation_heads", "options")
@@ -267,13 +270,18 @@ def group_fields(trial: Trial) -> dict[str, Any]:
 def teacher_pass_key(trial: Any) -> tuple[tuple[str, Any], ...]:
     """The options of ``trial`` (anything with a Trial's ``options`` pairs) that change the teacher pass, as a
     hashable tuple in the trial's (sorted) option order; empty when it sets none. The masking options count
-    only when the teacher's input is masked (``mask_input: teacher``)."""
-    masked_teacher = dict(trial.options).get(MASK_INPUT) == "teacher"
-    return tuple(
+    only when the teacher's input is masked (``mask_input: teacher``); under MaskedKD's criterion the trial's id
+    too (its teacher reads what its own student attends to)."""
+    options = dict(trial.options)
+    masked_teacher = options.get(MASK_INPUT) == "teacher"
+    key = tuple(
         (name, tuple(value) if isinstance(value, list) else value)
         for name, value in trial.options
         if name in TEACHER_PASS_OPTIONS or (masked_teacher and name in MASK_OPTIONS)
     )
+    if masked_teacher and options.get(MASK_BY) == MASKEDKD:  # masked by this trial's student: a pass of its own
+        key += (("maskedkd_student", trial.trial_id),)
+    return key
 
 
 def group_key(trial: Trial) -> tuple[Any, ...]:

@@ -21,7 +21,7 @@ from tests.preemption import preempted_in_epoch
 
 TASK = "synthetic-single-binary-n96-d32"
 LEARNED_TEMPERATURE = {**NOT_MEANT_TO_BE_ACCURATE, "temperature_learner": "ctkd", "ctkd_ramp": 0.5,
-                       "example_weight": "adakd"}  # fmt: skip
+                       "example_weight": "adakd", "ctkd_form": "kdgrid"}  # fmt: skip
 
 
 @pytest.fixture
@@ -61,9 +61,11 @@ def test_fixed_and_learned_methods_share_one_job_and_one_teacher_pass_per_batch(
     assert {row["status"] for row in rows} == {"done"}
     by = {(row["strategy"], row["temperature"]): json.loads(row["extra_json"]) for row in rows}
     lad, alp = by[("LAD", 1.0)], by[("ALP-KD", 1.0)]
-    weights = torch.tensor(lad["mapping"]["weights"])  # 2 student layers x 3 teacher layers
-    assert weights.shape == (2, 3) and torch.allclose(weights.sum(-1), torch.ones(2), atol=1e-6)
-    assert (weights - 1 / 3).abs().max() > 1e-3 and lad["mapping_params"] == 2 * 3
+    # LAD's gate blocks (the default form): one per teacher layer after the first, on the teacher's width 64
+    assert lad["mapping"]["form"] == "gates" and lad["mapping"]["targets"] == [1, 3]  # floor(i 3 / 2), at least 1
+    assert all(0 < m < 1 for m in lad["mapping"]["last_gate_means"]) and len(lad["mapping"]["last_gate_means"]) == 2
+    assert lad["mapping_params"] == 2 * (64 * 64 + 64 + 2 * 24 * 64)  # W, b and the LayerNorm affine [24, 64]
+    assert lad["formulation"] == {"lad_form": "gates"} and alp["formulation"] == {"alp_kd_tokens": "cls"}
     attention = torch.tensor(alp["mapping"]["weights"], dtype=torch.float64)
     assert attention.shape == (2, 3) and torch.allclose(attention.sum(-1), torch.ones(2, dtype=torch.float64))
     assert alp["mapping"]["examples"] == [2 * 96, 2 * 96] and alp["mapping_params"] == 32 * 64  # W: 32 -> 64
@@ -73,6 +75,9 @@ def test_fixed_and_learned_methods_share_one_job_and_one_teacher_pass_per_batch(
     assert learned["method"] == "CTKD" and learned["start"] == 2.0 and 1.0 < learned["temperature"] < 21.0
     assert learned["temperature"] != pytest.approx(2.0, abs=1e-6)  # it moved
     assert learned["reversal_strength"] == pytest.approx(1.0)  # past its ramp (half of training)
+    # the row says which formulation of each paper method it measured
+    assert by[("Last-1", 2.0)]["formulation"] == {"example_weight": "adakd (trade-off)", "ctkd_form": "kdgrid"}
+    assert "formulation" not in fixed
 
 
 def test_every_learned_parameter_is_checkpointed_and_resumes_bit_for_bit(
@@ -101,7 +106,8 @@ def test_every_learned_parameter_is_checkpointed_and_resumes_bit_for_bit(
         run(checkpoint_dir=tmp_path)
     saved = {t.strategy if t.temperature == 1.0 else "CTKD": torch.load(tmp_path / f"{t.trial_id}.pt",
              weights_only=False)["objective"] for t in trials}  # fmt: skip
-    assert saved["LAD"]["mapping.gate"].abs().max() > 0  # trained for an epoch, and saved
+    assert {"mapping.gates.0.weight", "mapping.norm_weight"} <= set(saved["LAD"])  # trained for an epoch, saved
+    assert not torch.equal(saved["LAD"]["mapping.norm_weight"], torch.ones_like(saved["LAD"]["mapping.norm_weight"]))
     assert saved["ALP-KD"]["mapping.weight_count"].tolist() == [96.0, 96.0]
     assert "mapping.query.weight" in saved["ALP-KD"]
     assert saved["CTKD"]["temperature_learner.theta"].item() != 0.0

@@ -96,6 +96,7 @@ class MappingContext:
         pairs: the strategy's pairs (student layer, nominal teacher layer), in student-layer order.
         seed: the trial's seed (the mapping's parameters are drawn under it).
         options: the trial's options (a mapping may read its own registered options).
+        max_length: the trial's ``max_length``, the most positions a batch has (0: unknown).
     """
 
     student_layers: int
@@ -105,6 +106,7 @@ class MappingContext:
     pairs: tuple[tuple[int, int], ...]
     seed: int
     options: Mapping[str, Any] = field(default_factory=dict)
+    max_length: int = 0
 
 
 @dataclass(frozen=True)
@@ -347,6 +349,7 @@ def mapping_context(trial: Trial, student: Any, teacher: Any) -> MappingContext:
         pairs=tuple(pairs),
         seed=trial.seed,
         options=dict(trial.options),
+        max_length=trial.max_length,
     )
 
 

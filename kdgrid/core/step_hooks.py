@@ -23,14 +23,18 @@ hook                when, and what it may do
 `checkpoint_state`  / `restore`: what the method keeps beyond the model, objective and optimizer
 `after_training`    the student is done: run on the trained model, return what the row records
 `evaluate`          (an evaluation-only trial) its whole result, in place of training
+`before_step`       the step's progress is set, before its forward pass (a stage's fresh optimizer)
 ==================  ===================================================================================
 
 The trial's objective (`kdgrid.core.training.objective.Objective`) takes the same hooks for what a method changes
 in eq. 9: `projection_kwargs` (how its projections are built), `build_objective` (a learned part it owns, after
-its projections, mapping and temperature learner are drawn), `extra_terms` and `extra_values` (a term the method
-adds, with its weight: a penalty), `set_progress` (where training is), `step_weights` (the weights the step's
-total uses: a curriculum's stage, learned multipliers) and `learned_modules` (its parameters learned beside the
-student).
+its projections, mapping and temperature learner are drawn), `default_soft_t2` (the soft term's T^2 when the trial
+leaves ``soft_t2`` unset), `extra_terms` and `extra_values` (a term the method adds, with its weight: a penalty),
+`set_progress` (where training is), `soft_per_example` (its own loss in place of the soft-label cross-entropy: a
+second head's divergence), `instance_trade_off` (per-example weights trading each example's soft and hard
+losses), `term_mask` (which tokens a term compares), `step_weights` (the weights the step's total uses: a
+curriculum's stage, learned multipliers), `learned_modules` (its parameters learned beside the student) and
+`formulation` (which form of its paper the row measured, recorded in the row's ``extra.formulation``).
 
 ``run`` is the student's `kdgrid.core.training.student.StudentRun` and ``job`` its
 `kdgrid.core.job.loaded_job.LoadedJob` (typed ``Any`` here: this module sits below both and imports no torch).
@@ -63,9 +67,15 @@ class StepHooks:
     def set_up(self, run: Any, job: Any) -> None:
         """The student is ready to train: model, objective, optimizer, scaler."""
 
-    def teacher_batch(self, job: Any, batch: dict[str, Any], phase: int, index: int) -> dict[str, Any]:
-        """The batch the job's shared teacher pass reads (called on the hooks of the job's first trial)."""
+    def teacher_batch(
+        self, job: Any, batch: dict[str, Any], phase: int, index: int, students: list[Any]
+    ) -> dict[str, Any]:
+        """The batch the job's shared teacher pass reads (called on the hooks of the job's first trial;
+        ``students``: the job's students that read this pass, as `StudentRun`s)."""
         return batch
+
+    def before_step(self, run: Any, job: Any, step: int) -> None:
+        """The job's 1-based ``step`` starts for this student (its objective's progress is set)."""
 
     def student_batch(self, run: Any, job: Any, batch: dict[str, Any], phase: int, index: int) -> dict[str, Any]:
         """The batch this student's forward pass reads (``index``: the job's 1-based step, or the warm-up
@@ -107,6 +117,28 @@ class StepHooks:
 
     def build_objective(self, objective: Any) -> None:
         """The objective's own parts are built: add what the method owns in it (a learned module)."""
+
+    def default_soft_t2(self) -> bool | None:
+        """Whether the soft term is multiplied by T^2 when the trial leaves ``soft_t2`` unset (None: no say)."""
+        return None
+
+    def soft_per_example(self, objective: Any, logits_s: Any, logits_t: Any, temperature: Any) -> Any:
+        """The method's own soft loss per example ``[B]`` in place of the soft-label cross-entropy, a divergence
+        that carries its own T^2 (None: the cross-entropy). ``logits_s``: the logits the soft term reads."""
+        return None
+
+    def instance_trade_off(self, objective: Any, teacher_loss: Any) -> Any:
+        """Per-example ``alpha_i`` ``[B]`` (None: none): the soft term becomes ``mean_i alpha_i soft_i`` and the hard
+        term ``mean_i (1 - alpha_i) hard_i``. ``teacher_loss()`` gives the teacher's loss per example."""
+        return None
+
+    def term_mask(self, objective: Any, term: Any, mask: Any) -> Any:
+        """The mask ``[B, L]`` a knowledge term compares tokens under (1 = compared)."""
+        return mask
+
+    def formulation(self, objective: Any) -> dict[str, str]:
+        """Which form of its paper the trial's method computes, by option (recorded in the row)."""
+        return {}
 
     def extra_terms(self, objective: Any) -> dict[str, float]:
         """The weights of the terms the method adds to eq. 9, by name (after the knowledge terms)."""

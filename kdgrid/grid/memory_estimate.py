@@ -149,9 +149,18 @@ def projection_params(trial: Trial) -> int:
     teacher = teacher_shape(trial.teacher, trial.task)
     if student.width == teacher.width or trial.projection == "none":
         return 0
-    pairs = len(_pairs(trial, student, teacher))
     linear = student.width * teacher.width + teacher.width
     mlp_extra = teacher.width * teacher.width + teacher.width if trial.projection in ("mlp", "ensemble") else 0
+    return projected_terms(trial) * (linear + mlp_extra)
+
+
+def projected_terms(trial: Trial) -> int:
+    """The loss terms of a trial that go through a projection (0 when none can: same widths, projection none)."""
+    student = student_shape(trial.student)
+    teacher = teacher_shape(trial.teacher, trial.task)
+    if student.width == teacher.width or trial.projection == "none":
+        return 0
+    pairs = len(_pairs(trial, student, teacher))
     terms = 0
     for name in trial.knowledge:
         feature = knowledge_feature(name)
@@ -159,7 +168,7 @@ def projection_params(trial: Trial) -> int:
             terms += pairs if feature in LAYERED_FEATURES else 1
         elif feature is None:
             terms += pairs
-    return terms * (linear + mlp_extra)
+    return terms
 
 
 def _learnable(trial: Trial) -> bool:
@@ -197,7 +206,14 @@ def method_facts(trial: Trial) -> TrialFacts:
     student = student_shape(trial.student)
     teacher = teacher_shape(trial.teacher, trial.task)
     pairs = _pairs(trial, student, teacher) if trial.strategy else []
-    return TrialFacts(trial, student, teacher, pairs, projection_parameters=projection_params(trial))
+    return TrialFacts(
+        trial,
+        student,
+        teacher,
+        pairs,
+        projected_terms=projected_terms(trial),
+        projection_parameters=projection_params(trial),
+    )
 
 
 def estimate_trial_memory_gb(trial: Trial) -> float:

@@ -80,8 +80,22 @@ def soft_ce_at_2(z_s: np.ndarray) -> np.ndarray:
     return -(p_t * log_p_s).sum(1)
 
 
+def binary_kl_norm_at_2(z_s: np.ndarray) -> float:
+    """BinaryKL-Norm at T = 2 of the head's logits ``z_s`` against `TEACHER_LOGITS` (the authors' loss):
+    ``T^2 / N sum_bc KL_bin(1/2 || sigmoid((z_s - z_t) / T))``."""
+    q = 1 / (1 + np.exp(-(z_s - TEACHER_LOGITS.double().numpy()) / 2))
+    return float(4 * (0.5 * np.log(0.5 / q) + 0.5 * np.log(0.5 / (1 - q))).sum() / len(z_s))
+
+
+def test_the_distillation_head_learns_by_binary_kl_norm_unless_told_otherwise() -> None:
+    model, _, values, z_s, _ = soft_case()
+    assert values["soft"].item() == pytest.approx(binary_kl_norm_at_2(z_s), rel=1e-5)
+    values["soft"].backward()
+    assert model.classifier.weight.grad is None and getattr(model, DISTILL_HEAD).weight.grad is not None
+
+
 def test_each_loss_reaches_its_own_head_and_the_soft_value_matches_a_hand_computation() -> None:
-    model, features, values, z_s, task_logits = soft_case()
+    model, features, values, z_s, task_logits = soft_case(dual_head_loss="softmax")
     head, classifier = getattr(model, DISTILL_HEAD), model.classifier
     np.testing.assert_allclose(features.logits.detach().double().numpy(), task_logits, rtol=1e-5, atol=1e-6)
     assert values["soft"].item() == pytest.approx(float(soft_ce_at_2(z_s).mean()), rel=1e-5)
@@ -94,15 +108,15 @@ def test_each_loss_reaches_its_own_head_and_the_soft_value_matches_a_hand_comput
     assert own_parameter_count(model) == sum(p.numel() for p in model.parameters()) - (16 * 3 + 3)
 
 
-@pytest.mark.parametrize("weighting", ["adakd", "teacher_loss"])
+@pytest.mark.parametrize("weighting", ["adakd_batchnorm", "teacher_loss"])
 def test_per_example_weights_read_the_distillation_head_too(weighting: str) -> None:
-    model, _, values, z_s, _ = soft_case(example_weight=weighting)
+    model, _, values, z_s, _ = soft_case(example_weight=weighting, dual_head_loss="softmax")
     head, classifier = getattr(model, DISTILL_HEAD), model.classifier
     # By hand: each example's soft CE from the distillation head's logits, weighted by a function of the
     # teacher's own cross-entropy on its gold label, the weights normalised to average 1.
     z_t, labels = TEACHER_LOGITS.double().numpy(), batch()["labels"].numpy()
     teacher_ce = np.log(np.exp(z_t).sum(1)) - z_t[np.arange(2), labels]
-    raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd" else teacher_ce
+    raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd_batchnorm" else teacher_ce
     expected = float((raw / raw.mean() * soft_ce_at_2(z_s)).mean())
     assert values["soft"].item() == pytest.approx(expected, rel=1e-5)
     values["soft"].backward()

@@ -169,7 +169,7 @@ def test_weights_that_would_make_a_silently_wrong_loss_are_refused() -> None:
     problems = option_problems([("example_weight", "teacher_los")], ())
     assert problems == [
         "option example_weight='teacher_los' is invalid: example weight 'teacher_los' is not registered; "
-        "allowed: uniform, teacher_loss, adakd; did you mean 'teacher_loss'?"
+        "allowed: uniform, teacher_loss, adakd, adakd_batchnorm; did you mean 'teacher_loss'?"
     ]
 
 

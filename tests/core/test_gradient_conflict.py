@@ -22,12 +22,14 @@ torch.set_num_threads(1)
 
 
 def test_dot_keeps_separate_momenta_as_written_by_hand() -> None:
-    """Two steps of DOT on a 2x3 weight (decayed) and a bias (not), against mu -+ Delta momenta in numpy."""
+    """Two steps of DOT on a 2x3 weight (decayed) and a bias (not), against mu -+ Delta momenta in numpy (the
+    bias, task gradient only, under ``dot_form: kdgrid``: its missing distillation gradient counts as zero)."""
     torch.manual_seed(0)
     layer = torch.nn.Linear(3, 2)
     w0, b0 = layer.weight.detach().double().numpy().copy(), layer.bias.detach().double().numpy().copy()
     optimizer, _ = build_optimizer(
-        [layer], 0.1, 0.01, total_steps=100, warmup_ratio=0.0, kind="dot", options={"dot_delta": 0.05}
+        [layer], 0.1, 0.01, total_steps=100, warmup_ratio=0.0, kind="dot",
+        options={"dot_delta": 0.05, "dot_form": "kdgrid"},
     )
     assert isinstance(optimizer, DOT)
     rng = np.random.default_rng(3)

@@ -42,8 +42,12 @@ def test_stages_by_hand() -> None:
     assert [curriculum.stage(k, 12) for k in range(12)] == [0] * 3 + [1] * 3 + [2] * 6
     assert curriculum.first_steps(12) == [0, 3, 6]
     assert curriculum.trainable_layers(0) == {0, 1} and curriculum.trainable_layers(1) == {2}
-    assert curriculum.trainable_layers(2) is None
-    assert curriculum.stage_terms(0) == {"hidden_mse@1-2"} and curriculum.stage_terms(2) is None
+    # the last stage: the pooler and the heads (parameter layer None) on the gold labels alone, by default ...
+    assert curriculum.trainable_layers(2) == {None} and curriculum.stage_terms(2) == {"hard"}
+    assert curriculum.stage_terms(0) == {"hidden_mse@1-2"}
+    # ... or everything on the full objective
+    everything = Curriculum.of([0.25, 0.5], [("hidden_mse@1-2", (1, 2)), ("hidden_mse@2-3", (2, 3))], "all")
+    assert everything.trainable_layers(2) is None and everything.stage_terms(2) is None
     with pytest.raises(ConfigError, match=r"stage\(s\) \[1\] get no step"):
         Curriculum.of([0.31, 0.32], [("a", (1, 1)), ("b", (2, 2))]).first_steps(10)  # both start at step 4
     # a deeper student skipping layers: stage 2 trains layers 3..4
@@ -54,16 +58,22 @@ def test_stages_by_hand() -> None:
     assert parameter_layer("classifier.weight") is None and parameter_layer("bert.pooler.dense.bias") is None
 
 
-def test_only_the_stages_layers_change_and_the_stage_minimises_its_own_terms(teacher: str) -> None:
-    trial = make_trial(teacher, knowledge=("hidden_mse",), strategy="Last", options=CURRICULUM)
+@pytest.mark.parametrize(("last", "optimizer"), [("all", "shared"), ("classifier", "fresh")])
+def test_only_the_stages_layers_change_and_the_stage_minimises_its_own_terms(
+    teacher: str, last: str, optimizer: str
+) -> None:
+    options = {**CURRICULUM, "layer_curriculum_last": last, "layer_curriculum_optimizer": optimizer}
+    trial = make_trial(teacher, knowledge=("hidden_mse",), strategy="Last", options=options)
     job = load_job(trial, make_runtime("cpu"))
     run_ = setup_student(set_up_trial(trial, job.teacher), job)
     total = job.steps_per_epoch * trial.epochs
     assert total == 12
     summary = run_.result.extra["layer_curriculum"]
     assert [s["first_step"] for s in summary["stages"]] == [0, 3, 6]
-    assert [s["terms"] for s in summary["stages"]] == [["hidden_mse@1-2"], ["hidden_mse@2-3"], "all"]
-    assert [s["trainable_layers"] for s in summary["stages"]] == [[0, 1], [2], "all"]
+    last_terms, last_layers = ("all", "all") if last == "all" else (["hard"], "classifier")
+    assert [s["terms"] for s in summary["stages"]] == [["hidden_mse@1-2"], ["hidden_mse@2-3"], last_terms]
+    assert [s["trainable_layers"] for s in summary["stages"]] == [[0, 1], [2], last_layers]
+    assert summary["last"] == last
     assert run_.objective is not None and run_.capture is not None
     capture = FeatureCapture(job.teacher_model, frozenset({"logits", "hidden"}), frozenset({2, 3}))
     watched = {"model": run_.model, "objective": run_.objective}
@@ -91,6 +101,8 @@ def test_only_the_stages_layers_change_and_the_stage_minimises_its_own_terms(tea
             before = snapshot()
             train_step(run_, job, batch, features, step + 1)
             after = snapshot()
+            if step == 3:  # stage 1's first step: which parameters have an optimizer state now
+                stateful = {id(p) for p in run_.optimizer.state}
             changed_by_stage[stage] |= {k for k in before if not torch.equal(before[k], after[k])}
             step += 1
     layer_of = {k: parameter_layer(k.split(".", 1)[1]) for k in snapshot() if k.startswith("model.")}
@@ -99,12 +111,21 @@ def test_only_the_stages_layers_change_and_the_stage_minimises_its_own_terms(tea
     }
     assert model_changed[0] == {k for k, layer in layer_of.items() if layer in (0, 1)}
     assert model_changed[1] == {k for k, layer in layer_of.items() if layer == 2}
-    assert model_changed[2] == set(layer_of)  # the full objective: every parameter, classifier included
+    if last == "all":
+        assert model_changed[2] == set(layer_of)  # the full objective: every parameter, classifier included
+    else:  # the paper's last stage: the pooler and the classifier alone
+        assert model_changed[2] == {k for k, layer in layer_of.items() if layer is None} != set()
     projection = {
         s: {k for k in changed if k.startswith("objective.")} for s, changed in changed_by_stage.items()
     }
     assert projection[0] and all("at_1_2" in k for k in projection[0])
     assert projection[1] and all("at_2_3" in k for k in projection[1])
+    # a fresh optimizer per stage (the paper's) holds state only for what stage 1 trained; a shared one keeps
+    # stage 0's too
+    params = {f"{side}.{n}": p for side, module in watched.items() for n, p in module.named_parameters()}
+    stage_1 = {id(params[k]) for k in model_changed[1] | projection[1]}
+    assert stateful == stage_1 if optimizer == "fresh" else stateful > stage_1
+    assert summary["optimizer"] == optimizer
 
 
 @pytest.mark.parametrize(
@@ -122,6 +143,11 @@ def test_only_the_stages_layers_change_and_the_stage_minimises_its_own_terms(tea
             "needs a strategy and knowledge",
         ),
         ({"options": {"layer_curriculum": [0.2, 0.4], "optimizer": "dot"}}, "cannot go with optimizer 'dot'"),
+        ({"alpha": 0.0, "options": {"layer_curriculum": [0.2, 0.4]}}, "last stage trains the classifier on the gold"),
+        ({"options": {"layer_curriculum_last": "all"}}, "option layer_curriculum_last is a setting of"),
+        ({"options": {"layer_curriculum_optimizer": "fresh"}}, "option layer_curriculum_optimizer is a setting of"),
+        ({"options": {"layer_curriculum": [0.2, 0.4], "layer_curriculum_optimizer": "new"}}, "allowed: fresh, shared"),
+        ({"options": {"layer_curriculum": [0.2, 0.4], "layer_curriculum_last": "head"}}, "allowed: classifier, all"),
     ],
 )
 def test_the_option_is_refused_before_anything_runs(teacher: str, fields: dict, message: str) -> None:

@@ -95,10 +95,12 @@ def test_the_option_needs_a_learned_part_and_a_positive_number(teacher: str) -> 
 def test_the_gate_moves_further_and_resumes_bit_for_bit(
     teacher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plain = make_trial(teacher, knowledge=("hidden_mse",), strategy="LAD", beta=1.0)
+    softmax = {"lad_form": "softmax"}  # kdgrid's softmax gate: its weights show how far it moved
+    plain = make_trial(teacher, knowledge=("hidden_mse",), strategy="LAD", beta=1.0, options=softmax)
     scaled = make_trial(
-        teacher, knowledge=("hidden_mse",), strategy="LAD", beta=1.0, options={"learned_lr_scale": SCALE}
-    )
+        teacher, knowledge=("hidden_mse",), strategy="LAD", beta=1.0,
+        options={"learned_lr_scale": SCALE, **softmax},
+    )  # fmt: skip
     (r_plain, r_scaled), weights = run([plain, scaled])
     assert r_plain.status == r_scaled.status == "done", (r_plain.error_message, r_scaled.error_message)
 

@@ -54,7 +54,7 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 
 def test_lad_targets_the_gate_weighted_sum_of_every_teacher_layer() -> None:
-    t = trial(knowledge=("hidden_mse",), strategy="LAD", beta=1.0)
+    t = trial(knowledge=("hidden_mse",), strategy="LAD", beta=1.0, options={"lad_form": "softmax"})
     pairs = layer_pairs("LAD", 2, 3)
     assert pairs == [(1, 1), (2, 3)] == nominal_pairs(2, 3)  # Dilatation's names: floor(i 3 / 2), at least 1
     assert layer_pairs("ALP-KD", 4, 2) == [(1, 1), (2, 1), (3, 1), (4, 2)]  # any depths: floor(i 2 / 4), at least 1
@@ -83,7 +83,8 @@ def test_lad_targets_the_gate_weighted_sum_of_every_teacher_layer() -> None:
 
 @pytest.mark.parametrize("scale", ["none", "sqrt_width"])
 def test_alp_kd_attends_over_teacher_layers_from_the_students_cls(scale: str) -> None:
-    t = trial(knowledge=("hidden_mse",), strategy="alp_kd", beta=1.0, options={"alp_kd_scale": scale})
+    t = trial(knowledge=("hidden_mse",), strategy="alp_kd", beta=1.0,
+              options={"alp_kd_scale": scale, "alp_kd_tokens": "all"})  # fmt: skip
     terms = knowledge_terms(t, layer_pairs("ALP-KD", 2, 3), STUDENT, TEACHER)
     objective = Objective(t, terms, STUDENT, TEACHER, regression=False)
     assert objective.mapping.query is None and not list(objective.mapping.parameters())  # equal widths: none
@@ -110,7 +111,8 @@ def test_alp_kd_attends_over_teacher_layers_from_the_students_cls(scale: str) ->
 
 
 def test_alp_kd_counts_a_batch_once_per_student_layer_and_no_batch_without_gradients() -> None:
-    t = trial(knowledge=("hidden_mse", "cos", "value_relation"), strategy="ALP-KD", beta=1.0)
+    t = trial(knowledge=("hidden_mse", "cos", "value_relation"), strategy="ALP-KD", beta=1.0,
+              options={"alp_kd_tokens": "all"})  # fmt: skip
     terms = knowledge_terms(t, layer_pairs("ALP-KD", 2, 3), STUDENT, TEACHER)
     assert [sum(term.pair == pair for term in terms) for pair in ((1, 1), (2, 3))] == [3, 3]  # 3 terms a layer
     objective = Objective(t, terms, STUDENT, TEACHER, regression=False)
@@ -159,9 +161,14 @@ def test_alp_kd_maps_a_narrower_students_query_and_the_estimate_counts_it() -> N
         task="mrpc", teacher="bert-base", student="bert-mini", knowledge=("hidden_mse",), strategy="ALP-KD"
     )
     lad = Trial(
-        task="mrpc", teacher="bert-base", student="bert-mini", knowledge=("hidden_mse",), strategy="LAD"
-    )
+        task="mrpc", teacher="bert-base", student="bert-mini", knowledge=("hidden_mse",), strategy="LAD",
+        options={"lad_form": "softmax"},
+    )  # fmt: skip
     assert mapping_params(real) == 256 * 768 and mapping_params(lad) == 4 * 12  # bert-mini: 4 layers of 256
+    gates = Trial(
+        task="mrpc", teacher="bert-base", student="bert-mini", knowledge=("hidden_mse",), strategy="LAD"
+    )  # LAD's gate blocks: 11 of them on the teacher's width 768, the LayerNorm affine over max_length 128
+    assert mapping_params(gates) == 11 * (768 * 768 + 768 + 2 * 128 * 768)
     # same pairs and projections: the two differ by their mappings' parameters, 16 bytes each
     difference = (256 * 768 - 4 * 12) * BYTES_PER_PARAMETER / GIB
     assert estimate_trial_memory_gb(real) - estimate_trial_memory_gb(lad) == pytest.approx(difference)
@@ -183,7 +190,7 @@ def test_adakd_weights_grow_with_the_teachers_loss_normalised_per_batch(function
     s = np.array([[0.5, -1.0], [2.0, 0.0], [0.0, 0.3], [1.0, 1.0]])
     z = np.array([[3.0, 0.0], [-0.5, 1.0], [0.2, 0.1], [0.0, 2.0]])
     labels = np.array([0, 0, 1, 1])
-    options = {"example_weight": "adakd", "adakd_function": function}
+    options = {"example_weight": "adakd_batchnorm", "adakd_function": function}
     objective = Objective(trial(temperature=2.0, options=options), [], STUDENT, TEACHER, regression=False)
     hidden = draw((4, 3, 8), 1, 0)
     values = objective.term_values(features(hidden, s), features(hidden, z), torch.tensor(labels))
@@ -210,7 +217,8 @@ def test_ctkds_curriculum_by_hand() -> None:
 
 
 def test_ctkd_learns_the_temperature_up_the_loss_through_gradient_reversal() -> None:
-    options = {"temperature_learner": "ctkd", "ctkd_min_temperature": 1.0, "ctkd_max_temperature": 9.0}
+    options = {"temperature_learner": "ctkd", "ctkd_min_temperature": 1.0, "ctkd_max_temperature": 9.0,
+               "ctkd_form": "kdgrid"}  # fmt: skip
     objective = Objective(trial(temperature=3.0, options=options), [], STUDENT, TEACHER, regression=False)
     learned = objective.temperature_learner
     assert learned is not None and learned.value().item() == pytest.approx(3.0, abs=1e-6)
@@ -241,14 +249,14 @@ def test_ctkd_learns_the_temperature_up_the_loss_through_gradient_reversal() -> 
 
 
 @pytest.mark.parametrize("t2", [False, True])
-@pytest.mark.parametrize("weighting", ["uniform", "adakd"])
+@pytest.mark.parametrize("weighting", ["uniform", "adakd_batchnorm"])
 def test_ctkds_temperature_is_pushed_up_the_kl_and_the_students_gradient_is_the_cross_entropys(
     t2: bool, weighting: str
 ) -> None:
     """T's reversed gradient is -d KL(p_T || p_S) / dT (not -d CE / dT, whose teacher-entropy part grows with T
     whatever the student does); the soft value and the student's gradient are those of the cross-entropy."""
     options = {"temperature_learner": "ctkd", "ctkd_max_temperature": 9.0, "ctkd_ramp": 0.5, "soft_t2": t2,
-               "example_weight": weighting}  # fmt: skip
+               "example_weight": weighting, "ctkd_form": "kdgrid"}  # fmt: skip
     objective = Objective(trial(temperature=3.0, options=options), [], STUDENT, TEACHER, regression=False)
     learned = objective.temperature_learner
     assert learned is not None
@@ -265,7 +273,7 @@ def test_ctkds_temperature_is_pushed_up_the_kl_and_the_students_gradient_is_the_
 
     # By hand, float64: AdaKD's weights from the teacher's own cross-entropy, normalised to average 1.
     teacher_ce = np.log(np.exp(z).sum(1)) - z[np.arange(3), labels]
-    raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd" else np.ones(3)
+    raw = np.exp(-1 / np.sqrt(teacher_ce)) if weighting == "adakd_batchnorm" else np.ones(3)
     w = raw / raw.mean()
 
     def ce(temperature: float) -> float:
@@ -321,7 +329,7 @@ def test_each_option_is_refused_naming_its_allowed_values() -> None:
     ]
     assert "allowed: a number in (0, 1]" in option_problems([("ctkd_ramp", 0)], ())[0]
     assert "ctkd_lambda_max=-1 is invalid" in option_problems([("ctkd_lambda_max", -1)], ())[0]
-    assert "did you mean 'adakd'" in option_problems([("example_weight", "adakd_")], ())[0]
+    assert "did you mean 'adakd_batchnorm' or 'adakd'" in option_problems([("example_weight", "adakd_")], ())[0]
 
 
 @pytest.mark.parametrize(
@@ -332,7 +340,7 @@ def test_each_option_is_refused_naming_its_allowed_values() -> None:
         ({"knowledge": ("hidden_mse",), "strategy": "LAD", "options": {"alp_kd_scale": "none"}},
          "option 'alp_kd_scale' is ALP-KD's; the trial's strategy is 'LAD'"),
         ({"options": {"ctkd_ramp": 0.5}}, "option(s) ['ctkd_ramp'] need temperature_learner: ctkd"),
-        ({"temperature": 30.0, "options": {"temperature_learner": "ctkd"}},
+        ({"temperature": 30.0, "options": {"temperature_learner": "ctkd", "ctkd_form": "kdgrid"}},
          "must lie strictly between ctkd_min_temperature=1 and ctkd_max_temperature=21; got temperature=30"),
         ({"options": {"temperature_learner": "ctkd", "temperature_schedule": "linear", "temperature_end": 2.0}},
          "temperature_schedule must be constant, got 'linear'"),
@@ -351,20 +359,30 @@ def test_the_learned_methods_combine_with_what_they_support() -> None:
         trial(
             knowledge=("hidden_mse", "value_relation"),
             strategy="ALP-KD",
-            options={"alp_kd_scale": "sqrt_width"},
+            options={"alp_kd_scale": "sqrt_width", "alp_kd_tokens": "all"},
         ),
-        trial(knowledge=("attention_mse_sum", "hidden_mse"), strategy="LAD"),
+        trial(knowledge=("hidden_mse", "cos", "pkd"), strategy="ALP-KD"),  # [CLS] vectors: the paper's loss
+        trial(knowledge=("attention_mse_sum", "hidden_mse"), strategy="LAD", options={"lad_form": "softmax"}),
+        trial(knowledge=("hidden_mse",), strategy="LAD"),
         trial(temperature=4.0, options={"temperature_learner": "ctkd", "example_weight": "adakd"}),
     ]
     for t in ok:
         assert trial_option_problems(t) == []
+    # ALP-KD's [CLS] loss (the default) cannot compare relations between tokens: refused, naming the way out
+    (problem,) = trial_option_problems(trial(knowledge=("hidden_mse", "value_relation"), strategy="ALP-KD"))
+    assert "knowledge 'value_relation' relates tokens to each other" in problem and "alp_kd_tokens: all" in problem
+    # LAD's gate blocks (the default) aggregate hidden states: attention knowledge is refused, naming the way out
+    (problem,) = trial_option_problems(trial(knowledge=("attention_mse_sum", "hidden_mse"), strategy="LAD"))
+    assert "knowledge 'attention_mse_sum' reads scores" in problem and "lad_form: softmax" in problem
+    (problem,) = trial_option_problems(trial(knowledge=("hidden_mse",), strategy="Last", options={"lad_form": "gates"}))
+    assert problem == "option 'lad_form' is LAD's; the trial's strategy is 'Last'"
     assert get_strategy("alp").name == "ALP-KD" and get_strategy("lad").learnable
 
 
 def test_a_learned_temperature_is_computed_once_per_step_whatever_the_terms() -> None:
     """The learner's forward pass runs once per `term_values`, not once for the soft term and again per knowledge
     term; the values are those of one temperature."""
-    options = {"temperature_learner": "ctkd"}
+    options = {"temperature_learner": "ctkd", "ctkd_form": "kdgrid"}  # starts at the trial's temperature
     t = trial(temperature=3.0, knowledge=("hidden_mse",), strategy="Last", beta=1.0, options=options)
     terms = knowledge_terms(t, layer_pairs("Last", 2, 3), STUDENT, TEACHER)
     assert len(terms) == 2

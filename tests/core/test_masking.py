@@ -90,7 +90,7 @@ def test_masking_options_are_checked_with_their_allowed_values() -> None:
     problems = option_problems([("mask_input", "both"), ("mask_by", "salience"), ("mask_fraction", 1.0)], ())
     assert problems == [
         "option mask_input='both' is invalid; allowed: teacher, student",
-        "option mask_by='salience' is invalid; allowed: random, saliency; did you mean 'saliency'?",
+        "option mask_by='salience' is invalid; allowed: random, saliency, maskedkd; did you mean 'saliency'?",
         "option mask_fraction=1.0 is invalid; allowed: a number in (0, 1) (the share of tokens masked)",
     ]
     stray = Trial("sst2", "bert-base", "bert-tiny", options={"mask_fraction": 0.2})

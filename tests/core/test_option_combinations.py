@@ -112,8 +112,12 @@ def test_learns_beside_the_student_counts_lkd() -> None:
 def test_adakd_function_needs_the_adakd_weight() -> None:
     for options in ({"adakd_function": "sqrt"}, {"adakd_function": "sqrt", "example_weight": "teacher_loss"}):
         problems = problems_of(options=options)
-        assert refused(problems, "option adakd_function", "it needs example_weight: adakd"), problems
-    assert problems_of(options={"adakd_function": "sqrt", "example_weight": "adakd"}) == []
+        assert refused(problems, "option adakd_function", "example_weight adakd or adakd_batchnorm"), problems
+    assert problems_of(options={"adakd_function": "sqrt", "example_weight": "adakd_batchnorm"}) == []
+    # AdaKD's trade-off needs alpha_i in [0, 1]: only its own function gives that
+    problems = problems_of(options={"adakd_function": "sqrt", "example_weight": "adakd"})
+    assert refused(problems, "example_weight: adakd trades", "adakd_function: exp_inv_sqrt"), problems
+    assert problems_of(options={"adakd_function": "exp_inv_sqrt", "example_weight": "adakd"}) == []
 
 
 @pytest.mark.parametrize("target", ["temperature", "soft_weight", "alpha", "knowledge_weight"])

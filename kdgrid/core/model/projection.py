@@ -17,7 +17,9 @@ student vector, their outputs averaged, ``y = (1/M) sum_m P_m(x)``; the loss com
 Their members are 1x1 convolution + BatchNorm + ReLU on post-ReLU CNN features; BERT's hidden states are signed,
 so a ReLU output could not reach them, and an average of affine maps is one affine map (no ensemble at all): each
 member here is kdgrid's ``mlp`` (Linear -> GELU -> Linear), which keeps both the members' non-linearity and a
-signed output. M is the trial option ``projector_members`` (default 3, the paper's default ensemble size).
+signed output. M is the trial option ``projector_members`` (default 3, the paper's default ensemble size). The
+option ``projector_member: relu_linear`` gives the authors' member instead (their code, chenyd7/PEFD: ``Linear``
+then ``ReLU``, averaged); with ``knowledge: [cos]`` the loss is theirs too, one minus the cosine (per token).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Projection(nn.Module):
         hidden_width: h of the MLP (of each member of an ensemble); default the teacher width. Ignored for
             ``linear``.
         members: M, the ensemble's size (at least 2; default `DEFAULT_ENSEMBLE_MEMBERS`). Only for ``ensemble``.
+        member: an ensemble member, ``mlp`` (default) or ``relu_linear`` (the authors': Linear then ReLU).
 
     Weights start from N(0, 0.02^2), biases from zero (members one after another from the same generator).
     """
@@ -56,6 +59,7 @@ class Projection(nn.Module):
         kind: str = "linear",
         hidden_width: int | None = None,
         members: int | None = None,
+        member: str = "mlp",
     ) -> None:
         super().__init__()
         if kind not in PROJECTION_KINDS:
@@ -77,6 +81,10 @@ class Projection(nn.Module):
             self.net: nn.Module = nn.Linear(student_width, teacher_width)
         elif kind == "mlp":
             self.net = _mlp(student_width, inner, teacher_width)
+        elif member == "relu_linear":  # the authors' member: Linear then ReLU
+            self.net = nn.ModuleList(
+                nn.Sequential(nn.Linear(student_width, teacher_width), nn.ReLU()) for _ in range(count)
+            )
         else:
             self.net = nn.ModuleList(_mlp(student_width, inner, teacher_width) for _ in range(count))
         for module in self.net.modules():

@@ -212,7 +212,9 @@ class Objective(nn.Module):
         )
         self.auto = isinstance(trial.beta, str)
         self.betas: dict[str, float] = {} if self.auto else {term.name: float(trial.beta) for term in terms}
-        self.soft_t2 = bool(trial.option("soft_t2", False))
+        # T^2 on the soft term: the option, else a method's default (CTKD's paper form), else off
+        soft_t2_default = next((d for h in self.hooks if (d := h.default_soft_t2()) is not None), False)
+        self.soft_t2 = bool(trial.option("soft_t2", soft_t2_default))
         self.example_weight = str(trial.option(EXAMPLE_WEIGHT, DEFAULT_EXAMPLE_WEIGHT))
         # Each scheduled value's schedule and end, read once here rather than from the options at every step.
         self.schedules: dict[str, tuple[str, float | None]] = {
@@ -282,16 +284,41 @@ class Objective(nn.Module):
             soft_s = (
                 s_logits if student.distill_logits is None else {"logits": student.distill_logits.float()}
             )
+            alphas = self.instance_trade_off(t_logits["logits"], labels)
             values = {
-                "soft": self.soft_value(soft_s["logits"], t_logits["logits"], labels, temperature),
-                "hard": compute_knowledge(
-                    "hard_label", s_logits, {}, labels=labels, options={"regression": self.regression}
-                ),
+                "soft": self.soft_value(soft_s["logits"], t_logits["logits"], labels, temperature, alphas),
+                "hard": self.hard_value(s_logits["logits"], labels, alphas),
             }
         values = {**values, **self.knowledge_values(student, teacher, labels, temperature)}
         for hook in self.hooks:
             values.update(hook.extra_values(self))
         return values
+
+    def instance_trade_off(self, logits_t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+        """A method's per-example trade-off ``alpha_i`` ``[B]`` between each example's soft and hard losses
+        (`StepHooks.instance_trade_off`: AdaKD's), None where no method of the trial trades them."""
+        teacher_loss: list[torch.Tensor] = []
+
+        def loss() -> torch.Tensor:  # computed once, and only for a method that reads it
+            if not teacher_loss:
+                teacher_loss.append(teacher_loss_per_example(logits_t, labels, regression=self.regression))
+            return teacher_loss[0]
+
+        return next((a for h in self.hooks if (a := h.instance_trade_off(self, loss)) is not None), None)
+
+    def hard_value(
+        self, logits_s: torch.Tensor, labels: torch.Tensor, alphas: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The hard term: `hard_label`, or under a per-example trade-off ``mean_i (1 - alpha_i) hard_i``."""
+        if alphas is None:
+            return compute_knowledge(
+                "hard_label", {"logits": logits_s}, {}, labels=labels, options={"regression": self.regression}
+            )
+        if self.regression:
+            per_example = (logits_s[:, 0] - labels.to(logits_s.dtype)).pow(2)
+        else:
+            per_example = torch.nn.functional.cross_entropy(logits_s, labels.long(), reduction="none")
+        return ((1 - alphas) * per_example).mean()
 
     def soft_value(
         self,
@@ -299,6 +326,7 @@ class Objective(nn.Module):
         logits_t: torch.Tensor,
         labels: torch.Tensor,
         temperature: float | torch.Tensor | None = None,
+        alphas: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The soft term: `soft_label` at ``temperature`` (None: the temperature now, `temperature`), or with per-example weights ``mean_i w_i * soft_i``,
         the weights normalised to average 1 over the batch (`kdgrid.core.example_weights.normalised_weights`);
@@ -308,10 +336,18 @@ class Objective(nn.Module):
         of the KL divergence ``KL(p_T || p_S) = CE - H(p_T)`` (the same weights and T^2 factor): the teacher's
         entropy ``H(p_T)`` is subtracted and added back detached. The student's gradient is unchanged (the entropy
         does not depend on it); the temperature's follows the KL, which CTKD maximises (Li et al., AAAI 2023),
-        rather than the entropy, which grows with T whatever the student does."""
+        rather than the entropy, which grows with T whatever the student does.
+
+        A method may put its own loss per example in place of the cross-entropy (`StepHooks.soft_per_example`: a
+        dual head's binary divergences, which carry their own T^2 and have no entropy part); per-example
+        ``alphas`` (a trade-off, `instance_trade_off`) weight it unnormalised, in place of the example weight."""
         temperature = self.temperature if temperature is None else temperature
-        weights = None
-        if self.example_weight == DEFAULT_EXAMPLE_WEIGHT:
+        own = next(
+            (v for h in self.hooks if (v := h.soft_per_example(self, logits_s, logits_t, temperature)) is not None),
+            None,
+        )
+        weights = alphas
+        if self.example_weight == DEFAULT_EXAMPLE_WEIGHT and own is None and alphas is None:
             loss = compute_knowledge(
                 "soft_label",
                 {"logits": logits_s},
@@ -320,21 +356,26 @@ class Objective(nn.Module):
                 options={"t2": self.soft_t2, "regression": self.regression},
             )
         else:
-            per_example = soft_label_per_example(logits_s, logits_t, temperature, regression=self.regression)
-            batch = ExampleBatch(
-                student_logits=logits_s.detach(),
-                teacher_logits=logits_t.detach(),
-                labels=labels,
-                teacher_loss=teacher_loss_per_example(logits_t, labels, regression=self.regression),
-                regression=self.regression,
-                progress=self.progress,
-                options=dict(self.trial.options),
+            per_example = (
+                own
+                if own is not None
+                else soft_label_per_example(logits_s, logits_t, temperature, regression=self.regression)
             )
-            weights = normalised_weights(self.example_weight, batch)
-            loss = (weights * per_example).mean()
-            loss = loss * temperature**2 if self.soft_t2 else loss
-        if self.temperature_learner is None or self.regression:
-            return loss  # regression's soft term, a squared distance, has no entropy part
+            if weights is None and self.example_weight != DEFAULT_EXAMPLE_WEIGHT:
+                batch = ExampleBatch(
+                    student_logits=logits_s.detach(),
+                    teacher_logits=logits_t.detach(),
+                    labels=labels,
+                    teacher_loss=teacher_loss_per_example(logits_t, labels, regression=self.regression),
+                    regression=self.regression,
+                    progress=self.progress,
+                    options=dict(self.trial.options),
+                )
+                weights = normalised_weights(self.example_weight, batch)
+            loss = per_example.mean() if weights is None else (weights * per_example).mean()
+            loss = loss * temperature**2 if self.soft_t2 and own is None else loss
+        if self.temperature_learner is None or self.regression or own is not None:
+            return loss  # regression's soft term, a squared distance, has no entropy part; nor a divergence
         per_entropy = teacher_entropy_per_example(logits_t, temperature)
         entropy = per_entropy.mean() if weights is None else (weights * per_entropy).mean()
         entropy = entropy * temperature**2 if self.soft_t2 else entropy
@@ -360,10 +401,13 @@ class Objective(nn.Module):
                 spec = self.specs[term.knowledge]
                 s_layer, t_layer = term.pair if term.pair is not None else (None, None)
                 s_feats = {k: v.float() for k, v in _features_for(student, spec.needs, s_layer).items()}
+                mask = student.mask
+                for hook in self.hooks:  # which tokens the term compares (ALP-KD's [CLS] alone)
+                    mask = hook.term_mask(self, term, mask)
                 if term.mapped:
                     with trainable_targets():
                         t_feats = self._mapped_targets(term, s_feats, teacher)
-                        values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels, temperature)
+                        values[term.name] = self._term_value(term, s_feats, t_feats, mask, labels, temperature)
                     continue
                 t_feats = {  # one fp32 copy per batch for the whole group (a no-op for fp32 features)
                     k: teacher_side(("float",), (v,), v.float)
@@ -371,7 +415,7 @@ class Objective(nn.Module):
                 }
                 if self.teacher_head is not None and "sentence" in t_feats:
                     t_feats["sentence"] = self.teacher_head(t_feats["sentence"])
-                values[term.name] = self._term_value(term, s_feats, t_feats, student.mask, labels, temperature)
+                values[term.name] = self._term_value(term, s_feats, t_feats, mask, labels, temperature)
         return values
 
     def _term_value(
@@ -412,9 +456,24 @@ class Objective(nn.Module):
             targets[need] = self.mapping(need, term.pair[0], student_feature, per_layer)
         return targets
 
+    def formulation(self) -> dict[str, str]:
+        """Which formulation each paper method of the trial computes, by option, where an option's default changed
+        meaning (an option at its default is not written into the trial, so its id cannot say): each method's
+        `StepHooks.formulation` (the dual head's loss, AdaKD's form, CTKD's form, ALP-KD's compared tokens, DOT's
+        one-sided step, a curriculum's last stage, LAD's aggregation). A row without it was computed before, with
+        kdgrid's earlier forms."""
+        found: dict[str, str] = {}
+        for hook in self.hooks:
+            found.update(hook.formulation(self))
+        return found
+
     def learned_parts(self) -> dict[str, dict[str, Any]]:
-        """What the row records of the learned parts: ``mapping`` and ``learned_temperature``, where present."""
+        """What the row records of the learned parts: ``mapping`` and ``learned_temperature``, where present, and
+        the ``formulation`` of its paper methods (`formulation`)."""
         parts: dict[str, dict[str, Any]] = {}
+        formulation = self.formulation()
+        if formulation:
+            parts["formulation"] = formulation
         if self.mapping is not None:
             parts["mapping"] = self.mapping.summary()
         if self.temperature_learner is not None:

@@ -314,6 +314,8 @@ def train_step(
     assert run.objective is not None and run.capture is not None and run.optimizer is not None
     memo = shared_teacher_targets(targets) if targets is not None else contextlib.nullcontext()
     run.objective.set_progress(step - 1, job.steps_per_epoch * run.trial.epochs)
+    for hook in run.hooks:
+        hook.before_step(run, job, step)
     with run.own_rng(job.runtime), memo:
         run.model.train()
         with job.runtime.autocast():

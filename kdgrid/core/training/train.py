@@ -109,7 +109,7 @@ def calibrate_auto_weights(
     job_hooks = step_hooks(pending[0].trial)  # the teacher's batch: every trial of a job reads it alike
     for index, batch in enumerate(batches[:n]):
         batch = job.runtime.to_device(batch)
-        teacher = teacher_forward(job, capture, teacher_batch(job_hooks, job, batch, CALIBRATION, index))
+        teacher = teacher_forward(job, capture, teacher_batch(job_hooks, job, batch, CALIBRATION, index, pending))
         with shared_teacher_targets(TeacherTargets()):  # this batch's teacher-side targets, for every student
             for run in pending:
                 if index >= counts[run.trial.trial_id] or not run.active:
@@ -138,12 +138,18 @@ def calibrate_auto_weights(
 
 
 def teacher_batch(
-    hooks: list[StepHooks], job: LoadedJob, batch: dict[str, torch.Tensor], phase: int, index: int
+    hooks: list[StepHooks],
+    job: LoadedJob,
+    batch: dict[str, torch.Tensor],
+    phase: int,
+    index: int,
+    students: list[StudentRun],
 ) -> dict[str, torch.Tensor]:
     """The batch the job's shared teacher pass reads: ``batch`` as the methods of the job's trials transform it
-    (``hooks``: the first trial's; what they do to the teacher's input is part of the group key)."""
+    (``hooks``: the first trial's; what they do to the teacher's input is part of the group key; ``students``: the
+    students that read the pass, for a transform that reads a student, MaskedKD's)."""
     for hook in hooks:
-        batch = hook.teacher_batch(job, batch, phase, index)
+        batch = hook.teacher_batch(job, batch, phase, index, students)
     return batch
 
 
@@ -241,7 +247,7 @@ def run_job(
             batch = runtime.to_device(batch)
             started = time.perf_counter()
             step = epoch * job.steps_per_epoch + step_in_epoch + 1
-            teacher = teacher_forward(job, teacher_capture, teacher_batch(job_hooks, job, batch, TRAINING, step))
+            teacher = teacher_forward(job, teacher_capture, teacher_batch(job_hooks, job, batch, TRAINING, step, live))
             teacher_seconds = time.perf_counter() - started
             share = teacher_seconds / len(live)
             targets = TeacherTargets()  # teacher-side loss targets: once per batch, not per student

@@ -12,9 +12,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
 from kdgrid.core.matching import get_strategy, nominal_pairs, register_strategy
 from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
+from kdgrid.core.step_hooks import StepHooks
 from kdgrid.errors import KdgridError
 
 ALP_KD = "ALP-KD"
@@ -27,6 +29,14 @@ ALP_KD_SCALE = "alp_kd_scale"
 ALP_KD_SCALES = ("none", "sqrt_width")
 # The features ALP-KD can attend with: [B, L, d] tensors whose [CLS] row is a representation (not scores).
 ALP_KD_FEATURES = ("hidden", "query", "key", "value")
+# ALP-KD's option: which tokens its loss compares. The paper's attention and loss read the [CLS] vectors only
+# ("cls", the default); "all" (kdgrid's earlier form) compares every token with the attended teacher layers.
+ALP_KD_TOKENS = "alp_kd_tokens"
+ALP_KD_TOKEN_CHOICES = ("cls", "all")
+DEFAULT_ALP_KD_TOKENS = "cls"
+# The knowledge that compares the two sides vector by vector, so that it can compare the [CLS] vectors alone (the
+# others relate tokens to each other: with one token they would compare nothing).
+ALP_KD_CLS_KNOWLEDGE = ("hidden_mse", "cos", "pkd")
 
 
 def build_attention(context: Any) -> Any:
@@ -48,18 +58,75 @@ def alp_kd_scale_problem(value: object) -> str | None:
     return f"option {ALP_KD_SCALE}={value!r} is invalid; allowed: {', '.join(ALP_KD_SCALES)}"
 
 
-def scale_rule(facts: TrialFacts) -> list[str]:
-    """``alp_kd_scale`` belongs to strategy ALP-KD: on a trial of another strategy it would do nothing."""
-    trial = facts.trial
-    if ALP_KD_SCALE not in dict(trial.options):
-        return []
+def alp_kd_tokens_problem(value: object) -> str | None:
+    """Why ``value`` is not a choice of ALP-KD's compared tokens (None when it is); names the allowed ones."""
+    if value in ALP_KD_TOKEN_CHOICES:
+        return None
+    return f"option {ALP_KD_TOKENS}={value!r} is invalid; allowed: {', '.join(ALP_KD_TOKEN_CHOICES)}"
+
+
+def _strategy(trial: Any) -> str | None:
     try:
-        strategy = get_strategy(trial.strategy).name if trial.strategy is not None else None
+        return get_strategy(trial.strategy).name if trial.strategy is not None else None
     except KdgridError:  # an unknown strategy: refused, with the allowed ones, by the strategy check
-        strategy = None
-    if strategy == ALP_KD:
+        return None
+
+
+def tokens(trial: Any) -> str:
+    """The tokens the trial's ALP-KD loss compares (`DEFAULT_ALP_KD_TOKENS` unless the option says)."""
+    return str(trial.option(ALP_KD_TOKENS) or DEFAULT_ALP_KD_TOKENS)
+
+
+def scale_rule(facts: TrialFacts) -> list[str]:
+    """``alp_kd_scale`` and ``alp_kd_tokens`` belong to strategy ALP-KD (on a trial of another strategy they would
+    do nothing); under ``alp_kd_tokens: cls`` (the default) the knowledge on pairs that cannot compare one vector
+    is refused, naming the way out."""
+    trial = facts.trial
+    options = dict(trial.options)
+    if _strategy(trial) != ALP_KD:
+        return [
+            f"option {name!r} is {ALP_KD}'s; the trial's strategy is {trial.strategy!r}"
+            for name in (ALP_KD_SCALE, ALP_KD_TOKENS)
+            if name in options
+        ]
+    if tokens(trial) != "cls":
         return []
-    return [f"option {ALP_KD_SCALE!r} is {ALP_KD}'s; the trial's strategy is {trial.strategy!r}"]
+    problems = []
+    for name in trial.knowledge:
+        try:
+            spec = KNOWLEDGE[canonical_knowledge(name)]
+        except KdgridError:  # an unknown knowledge: refused by its own check
+            continue
+        if spec.placement == "pairs" and spec.name not in ALP_KD_CLS_KNOWLEDGE:
+            problems.append(
+                f"strategy {ALP_KD} compares the [CLS] vectors only ({ALP_KD_TOKENS}: cls, the paper's loss); "
+                f"knowledge {spec.name!r} relates tokens to each other: use {', '.join(ALP_KD_CLS_KNOWLEDGE)}, or "
+                f"{ALP_KD_TOKENS}: all"
+            )
+    return problems
+
+
+class AlpKdHooks(StepHooks):
+    """ALP-KD's part in the objective: under ``alp_kd_tokens: cls`` its terms compare the [CLS] position alone,
+    and which form the row measured."""
+
+    def __init__(self, trial: Any) -> None:
+        self.tokens = tokens(trial)
+
+    def term_mask(self, objective: Any, term: Any, mask: Any) -> Any:
+        if self.tokens != "cls" or not term.mapped:
+            return mask
+        cls_only = mask.new_zeros(mask.shape)  # tensor methods only: this module imports no torch
+        cls_only[:, 0] = 1
+        return cls_only
+
+    def formulation(self, objective: Any) -> dict[str, str]:
+        return {ALP_KD_TOKENS: self.tokens}
+
+
+def step_hooks(trial: Any) -> AlpKdHooks:
+    """The hooks of a trial with strategy ALP-KD."""
+    return AlpKdHooks(trial)
 
 
 register_strategy(
@@ -79,6 +146,14 @@ register_option(
     "strategy ALP-KD: the attention scores' divisor, none (the paper's plain dot product) or sqrt_width (sqrt(d_T))",
     check=alp_kd_scale_problem,
 )
+register_option(
+    ALP_KD_TOKENS,
+    "text",
+    DEFAULT_ALP_KD_TOKENS,
+    "strategy ALP-KD: which tokens its loss compares, cls (the paper's: the [CLS] vectors) or all (kdgrid's "
+    "earlier form: every token against the attended teacher layers)",
+    check=alp_kd_tokens_problem,
+)
 
 register_method(
     MethodSpec(
@@ -86,7 +161,9 @@ register_method(
         title="ALP-KD: each student layer attends over every teacher layer from its [CLS] (strategy: ALP-KD)",
         paper="Passban, Wu, Rezagholizadeh & Liu, ALP-KD: Attention-Based Layer Projection for Knowledge "
         "Distillation, AAAI 2021",
-        options=(ALP_KD_SCALE,),
+        options=(ALP_KD_SCALE, ALP_KD_TOKENS),
         rules=(("options", scale_rule),),
+        uses=lambda trial: bool(trial.knowledge) and _strategy(trial) == ALP_KD,
+        hooks="kdgrid.core.methods.alp_kd.spec:step_hooks",
     )
 )

@@ -8,7 +8,13 @@ Yang, Yang, Cheng & Yang, "Curriculum Temperature for Knowledge Distillation", A
   the trial's ``temperature`` is where it starts and must lie strictly inside;
 - ``ctkd_lambda_max``: the gradient-reversal strength at the end of its curriculum;
 - ``ctkd_ramp``: the fraction of training over which the strength rises from 0 to ``ctkd_lambda_max`` by half a
-  cosine (CTKD's curriculum), then stays there.
+  cosine (CTKD's curriculum), then stays there;
+- ``ctkd_form``: ``paper`` (default), the authors' module and schedule (zhengli97/CTKD): the temperature starts at
+  ``theta = 1`` (T = 1 + 20 sigmoid(1) = 15.62 in the default range [1, 21]) whatever the trial's ``temperature``,
+  the strength ramps over ``10 / 240`` of training (their 10 of 240 epochs) unless ``ctkd_ramp`` says otherwise,
+  and the soft term is multiplied by T^2 (they reverse ``KL x T^2``) unless ``soft_t2`` says otherwise; or
+  ``kdgrid``, kdgrid's earlier form: the temperature starts at the trial's ``temperature`` (strictly inside the
+  range), the ramp is the whole of training, and ``soft_t2`` keeps its own default (off).
 
 `learner_problems` refuses the combinations that cannot run: a ``ctkd_*`` option without the learner, a start
 outside the range, a temperature schedule beside it (both would set the temperature), or a soft-label weight of 0
@@ -18,6 +24,7 @@ outside the range, a temperature schedule beside it (both would set the temperat
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,7 +39,41 @@ CTKD_MIN = "ctkd_min_temperature"
 CTKD_MAX = "ctkd_max_temperature"
 CTKD_LAMBDA = "ctkd_lambda_max"
 CTKD_RAMP = "ctkd_ramp"
-CTKD_DEFAULTS: dict[str, float] = {CTKD_MIN: 1.0, CTKD_MAX: 21.0, CTKD_LAMBDA: 1.0, CTKD_RAMP: 1.0}
+CTKD_FORM = "ctkd_form"
+PAPER_FORM, KDGRID_FORM = "paper", "kdgrid"
+CTKD_FORMS: tuple[str, ...] = (PAPER_FORM, KDGRID_FORM)
+CTKD_DEFAULTS: dict[str, float] = {CTKD_MIN: 1.0, CTKD_MAX: 21.0, CTKD_LAMBDA: 1.0}
+PAPER_THETA_0 = 1.0  # the authors' initial logit: T = 1 + 20 sigmoid(1) = 15.62
+PAPER_RAMP = 10 / 240  # the authors' ramp: 10 of 240 epochs
+KDGRID_RAMP = 1.0  # kdgrid's earlier ramp: the whole of training
+CTKD_OPTIONS: tuple[str, ...] = (*CTKD_DEFAULTS, CTKD_RAMP, CTKD_FORM)
+
+
+def ctkd_form(options: Mapping[str, Any]) -> str:
+    """The trial's CTKD form, ``paper`` unless ``ctkd_form`` says ``kdgrid``."""
+    return str(options.get(CTKD_FORM, PAPER_FORM))
+
+
+def ctkd_form_problem(value: object) -> str | None:
+    """Why ``value`` is not a CTKD form (None when it is)."""
+    if isinstance(value, str) and value in CTKD_FORMS:
+        return None
+    return f"option {CTKD_FORM}={value!r} is invalid; allowed: {', '.join(CTKD_FORMS)}"
+
+
+def ctkd_start(options: Mapping[str, Any], temperature: float) -> float:
+    """Where the learned temperature starts: the authors' ``theta = 1`` in the trial's range (``paper``), or the
+    trial's ``temperature`` (``kdgrid``)."""
+    if ctkd_form(options) == KDGRID_FORM:
+        return temperature
+    low, high = (float(options.get(key, CTKD_DEFAULTS[key])) for key in (CTKD_MIN, CTKD_MAX))
+    return low + (high - low) / (1.0 + math.exp(-PAPER_THETA_0))
+
+
+def soft_t2_default(options: Mapping[str, Any]) -> bool:
+    """``soft_t2`` when the trial leaves it unset: on for CTKD's paper form (the authors reverse ``KL x T^2``),
+    off otherwise (the option's own default)."""
+    return options.get(TEMPERATURE_LEARNER, NO_TEMPERATURE_LEARNER) == CTKD and ctkd_form(options) == PAPER_FORM
 
 
 def ramp_problem(value: object) -> str | None:
@@ -41,8 +82,12 @@ def ramp_problem(value: object) -> str | None:
 
 
 def ctkd_settings(options: Mapping[str, Any]) -> dict[str, float]:
-    """The four CTKD settings of a trial's options, defaults filled in."""
-    return {key: float(options.get(key, default)) for key, default in CTKD_DEFAULTS.items()}
+    """The four CTKD settings of a trial's options, defaults filled in (the ramp's by the form)."""
+    ramp = PAPER_RAMP if ctkd_form(options) == PAPER_FORM else KDGRID_RAMP
+    return {
+        **{key: float(options.get(key, default)) for key, default in CTKD_DEFAULTS.items()},
+        CTKD_RAMP: float(options.get(CTKD_RAMP, ramp)),
+    }
 
 
 def learned_temperature_parameters(options: Mapping[str, Any]) -> int:
@@ -56,12 +101,14 @@ def learner_problems(
     """What makes the trial's temperature learner impossible (empty when it can run, or when there is none)."""
     learner = options.get(TEMPERATURE_LEARNER, NO_TEMPERATURE_LEARNER)
     if learner != CTKD:
-        stray = sorted(key for key in CTKD_DEFAULTS if key in options)
+        stray = sorted(key for key in CTKD_OPTIONS if key in options)
         return [f"option(s) {stray} need {TEMPERATURE_LEARNER}: {CTKD}"] if stray else []
     settings = ctkd_settings(options)
     low, high = settings[CTKD_MIN], settings[CTKD_MAX]
     problems: list[str] = []
-    if not low < temperature < high:
+    if not low < high:
+        problems.append(f"{CTKD_MIN}={low:g} must be below {CTKD_MAX}={high:g}")
+    elif ctkd_form(options) == KDGRID_FORM and not low < temperature < high:
         problems.append(
             f"{TEMPERATURE_LEARNER}: {CTKD} starts at the trial's temperature, which must lie strictly between "
             f"{CTKD_MIN}={low:g} and {CTKD_MAX}={high:g}; got temperature={temperature:g}"
@@ -81,11 +128,17 @@ def learner_problems(
 @register_temperature_learner(CTKD)
 def build_ctkd(start: float, options: dict[str, Any]) -> Any:
     """CTKD's learned temperature (`kdgrid.core.methods.ctkd.temperature.LearnedTemperature`, a torch module imported by name on first
-    use, so that registering it needs no torch) starting at ``start``, with the trial's CTKD settings."""
+    use, so that registering it needs no torch) with the trial's CTKD settings, starting where its form says
+    (`ctkd_start`: ``start`` is the trial's temperature)."""
     settings = ctkd_settings(options)
     module = importlib.import_module("kdgrid.core.methods.ctkd.temperature")
     return module.LearnedTemperature(
-        start, settings[CTKD_MIN], settings[CTKD_MAX], settings[CTKD_LAMBDA], settings[CTKD_RAMP]
+        ctkd_start(options, start),
+        settings[CTKD_MIN],
+        settings[CTKD_MAX],
+        settings[CTKD_LAMBDA],
+        settings[CTKD_RAMP],
+        form=ctkd_form(options),
     )
 
 
@@ -118,9 +171,18 @@ register_option(
 register_option(
     CTKD_RAMP,
     "number",
-    CTKD_DEFAULTS[CTKD_RAMP],
-    "ctkd: the fraction of training over which the reversal strength rises to ctkd_lambda_max",
+    None,
+    "ctkd: the fraction of training over which the reversal strength rises to ctkd_lambda_max; unset: 10/240 "
+    "(the authors' 10 of 240 epochs) under ctkd_form paper, 1 under kdgrid",
     check=ramp_problem,
+)
+register_option(
+    CTKD_FORM,
+    "text",
+    PAPER_FORM,
+    "ctkd: paper (the authors' start theta = 1, i.e. T = 15.62, their ramp and KL x T^2) or kdgrid (start at the "
+    "trial's temperature, ramp over all of training, soft_t2's own default)",
+    check=ctkd_form_problem,
 )
 
 register_method(
@@ -129,8 +191,10 @@ register_method(
         title="CTKD: the soft-label temperature learned adversarially, with a cosine curriculum "
         "(temperature_learner: ctkd)",
         paper="Li, Li, Yang, Yang, Cheng & Yang, Curriculum Temperature for Knowledge Distillation, AAAI 2023",
-        options=(CTKD_MIN, CTKD_MAX, CTKD_LAMBDA, CTKD_RAMP),
+        options=CTKD_OPTIONS,
         rules=(("options", learner_rule),),
         memory=learner_memory,
+        uses=lambda trial: trial.option(TEMPERATURE_LEARNER) == CTKD,
+        hooks="kdgrid.core.methods.ctkd.temperature:step_hooks",
     )
 )

@@ -10,11 +10,13 @@ temperature up it. The reversal strength follows CTKD's curriculum, easy to hard
 
     lambda(p) = lambda_max * (1 - cos(pi * min(1, p / ramp))) / 2         (0 at the start, lambda_max from p = ramp)
 
-The temperature is kept in a range by a sigmoid (kdgrid's parametrisation):
+The temperature is kept in a range by a sigmoid, the authors' ``T = 1 + 20 sigmoid(theta)`` in the default range:
 
     T = T_min + (T_max - T_min) * sigmoid(theta),      theta_0 = logit((T_0 - T_min) / (T_max - T_min))
 
-so it starts at the trial's ``temperature`` T_0 (up to float32 rounding of theta_0). ``theta`` is a 0-dim
+so it starts at T_0 (up to float32 rounding of theta_0): the authors' ``theta_0 = 1`` under ``ctkd_form: paper``
+(the default; with their T^2 and their ramp of 10 / 240 of training), the trial's ``temperature`` under
+``ctkd_form: kdgrid`` (`kdgrid.core.methods.ctkd.spec`). ``theta`` is a 0-dim
 parameter of the trial's objective: it trains under the student's AdamW and learning rate (no weight decay, as
 every 1-D parameter), is saved in the epoch checkpoints and restored on resume. The options and their rules are in
 `kdgrid.core.methods.ctkd.spec`; docs/learned_methods.md states the conventions.
@@ -28,8 +30,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from kdgrid.core.methods.ctkd.spec import CTKD_FORM, ctkd_form, soft_t2_default
 from kdgrid.core.schedules import schedule_value
+from kdgrid.core.step_hooks import StepHooks
 from kdgrid.core.temperature_learner import TemperatureLearner
+from kdgrid.trial import Trial
 
 
 class _ReverseGradient(torch.autograd.Function):
@@ -58,10 +63,13 @@ def reversal_strength(progress: float, lambda_max: float, ramp: float) -> float:
 class LearnedTemperature(TemperatureLearner):
     """CTKD's global temperature: ``forward(progress)`` is T (0-dim) behind a gradient-reversal layer."""
 
-    def __init__(self, start: float, low: float, high: float, lambda_max: float, ramp: float) -> None:
+    def __init__(
+        self, start: float, low: float, high: float, lambda_max: float, ramp: float, form: str = "paper"
+    ) -> None:
         super().__init__()
         fraction = (start - low) / (high - low)
         self.low, self.high, self.lambda_max, self.ramp, self.start = low, high, lambda_max, ramp, start
+        self.form = form
         self.theta = nn.Parameter(torch.tensor(math.log(fraction / (1.0 - fraction)), dtype=torch.float32))
         self.progress = 0.0
 
@@ -78,8 +86,29 @@ class LearnedTemperature(TemperatureLearner):
         """What the row records: the temperature it ends with, where it started, the strength last used."""
         return {
             "method": "CTKD",
+            "form": self.form,
+            "ramp": self.ramp,
             "temperature": float(self.value().detach().cpu()),
             "start": self.start,
             "range": [self.low, self.high],
             "reversal_strength": reversal_strength(self.progress, self.lambda_max, self.ramp),
         }
+
+
+class CtkdHooks(StepHooks):
+    """CTKD's part in the objective: the soft term's T^2 by default under the paper's form (the authors reverse
+    ``KL x T^2``), and which form the row measured."""
+
+    def __init__(self, trial: Trial) -> None:
+        self.options = dict(trial.options)
+
+    def default_soft_t2(self) -> bool | None:
+        return soft_t2_default(self.options)
+
+    def formulation(self, objective: Any) -> dict[str, str]:
+        return {CTKD_FORM: ctkd_form(self.options)}
+
+
+def step_hooks(trial: Trial) -> CtkdHooks:
+    """The hooks of a trial with ``temperature_learner: ctkd``."""
+    return CtkdHooks(trial)

@@ -11,9 +11,15 @@ the hard-label term versus everything else of the objective, each weighted), one
 with ``mu = 0.9`` (`kdgrid.core.methods.dot.spec.DOT_MOMENTUM`) and ``Delta`` the option ``dot_delta`` (default
 0.075, the paper's). A larger distillation momentum lets the distillation gradient dominate the direction over
 steps, which is DOT's remedy for the conflict between the two. Weight decay is added to the task side (coupled,
-as in SGD); parameters with ``wd = 0`` (biases, LayerNorm) get none (`kdgrid.core.optim.decay_groups`). A
-parameter with no gradient on one side (a projection has no task gradient) counts that side as zero. Buffers start
-at zero, so the first step is ``p - lr * (g_task + wd p + g_kd)``. The learning rate is the trial's ``lr``, scaled
+as in SGD); parameters with ``wd = 0`` (biases, LayerNorm) get none (`kdgrid.core.optim.decay_groups`). Buffers
+start at zero, so the first step is ``p - lr * (g_task + wd p + g_kd)``. A parameter with a gradient on one side
+only (a projection has no task gradient) steps by the option ``dot_form``:
+
+- ``paper`` (default; the authors' code, megvii-research/mdistiller ``engine/dot.py``): that side's buffer alone,
+  at the mean momentum ``mu``, with the weight decay on that side: ``v <- mu v + g + wd p``, ``p <- p - lr v``;
+  the other buffer is left as it is;
+- ``kdgrid`` (kdgrid's earlier form): the missing gradient counts as zero, both buffers decay by their own
+  momenta and both step the parameter, the weight decay on the task side. The learning rate is the trial's ``lr``, scaled
 by the usual warm-up/decay schedule: DOT is SGD, so its learning rate is SGD's (the paper's CIFAR runs: 0.05 to
 0.1), not AdamW's.
 """
@@ -25,7 +31,13 @@ from typing import Any
 
 import torch
 
-from kdgrid.core.methods.dot.spec import DEFAULT_DOT_DELTA, DOT_MOMENTUM
+from kdgrid.core.methods.dot.spec import (
+    DEFAULT_DOT_DELTA,
+    DEFAULT_DOT_FORM,
+    DOT_FORM,
+    DOT_FORMS,
+    DOT_MOMENTUM,
+)
 from kdgrid.core.step_hooks import StepHooks
 from kdgrid.errors import ConfigError
 
@@ -40,9 +52,13 @@ class DOT(torch.optim.Optimizer):
         momentum: float = DOT_MOMENTUM,
         delta: float = DEFAULT_DOT_DELTA,
         weight_decay: float = 0.0,
+        form: str = DEFAULT_DOT_FORM,
     ) -> None:
         if not (momentum - delta >= 0 and momentum + delta < 1):
             raise ValueError(f"DOT momenta {momentum} -+ {delta} must lie in [0, 1)")
+        if form not in DOT_FORMS:
+            raise ValueError(f"DOT form {form!r}; allowed: {', '.join(DOT_FORMS)}")
+        self.form = form
         super().__init__(
             params, {"lr": lr, "momentum": momentum, "delta": delta, "weight_decay": weight_decay}
         )
@@ -77,6 +93,13 @@ class DOT(torch.optim.Optimizer):
                     state["task_momentum"] = torch.zeros_like(p)
                     state["distill_momentum"] = torch.zeros_like(p)
                 v_task, v_kd = state["task_momentum"], state["distill_momentum"]
+                if self.form == "paper" and (g_task is None or g_kd is None):  # one side: the authors' step
+                    buffer, grad = (v_task, g_task) if g_kd is None else (v_kd, g_kd)
+                    buffer.mul_(mu).add_(grad)
+                    if wd:
+                        buffer.add_(p, alpha=wd)
+                    p.sub_(buffer, alpha=lr)
+                    continue
                 v_task.mul_(mu - delta)
                 if g_task is not None:
                     v_task.add_(g_task)
@@ -90,7 +113,13 @@ class DOT(torch.optim.Optimizer):
 
 class DotHooks(StepHooks):
     """DOT's check once its student is set up: SGD's momenta take no fp16 loss scaling (the split gradients
-    reach the optimizer unscaled)."""
+    reach the optimizer unscaled); and which form of its one-sided step the row measured."""
+
+    def __init__(self, trial: Any) -> None:
+        self.form = str(trial.option(DOT_FORM) or DEFAULT_DOT_FORM)
+
+    def formulation(self, objective: Any) -> dict[str, str]:
+        return {DOT_FORM: self.form}
 
     def set_up(self, run: Any, job: Any) -> None:
         if run.scaler is not None:
@@ -99,4 +128,4 @@ class DotHooks(StepHooks):
 
 def step_hooks(trial: Any) -> DotHooks:
     """The hooks of a trial with ``optimizer: dot``."""
-    return DotHooks()
+    return DotHooks(trial)

@@ -31,9 +31,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from kdgrid.core.methods.dual_head.loss import binary_loss_per_example
+from kdgrid.core.methods.dual_head.spec import DUAL_HEAD_LOSS, SOFTMAX_HEAD_LOSS, head_loss
 from kdgrid.core.model.added_parts import deployed_parameter_count, mark_added
 from kdgrid.core.model.capture import Features
 from kdgrid.core.step_hooks import StepHooks
+from kdgrid.errors import ConfigError
 
 DISTILL_HEAD = "kdgrid_distill_head"
 _INIT_STD = 0.02  # BERT's initializer_range, as the classifier it sits beside
@@ -103,8 +106,27 @@ def classifier_input_suspended(model: nn.Module) -> Iterator[None]:
 
 class DualHeadHooks(StepHooks):
     """The dual head's part in a student's training: the second head added before the student is placed, its
-    logits added to every forward pass's features, the deployed student's parameter count without it, and the
-    classifier input kept by nothing during another method's held-out pass."""
+    logits added to every forward pass's features, its own loss in place of the soft-label cross-entropy (the
+    authors' binary forms; `kdgrid.core.methods.dual_head.loss`), the deployed student's parameter count without
+    it, and the classifier input kept by nothing during another method's held-out pass."""
+
+    def __init__(self, trial: Any) -> None:
+        self.loss = head_loss(trial)
+
+    def build_objective(self, objective: Any) -> None:
+        if objective.regression and self.loss != SOFTMAX_HEAD_LOSS:
+            raise ConfigError(
+                f"option {DUAL_HEAD_LOSS}={self.loss!r} compares class logits as binary events: a regression "
+                f"task's dual head needs {DUAL_HEAD_LOSS}: {SOFTMAX_HEAD_LOSS} (its squared distance)"
+            )
+
+    def soft_per_example(self, objective: Any, logits_s: Any, logits_t: Any, temperature: Any) -> Any:
+        if self.loss == SOFTMAX_HEAD_LOSS:
+            return None
+        return binary_loss_per_example(self.loss, logits_s, logits_t, temperature)
+
+    def formulation(self, objective: Any) -> dict[str, str]:
+        return {DUAL_HEAD_LOSS: self.loss}
 
     def prepare_model(self, run: Any, model: nn.Module) -> None:
         run.result.extra["distill_head_params"] = attach_distill_head(model, run.trial.seed)
@@ -121,4 +143,4 @@ class DualHeadHooks(StepHooks):
 
 def step_hooks(trial: Any) -> DualHeadHooks:
     """The hooks of a dual-head trial."""
-    return DualHeadHooks()
+    return DualHeadHooks(trial)

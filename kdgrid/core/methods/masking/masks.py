@@ -15,6 +15,13 @@ Options (`kdgrid.core.options`): ``mask_input`` (``teacher`` | ``student``; unse
   broken by position). This is the criterion of MaskedKD (Son, Ryu, Lee & Lee, "The Role of Masking for Efficient
   Supervised Knowledge Distillation of Vision Transformers", ECCV 2024: mask the patches with the lowest [CLS]
   attention), with the teacher's attention in place of their student's, as the method's option here says.
+- **maskedkd** (teacher masking only): MaskedKD's own criterion (Son et al., ECCV 2024, after the authors' code,
+  effl-lab/MaskedKD): the k_b candidates the **student** attends to least from [CLS] in its last layer (the same
+  ``a_j`` of the student, from a forward pass without dropout on the whole input, eval mode, no gradient; theirs
+  reads the training pass's attention) are **removed** from the teacher's input: their attention mask becomes 0
+  (ids unchanged), so no kept token attends to them and the kept tokens keep their positions, which is what
+  dropping them from a ViT's token sequence is for a BERT. The teacher's input depends on the trial's own student,
+  so each such trial has a teacher pass of its own (`kdgrid.trial.teacher_pass_key`).
 - **teacher**: the shared teacher pass runs on the masked batch (the student sees the whole input); trials with
   different teacher masking are different groups (`kdgrid.trial.teacher_pass_key`), so a job's one teacher pass
   is right for every student in it. With ``saliency`` the teacher runs once more per batch, unmasked, to score.
@@ -38,7 +45,7 @@ from kdgrid.core.methods.masking.spec import DEFAULT_MASK_FRACTION
 from kdgrid.core.model.models import load_tokenizer
 from kdgrid.core.step_hooks import StepHooks
 from kdgrid.core.teacher.targets import teacher_side
-from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT, Trial, data_order_seed
+from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT, MASKEDKD, Trial, data_order_seed
 
 
 @dataclass(frozen=True)
@@ -143,13 +150,35 @@ def _masked(batch: dict[str, torch.Tensor], positions: torch.Tensor, mask_id: in
     return {**batch, "input_ids": batch["input_ids"].masked_fill(positions, mask_id)}
 
 
+def _removed(batch: dict[str, torch.Tensor], positions: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {**batch, "attention_mask": batch["attention_mask"].masked_fill(positions, 0)}
+
+
+def student_saliency(student: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """`cls_saliency` of the student on ``batch`` in eval mode (no dropout, its RNG untouched), mode restored."""
+    was_training = student.training
+    student.eval()
+    try:
+        return cls_saliency(student, batch)
+    finally:
+        student.train(was_training)
+
+
 def _positions(
-    job: LoadedJob, masking: Masking, batch: dict[str, torch.Tensor], key: tuple[int, int, int]
+    job: LoadedJob,
+    masking: Masking,
+    batch: dict[str, torch.Tensor],
+    key: tuple[int, int, int],
+    student: Any = None,
 ) -> torch.Tensor:
     _, specials = special_ids(job)
     candidates = candidates_of(batch["input_ids"], batch["attention_mask"], specials)
     if masking.by == "random":
         return random_positions(candidates, masking.fraction, key)
+    if masking.by == MASKEDKD:
+        if student is None:
+            raise RuntimeError(f"{MASK_BY}: {MASKEDKD} masks the teacher's input by its student's attention: one student")
+        return saliency_positions(candidates, masking.fraction, student_saliency(student, batch))
     saliency = teacher_side(
         ("cls_saliency",), (batch["input_ids"],), lambda: cls_saliency(job.teacher_model, batch)
     )
@@ -157,15 +186,24 @@ def _positions(
 
 
 def teacher_input(
-    job: LoadedJob, trial: Trial, batch: dict[str, torch.Tensor], phase: int, step: int
+    job: LoadedJob,
+    trial: Trial,
+    batch: dict[str, torch.Tensor],
+    phase: int,
+    step: int,
+    student: Any = None,
 ) -> dict[str, torch.Tensor]:
     """The batch the shared teacher pass reads: masked when the job's trials mask the teacher's input (every
-    trial of a job agrees on it: it is part of the group key), else ``batch`` itself."""
+    trial of a job agrees on it: it is part of the group key), else ``batch`` itself. ``student``: the job's one
+    student model, which MaskedKD's criterion reads (None otherwise)."""
     masking = masking_of(trial)
     if masking is None or masking.side != "teacher":
         return batch
+    positions = _positions(job, masking, batch, (data_order_seed(trial), phase, step), student)
+    if masking.by == MASKEDKD:
+        return _removed(batch, positions)
     mask_id, _ = special_ids(job)
-    return _masked(batch, _positions(job, masking, batch, (data_order_seed(trial), phase, step)), mask_id)
+    return _masked(batch, positions, mask_id)
 
 
 def student_input(
@@ -187,9 +225,10 @@ class MaskingHooks(StepHooks):
         self.trial = trial
 
     def teacher_batch(
-        self, job: LoadedJob, batch: dict[str, torch.Tensor], phase: int, index: int
+        self, job: LoadedJob, batch: dict[str, torch.Tensor], phase: int, index: int, students: list[Any]
     ) -> dict[str, torch.Tensor]:
-        return teacher_input(job, self.trial, batch, phase, index)
+        one = students[0].model if len(students) == 1 else None  # MaskedKD reads the job's one student
+        return teacher_input(job, self.trial, batch, phase, index, one)
 
     def student_batch(
         self, run: Any, job: LoadedJob, batch: dict[str, torch.Tensor], phase: int, index: int

@@ -16,10 +16,10 @@ from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
 from kdgrid.number_range import FRACTION_OPEN
 from kdgrid.suggest import did_you_mean
-from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT
+from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT, MASKEDKD
 
 MASK_SIDES: tuple[str, ...] = ("teacher", "student")
-MASK_CRITERIA: tuple[str, ...] = ("random", "saliency")
+MASK_CRITERIA: tuple[str, ...] = ("random", "saliency", MASKEDKD)
 DEFAULT_MASK_FRACTION = 0.15  # BERT's masked-LM rate
 
 
@@ -48,10 +48,15 @@ def mask_fraction_problem(value: Any) -> str | None:
 def masking_rule(facts: TrialFacts) -> list[str]:
     """``mask_fraction`` and ``mask_by`` need ``mask_input``."""
     trial = facts.trial
-    if trial.option(MASK_INPUT) is not None:
-        return []
-    stray = [name for name in (MASK_FRACTION, MASK_BY) if trial.option(name) is not None]
-    return [f"option(s) {', '.join(stray)} need {MASK_INPUT} (teacher or student)"] if stray else []
+    if trial.option(MASK_INPUT) is None:
+        stray = [name for name in (MASK_FRACTION, MASK_BY) if trial.option(name) is not None]
+        return [f"option(s) {', '.join(stray)} need {MASK_INPUT} (teacher or student)"] if stray else []
+    if trial.option(MASK_BY) == MASKEDKD and trial.option(MASK_INPUT) != "teacher":
+        return [
+            f"{MASK_BY}: {MASKEDKD} removes from the teacher's input what the student attends to least: it needs "
+            f"{MASK_INPUT}: teacher"
+        ]
+    return []
 
 
 register_option(
@@ -72,7 +77,8 @@ register_option(
     MASK_BY,
     "text",
     None,
-    "masked distillation: which tokens, random or saliency (those the teacher's [CLS] attends to least); "
+    "masked distillation: which tokens, random, saliency (those the teacher's [CLS] attends to least) or "
+    "maskedkd (MaskedKD's: those the student's [CLS] attends to least, removed from the teacher's input); "
     "unset: random",
     check=mask_by_problem,
 )

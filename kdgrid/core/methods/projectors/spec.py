@@ -11,13 +11,22 @@ ensemble``, ``projector_members``), the spectral-norm penalty on the projections
 
 from __future__ import annotations
 
+from typing import Any
+
 from kdgrid.core.choices import DEFAULT_ENSEMBLE_MEMBERS
 from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
+from kdgrid.suggest import did_you_mean
+from kdgrid.trial import Trial
 
 PROJECTOR_MEMBERS = "projector_members"
 PROJECTOR_SPECTRAL = "projector_spectral"
 MAX_ENSEMBLE_MEMBERS = 16
+# An ensemble member (`kdgrid.core.model.projection`): "mlp" (kdgrid's: Linear -> GELU -> Linear, signed outputs
+# for BERT's signed hidden states) or "relu_linear" (the authors': Linear -> ReLU, for post-ReLU CNN features).
+PROJECTOR_MEMBER = "projector_member"
+PROJECTOR_MEMBER_KINDS: tuple[str, ...] = ("mlp", "relu_linear")
+DEFAULT_PROJECTOR_MEMBER = "mlp"
 
 
 def members(facts: TrialFacts) -> int:
@@ -28,14 +37,27 @@ def members(facts: TrialFacts) -> int:
     return int(trial.option(PROJECTOR_MEMBERS) or DEFAULT_ENSEMBLE_MEMBERS)
 
 
+def member_kind(trial: Trial) -> str:
+    """The kind of each member of the trial's ensemble (`DEFAULT_PROJECTOR_MEMBER` unless the option says)."""
+    return str(trial.option(PROJECTOR_MEMBER) or DEFAULT_PROJECTOR_MEMBER)
+
+
+def projector_member_problem(value: Any) -> str | None:
+    """Why ``projector_member`` = ``value`` is not allowed (None when it is)."""
+    if isinstance(value, str) and value in PROJECTOR_MEMBER_KINDS:
+        return None
+    hint = did_you_mean(value, PROJECTOR_MEMBER_KINDS) if isinstance(value, str) else ""
+    return f"option {PROJECTOR_MEMBER}={value!r} is invalid; allowed: {', '.join(PROJECTOR_MEMBER_KINDS)}{hint}"
+
+
 def projector_rule(facts: TrialFacts) -> list[str]:
-    """``projector_members`` only with an ensemble; a spectral penalty needs projections to regularise."""
+    """``projector_members`` and ``projector_member`` only with an ensemble; a spectral penalty needs
+    projections to regularise."""
     trial = facts.trial
     problems: list[str] = []
-    if trial.option(PROJECTOR_MEMBERS) is not None and trial.projection != "ensemble":
-        problems.append(
-            f"option {PROJECTOR_MEMBERS} is only for projection 'ensemble', not {trial.projection!r}"
-        )
+    for name in (PROJECTOR_MEMBERS, PROJECTOR_MEMBER):
+        if trial.option(name) is not None and trial.projection != "ensemble":
+            problems.append(f"option {name} is only for projection 'ensemble', not {trial.projection!r}")
     if trial.option(PROJECTOR_SPECTRAL) is not None and (trial.projection == "none" or not trial.knowledge):
         problems.append(
             f"option {PROJECTOR_SPECTRAL} regularises projections: it needs knowledge with a projection "
@@ -56,8 +78,15 @@ def spectral_terms_rule(facts: TrialFacts) -> list[str]:
 
 
 def ensemble_memory(facts: TrialFacts) -> MethodMemory:
-    """An ensemble's members beyond the first (the estimate counts one projector per projected term)."""
-    return MethodMemory(parameters=(members(facts) - 1) * facts.projection_parameters)
+    """An ensemble's members beyond the first (the estimate counts one projector per projected term, with the
+    hidden layer of an MLP member); the authors' ``relu_linear`` members have no hidden layer."""
+    count = members(facts)
+    if count == 1 or facts.student is None or facts.teacher is None or not facts.projected_terms:
+        return MethodMemory(parameters=(count - 1) * facts.projection_parameters)
+    student, teacher = facts.student.width, facts.teacher.width
+    linear = student * teacher + teacher
+    member = linear if member_kind(facts.trial) == "relu_linear" else linear + teacher * teacher + teacher
+    return MethodMemory(parameters=count * facts.projected_terms * member - facts.projection_parameters)
 
 
 register_option(
@@ -67,6 +96,14 @@ register_option(
     "projection ensemble: the number of projectors averaged (Chen et al., NeurIPS 2022); unset: 3",
     minimum=2,
     below=MAX_ENSEMBLE_MEMBERS + 1,
+)
+register_option(
+    PROJECTOR_MEMBER,
+    "text",
+    None,
+    "projection ensemble: each member, mlp (Linear-GELU-Linear, signed outputs) or relu_linear (the authors': "
+    f"Linear then ReLU); unset: {DEFAULT_PROJECTOR_MEMBER}",
+    check=projector_member_problem,
 )
 register_option(
     PROJECTOR_SPECTRAL,
@@ -84,7 +121,7 @@ register_method(
         "(projector_spectral) and the projector-overfitting flag",
         paper="Chen et al., Improved Feature Distillation via Projector Ensemble, NeurIPS 2022; Yoshida & "
         "Miyato, Spectral Norm Regularization, arXiv:1705.10941, 2017",
-        options=(PROJECTOR_MEMBERS, PROJECTOR_SPECTRAL),
+        options=(PROJECTOR_MEMBERS, PROJECTOR_MEMBER, PROJECTOR_SPECTRAL),
         rules=(("combination", projector_rule), ("terms", spectral_terms_rule)),
         memory=ensemble_memory,
         uses=lambda trial: bool(trial.knowledge) and trial.projection != "none",

@@ -23,7 +23,7 @@ from torch import nn
 
 from kdgrid.core.methods.projectors.overfit import EXTRA_KEY as OVERFIT_KEY
 from kdgrid.core.methods.projectors.overfit import projector_overfit
-from kdgrid.core.methods.projectors.spec import PROJECTOR_MEMBERS, PROJECTOR_SPECTRAL
+from kdgrid.core.methods.projectors.spec import PROJECTOR_MEMBERS, PROJECTOR_SPECTRAL, member_kind
 from kdgrid.core.step_hooks import StepHooks
 from kdgrid.trial import Trial
 
@@ -55,10 +55,11 @@ class ProjectorHooks(StepHooks):
 
     def __init__(self, trial: Trial) -> None:
         self.members = trial.option(PROJECTOR_MEMBERS)
+        self.member = member_kind(trial)
         self.spectral = spectral_weight(trial)
 
     def projection_kwargs(self) -> dict[str, Any]:
-        return {"members": self.members}
+        return {"members": self.members, "member": self.member}
 
     def extra_terms(self, objective: Any) -> dict[str, float]:
         return {} if self.spectral is None else {SPECTRAL_TERM: self.spectral}
