@@ -66,9 +66,18 @@ def check(
     for stray in report.strays:
         typer.echo(f"{stray.describe(store)}")
     if not move_aside:
+        newer = sum(stray.stops_reads for stray in report.strays)
+        said = []
+        if len(report.strays) > newer:
+            said.append(f"{len(report.strays) - newer} file(s) are not kdgrid rows and are left out of every read")
+        if newer:
+            said.append(
+                f"{newer} file(s) hold rows of a newer schema, which every other command that reads rows refuses "
+                "(exit 2) rather than count their trials as not run"
+            )
         typer.echo(
-            f"{store}: {len(report.strays)} file(s) are not kdgrid rows and are left out of every read; "
-            f"`kdgrid store check --store {store} --quarantine` moves them to {store / '_quarantine'}"
+            f"{store}: {'; '.join(said)}; `kdgrid store check --store {store} --quarantine` moves them to "
+            f"{store / '_quarantine'}"
         )
         raise typer.Exit(1)
     moved = quarantine(store, report.strays)

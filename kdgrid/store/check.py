@@ -50,6 +50,9 @@ def claim_problems(store: Path) -> list[StrayFile]:
     takeover lock nor a claim's progress file (``<trial_id>.json.progress``), or a ``.json`` file whose content is
     not a claim (claims are written whole, never partly)."""
     folder = claims_dir(store)
+    if folder.is_symlink():
+        # listed and moved as the link itself: a check never reaches through it into a folder outside the store
+        return [StrayFile(folder, "a symbolic link, not a folder of the store (claims live in the store itself)")]
     try:
         names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
@@ -96,6 +99,13 @@ def _destination(store: Path, path: Path) -> Path:
     return target
 
 
+def _inside(store: Path, folder: Path) -> bool:
+    """Whether ``folder``, with every symbolic link resolved, is the store or inside it."""
+    real_store = Path(os.path.realpath(store))
+    real = Path(os.path.realpath(folder))
+    return real == real_store or real_store in real.parents
+
+
 def quarantine(store_dir: Path | str, strays: list[StrayFile]) -> list[tuple[Path, Path]]:
     """Move each of ``strays`` into ``<store>/_quarantine/`` (same relative path); returns (from, to) pairs.
 
@@ -108,6 +118,12 @@ def quarantine(store_dir: Path | str, strays: list[StrayFile]) -> list[tuple[Pat
             if not os.path.lexists(stray.path):
                 continue  # moved meanwhile by another check
             target = _destination(store, stray.path)
+            if not _inside(store, stray.path.parent):
+                raise KdgridError(
+                    f"refused to move {stray.path}: its folder is reached through a symbolic link that leads out "
+                    f"of the store {store}; moved before it: "
+                    + (", ".join(str(source) for source, _ in moved) or "nothing")
+                )
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(stray.path, target)
