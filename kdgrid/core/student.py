@@ -52,7 +52,7 @@ from kdgrid.core.trial_setup import TrialSetup
 from kdgrid.device_sharing import current_sharing
 from kdgrid.errors import ConfigError
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
-from kdgrid.result import TrialResult
+from kdgrid.result import Fence, TrialResult
 from kdgrid.trial import Trial
 
 
@@ -92,6 +92,7 @@ class StudentRun:
     cosine: CosineLog | None = None  # the sampled task/distillation gradient cosines (kdgrid.core.grad_split)
     # ReAugKD (`kdgrid.core.reaugkd.pipeline.after_training`): run on the trained model when the student finishes
     after_training: Callable[[Any], dict[str, Any]] | None = None
+    fence: Fence | None = None  # asked before each file of the trial is written (`kdgrid.result.Fence`)
 
     @property
     def trial(self) -> Trial:
@@ -438,7 +439,7 @@ def end_epoch(run: StudentRun, job: LoadedJob, epoch: int, checkpoint_dir: Path 
         if verdict is not None:
             result.extra[OVERFIT_KEY] = verdict
     if checkpoint_dir is not None and run.epochs_done < run.trial.epochs:
-        save_checkpoint(checkpoint_dir, run.trial.trial_id, run.checkpoint_state())
+        save_checkpoint(checkpoint_dir, run.trial.trial_id, run.checkpoint_state(), fence=run.fence)
 
 
 def finish_student(
@@ -450,7 +451,9 @@ def finish_student(
     """Close a student (done or failed): measure a done student's latency, hand its model to ``on_model``, free
     its memory, add the teacher's facts and predictions, report the result to ``on_result`` and drop a done trial's checkpoint."""
     run.finished = True
-    if run.result.status == "done" and run.model is not None and run.after_training is not None:
+    # a trial this process no longer holds writes nothing of its own (kept student, knowledge base) from here on
+    held = run.fence is None or run.fence(run.trial.trial_id) is None
+    if held and run.result.status == "done" and run.model is not None and run.after_training is not None:
         try:
             run.result.extra.update(run.after_training(run.model))
         except Exception as error:
@@ -459,7 +462,7 @@ def finish_student(
         run.result.extra["latency_ms"] = measure_latency_ms(run.model, run.trial.max_length)
         # Who else used the device while it was measured (`kdgrid.device_sharing`): tables compare like with like.
         run.result.extra["latency_sharing"] = current_sharing()
-        if on_model is not None:
+        if on_model is not None and held:
             on_model(run.trial, run.model)
     run.result.ended_at = run.result.ended_at or utc_now()
     run.result.wall_time_s = round(run.seconds, 3)
@@ -471,7 +474,9 @@ def finish_student(
     if run.teacher_info is not None:
         run.result.extra.update(run.teacher_info())
         run.result.predictions = run.teacher_info.add_teacher(run.result.predictions)
+    # asked again right before the row: a checkpoint is removed only while the trial is still this process's
+    held = held and (run.fence is None or run.fence(run.trial.trial_id) is None)
     if on_result is not None:
         on_result(run.result)
-    if run.result.status == "done":
+    if run.result.status == "done" and held:
         remove_checkpoint(checkpoint_dir, run.trial.trial_id)
