@@ -38,9 +38,10 @@ def check(
     """List every file of the store that is not a kdgrid row (a bad name, a truncated or unreadable file,
     Parquet without kdgrid's columns) and why. Every other command leaves such files out and warns; with
     --quarantine they are moved aside, so that every command reads the store cleanly and `kdgrid resume`
-    trains again the trials whose rows they held. Also lists the trials with more than one done row and counts
-    the superseded rows. Exit status 0: clean (or everything moved); 1: files found and left in place, or a trial
-    with two done rows; 2: no such store.
+    trains again the trials whose rows they held. Also lists the trials with more than one done row, the done
+    trials whose teacher (another trial's student) no longer exists, and counts the superseded rows. Exit status
+    0: clean (or everything moved); 1: files found and left in place, a trial with two done rows, or a stale
+    dependant; 2: no such store.
 
     Example: kdgrid store check --store results --quarantine"""
     from kdgrid.store.check import check_store, quarantine
@@ -52,11 +53,18 @@ def check(
         )
     for trial_id, row_ids in report.duplicates.items():
         typer.echo(f"trial {trial_id}: {len(row_ids)} done rows ({', '.join(row_ids)}); the latest counts")
+    if report.stale:
+        from kdgrid.store.stale_teachers import describe
+
+        for line in describe(report.stale):
+            typer.echo(line)
+        typer.echo(f"{store}: {len(report.stale)} done trial(s) learnt from a teacher that no longer exists "
+                   "(`kdgrid resume SWEEP --stale-dependants` trains them again)")  # fmt: skip
     if report.duplicates:
         typer.echo(f"{store}: {len(report.duplicates)} trial(s) with more than one done row (trained twice); every "
                    "command counts each once, by its latest done row (`kdgrid store forget` removes rows)")  # fmt: skip
     if not report.strays:
-        if report.duplicates:
+        if report.duplicates or report.stale:
             raise typer.Exit(1)
         typer.echo(
             f"{store}: every file is a kdgrid row file ({report.loose} per-trial file(s), {report.parts} "

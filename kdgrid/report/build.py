@@ -49,6 +49,7 @@ from kdgrid.report.trial_intervals import TrialIntervals
 from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
 from kdgrid.store.read import done_rows, scores_long
+from kdgrid.store.stale_teachers import read_stale_dependants
 
 MANIFEST = "_report.json"
 FIGURES_DIR = "figures"
@@ -205,7 +206,7 @@ class ReportWriter:
             figures = self._figures(data, tidy, update, staged, final=final, views=paper_views)
             refresh = self.refresh_s
             summary = {
-                "index.html": overview_page(data, views, figures, refresh_s=refresh),
+                "index.html": overview_page(data, views, figures, refresh_s=refresh, stale=self._stale(data)),
                 "tables.html": tables_page(
                     views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
                 ),
@@ -230,6 +231,12 @@ class ReportWriter:
         self._written, self._failed = True, False
         update.seconds = time.perf_counter() - started
         return update
+
+    def _stale(self, data: ReportData) -> dict[str, str]:
+        """The report's trials whose teacher no longer exists (judged on the whole store: the teacher may be a
+        trial of a sweep the report leaves out)."""
+        shown = set(data.rows["trial_id"])
+        return {trial_id: why for trial_id, why in read_stale_dependants(self.store).items() if trial_id in shown}
 
     def _figures_due(self, final: bool) -> bool:
         """Figures held back while watching are due: at the last update, or once ``figures_every_s`` passed."""
