@@ -17,9 +17,10 @@ into the real store) given `fake_run_job`, a core that trains nothing, as its ``
 - ``test_raise_once``: a path; like ``test_raise`` the first time (creating the file), then the trial succeeds.
 - ``test_exit_once``: a path; the first time, the process leaves with `SystemExit` (what submitit's signal
   handler does after requeueing a task at its time limit); no row is written; later attempts run normally.
-- ``test_pause_once``: a path; the first time the trial has finished training, the file is created and the trial
-  sleeps `PAUSE_S` seconds before handing its result over: the moment a test stalls the process (SIGSTOP) between
-  training and the row's write.
+- ``test_pause_once``: a path; the first time the trial has finished training, the file is created (holding the
+  trial id and the process id) and the trial sleeps `PAUSE_S` seconds before handing its result over: the moment a
+  test stalls the process (SIGSTOP) between training and the row's write. Removing the file arms it again: the
+  next trial with the option to finish pauses.
 - ``test_job_log``: a path; each job holding such a trial appends ``job <pid> <trial ids of the job>`` to it
   once when it starts (a job is one teacher pass per batch): a test counts jobs and sees who shared one.
 
@@ -139,7 +140,7 @@ def _run_one(
     scores = {"validation": {"accuracy": fake_score(trial)}}
     pause_once = trial.option("test_pause_once")
     if pause_once and not Path(pause_once).exists():
-        Path(pause_once).touch()
+        Path(pause_once).write_text(f"{trial.trial_id} {os.getpid()}")  # who paused, for a test to stop it
         time.sleep(PAUSE_S)
     _log(trial, "end")
     return TrialResult(
