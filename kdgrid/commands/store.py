@@ -137,12 +137,21 @@ def forget(
 
     Example: kdgrid store forget 3f2a9c1e0b7d4e55 --store results"""
     from kdgrid.store.forget import forget as forget_trials
+    from kdgrid.store.stale_teachers import read_rows, with_their_dependants
 
     report = forget_trials(_existing_store(store), trial_ids or (), sweep=sweep)
     typer.echo(
         f"{store}: forgot {len(report.trials)} trial(s), {report.rows} row(s) ({report.loose_files} loose "
         f"file(s), {report.parts_rewritten} compacted part(s) rewritten); the rows are kept in {report.kept_in}"
     )
+    taught = sorted(with_their_dependants(read_rows(store), set(report.trials)) - set(report.trials))
+    if taught:  # their teacher is gone now, and will be another student once it trains again
+        shown = ", ".join(taught[:5]) + (f" and {len(taught) - 5} more" if len(taught) > 5 else "")
+        typer.echo(
+            f"{store}: {len(taught)} done trial(s) learnt from these trials' students, directly or down a chain "
+            f"({shown}): their teachers are gone; once those train again, `kdgrid resume SWEEP --stale-dependants` "
+            "trains these again too"
+        )
 
 
 def register(app: typer.Typer) -> None:

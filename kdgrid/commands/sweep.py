@@ -784,12 +784,26 @@ def resume(
     Example: kdgrid resume table5_single_match --store results --max-attempts 2"""
     if stale_dependants:
         _forget_stale_dependants(sweep, store, max_trials)
+    else:
+        _mention_stale_dependants(sweep, store, max_trials)
     options = _run_options(
         executor, settings, profile, max_group_size, memory_budget_gb, preflight, online, compact_after,
         max_attempts=max_attempts, make_checkpoints=make_checkpoints, pretrain_micro_batch=pretrain_micro_batch,
         pretrain_checkpoint_every=pretrain_checkpoint_every, pretrain_nodes=pretrain_nodes, max_trials=max_trials,
     )  # fmt: skip
     _run_or_resume(sweep, store, options)
+
+
+def _mention_stale_dependants(sweep: Path, store: Path, max_trials: int) -> None:
+    """``resume`` without ``--stale-dependants``: one line when the sweep has stale dependants (never retrained
+    unasked: their rows are valid records of what was run)."""
+    from kdgrid.sweep_plan import load_named_sweep
+
+    spec = load_named_sweep(sweep, max_trials=max_trials)
+    stale = _stale_dependants(store, spec.study_of())
+    if stale:
+        typer.echo(f"{spec.name}: {len(stale)} done trial(s) learnt from a teacher that no longer exists (`kdgrid "
+                   f"status` names them); `--stale-dependants` trains them again")  # fmt: skip
 
 
 def _forget_stale_dependants(sweep: Path, store: Path, max_trials: int) -> None:

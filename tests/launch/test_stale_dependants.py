@@ -35,7 +35,11 @@ def test_a_retrained_assistant_makes_its_dependants_stale_everywhere_and_resume_
     code, out = invoke("status", sweep, "--store", store)
     assert code == 0 and "stale" not in out, out
 
-    forget(store, [assistant])  # `kdgrid store forget ASSISTANT`
+    code, out = invoke("store", "forget", assistant, "--store", store)
+    pupils = ", ".join(sorted([student, third]))  # the third learnt from the student, which learnt from it
+    assert code == 0 and f"2 done trial(s) learnt from these trials' students, directly or down a chain ({pupils})" in (
+        " ".join(out.split())
+    ), out
     monkeypatch.setenv(SALT_VARIABLE, "second training")  # its next student has other weights
     code, out = invoke("resume", sweep, "--store", store, *CHAIN)
     assert code == 0, out
@@ -62,6 +66,7 @@ def test_a_retrained_assistant_makes_its_dependants_stale_everywhere_and_resume_
 
     code, out = invoke("resume", sweep, "--store", store, *CHAIN)  # without the option: nothing is retrained
     assert code == 0 and "to run now 0" in out and read_stale_dependants(store) == {student: why}
+    assert "chain: 1 done trial(s) learnt from a teacher that no longer exists" in out, out
     code, out = invoke("resume", sweep, "--store", store, *CHAIN, "--stale-dependants")
     assert code == 0, out
     assert "forgot 2 row(s) of 1 stale dependant(s) and 1 trial(s) that learnt from them" in out, out
