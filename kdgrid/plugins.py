@@ -107,7 +107,9 @@ def _load(module: str, source: str, version: str | None, from_entry_point: bool)
         return
     try:
         imported = importlib.import_module(module)
-    except Exception as error:  # any error of the plugin's own code is the plugin's failure to load
+    except (Exception, SystemExit) as error:
+        # any error of the plugin's own code is the plugin's failure to load; a `sys.exit()` at import too, which
+        # would otherwise end every kdgrid command (even `--help`) silently with the plugin's status
         raise PluginError(
             f"plugin {module!r} (named by {source}) cannot be imported: {type(error).__name__}: {error}"
         ) from error

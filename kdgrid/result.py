@@ -6,11 +6,18 @@ row (adding the sweep, study, host, package versions and git commit) and writes 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kdgrid.predictions import TrialPredictions
 from kdgrid.trial import Trial
+
+# A trial's write fence: ``fence(trial_id)`` right before a file that readers take as the trial's is written or
+# removed (an epoch checkpoint, a kept student, a knowledge base): None while this process still holds the trial,
+# else why not, and then nothing is written. Whoever runs a job supplies it (the worker: its claims' check,
+# `kdgrid.store.claims.HeldClaims.validate`); without one every write goes ahead (`kdgrid trial`, a job run by hand).
+Fence = Callable[[str], "str | None"]
 
 Status = Literal["done", "failed"]
 

@@ -244,7 +244,7 @@ def _run_loaded(spec: Sweep, named: str, store: Path, options: RunOptions, *, lo
     to_run, note = _to_run(state, options.max_attempts)
     log(
         f"{spec.name}: {len(spec.trials)} trials; done {before.done}, failed {before.failed}, "
-        f"pending {before.pending}; running {len(to_run)}"
+        f"pending {before.pending}; to run now {len(to_run)}"  # "running" is the state of a claimed trial
         + (f"; {note}" if note else "")
         + (f"; {before.running} claimed by another run, skipped" if before.running else "")
     )

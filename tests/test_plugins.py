@@ -239,3 +239,22 @@ def test_a_broken_plugin_never_blocks_help(
     with pytest.raises(SystemExit) as exit_info:  # a real command still refuses it
         main(["plan", "demo"])
     assert exit_info.value.code == 2
+
+
+def test_a_plugin_that_exits_at_import_is_a_broken_plugin_not_the_end_of_kdgrid(
+    plugin_folder: Path, fresh_plugins: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (plugin_folder / "kdplug_exits.py").write_text("import sys\nsys.exit(3)\n")
+    os.environ[PLUGINS_VARIABLE] = "kdplug_exits"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 0 and "Usage" in captured.out, captured
+    assert "warning: plugin 'kdplug_exits'" in " ".join(captured.err.split())
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "demo"])
+    assert exit_info.value.code == 2
+    assert " ".join(capsys.readouterr().err.split()) == (
+        "error: plugin 'kdplug_exits' (named by the environment variable KDGRID_PLUGINS) cannot be imported: "
+        "SystemExit: 3"
+    )

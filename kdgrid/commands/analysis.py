@@ -188,6 +188,7 @@ def tables(
         report = build_report(tidy, table, store, compare=compare, uncertainty=uncertainty, values=values)
     except KdgridError as error:
         raise _with_sweep_hint(error, store) from error
+    _warn_stale(store, set(tidy["trial_id"]) if "trial_id" in tidy.columns else None)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(render_report(report, fmt, store))
@@ -229,6 +230,25 @@ def one_sweep(sweeps: list[str] | None) -> str | None:
             "comparing sweeps is not supported; give one --sweep NAME (or run both in one sweep file)"
         )
     return sweeps[0]
+
+
+def _warn_stale(store: Path, shown: set[str] | None) -> None:
+    """A warning on stderr naming the done trials (of ``shown``; None: of the store) whose teacher, another
+    trial's student, no longer exists: their numbers are in the tables, but not as the current teacher's."""
+    from kdgrid.store.stale_teachers import describe, read_stale_dependants
+
+    stale = {t: why for t, why in read_stale_dependants(store).items() if shown is None or t in shown}
+    if not stale:
+        return
+    console = Console(stderr=True)
+    console.print(
+        f"warning: {len(stale)} trial(s) in these tables learnt from a teacher that no longer exists "
+        "(`kdgrid resume SWEEP --stale-dependants` trains them again):",
+        markup=False,
+        highlight=False,
+    )
+    for line in describe(stale):
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _with_sweep_hint(error: KdgridError, store: Path) -> KdgridError:
@@ -314,6 +334,7 @@ def _sweep_tables(
     )
     if summary is not None:
         built.view.notes.extend(_method_summary(store, sweep, kind, where or (), summary))
+    _warn_stale(store, None)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(render(built.view, fmt))

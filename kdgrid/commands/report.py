@@ -42,8 +42,16 @@ def report(
     Example: kdgrid report --store results --out results-report --watch"""
     from kdgrid.report.build import ReportWriter, default_out
     from kdgrid.report.rows import require_store
-    from kdgrid.report.watch import FIGURES_EVERY_S, PAGE_REFRESH_S, describe, watch_until_interrupted
+    from kdgrid.report.watch import (
+        FIGURES_EVERY_S,
+        PAGE_REFRESH_S,
+        check_interval,
+        describe,
+        watch_until_interrupted,
+    )
 
+    if watch:
+        check_interval(interval)
     if not watch:  # a one-shot report of no store is refused before its output folder is created
         require_store(store)
     out = out if out is not None else default_out(store)

@@ -38,9 +38,10 @@ def check(
     """List every file of the store that is not a kdgrid row (a bad name, a truncated or unreadable file,
     Parquet without kdgrid's columns) and why. Every other command leaves such files out and warns; with
     --quarantine they are moved aside, so that every command reads the store cleanly and `kdgrid resume`
-    trains again the trials whose rows they held. Also lists the trials with more than one done row and counts
-    the superseded rows. Exit status 0: clean (or everything moved); 1: files found and left in place, or a trial
-    with two done rows; 2: no such store.
+    trains again the trials whose rows they held. Also lists the trials with more than one done row, the done
+    trials whose teacher (another trial's student) no longer exists, and counts the superseded rows. Exit status
+    0: clean (or everything moved); 1: files found and left in place, a trial with two done rows, or a stale
+    dependant; 2: no such store.
 
     Example: kdgrid store check --store results --quarantine"""
     from kdgrid.store.check import check_store, quarantine
@@ -52,11 +53,18 @@ def check(
         )
     for trial_id, row_ids in report.duplicates.items():
         typer.echo(f"trial {trial_id}: {len(row_ids)} done rows ({', '.join(row_ids)}); the latest counts")
+    if report.stale:
+        from kdgrid.store.stale_teachers import describe
+
+        for line in describe(report.stale):
+            typer.echo(line)
+        typer.echo(f"{store}: {len(report.stale)} done trial(s) learnt from a teacher that no longer exists "
+                   "(`kdgrid resume SWEEP --stale-dependants` trains them again)")  # fmt: skip
     if report.duplicates:
         typer.echo(f"{store}: {len(report.duplicates)} trial(s) with more than one done row (trained twice); every "
                    "command counts each once, by its latest done row (`kdgrid store forget` removes rows)")  # fmt: skip
     if not report.strays:
-        if report.duplicates:
+        if report.duplicates or report.stale:
             raise typer.Exit(1)
         typer.echo(
             f"{store}: every file is a kdgrid row file ({report.loose} per-trial file(s), {report.parts} "
@@ -66,9 +74,18 @@ def check(
     for stray in report.strays:
         typer.echo(f"{stray.describe(store)}")
     if not move_aside:
+        newer = sum(stray.stops_reads for stray in report.strays)
+        said = []
+        if len(report.strays) > newer:
+            said.append(f"{len(report.strays) - newer} file(s) are not kdgrid rows and are left out of every read")
+        if newer:
+            said.append(
+                f"{newer} file(s) hold rows of a newer schema, which every other command that reads rows refuses "
+                "(exit 2) rather than count their trials as not run"
+            )
         typer.echo(
-            f"{store}: {len(report.strays)} file(s) are not kdgrid rows and are left out of every read; "
-            f"`kdgrid store check --store {store} --quarantine` moves them to {store / '_quarantine'}"
+            f"{store}: {'; '.join(said)}; `kdgrid store check --store {store} --quarantine` moves them to "
+            f"{store / '_quarantine'}"
         )
         raise typer.Exit(1)
     moved = quarantine(store, report.strays)
@@ -120,12 +137,21 @@ def forget(
 
     Example: kdgrid store forget 3f2a9c1e0b7d4e55 --store results"""
     from kdgrid.store.forget import forget as forget_trials
+    from kdgrid.store.stale_teachers import read_rows, with_their_dependants
 
     report = forget_trials(_existing_store(store), trial_ids or (), sweep=sweep)
     typer.echo(
         f"{store}: forgot {len(report.trials)} trial(s), {report.rows} row(s) ({report.loose_files} loose "
         f"file(s), {report.parts_rewritten} compacted part(s) rewritten); the rows are kept in {report.kept_in}"
     )
+    taught = sorted(with_their_dependants(read_rows(store), set(report.trials)) - set(report.trials))
+    if taught:  # their teacher is gone now, and will be another student once it trains again
+        shown = ", ".join(taught[:5]) + (f" and {len(taught) - 5} more" if len(taught) > 5 else "")
+        typer.echo(
+            f"{store}: {len(taught)} done trial(s) learnt from these trials' students, directly or down a chain "
+            f"({shown}): their teachers are gone; once those train again, `kdgrid resume SWEEP --stale-dependants` "
+            "trains these again too"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -282,6 +282,27 @@ def _projector_overfit(state: SweepState, store: Path, study_of: dict[str, str])
     ]
 
 
+def _stale_dependants(store: Path, study_of: dict[str, str]) -> dict[str, str]:
+    """The sweep's done trials whose teacher (another trial's student) no longer exists, and why."""
+    from kdgrid.store.stale_teachers import read_stale_dependants
+
+    return {trial_id: why for trial_id, why in read_stale_dependants(store).items() if trial_id in study_of}
+
+
+def _print_stale(stale: dict[str, str], sweep: str) -> None:
+    """One line counting the stale dependants and how to train them again, then the first few with why."""
+    from kdgrid.store.stale_teachers import describe
+
+    if not stale:
+        return
+    typer.echo(
+        f"stale: {len(stale):,} done trial(s) learnt from a teacher that no longer exists; "
+        f"`kdgrid resume {sweep} --stale-dependants` trains them again"
+    )
+    for line in describe(stale):
+        typer.echo(line)
+
+
 def _print_projector_overfit(flagged: list[dict[str, Any]], done: int) -> None:
     """One line counting the trials flagged for projector overfitting, then the first few with the verdict."""
     from kdgrid.grid.state import SHOWN_DEGENERATE
@@ -509,6 +530,7 @@ def _show(sweep_path: Path, store: Path, options: PlanOptions, view: _View) -> N
     running = running_trials(state, spec.study_of()) if with_failures else []
     degenerate = _degenerate(state, store, spec.study_of()) if with_failures else []
     overfit = _projector_overfit(state, store, spec.study_of()) if with_failures else []
+    stale = _stale_dependants(store, spec.study_of()) if with_failures else {}
     if options.as_json:
         extra: dict[str, Any] = (
             {
@@ -516,6 +538,7 @@ def _show(sweep_path: Path, store: Path, options: PlanOptions, view: _View) -> N
                 "running_trials": running,
                 "degenerate_trials": degenerate,
                 "projector_overfit_trials": overfit,
+                "stale_dependants": stale,
             }
             if with_failures
             else {}
@@ -530,6 +553,7 @@ def _show(sweep_path: Path, store: Path, options: PlanOptions, view: _View) -> N
     if with_failures:
         _print_degenerate(degenerate, len(state.done))
         _print_projector_overfit(overfit, len(state.done))
+        _print_stale(stale, spec.name)
     _print_running(running)
     for item in failed:
         typer.echo(
@@ -745,17 +769,64 @@ def resume(
     pretrain_checkpoint_every: PretrainCheckpointEveryOpt = None,
     pretrain_nodes: PretrainNodesOpt = 1,
     max_trials: MaxTrialsOpt = DEFAULT_MAX_TRIALS,
+    stale_dependants: Annotated[
+        bool,
+        typer.Option(
+            "--stale-dependants",
+            help="Also train again the done trials whose teacher (another trial's student) was trained again or "
+            "is gone since they learnt from it: their rows are forgotten first (kept in <store>/_forgotten/).",
+        ),
+    ] = False,
 ) -> None:
     """Run what is missing plus what failed (up to --max-attempts failed rows per trial), nothing else.
     A preempted trial continues from its last epoch checkpoint (under <store>/_checkpoints).
 
     Example: kdgrid resume table5_single_match --store results --max-attempts 2"""
+    if stale_dependants:
+        _forget_stale_dependants(sweep, store, max_trials)
+    else:
+        _mention_stale_dependants(sweep, store, max_trials)
     options = _run_options(
         executor, settings, profile, max_group_size, memory_budget_gb, preflight, online, compact_after,
         max_attempts=max_attempts, make_checkpoints=make_checkpoints, pretrain_micro_batch=pretrain_micro_batch,
         pretrain_checkpoint_every=pretrain_checkpoint_every, pretrain_nodes=pretrain_nodes, max_trials=max_trials,
     )  # fmt: skip
     _run_or_resume(sweep, store, options)
+
+
+def _mention_stale_dependants(sweep: Path, store: Path, max_trials: int) -> None:
+    """``resume`` without ``--stale-dependants``: one line when the sweep has stale dependants (never retrained
+    unasked: their rows are valid records of what was run)."""
+    from kdgrid.sweep_plan import load_named_sweep
+
+    spec = load_named_sweep(sweep, max_trials=max_trials)
+    stale = _stale_dependants(store, spec.study_of())
+    if stale:
+        typer.echo(f"{spec.name}: {len(stale)} done trial(s) learnt from a teacher that no longer exists (`kdgrid "
+                   f"status` names them); `--stale-dependants` trains them again")  # fmt: skip
+
+
+def _forget_stale_dependants(sweep: Path, store: Path, max_trials: int) -> None:
+    """``resume --stale-dependants``: forget the rows of the sweep's stale dependants (`kdgrid.store.forget`,
+    undoable), so that the resume trains them again from their teacher as it is now."""
+    from kdgrid.store.forget import forget
+    from kdgrid.store.stale_teachers import read_rows, with_their_dependants
+    from kdgrid.sweep_plan import load_named_sweep
+
+    spec = load_named_sweep(sweep, max_trials=max_trials)
+    study_of = spec.study_of()
+    stale = _stale_dependants(store, study_of)
+    if not stale:
+        typer.echo(f"{spec.name}: no stale dependant (every trial taught by another trial's student learnt from "
+                   "the student kept now)")  # fmt: skip
+        return
+    # their own pupils too (of this sweep): the students they learn from are about to be new
+    again = sorted(t for t in with_their_dependants(read_rows(store), set(stale)) if t in study_of)
+    done = forget(store, again)
+    typer.echo(
+        f"{spec.name}: forgot {done.rows} row(s) of {len(stale)} stale dependant(s) and "
+        f"{len(again) - len(stale)} trial(s) that learnt from them (kept in {done.kept_in}); they train again now"
+    )
 
 
 def sweep_purpose(description: str, path: Path) -> str:

@@ -109,6 +109,10 @@ _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", SCIENTIFIC_FLOAT,
 MAX_YAML_NODES = 1_000_000
 
 
+# What a document nested deeper than Python's recursion limit (about a thousand levels) is told.
+TOO_DEEP = "the document nests lists or mappings too deeply to read (no sweep needs more than a few levels)"
+
+
 class YamlTooLarge(ValueError):
     """A YAML document that expands (through aliases) to too many nodes, or refers to itself."""
 
@@ -181,9 +185,11 @@ def load_yaml(path: Path, problems: Problems) -> Any:
     except OSError as error:
         problems.add(str(path), "", f"cannot read the file ({error.strerror or error})")
         return None
-    loader = _StrictLoader(text)
-    loader.duplicates = []
+    loader: _StrictLoader | None = None
     try:
+        # the loader reads the whole text at once: a character YAML forbids (a NUL byte) is refused here
+        loader = _StrictLoader(text)
+        loader.duplicates = []
         node = loader.get_single_node()
         if node is None:
             return None
@@ -195,8 +201,12 @@ def load_yaml(path: Path, problems: Problems) -> Any:
     except YamlTooLarge as error:
         problems.add(str(path), "", f"refused: {error}")
         return None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        problems.add(str(path), "", f"refused: {TOO_DEEP}")
+        return None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     for duplicate in loader.duplicates:
         problems.add(str(path), "", duplicate)
     return data

@@ -104,9 +104,10 @@ def sweep_state(sweep: Sweep, store_dir: Path | str) -> SweepState:
             error_type = row["error_type"] if isinstance(row["error_type"], str) else "Error"
             state.errors[tid] = f"{error_type}: {one_line(row['error_message'])}"
     _move_running(state, Path(store_dir))
-    state.timings = frame[(frame["status"] == "done") & frame["wall_time_s"].notna()][
-        ["student", "task", "wall_time_s"]
-    ]
+    # one timing per trial: a trial trained twice (a stalled holder's row, two merged stores) counts by the row
+    # every command counts it by, its latest done row
+    latest = latest_done_rows(frame)
+    state.timings = latest[latest["wall_time_s"].notna()][["student", "task", "wall_time_s"]]
     return state
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kdgrid.core.model.trained_teacher import TEACHER_SHA256, TEACHER_TRIAL, WEIGHTS_SHA256, declare_trained
-from kdgrid.result import TrialResult
+from kdgrid.result import Fence, TrialResult
 from kdgrid.store.trained_students import assistant_record, is_wanted, student_dir
 from kdgrid.trial import Trial, assistant_id
 
@@ -28,8 +28,9 @@ ASSISTANT_FAILED = "AssistantFailed"  # the error type of a dependant whose assi
 class JobChain:
     """One job's assistant (if its teacher is a trial's student) and the students it must keep."""
 
-    def __init__(self, store: Path, trials: list[Trial]) -> None:
+    def __init__(self, store: Path, trials: list[Trial], *, fence: Fence | None = None) -> None:
         self.store = Path(store)
+        self.fence = fence  # asked right before a kept student is written: never one of a trial this job lost
         self.assistant = assistant_id(trials[0].teacher) if trials else None  # one teacher per job
         self.keep = {t.trial_id for t in trials if is_wanted(self.store, t.trial_id)}
         self.saved: dict[str, str] = {}
@@ -62,6 +63,11 @@ class JobChain:
         from kdgrid.core.model.shapes import resolve_teacher
         from kdgrid.core.training.student_export import save_student
 
+        lost = self.fence(trial.trial_id) if self.fence is not None else None
+        if lost is not None:
+            print(f"kdgrid: trial {trial.trial_id}: its trained student is not kept ({lost})",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            return
         try:
             teacher = resolve_teacher(trial.teacher, trial.task)
             self.saved[trial.trial_id] = save_student(

@@ -46,6 +46,10 @@ from kdgrid.store.run_ledger import current_run
 from kdgrid.store.write import StoreWriteError, rows_folder_for_writing
 from kdgrid.trial import Trial
 
+# The most worker processes (and jobs per GPU) the local executor starts: far above any one machine's cores, and
+# low enough that a mistyped number is refused instead of sizing a list of slots in the billions.
+MAX_WORKERS = 4096
+
 
 @dataclass(frozen=True)
 class LocalSettings(ExecutorSettings):
@@ -53,7 +57,11 @@ class LocalSettings(ExecutorSettings):
 
     PREFIX = "local_"
 
-    workers: int = setting(0, "jobs at once, each in its own process; 0 = one after another in this process")
+    workers: int = setting(
+        0,
+        "jobs at once, each in its own process; 0 = one after another in this process",
+        maximum=MAX_WORKERS,
+    )
     start_method: str = setting("spawn", "how worker processes start: spawn, forkserver or fork")
     threads: int | None = setting(
         None, "torch threads per worker process (default: the usable CPUs / workers)", minimum=1
@@ -66,7 +74,10 @@ class LocalSettings(ExecutorSettings):
         "default: every GPU this process sees",
     )
     jobs_per_gpu: int | None = setting(
-        None, "jobs sharing one GPU at once (local_workers then defaults to this x the GPUs)", minimum=1
+        None,
+        "jobs sharing one GPU at once (local_workers then defaults to this x the GPUs)",
+        minimum=1,
+        maximum=MAX_WORKERS,
     )
 
     def __post_init__(self) -> None:

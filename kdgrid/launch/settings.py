@@ -8,7 +8,8 @@ Values may arrive as text from the command line (``"8"``, ``"0.25"``, ``"false"`
 turns them into the field's type by one rule per type and refuses anything else with a `ConfigError` naming the
 prefixed key:
 
-- ``int``: a whole number (or its digits as text) >= the field's ``minimum`` (default 0);
+- ``int``: a whole number (or its digits as text) >= the field's ``minimum`` (default 0) and <= its ``maximum``
+  (default `MAX_WHOLE_NUMBER`, so that no number overflows a C integer where it reaches the operating system);
 - ``float``: a finite number (or text) >= 0, or > 0 where the field says ``positive``;
 - ``bool``: true / false (also ``"true"``, ``"false"``, ``"yes"``, ``"no"``, ``"1"``, ``"0"``);
 - ``str`` (a number is taken as its text); ``list[str]``: a list of strings; ``dict[str, Any]``: a mapping;
@@ -32,6 +33,8 @@ from kdgrid.errors import ConfigError
 S = TypeVar("S", bound="ExecutorSettings")
 TRUE_WORDS = ("true", "yes", "1")
 FALSE_WORDS = ("false", "no", "0")
+# The largest whole number a setting takes unless its field says less: a signed 32-bit C int.
+MAX_WHOLE_NUMBER = 2**31 - 1
 
 
 def setting(
@@ -39,12 +42,13 @@ def setting(
     help: str,
     *,
     minimum: int = 0,
+    maximum: int = MAX_WHOLE_NUMBER,
     positive: bool = False,
     parse: Callable[[Any, str], Any] | None = None,
 ) -> Any:
     """A settings field: its default, its help line and the bounds its type's rule checks (``minimum`` for a
     whole number, ``positive`` for a number); ``parse(value, key)`` replaces the type's rule."""
-    metadata = {"help": help, "minimum": minimum, "positive": positive, "parse": parse}
+    metadata = {"help": help, "minimum": minimum, "maximum": maximum, "positive": positive, "parse": parse}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -114,7 +118,7 @@ def _coerce(value: Any, hint: Any, field: dataclasses.Field[Any], prefix: str) -
     if kind is bool:
         return _boolean(value, key)
     if kind is int:
-        return _whole_number(value, key, field.metadata["minimum"])
+        return _whole_number(value, key, field.metadata["minimum"], field.metadata["maximum"])
     if kind is float:
         return _number(value, key, positive=field.metadata["positive"])
     if kind is str:
@@ -151,11 +155,11 @@ def _boolean(value: Any, key: str) -> bool:
     return value
 
 
-def _whole_number(value: Any, key: str, minimum: int) -> int:
+def _whole_number(value: Any, key: str, minimum: int, maximum: int) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{key}: expected a whole number >= {minimum}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ConfigError(f"{key}: expected a whole number >= {minimum} and <= {maximum}, got {value!r}")
     return value
 
 

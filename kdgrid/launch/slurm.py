@@ -60,6 +60,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 from submitit.slurm.slurm import SlurmInfoWatcher
 
 from kdgrid.errors import ConfigError, LaunchError
+from kdgrid.grid.spec import TOO_DEEP, yaml_error_message
 from kdgrid.launch import memory
 from kdgrid.launch.base import Executor
 from kdgrid.launch.environment import export_lines, job_variables
@@ -188,9 +189,15 @@ def load_profile(profile: str | Path) -> dict[str, Any]:
     """Read a profile file: a mapping of `SlurmSettings` keys (with or without ``slurm_``), unprefixed."""
     path = find_profile(profile)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+        raise ConfigError(f"{path}: not valid YAML: {yaml_error_message(error)}") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise ConfigError(f"{path}: refused: {TOO_DEEP}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not a UTF-8 text file ({error.reason} at byte {error.start})") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the profile ({error.strerror or error})") from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: a profile is a mapping of settings, got {type(data).__name__}")
     return SlurmSettings.normalize(data, source=str(path))

@@ -15,7 +15,11 @@ resume while an earlier submission still runs, share the work and no trial is tr
 Fenced writes: immediately before it writes a trial's row the worker re-validates its claim
 (`kdgrid.store.claims.HeldClaims.validate`: same token and generation in the claim file, heartbeat within the stale
 limit). A claim lost meanwhile (this process stalled past the stale limit and another run took the trial over)
-makes the row ``superseded``: kept in the store with the reason, never counted. When every trial the job still
+makes the row ``superseded``: kept in the store with the reason, never counted. The same check is the core's
+``fence`` (`kdgrid.result.Fence`), asked before every other file of a trial is written or removed:
+its epoch checkpoints (so a stalled holder never replaces the checkpoint of the run that took its trial over,
+nor leaves one behind after that run finished and removed its own), its kept student (``_students/<id>/``) and
+ReAugKD's knowledge base and student; learned mappings and temperatures travel in the row. When every trial the job still
 trains has lost its claim (the heartbeat thread finds them taken over), the job stops at its next step
 (`ClaimsLost` raised from ``on_step``) and writes nothing more: the new holders train them.
 
@@ -128,7 +132,8 @@ def _run_claimed(
     trial's row is written."""
     study_of = row_studies(trials, studies)
     written: set[str] = set()
-    chain = JobChain(store, trials)  # a teacher assistant's part: its assistant checked, its student kept
+    # a teacher assistant's part: its assistant checked, its student kept (fenced as the row is)
+    chain = JobChain(store, trials, fence=held.validate)
     blocked = chain.problem()
     if blocked is not None:
         _write_failures(store, trials, held, sweep=sweep, studies=study_of, error_type=ASSISTANT_FAILED,
@@ -167,6 +172,8 @@ def _run_claimed(
         )
         if chain.keep and accepts_keyword(run_job, "on_model"):
             progress["on_model"] = chain.on_model
+        if accepts_keyword(run_job, "fence"):
+            progress["fence"] = held.validate  # every file of a trial, not only its row
         results = run_job(list(trials), checkpoint_dir=checkpoints, on_result=write, **progress)
     except ClaimsLost as lost:
         print(f"kdgrid: every trial this job still trained lost its claim to another run ({lost}): stopped",

@@ -3,8 +3,10 @@
 The folder (``--out``): ``index.html`` (overview and cost ledger), ``tables.html``, ``figures.html`` with
 ``figures/*.png|pdf``, ``trials.html`` (the list), ``trials/<trial_id>.html``, ``failures.html``, ``assets/``,
 and ``_report.json``: which store it shows and each trial page's fingerprint (its rows' ids), so an update
-rewrites only the pages of trials with a new row (and the summary pages, whenever any row arrived). Every file is
-written under a temporary name and renamed: a browser reloading a page never sees half of it.
+rewrites only the pages of trials with a new row (and the summary pages, whenever any row arrived). Every file of
+an update is written under a temporary name first, and renamed into place only once all of them are written
+(`kdgrid.report.staging`): a browser reloading a page never sees half of it, and a full disk leaves the folder as
+the last update left it, never half old, half new.
 
 Refused (`KdgridError`, exit status 2 in the CLI), before anything is written: an output folder inside the store
 (the report never writes into the store), one that cannot be created or written, one that holds other files
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import time
 import uuid
@@ -42,12 +43,13 @@ from kdgrid.paper import TABLES
 from kdgrid.report.gather import ReportData, gather
 from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
 from kdgrid.report.rows import StoreRows
+from kdgrid.report.staging import ReportWriteError, StagedFiles
 from kdgrid.report.static_files import asset_paths
 from kdgrid.report.trial_intervals import TrialIntervals
 from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
 from kdgrid.store.read import done_rows, scores_long
-from kdgrid.store.write import free_space
+from kdgrid.store.stale_teachers import read_stale_dependants
 
 MANIFEST = "_report.json"
 FIGURES_DIR = "figures"
@@ -76,11 +78,6 @@ def default_out(store: Path) -> Path:
     """Where a store's report goes unless told: beside the store, ``<store>-report`` (never inside it)."""
     store = Path(store)
     return store.parent / f"{store.name or store.resolve().name}-report"
-
-
-class ReportWriteError(KdgridError):
-    """A report file could not be written (a full disk, a folder gone): the message names the file, the error and
-    the free space; the store is never touched."""
 
 
 def check_output(store: Path, out: Path, option: str = "--out") -> bool:
@@ -113,25 +110,6 @@ def check_output(store: Path, out: Path, option: str = "--out") -> bool:
             f"cannot write the report into {out}: {error.strerror or error} (pass a writable folder with {option})"
         ) from error
     return created
-
-
-def write_text(path: Path, text: str) -> Path:
-    """Write ``path`` under a temporary name in its folder, then rename it into place.
-
-    Raises:
-        ReportWriteError: the file could not be written (the temporary file removed), naming it and the free space.
-    """
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise ReportWriteError(
-            f"cannot write the report file {path}: {error.strerror or error} ({free_space(path.parent)} free)"
-        ) from error
-    return path
 
 
 class ReportWriter:
@@ -177,6 +155,7 @@ class ReportWriter:
         self._intervals = TrialIntervals(self.store)  # each row's interval once, however many updates  # the last update's tables of sweeps in no paper table
         self._figures_pending = False  # done rows arrived since the figures were last drawn
         self._written = False  # the first update writes every page (and the assets)
+        self._failed = False  # the last update could not be written: the folder shows the one before
 
     def _load_manifest(self) -> dict[str, str]:
         try:
@@ -210,51 +189,66 @@ class ReportWriter:
         started = time.perf_counter()
         first = not self._written
         changed = self.rows.refresh()
-        if not (changed or first or self._figures_due(final)):
+        if not (changed or first or self._failed or self._figures_due(final)):
             return ReportUpdate(changed=False)
         data = gather(self.store, self.rows.frame, self.sweeps)
         update = ReportUpdate(changed=True)
-        self._write_trial_pages(data, update)
-        tidy = self._tidy(data)
-        paper_views, missing, problem = self._tables(tidy, update)
-        sweep_views, sweep_problems = self._sweep_views(data)
-        views = [*paper_views, *sweep_views]
-        update.tables = len(views)
-        if sweep_problems:
-            problem = "; ".join([*([problem] if problem else []), *sweep_problems])
-        figures = self._figures(data, tidy, update, final=final, views=paper_views)
-        refresh = self.refresh_s
-        summary = {
-            "index.html": overview_page(data, views, figures, refresh_s=refresh),
-            "tables.html": tables_page(
-                views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
-            ),
-            "figures.html": figures_page(figures, self.out, refresh_s=refresh),
-            "trials.html": trial_list_page(data, refresh_s=None, intervals=self._intervals.of(data)),
-            "failures.html": failures_page(data, refresh_s=refresh),
-        }
-        for name, text in summary.items():
-            update.files.append(write_text(self.out / name, text))
-        if first:
-            for path, text in asset_paths(self.out).items():
-                update.files.append(write_text(path, text))
-        self._written = True
-        manifest = {"store": str(self.store.resolve()), "trials": self._pages}
-        write_text(self.out / MANIFEST, json.dumps(manifest, indent=0, sort_keys=True))
+        staged = StagedFiles(self.out)
+        try:
+            self._write_trial_pages(data, update, staged)
+            tidy = self._tidy(data)
+            paper_views, missing, problem = self._tables(tidy, update)
+            sweep_views, sweep_problems = self._sweep_views(data)
+            views = [*paper_views, *sweep_views]
+            update.tables = len(views)
+            if sweep_problems:
+                problem = "; ".join([*([problem] if problem else []), *sweep_problems])
+            figures = self._figures(data, tidy, update, staged, final=final, views=paper_views)
+            refresh = self.refresh_s
+            summary = {
+                "index.html": overview_page(data, views, figures, refresh_s=refresh, stale=self._stale(data)),
+                "tables.html": tables_page(
+                    views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
+                ),
+                "figures.html": figures_page(figures, self.out, refresh_s=refresh),
+                "trials.html": trial_list_page(data, refresh_s=None, intervals=self._intervals.of(data)),
+                "failures.html": failures_page(data, refresh_s=refresh),
+            }
+            for name, text in summary.items():
+                update.files.append(staged.write(self.out / name, text))
+            if first:
+                for path, text in asset_paths(self.out).items():
+                    update.files.append(staged.write(path, text))
+            manifest = {"store": str(self.store.resolve()), "trials": self._pages}
+            staged.write(self.out / MANIFEST, json.dumps(manifest, indent=0, sort_keys=True))
+            staged.commit()
+        except BaseException:
+            staged.abort()
+            self._pages = self._load_manifest()  # what the folder still shows
+            self._figures_key = None
+            self._failed = True  # the next update writes again, even if no row arrives
+            raise
+        self._written, self._failed = True, False
         update.seconds = time.perf_counter() - started
         return update
+
+    def _stale(self, data: ReportData) -> dict[str, str]:
+        """The report's trials whose teacher no longer exists (judged on the whole store: the teacher may be a
+        trial of a sweep the report leaves out)."""
+        shown = set(data.rows["trial_id"])
+        return {trial_id: why for trial_id, why in read_stale_dependants(self.store).items() if trial_id in shown}
 
     def _figures_due(self, final: bool) -> bool:
         """Figures held back while watching are due: at the last update, or once ``figures_every_s`` passed."""
         elapsed = time.monotonic() - self._figures_drawn_at
         return self._figures_pending and (final or elapsed >= self.figures_every_s)
 
-    def _write_trial_pages(self, data: ReportData, update: ReportUpdate) -> None:
+    def _write_trial_pages(self, data: ReportData, update: ReportUpdate, staged: StagedFiles) -> None:
         fingerprints = trial_fingerprints(data)
         for trial_id in list(self._pages):
             name = trial_page_name(trial_id)
             if trial_id not in fingerprints and name is not None:
-                (self.out / name).unlink(missing_ok=True)  # forgotten from the store (or another sweep asked)
+                staged.remove(self.out / name)  # forgotten from the store (or another sweep asked)
                 del self._pages[trial_id]
                 update.removed_pages += 1
         for trial_id, fingerprint in fingerprints.items():
@@ -263,7 +257,7 @@ class ReportWriter:
                 continue
             if self._pages.get(trial_id) == fingerprint and (self.out / name).is_file():
                 continue
-            write_text(self.out / name, trial_page(data, trial_id))
+            staged.write(self.out / name, trial_page(data, trial_id))
             self._pages[trial_id] = fingerprint
             update.trial_pages += 1
 
@@ -323,6 +317,7 @@ class ReportWriter:
         data: ReportData,
         tidy: pd.DataFrame,
         update: ReportUpdate,
+        staged: StagedFiles,
         *,
         final: bool,
         views: list[TableView],
@@ -341,9 +336,10 @@ class ReportWriter:
             self._figures_pending = True
             return self._figure_files
         self._figures_key, self._figures_drawn_at, self._figures_pending = key, now, False
-        folder = self.out / FIGURES_DIR
-        self._figure_files = write_figures(tidy, folder, views=views) if len(done) else []
+        folder = staged.folder()  # drawn aside, put in place with the rest of the update
+        drawn = write_figures(tidy, folder, views=views) if len(done) else []
         for table in self._sweep_tables:  # a user's own sweep: its forest plots and heat maps
-            self._figure_files += sweep_figures(table, folder)
+            drawn += sweep_figures(table, folder)
+        self._figure_files = staged.adopt(drawn, folder, self.out / FIGURES_DIR)
         update.figures = len(self._figure_files)
         return self._figure_files

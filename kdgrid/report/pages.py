@@ -95,9 +95,15 @@ def _ledger_table(lines: list[LedgerLine]) -> str:
 
 
 def overview_page(
-    data: ReportData, views: list[TableView], figures: list[Path], *, refresh_s: int | None
+    data: ReportData,
+    views: list[TableView],
+    figures: list[Path],
+    *,
+    refresh_s: int | None,
+    stale: dict[str, str] | None = None,
 ) -> str:
-    """The front page: totals, one line per sweep and study, the cost ledger, links to the other pages."""
+    """The front page: totals, one line per sweep and study, the cost ledger, links to the other pages; first,
+    the done trials whose teacher no longer exists (``stale``: id -> why, `kdgrid.store.stale_teachers`)."""
     lines = study_counts(data)
     ledger = cost_ledger(data.rows)
     total = ledger[-1]
@@ -127,6 +133,7 @@ def overview_page(
     body = (
         _generated(refresh_s)
         + f"<p>store <code>{esc(data.store)}</code></p>"
+        + _stale_html(stale or {})
         + findings_html(views)
         + f'<div class="cards">{cards}</div>'
         + "<h2>Sweeps and studies</h2>"
@@ -142,6 +149,22 @@ def overview_page(
         "(they add nothing).</p>"
     )
     return page("Overview", body, current="index.html", refresh_s=refresh_s)
+
+
+def _stale_html(stale: dict[str, str]) -> str:
+    """The stale dependants, each linked to its trial page, with why: their rows are in the tables, but the
+    teacher that produced them is not the one kept now."""
+    if not stale:
+        return ""
+    items = "".join(
+        f'<li><a href="trials/{esc(trial_id)}.html">{esc(trial_id)}</a>: {esc(why)}</li>'
+        for trial_id, why in stale.items()
+    )
+    return (
+        f"<h2>Stale dependants: {len(stale):,} trial(s) learnt from a teacher that no longer exists</h2>"
+        f"<ul class=findings>{items}</ul><p class=muted>Their rows still count in the tables. "
+        "<code>kdgrid resume SWEEP --stale-dependants</code> trains them again from the teacher kept now.</p>"
+    )
 
 
 def _finding_line(finding: Finding) -> str:

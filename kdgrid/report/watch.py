@@ -13,14 +13,32 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from kdgrid.errors import ConfigError
 from kdgrid.report.build import ReportUpdate, ReportWriter
 from kdgrid.report.gather import NoRowsError
 
 DEFAULT_INTERVAL_S = 10.0
+# The bounds of ``--interval``: below the lower one a watch is a busy loop over the store's listing (a burden on a
+# shared filesystem), above the upper one (a day) it never looks again in practice, and a timer cannot take it.
+MIN_INTERVAL_S = 0.1
+MAX_INTERVAL_S = 86_400.0
 # While watching, figures are drawn again at most this often (matplotlib dominates an update of a big store).
 FIGURES_EVERY_S = 300.0
 # How often the summary pages of a watched report reload themselves in the browser.
 PAGE_REFRESH_S = 30
+
+
+def check_interval(interval_s: float) -> float:
+    """``interval_s`` if it is a number of seconds from `MIN_INTERVAL_S` to `MAX_INTERVAL_S`.
+
+    Raises:
+        ConfigError: anything else (0, a negative number, nan, inf, 1e308), naming the option and its range.
+    """
+    if not MIN_INTERVAL_S <= interval_s <= MAX_INTERVAL_S:  # False for nan too
+        raise ConfigError(
+            f"--interval: expected seconds from {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g}, got {interval_s:g}"
+        )
+    return interval_s
 
 
 def describe(update: ReportUpdate, writer: ReportWriter) -> str:

@@ -4,7 +4,7 @@ What a row file is, is the store's one rule (`kdgrid.store.listing`); `check_sto
 also decodes every row file (as a read of every column does), so it finds what any command would report.
 It also lists the trials with more than one done row (trained twice: each counts once, by its latest done row;
 `kdgrid.store.read.duplicate_done_trials`) and counts the superseded rows (written under a lost claim, never
-counted). `quarantine` moves the files it found to ``<store>/_quarantine/<rows|compacted|memberships|_claims>/`` (never deletes: a file named
+counted), and names the dependants whose teacher no longer exists (`kdgrid.store.stale_teachers`). `quarantine` moves the files it found to ``<store>/_quarantine/<rows|compacted|memberships|_claims>/`` (never deletes: a file named
 there can be inspected, repaired and moved back), under the store's maintenance lock held alone, so no
 compaction or `forget` runs meanwhile. Once they are moved every command reads the store cleanly, and the trials
 whose rows they held read as not run: ``kdgrid resume`` trains them again.
@@ -26,6 +26,8 @@ from kdgrid.store.listing import QUARANTINE_DIR, StrayFile, list_store
 from kdgrid.store.membership import membership_problems
 from kdgrid.store.read import duplicate_done_trials, read_with_strays
 from kdgrid.store.schema import SUPERSEDED
+from kdgrid.store.stale_teachers import COLUMNS as STALE_COLUMNS
+from kdgrid.store.stale_teachers import stale_dependants
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class StoreCheck:
     strays: list[StrayFile]
     duplicates: dict[str, list[str]] = field(default_factory=dict)
     superseded: int = 0
+    stale: dict[str, str] = field(default_factory=dict)  # dependants whose teacher no longer exists, and why
 
 
 def quarantine_dir(store: Path) -> Path:
@@ -50,6 +53,9 @@ def claim_problems(store: Path) -> list[StrayFile]:
     takeover lock nor a claim's progress file (``<trial_id>.json.progress``), or a ``.json`` file whose content is
     not a claim (claims are written whole, never partly)."""
     folder = claims_dir(store)
+    if folder.is_symlink():
+        # listed and moved as the link itself: a check never reaches through it into a folder outside the store
+        return [StrayFile(folder, "a symbolic link, not a folder of the store (claims live in the store itself)")]
     try:
         names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
@@ -83,8 +89,9 @@ def check_store(store_dir: Path | str) -> StoreCheck:
     pairs = table.select(["trial_id", "status", "row_id"]).to_pandas()
     duplicates = duplicate_done_trials(pairs)
     superseded = int((pairs["status"] == SUPERSEDED).sum())
+    stale = stale_dependants(table.select(STALE_COLUMNS).to_pandas())
     return StoreCheck(
-        loose, parts, table.num_rows, sorted(strays, key=lambda s: str(s.path)), duplicates, superseded
+        loose, parts, table.num_rows, sorted(strays, key=lambda s: str(s.path)), duplicates, superseded, stale
     )
 
 
@@ -94,6 +101,13 @@ def _destination(store: Path, path: Path) -> Path:
     if target.exists():
         target = target.with_name(f"{target.name}.{uuid.uuid4().hex[:8]}")
     return target
+
+
+def _inside(store: Path, folder: Path) -> bool:
+    """Whether ``folder``, with every symbolic link resolved, is the store or inside it."""
+    real_store = Path(os.path.realpath(store))
+    real = Path(os.path.realpath(folder))
+    return real == real_store or real_store in real.parents
 
 
 def quarantine(store_dir: Path | str, strays: list[StrayFile]) -> list[tuple[Path, Path]]:
@@ -108,6 +122,12 @@ def quarantine(store_dir: Path | str, strays: list[StrayFile]) -> list[tuple[Pat
             if not os.path.lexists(stray.path):
                 continue  # moved meanwhile by another check
             target = _destination(store, stray.path)
+            if not _inside(store, stray.path.parent):
+                raise KdgridError(
+                    f"refused to move {stray.path}: its folder is reached through a symbolic link that leads out "
+                    f"of the store {store}; moved before it: "
+                    + (", ".join(str(source) for source, _ in moved) or "nothing")
+                )
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(stray.path, target)

@@ -70,6 +70,9 @@ class StrayFile:
 
     path: Path
     reason: str
+    # True for a file whose rows every read refuses instead of leaving it out (rows of a newer schema version:
+    # reading the rest would count its trials as not run)
+    stops_reads: bool = False
 
     def describe(self, store: Path) -> str:
         """``rows/<name>: <reason>`` (the path relative to the store)."""

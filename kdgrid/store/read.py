@@ -167,7 +167,8 @@ def _check_schema_version(table: pa.Table, folder: Path) -> None:
         found[name] = max(found.get(name, version), version)
     raise NewerSchemaError([
         StrayFile(folder / name, f"a row of store schema version {version}, newer than this kdgrid's "
-                  f"{SCHEMA_VERSION}; read this store with the kdgrid that wrote it (or a newer one)")
+                  f"{SCHEMA_VERSION}; read this store with the kdgrid that wrote it (or a newer one)",
+                  stops_reads=True)
         for name, version in found.items()
     ])  # fmt: skip
 

@@ -107,3 +107,72 @@ def test_a_sweep_named_in_markup_runs_with_its_progress_bar_and_prints_the_name_
     assert f"{MARKUP}: 2 trials" in output
     code, output = run_cli(capsys, "plan", path, "--store", tmp_path / "store")
     assert code == 0 and MARKUP in output, output
+
+
+def one_line_refusal(capsys: pytest.CaptureFixture[str], *args: object) -> str:
+    """The CLI's refusal of ``args``: exit status 2 and one line starting ``error:``; returns that line."""
+    code, output = run_cli(capsys, *args)
+    assert code == 2, (code, output)
+    lines = output.strip().split("\n")
+    assert lines[0].startswith("error:") and all(line.startswith("  ") for line in lines[1:]), output
+    return output
+
+
+def sweep_text(tmp_path: Path, text: str, name: str = "sweep.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_nul_byte_in_a_sweep_or_trial_file_is_refused_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = sweep_text(tmp_path, "name: t\x00\nfixed: {}\n")
+    for args in (["plan", path, "--store", tmp_path / "store"], ["trial", path, "--device", "cpu"]):
+        output = one_line_refusal(capsys, *args)
+        assert str(path) in output and "not valid YAML" in output and "#x0000" in output, output
+    assert not (tmp_path / "store").exists()
+
+
+def test_yaml_nested_a_hundred_thousand_deep_is_refused_in_sweeps_and_slurm_profiles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deep = "a: " + "[" * 100_000 + "]" * 100_000 + "\n"
+    path = sweep_text(tmp_path, deep)
+    output = one_line_refusal(capsys, "plan", path, "--store", tmp_path / "store")
+    assert str(path) in output and "nests lists or mappings too deeply" in output, output
+    sweep = sweep_text(tmp_path, json.dumps(
+        {"name": "t", "fixed": {"teacher": "bert-base", "student": "bert-tiny", "task": "rte"}}
+    ), "ok.yaml")  # fmt: skip
+    profile = sweep_text(tmp_path, deep, "profile.yaml")
+    output = one_line_refusal(
+        capsys, "plan", sweep, "--store", tmp_path / "store", "--executor", "slurm", "--profile", profile
+    )
+    assert str(profile) in output and "too deeply" in output, output
+
+
+def test_a_worker_count_past_any_machine_is_refused_before_the_store_folder_is_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = sweep_text(tmp_path, json.dumps(
+        {"name": "t", "fixed": {"teacher": "bert-base", "student": "bert-tiny", "task": "rte"}}
+    ))  # fmt: skip
+    store = tmp_path / "store"
+    for value in ("99999999999999999999", "4097"):
+        output = one_line_refusal(capsys, "run", sweep, "--store", store, *FAKE, "--set", f"local_workers={value}")
+        assert f"local_workers: expected a whole number >= 0 and <= 4096, got {value}" in output, output
+        assert not store.exists()
+    output = one_line_refusal(capsys, "run", sweep, "--store", store, *FAKE, "--set", "local_jobs_per_gpu=1e30")
+    assert "local_jobs_per_gpu" in output and not store.exists()
+
+
+@pytest.mark.parametrize("interval", ["1e308", "0", "-1", "nan", "inf", "0.01"])
+def test_a_watch_interval_outside_a_tenth_of_a_second_to_a_day_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], interval: str
+) -> None:
+    out = tmp_path / "report"
+    output = one_line_refusal(
+        capsys, "report", "--store", tmp_path / "store", "--out", out, "--watch", "--interval", interval
+    )
+    assert "--interval: expected seconds from 0.1 to 86400" in output, output
+    assert not out.exists()

@@ -4,6 +4,7 @@ moves them all; a store subfolder that is a file is refused once, up front."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -125,3 +126,45 @@ def test_a_store_subfolder_that_cannot_be_written_is_refused_up_front(
     assert "_claims/ is not writable (Read-only file system)" in message
     assert not starts(tmp_path)
     shutil.rmtree(store)
+
+
+def test_a_symlinked_claims_folder_is_quarantined_as_a_link_and_nothing_behind_it_moves(
+    tmp_path: Path, store_of_a_sweep: tuple[Path, Path]
+) -> None:
+    _, store = store_of_a_sweep
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "notes.txt").write_text("mine")
+    (outside / "0123456789abcdef.json").write_text("not a claim either")
+    shutil.rmtree(claims_dir(store), ignore_errors=True)
+    claims_dir(store).symlink_to(outside, target_is_directory=True)
+    code, out = invoke("store", "check", "--store", store)
+    assert code == 1 and "_claims: a symbolic link, not a folder of the store" in out, out
+    assert "notes.txt" not in out
+    code, out = invoke("store", "check", "--store", store, "--quarantine")
+    assert code == 0 and "moved 1 file(s)" in out, out
+    assert sorted(p.name for p in outside.iterdir()) == ["0123456789abcdef.json", "notes.txt"]
+    assert (store / "_quarantine" / "_claims").is_symlink() and not os.path.lexists(claims_dir(store))
+    code, out = invoke("store", "check", "--store", store)
+    assert code == 0, out
+
+
+def test_store_check_says_what_the_other_commands_do_with_rows_of_a_newer_schema(
+    tmp_path: Path, store_of_a_sweep: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep, store = store_of_a_sweep
+    newer = row_file(store, load_sweep(sweep).trials[0].trial.trial_id)
+    table = pq.read_table(newer)
+    column = table.schema.get_field_index("schema_version")
+    pq.write_table(table.set_column(column, "schema_version", pa.array([99], pa.int16())), newer)
+    (store / "memberships" / "notes.txt").write_text("hello")
+    code, out = invoke("store", "check", "--store", store)
+    assert code == 1, out
+    summary = " ".join(out.strip().split("\n")[-1].split())
+    assert "1 file(s) are not kdgrid rows and are left out of every read" in summary, out
+    assert "1 file(s) hold rows of a newer schema, which every other command that reads rows refuses (exit 2)" in (
+        summary
+    ), out
+    for command in ("status", "plan"):  # and they do
+        message = user_error(capsys, command, sweep, "--store", store)
+        assert "schema version 99" in message, message

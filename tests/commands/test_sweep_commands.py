@@ -85,7 +85,7 @@ def test_plan_run_status_and_a_second_run_that_does_nothing(tmp_path: Path) -> N
     assert as_json("plan", sweep, "--store", store)["estimate"]["timed_rows"] == 7
 
     code, out = invoke("run", sweep, "--store", store, *FAKE)
-    assert code == 0 and "running 0" in out
+    assert code == 0 and "to run now 0" in out
     assert len(starts(tmp_path)) == 7  # run never repeats a done trial
     from kdgrid.grid import load_sweep
 
@@ -174,7 +174,7 @@ def test_a_trial_two_sweeps_share_runs_once_and_counts_in_both_tables(tmp_path: 
     store = tmp_path / "store"
     assert invoke("run", table4, "--store", store, *FAKE)[0] == 0
     code, out = invoke("resume", table1, "--store", store, *FAKE)
-    assert code == 0 and "running 0" in out  # the shared trial is done: the second sweep runs nothing
+    assert code == 0 and "to run now 0" in out  # the shared trial is done: the second sweep runs nothing
     frame = read_store(store)
     assert len(frame) == 2 and set(frame["sweep"]) == {"table4_t"}
     tidy = load_tidy(store)
@@ -331,7 +331,7 @@ def test_run_sweep_returns_what_ran_and_reports_failures_without_raising(tmp_pat
     assert outcome.before == SweepCounts(0, 0, 8) and outcome.after == SweepCounts(7, 1, 0)
     [failed] = outcome.failed_now
     assert failed == FailedTrial(failed.trial_id, "extra", "RuntimeError: loss went NaN") and not outcome.ok
-    assert outcome.done_now == 7 and lines[0] == "cli-test: 8 trials; done 0, failed 0, pending 8; running 8"
+    assert outcome.done_now == 7 and lines[0] == "cli-test: 8 trials; done 0, failed 0, pending 8; to run now 8"
     assert lines[-1] == f"failed {failed.trial_id} [extra]: RuntimeError: loss went NaN"
 
     again = run_sweep(sweep, store, RunOptions(executor_settings=fake, preflight=False, max_attempts=1))

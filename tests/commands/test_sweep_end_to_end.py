@@ -80,7 +80,7 @@ def test_a_tiny_sweep_runs_through_the_real_core(
     assert (store / "_checkpoints").is_dir()  # run_job was given a checkpoint folder under the store
     assert not any((store / "_checkpoints").rglob("*.pt"))  # finished trials leave no checkpoint behind
     again = CliRunner().invoke(app, ["run", str(sweep), "--store", str(store)], catch_exceptions=False)
-    assert again.exit_code == 0 and "running 0" in again.output
+    assert again.exit_code == 0 and "to run now 0" in again.output
 
 
 def test_a_run_whose_output_is_a_log_writes_a_line_per_epoch(tmp_path: Path, teacher: str) -> None:

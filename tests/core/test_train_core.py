@@ -185,6 +185,32 @@ def test_resume_from_an_epoch_checkpoint_equals_an_uninterrupted_run(
     assert list(tmp_path.glob("*.pt")) == []  # finished trials drop their checkpoints
 
 
+def test_a_trial_fenced_out_writes_no_checkpoint_keeps_no_student_and_leaves_the_takers_checkpoint(
+    teacher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trial = make_trial(teacher, epochs=3)
+    asked: list[str] = []
+
+    def lost(trial_id: str) -> str:
+        asked.append(trial_id)
+        return "taken over by another run"
+
+    with preempted_in_epoch(monkeypatch, 1):
+        run([trial], checkpoint_dir=tmp_path, fence=lost)
+    assert asked == [trial.trial_id] and list(tmp_path.iterdir()) == []  # epoch 1's checkpoint: not even a temp
+    with preempted_in_epoch(monkeypatch, 2):  # the run that took the trial over saves epochs 1 and 2
+        run([trial], checkpoint_dir=tmp_path, fence=lambda _: None)
+    takers = tmp_path / f"{trial.trial_id}.pt"
+    saved = takers.read_bytes()
+    # the stalled holder wakes up at epoch 2 (loading the taker's checkpoint), trains to the end, writes nothing
+    (result,), kept = run([trial], checkpoint_dir=tmp_path, fence=lost)
+    assert result.status == "done" and result.extra["resumed_from_epoch"] == 2
+    assert kept == {}  # its trained student is handed to no one to keep (`on_model`)
+    assert takers.read_bytes() == saved and [p.name for p in tmp_path.iterdir()] == [takers.name]  # not removed
+    (result,), kept = run([trial], checkpoint_dir=tmp_path, fence=lambda _: None)
+    assert result.status == "done" and list(kept) == [trial.trial_id] and list(tmp_path.iterdir()) == []
+
+
 def test_a_diverging_trial_fails_alone(teacher: str) -> None:
     healthy = make_trial(teacher, knowledge=("pkd",), strategy="Last")
     infinite = make_trial(teacher, knowledge=("value_relation",), strategy="Last-1", beta=math.inf)

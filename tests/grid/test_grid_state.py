@@ -62,3 +62,18 @@ def test_sweep_state_classifies_trials_and_caps_retries(tmp_path: Path) -> None:
     assert state.errors[mrpc.trial_id] == "OOM: out of memory"
     assert state.to_retry(3) == ([mrpc], []) and state.to_retry(2) == ([], [mrpc])
     assert list(state.timings["wall_time_s"]) == [5.0]
+
+
+def test_a_trial_trained_twice_counts_once_in_the_timings_by_its_latest_done_row(tmp_path: Path) -> None:
+    sweep_path = tmp_path / "s.yaml"
+    sweep_path.write_text(json.dumps({"fixed": {"teacher": "bert-base", "student": "bert-tiny"},
+                                      "axes": {"task": ["rte", "mrpc"]}}))  # fmt: skip
+    sweep = load_sweep(sweep_path)
+    rte, mrpc = (p.trial for p in sweep.trials)
+    store = tmp_path / "store"
+    for trial, wall in ((rte, 100.0), (rte, 300.0), (mrpc, 200.0)):  # rte trained twice, 300 s the latest
+        write_result(store, TrialResult(trial=trial, status="done", wall_time_s=wall), sweep="s", study="main")
+    state = sweep_state(sweep, store)
+    assert sorted(state.timings["wall_time_s"]) == [200.0, 300.0]  # the duplicate's first row is not a third
+    # a new bert-tiny trial on a third task: the student's median over two trials, (200 + 300) / 2, not 200
+    assert estimate_cost([Trial(task="qqp", teacher="bert-base", student="bert-tiny")], state.timings).seconds == 250

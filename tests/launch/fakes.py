@@ -6,7 +6,9 @@ into the real store) given `fake_run_job`, a core that trains nothing, as its ``
 
 - ``test_seconds``: work time of the trial, spread over ``test_epochs`` epochs (default 1); after each epoch the
   progress is saved to ``checkpoint_dir/<trial_id>.epochs`` and a rerun continues from there (as the core's epoch
-  checkpoints do), so a requeued job does not start over.
+  checkpoints do), so a requeued job does not start over. As the core's, these checkpoints are fenced: written
+  only while the ``fence`` the worker passes says the trial is still this process's, and removed when the trial
+  is done only if it still is then.
 - ``test_raise``: the trial raises this message: it gets a ``failed`` row and its job mates go on.
 - ``test_kill_once``: a path; the first time the trial starts, the file is created and the whole process is
   killed with SIGKILL (no row, no clean-up: a node failure or the OOM killer); later attempts run normally.
@@ -15,9 +17,10 @@ into the real store) given `fake_run_job`, a core that trains nothing, as its ``
 - ``test_raise_once``: a path; like ``test_raise`` the first time (creating the file), then the trial succeeds.
 - ``test_exit_once``: a path; the first time, the process leaves with `SystemExit` (what submitit's signal
   handler does after requeueing a task at its time limit); no row is written; later attempts run normally.
-- ``test_pause_once``: a path; the first time the trial has finished training, the file is created and the trial
-  sleeps `PAUSE_S` seconds before handing its result over: the moment a test stalls the process (SIGSTOP) between
-  training and the row's write.
+- ``test_pause_once``: a path; the first time the trial has finished training, the file is created (holding the
+  trial id and the process id) and the trial sleeps `PAUSE_S` seconds before handing its result over: the moment a
+  test stalls the process (SIGSTOP) between training and the row's write. Removing the file arms it again: the
+  next trial with the option to finish pauses.
 - ``test_job_log``: a path; each job holding such a trial appends ``job <pid> <trial ids of the job>`` to it
   once when it starts (a job is one teacher pass per batch): a test counts jobs and sees who shared one.
 
@@ -43,7 +46,7 @@ from pathlib import Path
 from kdgrid.core.options import register_option
 from kdgrid.launch.worker import ClaimsLost, run_job_to_store
 from kdgrid.plugins import PLUGINS_VARIABLE
-from kdgrid.result import TrialResult
+from kdgrid.result import Fence, TrialResult
 from kdgrid.store import read_table
 from kdgrid.trial import Trial
 
@@ -91,8 +94,15 @@ def _log(trial: Trial, event: str) -> None:
             handle.write(f"{event} {trial.trial_id} {os.getpid()} {time.time():.3f}\n")
 
 
+def _held(trial: Trial, fence: Fence | None) -> bool:
+    return fence is None or fence(trial.trial_id) is None
+
+
 def _run_one(
-    trial: Trial, checkpoint_dir: Path | None, on_step: Callable[[int, int], None] | None = None
+    trial: Trial,
+    checkpoint_dir: Path | None,
+    on_step: Callable[[int, int], None] | None = None,
+    fence: Fence | None = None,
 ) -> TrialResult:
     started = _now()
     _log(trial, "start")
@@ -120,15 +130,17 @@ def _run_one(
             time.sleep(per_epoch / STEPS_PER_EPOCH)
             if on_step is not None:
                 on_step(epoch, epochs)
-        if progress is not None:
-            progress.write_text(str(epoch))
+        if progress is not None and epoch < epochs and _held(trial, fence):  # as the core: none after the last
+            temporary = progress.with_name(f".{progress.name}.{os.getpid()}.tmp")
+            temporary.write_text(str(epoch))
+            os.replace(temporary, progress)
         curve.append(
             {"epoch": epoch, "scores": {"validation": {"accuracy": fake_score(trial)}}, "loss_terms": {}}
         )
     scores = {"validation": {"accuracy": fake_score(trial)}}
     pause_once = trial.option("test_pause_once")
     if pause_once and not Path(pause_once).exists():
-        Path(pause_once).touch()
+        Path(pause_once).write_text(f"{trial.trial_id} {os.getpid()}")  # who paused, for a test to stop it
         time.sleep(PAUSE_S)
     _log(trial, "end")
     return TrialResult(
@@ -166,13 +178,23 @@ def fake_run_job(
     device: str = "auto",
     on_result: Callable[[TrialResult], None] | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    fence: Fence | None = None,
 ) -> list[TrialResult]:
-    """`kdgrid.core.training.train.run_job`'s contract without training: one result per trial, failures isolated."""
+    """`kdgrid.core.training.train.run_job`'s contract without training: one result per trial, failures isolated, files
+    fenced (a done trial's progress file removed only while ``fence`` says the trial is still this process's)."""
     for job_log in sorted({str(t.option("test_job_log")) for t in trials if t.option("test_job_log")}):
         with open(job_log, "a") as handle:
             handle.write(f"job {os.getpid()} {' '.join(t.trial_id for t in trials)}\n")
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    return each_trial(trials, lambda trial: _run_one(trial, folder, on_step), on_result)
+
+    def handed_over(result: TrialResult) -> None:
+        held = _held(result.trial, fence)  # asked before the row, as the core does
+        if on_result is not None:
+            on_result(result)
+        if folder is not None and result.status == "done" and held:
+            (folder / f"{result.trial.trial_id}.epochs").unlink(missing_ok=True)
+
+    return each_trial(trials, lambda trial: _run_one(trial, folder, on_step, fence), handed_over)
 
 
 def each_trial(

@@ -234,3 +234,53 @@ def test_a_run_stalled_past_the_stale_limit_never_gets_a_trial_counted_twice(tmp
     assert f"{len(late)} row(s) of this run superseded" in first_out, first_out
     code, out = invoke("store", "check", "--store", store)
     assert code == 0 and f"{len(late)} superseded row(s)" in out
+
+
+def test_the_worker_fences_a_trials_epoch_checkpoints_and_kept_student_as_it_fences_its_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The claim is taken over after the first of three epochs (the holder stalled): the old holder replaces no
+    checkpoint of the taker's, leaves none behind after the taker finished, keeps no student, and its row is
+    superseded."""
+    from kdgrid.launch.assistant_worker import JobChain
+    from kdgrid.store.trained_students import student_dir, want_students
+
+    store, checkpoints = tmp_path / "store", tmp_path / "checkpoints"
+    trial = make_trial(0, test_epochs=3, test_seconds=0.0)
+    progress = checkpoints / f"{trial.trial_id}.epochs"
+    want_students(store, [trial.trial_id])  # a dependant learns from its student
+    kept: list[str] = []
+
+    def stalling_core(trials, *, checkpoint_dir=None, on_result=None, on_step=None, on_model=None, fence=None):
+        assert fence is not None and on_model is not None  # handed down by the worker
+
+        def step(epoch: int, epochs: int) -> None:
+            if epoch == 2 and read_claim(store, trial.trial_id).generation == 1:
+                assert progress.read_text() == "1"  # epoch 1's checkpoint, written while held
+                _age_claim(store, trial.trial_id, 10_000)  # stalled; another run takes the trial over...
+                assert try_claim(store, trial.trial_id) is not None
+                progress.write_text("2")  # ...and saves its own, newer checkpoint
+
+        def on_done(result):
+            on_model(result.trial, object())  # the core hands the trained student over before the row
+            on_result(result)
+
+        return fakes.fake_run_job(trials, checkpoint_dir=checkpoint_dir, on_result=on_done, on_step=step,
+                                  fence=fence)  # fmt: skip
+
+    original = JobChain.on_model
+
+    def recording(self, trial_, model):  # the chain's own fence decides; nothing may reach the save
+        kept.append(trial_.trial_id)
+        return original(self, trial_, model)
+
+    JobChain.on_model = recording  # type: ignore[method-assign]
+    try:
+        run_job_to_store([trial], store, sweep="s", checkpoint_dir=checkpoints, run_job=stalling_core)
+    finally:
+        JobChain.on_model = original  # type: ignore[method-assign]
+    assert kept == [trial.trial_id] and not student_dir(store, trial.trial_id).exists()  # asked, not saved
+    assert progress.read_text() == "2"  # the taker's checkpoint: neither replaced (epoch 2) nor removed (done)
+    assert store_rows(store) == [(trial.trial_id, SUPERSEDED)]
+    err = capsys.readouterr().err
+    assert f"trial {trial.trial_id}: its trained student is not kept" in err, err

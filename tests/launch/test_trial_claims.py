@@ -122,14 +122,14 @@ def test_a_claimed_trial_is_running_in_status_skipped_by_run_and_run_once_releas
 
     code, out = invoke("run", sweep, "--store", store, *FAKE)
     assert code == 0, out
-    assert "running 3; 1 claimed by another run, skipped" in out
+    assert "to run now 3; 1 claimed by another run, skipped" in out
     assert "running elsewhere 1" in out
     assert done_counts(store) == collections.Counter(others)
     assert read_claim(store, busy) == claim  # a live claim is never taken over
 
     claim_path(store, busy).unlink()  # its holder ends without a row (a row would make it done)
     code, out = invoke("run", sweep, "--store", store, *FAKE)
-    assert code == 0 and "running 1" in out
+    assert code == 0 and "to run now 1" in out
     assert done_counts(store) == collections.Counter([busy, *others])
     assert claim_files(store) == []
 

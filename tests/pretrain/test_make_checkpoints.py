@@ -193,7 +193,7 @@ def test_end_to_end_the_local_executor_makes_the_checkpoint_then_runs_the_trials
     with pytest.raises(SystemExit) as again:
         main(argv)
     out = capsys.readouterr().out
-    assert again.value.code == 0 and "running 0" in out and "checkpoint" not in out
+    assert again.value.code == 0 and "to run now 0" in out and "checkpoint" not in out
     assert len(read_store(store)) == 2
 
 

@@ -11,6 +11,11 @@ tensors) and is read with ``torch.load(..., weights_only=True)``: a checkpoint f
 must not be able to run code. A checkpoint that cannot be read (truncated, not a checkpoint, a pickled object,
 another format version or another trial's) is never trusted and never deleted: it is renamed
 ``<trial_id>.pt.unreadable-<utc>`` beside it, a warning names both paths, and the trial starts from scratch.
+
+Fenced writes: a `Fence` is asked right before a trial's checkpoint is put in place (after the temporary file is
+written, before the rename) and before a finished trial's checkpoint is removed. Where it answers that this
+process no longer holds the trial (another run took it over), the checkpoint is not written (or not removed): a
+process that lost its trial never replaces, nor deletes, the checkpoint of the run that now trains it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 import torch
 
 from kdgrid.errors import KdgridError
+from kdgrid.result import Fence
 
 CHECKPOINT_VERSION = 1
 UNREADABLE_SUFFIX = ".unreadable-"  # <trial_id>.pt.unreadable-<utc>: moved aside, never read again
@@ -69,10 +75,14 @@ def _check_plain(value: Any, where: str) -> None:
         )
 
 
-def save_checkpoint(checkpoint_dir: Path, trial_id: str, state: dict[str, Any]) -> Path:
+def save_checkpoint(
+    checkpoint_dir: Path, trial_id: str, state: dict[str, Any], fence: Fence | None = None
+) -> Path | None:
     """Write ``state`` (tensors and plain data only, else TypeError) to a temporary file beside the target, fsync
     it and rename it over the target (atomic on POSIX). A write that fails (a full disk) raises
-    `CheckpointWriteError` and leaves the previous checkpoint in place."""
+    `CheckpointWriteError` and leaves the previous checkpoint in place. ``fence`` (asked right before the rename):
+    where it says the trial is no longer this process's, the temporary file is removed, the target left as it
+    is, and None returned."""
     _check_plain(state, "")
     target = checkpoint_path(checkpoint_dir, trial_id)
     tmp: str | None = None
@@ -83,6 +93,11 @@ def save_checkpoint(checkpoint_dir: Path, trial_id: str, state: dict[str, Any]) 
             torch.save({"version": CHECKPOINT_VERSION, **state}, stream)
             stream.flush()
             os.fsync(stream.fileno())
+        lost = fence(trial_id) if fence is not None else None
+        if lost is not None:
+            Path(tmp).unlink(missing_ok=True)
+            logger.info("checkpoint of trial %s not written: %s", trial_id, lost)
+            return None
         os.replace(tmp, target)
     except (OSError, RuntimeError) as error:  # torch reports a failed write as a RuntimeError
         if tmp is not None:

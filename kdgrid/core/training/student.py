@@ -36,7 +36,7 @@ from kdgrid.core.training.objective import DivergenceError, Objective, captured_
 from kdgrid.core.training.trial_setup import TrialSetup
 from kdgrid.device_sharing import current_sharing
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
-from kdgrid.result import TrialResult
+from kdgrid.result import Fence, TrialResult
 from kdgrid.trial import Trial
 
 
@@ -76,6 +76,7 @@ class StudentRun:
     # The parts of the trial's methods in its training (`kdgrid.core.step_hooks`), in registration order.
     hooks: list[StepHooks] = field(default_factory=list)
     max_grad_norm: float | None = None  # the option, read once at set-up (None or 0: no clipping)
+    fence: Fence | None = None  # asked before each file of the trial is written (`kdgrid.result.Fence`)
 
     @property
     def trial(self) -> Trial:
@@ -381,7 +382,7 @@ def end_epoch(run: StudentRun, job: LoadedJob, epoch: int, checkpoint_dir: Path 
     for hook in run.hooks:  # what the methods track per epoch (LKD's weights, the cosine, overfitting)
         hook.end_epoch(run, job, epoch)
     if checkpoint_dir is not None and run.epochs_done < run.trial.epochs:
-        save_checkpoint(checkpoint_dir, run.trial.trial_id, run.checkpoint_state())
+        save_checkpoint(checkpoint_dir, run.trial.trial_id, run.checkpoint_state(), fence=run.fence)
 
 
 def finish_student(
@@ -393,8 +394,10 @@ def finish_student(
     """Close a student (done or failed): measure a done student's latency, hand its model to ``on_model``, free
     its memory, add the teacher's facts and predictions, report the result to ``on_result`` and drop a done trial's checkpoint."""
     run.finished = True
+    # a trial this process no longer holds writes nothing of its own (kept student, knowledge base) from here on
+    held = run.fence is None or run.fence(run.trial.trial_id) is None
     for hook in run.hooks:
-        if run.result.status != "done" or run.model is None:
+        if not held or run.result.status != "done" or run.model is None:
             break
         try:
             run.result.extra.update(hook.after_training(run, run.model))
@@ -404,7 +407,7 @@ def finish_student(
         run.result.extra["latency_ms"] = measure_latency_ms(run.model, run.trial.max_length)
         # Who else used the device while it was measured (`kdgrid.device_sharing`): tables compare like with like.
         run.result.extra["latency_sharing"] = current_sharing()
-        if on_model is not None:
+        if on_model is not None and held:
             on_model(run.trial, run.model)
     run.result.ended_at = run.result.ended_at or utc_now()
     run.result.wall_time_s = round(run.seconds, 3)
@@ -416,7 +419,9 @@ def finish_student(
     if run.teacher_info is not None:
         run.result.extra.update(run.teacher_info())
         run.result.predictions = run.teacher_info.add_teacher(run.result.predictions)
+    # asked again right before the row: a checkpoint is removed only while the trial is still this process's
+    held = held and (run.fence is None or run.fence(run.trial.trial_id) is None)
     if on_result is not None:
         on_result(run.result)
-    if run.result.status == "done":
+    if run.result.status == "done" and held:
         remove_checkpoint(checkpoint_dir, run.trial.trial_id)

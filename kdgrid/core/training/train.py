@@ -47,7 +47,7 @@ from kdgrid.core.training.student import (
 )
 from kdgrid.core.training.trial_setup import TrialSetup, set_up_trial, validate_trials
 from kdgrid.errors import ConfigError
-from kdgrid.result import TrialResult
+from kdgrid.result import Fence, TrialResult
 from kdgrid.trial import GROUP_DESCRIPTION, Trial, data_order_seed, group_key
 
 __all__ = [
@@ -171,6 +171,7 @@ def run_job(
     on_result: Callable[[TrialResult], None] | None = None,
     on_model: Callable[[Trial, Any], None] | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    fence: Fence | None = None,
 ) -> list[TrialResult]:
     """Train every trial of a job (they must share `group_key`) against one teacher pass per batch.
 
@@ -182,6 +183,9 @@ def run_job(
     ``on_model(trial, model)`` (optional, not needed by executors) receives each finished student's model, e.g.
     to save it or, in tests, to compare weights. ``on_step(done, total)`` (optional) is called after every
     shared batch with the job's batches done and its total (epochs x batches per epoch), for progress bars.
+    ``fence(trial_id)`` (optional, `kdgrid.result.Fence`) is asked before each file of a trial is written
+    or removed (epoch checkpoints, the kept student, ReAugKD's knowledge base and student): where it says the
+    trial is no longer this process's, nothing is.
     Evaluation-only trials (a method's ``evaluates_only``: ReAugKD's) train nothing: they run after the job's
     students, so one trained in the same job is saved by then.
     """
@@ -217,6 +221,7 @@ def run_job(
         try:
             run = setup_student(set_up_trial(trial, job.teacher), job, checkpoint_dir)
             run.teacher_info = teacher_info
+            run.fence = fence
             runs.append(run)
         except Exception as error:
             results[index] = failed_before_training(trial, error)
