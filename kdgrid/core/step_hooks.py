@@ -27,7 +27,9 @@ hook                when, and what it may do
 
 The trial's objective (`kdgrid.core.training.objective.Objective`) takes the same hooks for what a method changes
 in eq. 9: `projection_kwargs` (how its projections are built), `build_objective` (a learned part it owns, after
-its projections, mapping and temperature learner are drawn), `extra_terms` and `extra_values` (a term the method
+its projections, mapping and temperature learner are drawn), `teacher_features` (the teacher's features one
+knowledge term reads: a per-term target the method derives from them, as Flex-KD keeps the teacher dimensions it
+selected), `extra_terms` and `extra_values` (a term the method
 adds, with its weight: a penalty), `set_progress` (where training is), `step_weights` (the weights the step's
 total uses: a curriculum's stage, learned multipliers) and `learned_modules` (its parameters learned beside the
 student).
@@ -107,6 +109,14 @@ class StepHooks:
 
     def build_objective(self, objective: Any) -> None:
         """The objective's own parts are built: add what the method owns in it (a learned module)."""
+
+    def teacher_features(self, objective: Any, term: Any, features: dict[str, Any]) -> dict[str, Any]:
+        """The teacher's features the knowledge function of ``term`` (a
+        `kdgrid.core.training.objective.Term`) reads, from those the objective took for it (float32, keyed by
+        feature name: ``hidden`` ``[B, L, d_T]``, ...). Called for every term of a fixed strategy, each step and
+        each calibration batch; a learnable strategy's term reads its mapping's target instead. Return new
+        tensors, never change ``features`` in place: the job's students share them."""
+        return features
 
     def extra_terms(self, objective: Any) -> dict[str, float]:
         """The weights of the terms the method adds to eq. 9, by name (after the knowledge terms)."""
