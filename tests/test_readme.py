@@ -175,12 +175,17 @@ def _where_things_live(text: str) -> list[tuple[str, list[str]]]:
     return rows
 
 
+# A built-in method's folder: named by docs/methods.md's table (`test_the_docs_list_every_built_in_method_once`),
+# not by design.md's module list, so that a new method is its folder, its tests and that one row.
+METHOD_FOLDER = re.compile(r"^kdgrid/core/methods/[^/]+/")
+
+
 def _packages() -> list[str]:
-    """Every package of kdgrid, as `kdgrid/grid/`, and `tools/`."""
+    """Every package of kdgrid, as `kdgrid/grid/`, and `tools/`; a method's folder (`METHOD_FOLDER`) aside."""
     found = [
         path.parent.relative_to(ROOT).as_posix() + "/" for path in (ROOT / "kdgrid").rglob("__init__.py")
     ]
-    return sorted([*found, "tools/"])
+    return sorted([*(f for f in found if not METHOD_FOLDER.match(f)), "tools/"])
 
 
 def _exists(folder: str, named: str) -> bool:

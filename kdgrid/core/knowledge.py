@@ -74,6 +74,10 @@ class KnowledgeSpec:
             ``output`` (once per batch, no layer).
         source: where the formula comes from.
         aliases: further written names accepted for it.
+        teacher_at_student_width: whether the teacher's feature reaches the function already at the student's
+            width, brought there by the method that declares the knowledge (its
+            `kdgrid.core.step_hooks.StepHooks.teacher_features`: Flex-KD keeps d_S of the teacher's dimensions);
+            such a knowledge needs no projection and compares equal widths.
     """
 
     name: str
@@ -86,6 +90,7 @@ class KnowledgeSpec:
     placement: Placement
     source: str
     aliases: tuple[str, ...] = ()
+    teacher_at_student_width: bool = False
 
     @property
     def in_paper(self) -> bool:
@@ -137,6 +142,7 @@ def _spec(
     placement: Placement = "pairs",
     source: str,
     aliases: Sequence[str] = (),
+    teacher_at_student_width: bool = False,
 ) -> KnowledgeSpec:
     unknown = sorted(set(needs) - FEATURES)
     if unknown:
@@ -154,6 +160,7 @@ def _spec(
         placement=placement,
         source=source,
         aliases=tuple(aliases),
+        teacher_at_student_width=teacher_at_student_width,
     )
 
 
@@ -174,12 +181,14 @@ def register(
     placement: Placement = "pairs",
     source: str,
     aliases: Sequence[str] = (),
+    teacher_at_student_width: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated loss under ``name`` in `KNOWLEDGE`.
 
     The keywords are the `KnowledgeSpec` fields: ``needs`` (features, from `FEATURES`),
     ``needs_projection``, ``category``, ``region``, ``call_style``, ``placement`` (default ``pairs``),
-    ``source`` (the paper: authors, venue, year) and ``aliases`` (further written names). In the modules of
+    ``source`` (the paper: authors, venue, year), ``aliases`` (further written names) and
+    ``teacher_at_student_width`` (default False: the teacher's feature arrives at its own width). In the modules of
     `kdgrid.core.losses` they must be literals: the registry reads them from the source without importing torch.
 
     Raises:
@@ -199,6 +208,7 @@ def register(
             placement=placement,
             source=source,
             aliases=aliases,
+            teacher_at_student_width=teacher_at_student_width,
         )
         known = KNOWLEDGE.get(name)
         if known is not None and (known != spec or name in _FUNCTIONS):

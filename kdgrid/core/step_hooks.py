@@ -28,7 +28,9 @@ hook                when, and what it may do
 
 The trial's objective (`kdgrid.core.training.objective.Objective`) takes the same hooks for what a method changes
 in eq. 9: `projection_kwargs` (how its projections are built), `build_objective` (a learned part it owns, after
-its projections, mapping and temperature learner are drawn), `default_soft_t2` (the soft term's T^2 when the trial
+its projections, mapping and temperature learner are drawn), `teacher_features` (the teacher's features one
+knowledge term reads: a per-term target the method derives from them, as Flex-KD keeps the teacher dimensions it
+selected), `default_soft_t2` (the soft term's T^2 when the trial
 leaves ``soft_t2`` unset), `extra_terms` and `extra_values` (a term the method adds, with its weight: a penalty),
 `set_progress` (where training is), `soft_per_example` (its own loss in place of the soft-label cross-entropy: a
 second head's divergence), `instance_trade_off` (per-example weights trading each example's soft and hard
@@ -139,6 +141,14 @@ class StepHooks:
     def formulation(self, objective: Any) -> dict[str, str]:
         """Which form of its paper the trial's method computes, by option (recorded in the row)."""
         return {}
+
+    def teacher_features(self, objective: Any, term: Any, features: dict[str, Any]) -> dict[str, Any]:
+        """The teacher's features the knowledge function of ``term`` (a
+        `kdgrid.core.training.objective.Term`) reads, from those the objective took for it (float32, keyed by
+        feature name: ``hidden`` ``[B, L, d_T]``, ...). Called for every term of a fixed strategy, each step and
+        each calibration batch; a learnable strategy's term reads its mapping's target instead. Return new
+        tensors, never change ``features`` in place: the job's students share them."""
+        return features
 
     def extra_terms(self, objective: Any) -> dict[str, float]:
         """The weights of the terms the method adds to eq. 9, by name (after the knowledge terms)."""

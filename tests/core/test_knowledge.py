@@ -442,7 +442,9 @@ def test_registry_lists_every_knowledge_with_valid_metadata():
         "contrastive",
         "reaug_relation",
     }
-    assert set(KNOWLEDGE) == expected
+    # the built-in losses' knowledge, and each built-in method's own (declared from its folder's loss module)
+    from_methods = {n for n, s in KNOWLEDGE.items() if s.function.startswith("kdgrid.core.methods.")}
+    assert set(KNOWLEDGE) - from_methods == expected
     for name, spec in KNOWLEDGE.items():
         assert spec.name == name
         assert spec.needs and spec.needs <= FEATURES
@@ -570,16 +572,18 @@ def _features(batch=2, length=5, width=128, heads=2, classes=3, seed=0):
 
 
 def test_bert_tiny_against_bert_base_shapes_every_knowledge():
-    """2 student heads vs 12 teacher heads, width 128 vs 768: every knowledge yields a finite scalar."""
+    """2 student heads vs 12 teacher heads, width 128 vs 768: every knowledge yields a finite scalar (a knowledge
+    whose method brings the teacher to the student's width gets it there)."""
     student = _features(width=128, heads=2, seed=1)
     teacher = _features(width=768, heads=12, seed=2)
+    narrowed = _features(width=128, heads=12, seed=2)
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
     projection = Projection(128, 768)
     for name in KNOWLEDGE:
         value = compute_knowledge(
             name,
             student,
-            teacher,
+            narrowed if KNOWLEDGE[name].teacher_at_student_width else teacher,
             mask,
             projection=projection,
             heads_s=2,
@@ -660,10 +664,11 @@ def test_compute_knowledge_equals_the_direct_call_with_options():
 @pytest.mark.parametrize("name", sorted(KNOWLEDGE))
 def test_gradients_reach_student_and_projection_never_the_teacher(name):
     student = {k: v.requires_grad_() for k, v in _features(width=16, heads=2, seed=5).items()}
-    teacher = {k: v.requires_grad_() for k, v in _features(width=24, heads=4, seed=6).items()}
+    spec = KNOWLEDGE[name]
+    teacher_width = 16 if spec.teacher_at_student_width else 24
+    teacher = {k: v.requires_grad_() for k, v in _features(width=teacher_width, heads=4, seed=6).items()}
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
     projection = Projection(16, 24)
-    spec = KNOWLEDGE[name]
     value = compute_knowledge(
         name, student, teacher, mask, projection=projection, heads_s=2, heads_t=4, labels=torch.tensor([1, 2])
     )
@@ -737,7 +742,9 @@ def test_the_registry_reads_the_built_in_declarations_without_torch_and_importin
         "from kdgrid.core import knowledge\n"
         "before = {n: repr(s) for n, s in knowledge.KNOWLEDGE.items()}\n"
         "torch_before = 'torch' in sys.modules\n"
-        "import kdgrid.core.losses\n"
+        "import importlib, kdgrid.core.losses\n"
+        "for s in list(knowledge.KNOWLEDGE.values()):\n"  # a method's own loss module binds on its own import
+        "    importlib.import_module(s.function.partition(':')[0])\n"
         "after = {n: repr(s) for n, s in knowledge.KNOWLEDGE.items()}\n"
         "print(json.dumps([torch_before, before == after, sorted(before), sorted(knowledge._FUNCTIONS)]))\n"
     )
@@ -771,3 +778,16 @@ def test_in_paper_and_the_written_name_come_from_the_paper():
         assert canonical_knowledge(spec.paper_label) == name
     assert get_knowledge("attention mse").paper_label == "attention mse"
     assert not get_knowledge("cka").in_paper
+
+
+def test_a_knowledge_may_declare_its_teacher_arrives_at_the_students_width(tmp_path):
+    module = tmp_path / "narrowed.py"
+    module.write_text(
+        "@register('narrowed_made_up', needs=['hidden'], needs_projection=False, category='feature',\n"
+        "          region='hidden', call_style='pair', source='none', teacher_at_student_width=True)\n"
+        "def narrowed_made_up(s, t, mask):\n"
+        "    return s\n"
+    )
+    [spec] = kn_registry._declarations(module, "narrowed")
+    assert spec.teacher_at_student_width and not spec.needs_projection
+    assert all(not KNOWLEDGE[name].teacher_at_student_width for name in ("hidden_mse", "cka", "pkd"))

@@ -35,7 +35,13 @@ def test_token_level_set_is_what_we_think():
         "value_relation",
         "embedding_mse",
         "cka",
+        "flex_kd",  # a method folder's knowledge (its teacher side arrives at the student's width)
     }
+
+
+def _teacher_width(name: str) -> int:
+    """The teacher's width a knowledge reads: the student's where its method brings the teacher there first."""
+    return WIDTH_S if KNOWLEDGE[name].teacher_at_student_width else WIDTH_T
 
 
 def _mask(lengths: list[int], length: int) -> torch.Tensor:
@@ -113,7 +119,7 @@ def test_appended_padding_of_any_length_and_content_changes_nothing(name, dtype)
     length = max(LENGTHS)
     mask = _mask(LENGTHS, length)
     student = _side(WIDTH_S, HEADS_S, length, seed=1, dtype=dtype)
-    teacher = _side(WIDTH_T, HEADS_T, length, seed=2, dtype=dtype)
+    teacher = _side(_teacher_width(name), HEADS_T, length, seed=2, dtype=dtype)
     projection = Projection(WIDTH_S, WIDTH_T).to(dtype)
     base = _value(name, student, teacher, mask, projection)
     assert torch.isfinite(base)
@@ -145,7 +151,7 @@ def test_padded_positions_get_exactly_zero_gradient_even_when_nan(name):
     length = max(LENGTHS) + 3
     mask = _mask(LENGTHS, length)
     student = _pad(_side(WIDTH_S, HEADS_S, max(LENGTHS), 5, torch.float64), 3, "nan", seed=0)
-    teacher = _pad(_side(WIDTH_T, HEADS_T, max(LENGTHS), 6, torch.float64), 3, "nan", seed=0)
+    teacher = _pad(_side(_teacher_width(name), HEADS_T, max(LENGTHS), 6, torch.float64), 3, "nan", seed=0)
     student = {k: v.requires_grad_() for k, v in student.items()}
     projection = Projection(WIDTH_S, WIDTH_T).double()
     _value(name, student, teacher, mask, projection).backward()

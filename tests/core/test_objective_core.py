@@ -1,4 +1,5 @@
-"""The objective (eq. 9): soft and hard terms by hand, weighting, auto calibration, terms per placement."""
+"""The objective (eq. 9): soft and hard terms by hand, weighting, auto calibration, terms per placement, a
+method's per-term teacher features."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import math
 import pytest
 import torch
 
+from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.model.capture import Features
 from kdgrid.core.model.shapes import StudentShape
+from kdgrid.core.step_hooks import StepHooks
 from kdgrid.core.training.objective import DivergenceError, Objective, knowledge_terms
 from kdgrid.errors import ConfigError
 from kdgrid.trial import Trial
@@ -104,3 +107,40 @@ def test_auto_calibration_and_divergence_reporting() -> None:
         DivergenceError, match=r"step 7: loss term 'cos@1-2' on layer pair \(student 1, teacher 2\)"
     ):
         objective.check_finite(values, objective.total(values), step=7)
+
+
+class KeepFirstDimensions(StepHooks):
+    """A method's per-term target: each term reads the teacher's first ``width`` hidden dimensions."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.terms: list[str] = []
+
+    def teacher_features(self, objective: object, term: object, features: dict) -> dict:
+        self.terms.append(term.name)  # type: ignore[attr-defined]
+        return {**features, "hidden": features["hidden"][..., : self.width]}
+
+
+def test_a_methods_teacher_features_are_what_each_term_reads() -> None:
+    t = trial(knowledge=("cka",))
+    pairs = [(1, 2), (2, 4)]
+    hook = KeepFirstDimensions(5)
+    objective = Objective(t, knowledge_terms(t, pairs, STUDENT, TEACHER), STUDENT, TEACHER, regression=False,
+                          hooks=[hook])  # fmt: skip
+    generator = torch.Generator().manual_seed(0)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+    s_hidden = [torch.randn(2, 4, STUDENT.width, generator=generator) for _ in range(3)]
+    t_hidden = [torch.randn(2, 4, TEACHER.width, generator=generator) for _ in range(5)]
+    kept = [h.clone() for h in t_hidden]
+    student = Features(logits=torch.zeros(2, 2), mask=mask, heads=2, hidden=s_hidden)
+    teacher = Features(logits=torch.zeros(2, 2), mask=mask, heads=3, hidden=t_hidden)
+    values = objective.knowledge_values(student, teacher)
+    assert hook.terms == ["cka@1-2", "cka@2-4"]
+    for s_layer, t_layer in pairs:
+        s_feats = {"hidden": s_hidden[s_layer]}
+        expected = compute_knowledge("cka", s_feats, {"hidden": t_hidden[t_layer][..., :5]}, mask)
+        whole = compute_knowledge("cka", s_feats, {"hidden": t_hidden[t_layer]}, mask)
+        assert values[f"cka@{s_layer}-{t_layer}"].item() == pytest.approx(expected.item(), rel=1e-6)
+        assert abs(expected.item() - whole.item()) > 1e-3  # the hook's target, not the whole hidden state
+    # the job's shared teacher features are untouched
+    assert all(torch.equal(a, b) for a, b in zip(t_hidden, kept, strict=True))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kdgrid.grid import load_sweep, plan_jobs
-from kdgrid.trial import group_key
+from kdgrid.trial import data_order_seed, group_key
 from tests.sweep_studies import trials_of
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
@@ -44,6 +44,8 @@ COUNTS = {
     "reaugkd_offline.yaml": (30, 30),
     # 21 methods, references and assistant cells x 5 seeds, offline (sweeps/methods.yaml says which share a pass)
     "methods.yaml": (105, 105),
+    # Flex-KD, projected hidden_mse, CKA and soft labels only x 3 seeds, offline
+    "flex_kd.yaml": (12, 12),
 }
 
 
@@ -233,3 +235,15 @@ def test_layer_selection_is_yu_wen_mous_design_with_seeds_offline_and_on_glue() 
         assert {t.alpha for t in trials} == {1.0}
     offline = [p.trial for p in load_sweep(SWEEPS / "layer_selection.yaml").trials]
     assert len({group_key(t) for t in offline}) == 1  # one teacher pass per batch for all 30
+
+
+def test_the_flex_kd_sweep_plans_one_job_of_four_paired_cells() -> None:
+    sweep = load_sweep(SWEEPS / "flex_kd.yaml")
+    trials = [planned.trial for planned in sweep.trials]
+    assert [len(job) for job in plan_jobs(trials)] == [12]  # one teacher pass for every cell and seed
+    cells: dict[tuple[str, ...], list[int]] = {}
+    for trial in trials:
+        assert trial.student == "bert-tiny" and trial.teacher == "minilm-l6" and trial.task == "polarity"
+        cells.setdefault(tuple(trial.knowledge), []).append(trial.seed)
+    assert cells == {("flex_kd",): [0, 1, 2], ("hidden_mse",): [0, 1, 2], ("cka",): [0, 1, 2], (): [0, 1, 2]}
+    assert {data_order_seed(trial) for trial in trials} == {0}  # the seeds of a cell are paired

@@ -415,6 +415,8 @@ class Objective(nn.Module):
                 }
                 if self.teacher_head is not None and "sentence" in t_feats:
                     t_feats["sentence"] = self.teacher_head(t_feats["sentence"])
+                for hook in self.hooks:  # a method's per-term target (Flex-KD's selected dimensions)
+                    t_feats = hook.teacher_features(self, term, t_feats)
                 values[term.name] = self._term_value(term, s_feats, t_feats, mask, labels, temperature)
         return values
 
