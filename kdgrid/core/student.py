@@ -47,6 +47,7 @@ from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
 from kdgrid.core.projector_overfit import projector_overfit
 from kdgrid.core.reaugkd import pipeline as reaugkd
 from kdgrid.core.runtime import Runtime, compile_forward
+from kdgrid.core.step_curves import StepCurves, gradient_norm
 from kdgrid.core.teacher.targets import TeacherTargets, shared_teacher_targets
 from kdgrid.core.trial_setup import TrialSetup
 from kdgrid.device_sharing import current_sharing
@@ -90,6 +91,7 @@ class StudentRun:
     teacher_info: TeacherInfo | None = None  # the job's teacher facts and predictions, added to the row
     finite_guard: FiniteGuard = field(default_factory=FiniteGuard)  # loss finiteness, read every N steps
     cosine: CosineLog | None = None  # the sampled task/distillation gradient cosines (kdgrid.core.grad_split)
+    curves: StepCurves | None = None  # the step-level curves of the row (kdgrid.core.step_curves)
     # ReAugKD (`kdgrid.core.reaugkd.pipeline.after_training`): run on the trained model when the student finishes
     after_training: Callable[[Any], dict[str, Any]] | None = None
 
@@ -142,6 +144,7 @@ class StudentRun:
                 "best_epoch": self.result.best_epoch,
                 "curve": self.result.curve,
                 "loss_terms": self.result.loss_terms,
+                "step_curves": self.result.step_curves,
                 "started_at": self.result.started_at,
                 "extra": self.result.extra,
                 "predictions": predictions_to_checkpoint(self.result.predictions),
@@ -264,6 +267,7 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
             "trajectory": [list(run.objective.loss_weights.as_dict().values())],  # the start, then every epoch
         }
     run.cosine = CosineLog.for_trial(trial, job.steps_per_epoch)
+    run.curves = StepCurves.for_student(result, total_steps, num_labels)
     if runtime.compile:
         run.model.forward = compile_forward(run.model)
     result.layer_pairs = plan.used_pairs
@@ -319,6 +323,8 @@ def train_step(
             features = with_distill_logits(run.model, run.capture(own))
             values = run.objective.term_values(features, teacher, batch["labels"])
             total = run.objective.total(values)
+        if run.curves is not None:
+            run.curves.observe(values, total)
         # No host sync per step: the guard is read every N steps and at the epoch's end.
         run.finite_guard.observe(values, total, step)
         if run.finite_guard.due(step):
@@ -332,12 +338,17 @@ def train_step(
         # A curriculum's layer stage: the layers outside it get no gradient (kdgrid.core.layer_curriculum).
         drop_frozen_gradients(run.model.named_parameters(), run.objective.trainable_layers())
         max_norm = run.trial.option("max_grad_norm")
-        if max_norm:
+        curve_point = run.curves is not None and run.curves.due(step)
+        if max_norm or curve_point:
             if scaler is not None:
-                scaler.unscale_(run.optimizer)  # clip the true gradients, not the scaled ones
-            torch.nn.utils.clip_grad_norm_(
-                [p for g in run.optimizer.param_groups for p in g["params"]], float(max_norm)
-            )
+                scaler.unscale_(run.optimizer)  # clip (and measure) the true gradients, not the scaled ones
+            params = [p for g in run.optimizer.param_groups for p in g["params"]]
+            norm = torch.nn.utils.clip_grad_norm_(params, float(max_norm)) if max_norm else gradient_norm(params)
+            if curve_point:
+                assert run.curves is not None
+                mapping = run.objective.mapping.summary() if run.objective.mapping is not None else None
+                lr = float(run.optimizer.param_groups[0]["lr"])
+                run.curves.close(step, run.objective.weights(), lr, float(norm), mapping)
         # A scaler skips the step when a gradient is inf/NaN; the schedule then waits for the next real step.
         scaled_step(run.optimizer, run.scheduler, scaler)
         run.optimizer.zero_grad(set_to_none=True)
@@ -392,6 +403,8 @@ def split_step(run: StudentRun, values: dict[str, torch.Tensor]) -> list[torch.T
         own = {id(p) for p in run.model.parameters()}
         shared = [i for i, p in enumerate(params) if id(p) in own]
         run.cosine.values.append(gradient_cosine([g_task[i] for i in shared], [g_kd[i] for i in shared]))
+        if run.curves is not None:
+            run.curves.observe_cosine(run.cosine.values[-1])
     if not dot:
         return None
     assert isinstance(run.optimizer, DOT)
