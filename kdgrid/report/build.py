@@ -47,6 +47,7 @@ from kdgrid.report.trial_intervals import TrialIntervals
 from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
 from kdgrid.store.read import done_rows, scores_long
+from kdgrid.store.step_curves import read_step_curves
 from kdgrid.store.write import free_space
 
 MANIFEST = "_report.json"
@@ -257,13 +258,20 @@ class ReportWriter:
                 (self.out / name).unlink(missing_ok=True)  # forgotten from the store (or another sweep asked)
                 del self._pages[trial_id]
                 update.removed_pages += 1
-        for trial_id, fingerprint in fingerprints.items():
+        due = [
+            trial_id
+            for trial_id, fingerprint in fingerprints.items()
+            if (name := trial_page_name(trial_id)) is not None
+            and not (self._pages.get(trial_id) == fingerprint and (self.out / name).is_file())
+        ]
+        # the deciding rows' step curves, in one read (a large column: `kdgrid.store.step_curves`)
+        deciding = {trial_id: str(data.record(trial_id)["row_id"]) for trial_id in due}
+        curves = read_step_curves(data.store, deciding.values()) if deciding else {}
+        for trial_id in due:
+            fingerprint = fingerprints[trial_id]
             name = trial_page_name(trial_id)
-            if name is None:
-                continue
-            if self._pages.get(trial_id) == fingerprint and (self.out / name).is_file():
-                continue
-            write_text(self.out / name, trial_page(data, trial_id))
+            assert name is not None
+            write_text(self.out / name, trial_page(data, trial_id, curves.get(deciding[trial_id])))
             self._pages[trial_id] = fingerprint
             update.trial_pages += 1
 

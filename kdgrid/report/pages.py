@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kdgrid.analysis.render import DEGENERATE_MARK
 from kdgrid.analysis.tables import TableView
+from kdgrid.diagnosis import flag_names
 from kdgrid.report.findings import Finding, table_findings
 from kdgrid.report.gather import (
     FailureGroup,
@@ -24,6 +25,7 @@ from kdgrid.report.labels import degenerate_reasons, score_text, trial_title
 from kdgrid.report.ledger import LedgerLine, cost_ledger
 from kdgrid.report.table_html import TrialOfRow, table_html
 from kdgrid.report.trial_page import trial_page_name
+from kdgrid.store.step_curves import row_diagnosis
 
 # Trials named per error type on the failures page; the trial list (filter ``error:TYPE``) has them all.
 FAILURES_LISTED = 50
@@ -35,6 +37,38 @@ def degenerate_trials(data: ReportData) -> list[str]:
     """The done trials whose rows record reasons to distrust their number, in id order."""
     done = data.trials.index[data.trials["state"] == "done"]
     return [str(t) for t in done if degenerate_reasons(data.record(str(t)))]
+
+
+def diagnosed_trials(data: ReportData) -> dict[str, list[dict[str, str]]]:
+    """The done trials the diagnosis of their curves flags (`kdgrid.diagnosis`), in id order, with the flags."""
+    done = data.trials.index[data.trials["state"] == "done"]
+    found = {str(t): row_diagnosis(data.record(str(t))) for t in done}
+    return {t: flags for t, flags in found.items() if flags}
+
+
+def diagnosis_html(data: ReportData) -> str:
+    """The overview's diagnosis finding: how many done trials each failure mode flags, then the first few
+    trials linked with their evidence; empty when none is flagged."""
+    found = diagnosed_trials(data)
+    if not found:
+        return ""
+    counts: dict[str, int] = {}
+    for flags in found.values():
+        for name in flag_names(flags):
+            counts[name] = counts.get(name, 0) + 1
+    done = int((data.trials["state"] == "done").sum())
+    summary = ", ".join(f"{name.replace('_', ' ')} {count:,}" for name, count in counts.items())
+    items = [
+        f"<li>{_trial_link(trial_id)} <b>{esc(flag['flag'].replace('_', ' '))}</b>: {esc(flag['evidence'])}</li>"
+        for trial_id, flags in found.items()
+        for flag in flags
+    ]
+    more = len(items) - FINDINGS_LISTED
+    tail = f'<li class="muted">and {more:,} more on the trial pages</li>' if more > 0 else ""
+    return (
+        f'<h3 class="diagnosis">Diagnosis of the curves: {len(found):,} of {done:,} done trials flagged '
+        f"({esc(summary)})</h3><ul>{''.join(items[:FINDINGS_LISTED])}{tail}</ul>"
+    )
 
 
 def _trial_link(trial_id: str, depth_prefix: str = "") -> str:
@@ -130,6 +164,7 @@ def overview_page(
         _generated(refresh_s)
         + f"<p>store <code>{esc(data.store)}</code></p>"
         + findings_html(views)
+        + diagnosis_html(data)
         + f'<div class="cards">{cards}</div>'
         + "<h2>Sweeps and studies</h2>"
         + table(headers, study_rows, cls="overview")
