@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from kdgrid.core import phases
 from kdgrid.core.capture import FeatureCapture, Features
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.batching import train_batches
@@ -98,14 +99,17 @@ def load_job(trial: Trial, runtime: Runtime) -> LoadedJob:
     if problems:
         raise ConfigError("; ".join(problems))
     task = get_task(trial.task)
+    phases.phase(phases.LOADING_TEACHER)
     teacher = resolve_teacher(trial.teacher, trial.task)
     # a teacher declared not meant to be accurate (`teacher_gate: false`) may come without its classifier
     teacher_model = runtime.place(load_teacher(teacher, task.num_labels, fresh_head=not gate_enabled(trial)))
     label_order = resolve_label_order(
         task, teacher.source, teacher_model.config.id2label, declared_label_order(trial)
     )
+    phases.phase(phases.LOADING_DATA)
     tokenizer = load_tokenizer(teacher)
     tokenized = tokenize_task(task, tokenizer, trial.max_length, max_train_samples=trial.max_train_samples)
+    phases.phase(phases.GATING)
     gate = check_teacher(
         teacher=teacher,
         model=teacher_model,

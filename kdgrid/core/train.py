@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from kdgrid.core import phases
 from kdgrid.core.capture import FeatureCapture
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.dual_head import with_distill_logits
@@ -104,6 +105,7 @@ def calibrate_auto_weights(
     ]
     if not pending:
         return
+    phases.phase(phases.CALIBRATING)
     batches = train_batches(job.tokenized["train"], pending[0].trial.batch_size, seed, 0)
     counts = {r.trial.trial_id: int(r.trial.option("auto_batches", DEFAULT_AUTO_BATCHES)) for r in pending}
     n = min(max(counts.values()), len(batches))
@@ -196,6 +198,7 @@ def run_job(
         return [failed_before_training(trial, error) for trial in trials]
 
     teacher_info = TeacherInfo(job, first.batch_size)
+    phases.phase(phases.SETTING_UP)
     runs: list[StudentRun] = []
     for index, trial in enumerate(trials):
         if evaluation_only(trial):
@@ -223,6 +226,7 @@ def run_job(
         if not active:
             continue
         teacher_capture.set_needs(*teacher_capture_needs(active))
+        phases.phase(phases.TRAINING)
         for step_in_epoch, batch in enumerate(
             train_batches(job.tokenized["train"], first.batch_size, data_seed, epoch)
         ):
@@ -248,6 +252,7 @@ def run_job(
             del teacher, targets  # before the next batch's teacher pass: one set of features at a time
             if on_step is not None:
                 on_step(step, first.epochs * job.steps_per_epoch)
+        phases.phase(phases.EVALUATING, epoch=epoch + 1)
         for run in active:
             if not run.active:
                 continue
@@ -259,6 +264,7 @@ def run_job(
             run.seconds += time.perf_counter() - t0
             if not run.active or run.epochs_done >= run.trial.epochs:
                 finish(run)
+        phases.epoch_ended(epoch + 1, (r.result for r in active), job.task.dev_sets[0], job.task.primary_metric)
     for run in runs:
         if run.active:  # every epoch was already done (resumed at the very end)
             finish(run)

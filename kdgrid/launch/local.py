@@ -31,13 +31,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kdgrid.core import phases
 from kdgrid.device_sharing import EXCLUSIVE, SHARING_VARIABLE, local_sharing
 from kdgrid.errors import ConfigError
 from kdgrid.launch import memory
 from kdgrid.launch.base import Executor
 from kdgrid.launch.job import JobFn, JobRun, Launch, RunRows, accepts_on_step
 from kdgrid.launch.memory import MemoryBudget
-from kdgrid.launch.progress import EpochLines, PlainProgress, RunProgress, print_line, run_progress
+from kdgrid.launch.progress import (
+    EpochLines,
+    PlainProgress,
+    RunProgress,
+    planned_seconds,
+    print_line,
+    run_progress,
+)
 from kdgrid.launch.settings import ExecutorSettings, setting
 from kdgrid.launch.threads import threads_for_training, training_threads, use_threads
 from kdgrid.launch.worker import resolve_job_fn
@@ -152,8 +160,10 @@ def _run_in_child(
     progress: dict[str, Any] = {}
     if epoch_lines is not None and accepts_on_step(job_fn):
         index, jobs = epoch_lines
-        progress["on_step"] = EpochLines(trials, index=index, jobs=jobs, emit=print_line)
-    job_fn(trials, Path(store), sweep=sweep, studies=studies, checkpoint_dir=Path(checkpoint_dir), **progress)
+        progress["on_step"] = EpochLines(trials, index=index, jobs=jobs, emit=print_line,
+                                         planned_s=planned_seconds(trials))  # fmt: skip
+    with phases.listening(getattr(progress.get("on_step"), "phase", None)):  # the core's phases, as lines
+        job_fn(trials, Path(store), sweep=sweep, studies=studies, checkpoint_dir=Path(checkpoint_dir), **progress)
 
 
 def _exit_reason(exitcode: int | None) -> str:
@@ -271,8 +281,9 @@ class LocalExecutor(Executor):
             on_step = progress.start_job(index, trials)
             steps = {"on_step": on_step} if on_step is not None and accepts_on_step(self.job_fn) else {}
             try:
-                self.job_fn(trials, job.store, sweep=job.sweep, studies=dict(job.studies),
-                            checkpoint_dir=job.checkpoint_dir, **steps)  # fmt: skip
+                with phases.listening(getattr(on_step, "phase", None) if steps else None):  # the core's phases
+                    self.job_fn(trials, job.store, sweep=job.sweep, studies=dict(job.studies),
+                                checkpoint_dir=job.checkpoint_dir, **steps)  # fmt: skip
             except StoreWriteError:
                 raise  # the store cannot take rows: stop, rather than train jobs that cannot be recorded
             except Exception as error:
