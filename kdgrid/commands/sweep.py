@@ -798,20 +798,6 @@ def resume(
     _run_or_resume(sweep, store, options)
 
 
-def sweep_purpose(description: str, path: Path) -> str:
-    """A sweep's one-line purpose: its ``description:``, else the first line of its leading comment."""
-    if description.strip():
-        return " ".join(description.split())
-    with contextlib.suppress(OSError):
-        for line in path.read_text().splitlines():
-            if not line.startswith("#"):
-                break
-            text = line.lstrip("#").strip()
-            if text:
-                return text
-    return ""
-
-
 def sweeps(
     as_json: Annotated[
         bool,
@@ -823,14 +809,9 @@ def sweeps(
     """List the sweeps shipped with kdgrid: name, trials, studies and purpose. Name one in plan, run or status.
 
     Example: kdgrid sweeps, then kdgrid plan table5_single_match"""
-    from kdgrid.bundled_sweeps import bundled_sweep_files
-    from kdgrid.grid import load_sweep
+    from kdgrid.sweep_listing import sweep_listing
 
-    listed = []
-    for path in bundled_sweep_files():
-        sweep = load_sweep(path)
-        listed.append({"name": path.stem, "file": str(path), "trials": len(sweep.trials),
-                       "studies": sweep.studies, "purpose": sweep_purpose(sweep.description, path)})  # fmt: skip
+    listed = sweep_listing()  # remembered per content of the sweep files and the code (`kdgrid.sweep_listing`)
     if as_json:
         typer.echo(json.dumps(listed, indent=1))
         return

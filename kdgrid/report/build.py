@@ -170,6 +170,7 @@ class ReportWriter:
         self.draw_figures = figures
         self.figures_every_s = figures_every_s
         self._figures_drawn_at = -math.inf
+        self._created_at = time.perf_counter()  # the first update's time counts the store's first read
         self.rows = StoreRows(self.store)
         self._pages: dict[str, str] = self._load_manifest()
         self._figures_key: str | None = None
@@ -208,8 +209,8 @@ class ReportWriter:
         Raises:
             KdgridError: the store holds no rows (of the sweeps asked for), or rows of a newer schema.
         """
-        started = time.perf_counter()
         first = not self._written
+        started = self._created_at if first else time.perf_counter()
         changed = self.rows.refresh()
         if not (changed or first or self._figures_due(final)):
             return ReportUpdate(changed=False)
