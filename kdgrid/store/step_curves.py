@@ -85,3 +85,31 @@ def row_diagnosis(row: Mapping[str, Any]) -> list[Flag]:
         weights=_parsed(row, "weights_json", {}),
         extra=_parsed(row, "extra_json", {}),
     )
+
+
+def curve_series(record: Mapping[str, Any]) -> dict[str, list[tuple[int, float]]]:
+    """A record's curves as named series of (optimizer step, value), what the exports write: ``loss/<term>``
+    (unweighted), ``weighted/<term>``, ``total``, ``lr``, ``grad_norm``, ``cosine``, and a learned gate's weights
+    ``mapping/S<i>/T<t>`` (student layer i, teacher layer t, both 1-based). Points without a value are left
+    out; term names are as the objective writes them (``hidden_mse@1-6``)."""
+    steps = [int(s) for s in record.get("steps") or []]
+    series: dict[str, list[tuple[int, float]]] = {}
+
+    def add(name: str, values: Any) -> None:
+        points = [(s, float(v)) for s, v in zip(steps, values or [], strict=False) if isinstance(v, (int, float))]
+        if points:
+            series[name] = points
+
+    for prefix, key in (("loss", "terms"), ("weighted", "weighted")):
+        for term, values in sorted((record.get(key) or {}).items()):
+            add(f"{prefix}/{term}", values)
+    for name in ("total", "lr", "grad_norm", "cosine"):
+        add(name, record.get(name))
+    mapping = record.get("mapping") or {}
+    for step, value in zip(mapping.get("steps") or [], mapping.get("values") or [], strict=False):
+        rows = value.get("weights") if isinstance(value, Mapping) else None
+        for i, row in enumerate(rows or [], start=1):
+            for t, weight in enumerate(row if isinstance(row, list) else [], start=1):
+                if isinstance(weight, (int, float)):
+                    series.setdefault(f"mapping/S{i}/T{t}", []).append((int(step), float(weight)))
+    return series
