@@ -231,7 +231,9 @@ class ReportWriter:
             "tables.html": tables_page(
                 views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
             ),
-            "figures.html": figures_page(figures, self.out, refresh_s=refresh),
+            "figures.html": figures_page(
+                figures, self.out, refresh_s=refresh, sweeps=sorted(set(data.rows["sweep"].dropna().astype(str)))
+            ),
             "trials.html": trial_list_page(data, refresh_s=None, intervals=self._intervals.of(data)),
             "failures.html": failures_page(data, refresh_s=refresh),
         }

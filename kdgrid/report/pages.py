@@ -5,10 +5,12 @@ failures grouped by error type. Each function returns a whole page as text; `kdg
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
 from kdgrid.analysis.render import DEGENERATE_MARK
+from kdgrid.analysis.sweep_figures import figure_slug
 from kdgrid.analysis.tables import TableView
 from kdgrid.diagnosis import flag_names
 from kdgrid.report.findings import Finding, table_findings
@@ -271,7 +273,7 @@ def tables_page(
 SWEEP_FIGURE_KINDS = {"forest": "forest plot", "heatmap": "heat map"}
 
 
-def figure_title(stem: str) -> str:
+def figure_title(stem: str, sweeps: Iterable[str] = ()) -> str:
     """The heading of a figure file (`kdgrid.analysis.figures` names them ``table<name>_<what>``), in words:
     ``table5_mrpc_knowledge_x_strategy`` -> ``Table 5: mrpc, knowledge × strategy``; a sweep's
     ``my-study_heatmap_1_sst2`` -> ``Sweep my-study: heat map, sst2``."""
@@ -279,7 +281,8 @@ def figure_title(stem: str) -> str:
     kind, _, where = rest.partition("_")
     if kind in SWEEP_FIGURE_KINDS:  # `kdgrid.analysis.sweep_figures`: <sweep>_<kind>_<n>_<block>
         _, _, block = where.partition("_")
-        return f"Sweep {head}: {SWEEP_FIGURE_KINDS[kind]}, {block.replace('-', ' ')}"
+        named = {figure_slug(name): name for name in sweeps}  # the file name's slug back to the sweep's name
+        return f"Sweep {named.get(head, head)}: {SWEEP_FIGURE_KINDS[kind]}, {block.replace('-', ' ')}"
     if not head.startswith("table"):
         return stem.replace("_", " ")
     name = head[len("table") :]
@@ -290,8 +293,11 @@ def figure_title(stem: str) -> str:
     return f"{label}: {described}" if described else label
 
 
-def figures_page(figures: list[Path], out: Path, *, refresh_s: int | None) -> str:
-    """The PNG figures `kdgrid figures` draws, each with a link to its PDF."""
+def figures_page(
+    figures: list[Path], out: Path, *, refresh_s: int | None, sweeps: Iterable[str] = ()
+) -> str:
+    """The PNG figures `kdgrid figures` draws, each with a link to its PDF; a sweep's figures headed by the
+    sweep's name as written (``sweeps``: the names of the store's sweeps)."""
     body = _generated(refresh_s)
     pngs = [f for f in figures if f.suffix == ".png"]
     if not pngs:
@@ -300,7 +306,7 @@ def figures_page(figures: list[Path], out: Path, *, refresh_s: int | None) -> st
         relative = figure.relative_to(out).as_posix()
         pdf = figure.with_suffix(".pdf")
         link = f'<p><a href="{esc(pdf.relative_to(out).as_posix())}">PDF</a></p>' if pdf in figures else ""
-        title = figure_title(figure.stem)
+        title = figure_title(figure.stem, sweeps)
         body += (
             f'<section class="figures"><h2>{esc(title)}</h2>'
             f'<img src="{esc(relative)}" alt="{esc(title)}">{link}</section>'

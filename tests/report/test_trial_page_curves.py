@@ -96,3 +96,17 @@ def test_overlapping_lines_differ_in_dash_and_ticks_keep_four_digits() -> None:
     many = line_chart([("s", [(float(x), 1.0 + x) for x in range(2, 202, 2)])], title="t", x_label="step")
     x_ticks = [t for t in re.findall(r'class="tick">([^<]+)</text>', many)][5:]
     assert len(x_ticks) <= 7 and "<circle" not in many  # round ticks, no 100 markers
+
+
+def test_a_sweep_figures_heading_names_the_sweep_as_written(tmp_path: Path) -> None:
+    from kdgrid.analysis.sweep_figures import figure_slug
+    from kdgrid.report.pages import figure_title, figures_page
+
+    stem = f"{figure_slug('lad_vs_last1')}_heatmap_1_polarity-bert-tiny"
+    assert stem.startswith("lad-vs-last1_")  # the file name's form
+    assert figure_title(stem, ["demo", "lad_vs_last1"]) == "Sweep lad_vs_last1: heat map, polarity bert tiny"
+    png = tmp_path / "figures" / f"{stem}.png"
+    png.parent.mkdir()
+    png.write_bytes(b"")
+    page = figures_page([png], tmp_path, refresh_s=None, sweeps=["lad_vs_last1"])
+    assert "<h2>Sweep lad_vs_last1: heat map, polarity bert tiny</h2>" in page
