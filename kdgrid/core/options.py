@@ -48,6 +48,7 @@ from kdgrid.core.temperature_learners import (
     ramp_problem,
 )
 from kdgrid.errors import KdgridError
+from kdgrid.suggest import did_you_mean
 from kdgrid.trial import DATA_SEED, LKD_HOLDOUT, MASK_BY, MASK_FRACTION, MASK_INPUT, SEED_LIMIT
 
 # What a value of each kind of option must be, and how a message names it.
@@ -446,6 +447,16 @@ def _settable(hint: Any) -> bool:
     return hint in (bool, float) or typing.get_origin(hint) is typing.Literal
 
 
+def unknown_option_message(key: str) -> str:
+    """The one message of an option name that is neither an option nor ``{knowledge}.{variant}``, with the
+    closest names first (`kdgrid.suggest`)."""
+    return (
+        f"unknown option {key!r}; allowed: {', '.join(sorted(OPTIONS))}, or "
+        "'{knowledge}.{variant}' for a variant of a knowledge of the trial (e.g. pkd.scale)"
+        f"{did_you_mean(key, OPTIONS)}"
+    )
+
+
 def option_problems(
     options: Iterable[tuple[str, Any]], knowledge: Iterable[str], *, response_knowledge: Iterable[str] = ()
 ) -> list[str]:
@@ -460,10 +471,7 @@ def option_problems(
         elif "." in key:
             problem = _knowledge_option_problem(key, value, knowledge, response_knowledge)
         else:
-            problem = (
-                f"unknown option {key!r}; allowed: {', '.join(sorted(OPTIONS))}, or "
-                "'{knowledge}.{variant}' for a variant of a knowledge of the trial (e.g. pkd.scale)"
-            )
+            problem = unknown_option_message(key)
         if problem:
             problems.append(problem)
     return problems
