@@ -355,7 +355,9 @@ def _check_keys(
     for key in data:
         if key not in allowed:
             problems.add(
-                source, _join(where, str(key)), f"unknown {what} key {key!r}; allowed: {', '.join(allowed)}"
+                source,
+                _join(where, str(key)),
+                f"unknown {what} key {key!r}; allowed: {', '.join(allowed)}{did_you_mean(str(key), allowed)}",
             )
 
 

@@ -66,3 +66,13 @@ def test_plan_lists_an_options_axis_one_entry_per_value_and_none_as_the_tables_d
     axes = sweep_axes(trials)
     assert axes["options"] == ["{data_seed=0, max_grad_norm=1.0}", "{data_seed=0}"]
     assert axes["relation_heads"] == ["(none)", "4"]
+
+
+def test_a_misspelt_study_key_and_executor_setting_get_a_suggestion(tmp_path: Path) -> None:
+    lines = problems_of(tmp_path, HEAD + "studies:\n  main:\n    axis:\n      lr: [1.0e-3]\n")
+    assert any("studies.main.axis: unknown study key 'axis'" in line and "did you mean 'axes'?" in line
+               for line in lines), lines  # fmt: skip
+    from kdgrid.launch.local import LocalSettings
+
+    with pytest.raises(ConfigError, match=r"did you mean 'local_workers'"):
+        LocalSettings.from_flags({"local_worker": 2})
