@@ -11,7 +11,8 @@ records, every ``every`` optimizer steps of a student (and at its last step):
 - ``total``: the mean of the weighted total the step back-propagated (``Objective.total``);
 - ``lr``: the learning rate of the student's first parameter group used at the point's step;
 - ``grad_norm``: the L2 norm of the student's and its projections' gradients at the point's step, before any
-  clipping (unscaled under fp16 loss scaling);
+  clipping (unscaled under fp16 loss scaling; 0 under the DOT optimizer, which is handed its two gradients
+  directly instead of through ``.grad``);
 - ``cosine``: where the trial logs the task/distillation gradient cosine (option ``grad_cosine_batches``,
   `kdgrid.core.grad_split`), the mean of the cosines sampled since the last point (None where none was);
 - ``mapping``: a learnable strategy's mapping (`kdgrid.core.mapping.LayerMapping.summary`, e.g. LAD's gate
