@@ -12,6 +12,8 @@ starts fast.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -58,6 +60,20 @@ __all__ = [
     "trial_states",
     "write_result",
 ]
+
+
+class _StorePackage(types.ModuleType):
+    """The package's module type: the name ``compact`` stays the function when the ``compact`` submodule is
+    first imported (the import system binds a submodule on its package; the eager import of the function used to
+    rebind it, and a name imported on first use must not lose it)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "compact" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _StorePackage
 
 
 def __getattr__(name: str) -> Any:
