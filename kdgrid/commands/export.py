@@ -63,7 +63,7 @@ def tensorboard_export(
     dev metrics per epoch. A trial exported before is written again. Needs the tensorboard package
     (pip install 'kdgrid\[tensorboard]').
 
-    Example: kdgrid export tensorboard --store results --out tb && tensorboard --logdir tb"""
+    Example: kdgrid export tensorboard --store results --out tb, then tensorboard --logdir tb"""
     from kdgrid.export.tensorboard import export_to_tensorboard
 
     typer.echo(export_to_tensorboard(store, out, sweeps=sweep or ()).summary())
