@@ -112,6 +112,7 @@ class EpochLines:
         self.trials = len(job)
         self.planned_s = planned_s
         self.phase_name: str | None = None  # the last phase the core named (None: a job function without phases)
+        self.phase_label = ""  # the phase in words (``evaluating epoch 2``)
         self.train_s = 0.0  # seconds of timed training steps
         self.timed_steps = 0
         self.eval_s = 0.0
@@ -165,6 +166,7 @@ class EpochLines:
             name = f"evaluating epoch {facts.get('epoch', '?')}"
         elif name == phases.TRAINING and self.total:
             name = f"training from step {self.step + 1:,}/{self.total:,}"
+        self.phase_label = name
         self.emit(f"{PREFIX}{self.where}: {name}, {duration(now - self.started)} elapsed, ETA {duration(self.eta())}")
 
     def eta(self) -> float | None:
@@ -208,7 +210,7 @@ class EpochLines:
         """What the job is doing: ``step s/S`` while training, the phase's name otherwise (``starting`` before
         anything is known)."""
         if self.phase_name not in (None, phases.TRAINING, phases.EPOCH_ENDED):
-            return str(self.phase_name)
+            return self.phase_label
         return f"step {self.step:,}/{self.total:,}" if self.total else "starting"
 
 
