@@ -94,7 +94,7 @@ def main() -> None:
     report = {
         "machine": machine(),
         "config": {"task": TASK, "teacher_dev": record.dev_scores, "seeds": seeds, "epochs": epochs,
-                   "trials": len(trials), "learned_accuracy": LEARNED_ACCURACY},  # fmt: skip
+                   "trials": len(trials), "learned_accuracy": LEARNED_ACCURACY},
         "learned": n_learned,
         "not_learned": n_not,
         "failed": failed,

@@ -17,6 +17,7 @@ show that it runs).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -60,8 +61,8 @@ def worker(args: argparse.Namespace) -> None:
     failed = [r.error_message for r in results if r.status != "done"]
     if failed:
         raise SystemExit(f"a trial failed: {failed[0]}")
-    walls = [b[0] - a[0] for a, b in zip(marks, marks[1:], strict=False)]
-    cpus = [b[1] - a[1] for a, b in zip(marks, marks[1:], strict=False)]
+    walls = [b[0] - a[0] for a, b in itertools.pairwise(marks)]
+    cpus = [b[1] - a[1] for a, b in itertools.pairwise(marks)]
     result = {
         "threads": torch.get_num_threads(),
         "step_wall_s": sum(walls) / len(walls),
@@ -141,7 +142,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "machine": machine(),
         "config": {"processes": args.processes, "load": args.load, "students": args.students,
-                   "steps": args.steps, "teacher": args.teacher, "batch": BATCH, "length": LENGTH},  # fmt: skip
+                   "steps": args.steps, "teacher": args.teacher, "batch": BATCH, "length": LENGTH},
     }
     for mode in MODES:
         report[mode] = measure(args, mode)
