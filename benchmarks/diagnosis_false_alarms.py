@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="1 seed, 1 epoch, two knowledge types")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary cache and store (printed)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="kdgrid-diagnosis-"))
     os.environ["KDGRID_CACHE"] = str(folder / "cache")  # before kdgrid reads it
@@ -104,6 +106,10 @@ def main() -> None:
         "seconds": round(time.perf_counter() - started, 1),
     }
     print(json.dumps(report, indent=2, default=str))
+    if args.keep:
+        print(f"kept: {folder} (cache/ and store/)")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
