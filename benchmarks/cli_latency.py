@@ -1,8 +1,8 @@
-"""How long `kdgrid plan` and `kdgrid status` take from a fresh process, and what importing torch and
-transformers alone costs (the part of a command's time a light command path should not pay).
+"""How long `kdgrid --help`, `kdgrid sweeps`, `kdgrid plan` and `kdgrid status` take from a fresh process, and what
+importing torch and transformers alone costs (the part of a command's time a light command path should not pay).
 
     .venv/bin/python benchmarks/cli_latency.py [--sweep table5_single_match] [--repeats 3] [--json PATH]
-        [--baseline DIR]
+        [--baseline DIR] [--only TEXT]
 
 Each figure is the wall time of a fresh ``python -m kdgrid.cli ...`` (or ``python -c "import torch"``)
 subprocess, the median of ``--repeats`` runs, against an empty store in a temporary folder (``status`` of a store
@@ -84,6 +84,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--smoke", action="store_true", help="one run each, for the benchmarks' smoke test")
     parser.add_argument("--baseline", type=Path, help="another kdgrid checkout, timed side by side (before)")
+    parser.add_argument("--only", default=None, help="time only the commands whose name contains this text")
     args = parser.parse_args()
     repeats = 1 if args.smoke else args.repeats
     python = sys.executable
@@ -94,6 +95,8 @@ def main() -> None:
             "import torch": [python, "-c", "import torch"],
             "import transformers": [python, "-c", "import transformers"],
             "import kdgrid.cli": [python, "-c", "import kdgrid.cli"],
+            "kdgrid --help": [python, "-m", "kdgrid.cli", "--help"],
+            "kdgrid sweeps": [python, "-m", "kdgrid.cli", "sweeps"],
             f"kdgrid plan {args.sweep}": [python, "-m", "kdgrid.cli", "plan", args.sweep, "--store", store],
             f"kdgrid status {args.sweep}": [
                 python,
@@ -105,6 +108,8 @@ def main() -> None:
                 store,
             ],
         }
+        if args.only:
+            commands = {name: argv for name, argv in commands.items() if args.only in name}
         figures = {}
         for name, argv in commands.items():
             figures[name] = timed(argv, repeats, args.baseline)

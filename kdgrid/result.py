@@ -39,6 +39,9 @@ class TrialResult:
         curve: one entry per finished epoch: ``{"epoch": int, "scores": {...}, "loss_terms": {...}}``.
         loss_terms: each term's unweighted mean over the last epoch, by term name (``soft``, ``hard``,
             ``hidden_mse@1-6``, ...).
+        step_curves: every N optimizer steps, each term's unweighted and weighted mean, the total, the learning
+            rate, the gradient norm, the sampled gradient cosine and a learned mapping
+            (`kdgrid.core.training.step_curves` states the format); empty when the trial recorded none.
         weights: the weight each term was given (``auto`` weights as calibrated).
         layer_pairs: the (student layer, teacher layer) pairs the knowledge was applied on.
         student_params: parameter count of the student (embeddings included, classifier included).
@@ -60,6 +63,7 @@ class TrialResult:
     best_epoch: int | None = None
     curve: list[dict[str, Any]] = field(default_factory=list)
     loss_terms: dict[str, float] = field(default_factory=dict)
+    step_curves: dict[str, Any] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
     layer_pairs: list[tuple[int, int]] = field(default_factory=list)
     student_params: int | None = None

@@ -103,11 +103,14 @@ def count_by_study(sweep: Sweep, trials: Iterable[Trial]) -> dict[str, int]:
 
 
 def _shown(value: Any) -> str:
-    """A setting's value as a sweep file writes it: names bare, a knowledge list joined by ``+``, options as
-    ``key=value``."""
+    """A setting's value as a sweep file writes it: names bare, a knowledge list joined by ``+``, a trial's
+    options as one ``{key=value, ...}`` (so an axis of options lists one entry per value, not its pairs
+    flattened), an unset value as ``(none)``, as the tables write it."""
+    if value is None:
+        return "(none)"
     if isinstance(value, tuple):
         if value and all(isinstance(item, tuple) and len(item) == 2 for item in value):
-            return ", ".join(f"{key}={item}" for key, item in value)
+            return "{" + ", ".join(f"{key}={item}" for key, item in value) + "}"
         return "+".join(str(item) for item in value) if value else "none"
     return str(value)
 

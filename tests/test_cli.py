@@ -34,6 +34,7 @@ COMMANDS = [
     "demo",
     "export",
     "pretrain",
+    "methods",
 ]
 
 

@@ -78,6 +78,7 @@ def test_the_local_executor_gives_its_workers_threads_from_the_usable_cpus(
     """Two workers on a machine of 64 cores whose affinity mask allows 2: one thread each, not 32."""
     from kdgrid.launch.local import LocalExecutor
 
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # the rule reads it first (a test process may set it)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     monkeypatch.setattr(cpus, "cgroup_cpu_limit", lambda *args: None)

@@ -117,20 +117,25 @@ def view_cells(view: TableView) -> list[Cell]:
     return [cell for block in view.blocks for cell in block.cells.values()]
 
 
-def notes_caption(figure: Figure, drawn: list[HeatMap]) -> None:
-    """What the marks and hatching of the drawn heat maps mean, once under the figure."""
+def caption_lines(drawn: list[HeatMap], blocks: list[Block]) -> list[str]:
+    """The lines under a figure: what the drawn heat maps' marks and hatching mean (once), then what ``†`` means
+    when any cell of ``blocks`` is degenerate."""
+    lines = []
     notes = list(dict.fromkeys(note for heat_map in drawn for note in heat_map.notes))
     if notes:
-        figure.text(0.0, -0.005, "; ".join(notes), fontsize=PANEL_FONT_PT - 1, va="top")
-
-
-def degenerate_caption(figure: Figure, blocks: list[Block]) -> None:
-    """Say under the figure what ``†`` means, when any cell of ``blocks`` is degenerate."""
+        lines.append("; ".join(notes))
     reasons = sorted({r for b in blocks for c in b.cells.values() if not c.missing for r in c.degenerate})
     if reasons:
-        figure.text(
-            0.0, -0.02, f"{DEGENERATE_MARK} degenerate run: {'; '.join(reasons)}", fontsize=5, va="top"
-        )
+        lines.append(f"{DEGENERATE_MARK} degenerate run: {'; '.join(reasons)}")
+    return lines
+
+
+def captions(figure: Figure, drawn: list[HeatMap], blocks: list[Block]) -> None:
+    """`caption_lines` under the figure as one text block, one line under the other (never drawn on top of each
+    other); the figure is saved with a tight bounding box, so the block below the axes is kept."""
+    lines = caption_lines(drawn, blocks)
+    if lines:
+        figure.text(0.0, -0.005, "\n".join(lines), fontsize=PANEL_FONT_PT - 1, va="top", linespacing=1.4)
 
 
 def _split_title(title: str) -> tuple[str, str]:
@@ -175,8 +180,7 @@ def heatmap_figures(view: TableView, out_dir: Path) -> list[Path]:
             ]
             figure.suptitle(f"{view.title.split(':')[0]}: {task}", fontsize=8)
             figure.tight_layout()
-            notes_caption(figure, drawn)
-            degenerate_caption(figure, blocks)
+            captions(figure, drawn, blocks)
             written += save(figure, out_dir, f"table{view.name}_{slug(task)}_knowledge_x_strategy")
     return written
 
@@ -206,8 +210,7 @@ def temperature_figure(view: TableView, out_dir: Path) -> list[Path]:
         for axis in list(axes.flat)[len(blocks) :]:
             axis.axis("off")
         figure.tight_layout()
-        notes_caption(figure, drawn)
-        degenerate_caption(figure, blocks)
+        captions(figure, drawn, blocks)
         return save(figure, out_dir, "table4_temperature_x_hard_label_weight")
 
 

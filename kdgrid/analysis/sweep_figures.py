@@ -34,7 +34,8 @@ from kdgrid.analysis.tables import Block
 BETTER, WORSE, SAME = "#1a9850", "#d73027", "#7f7f7f"
 
 
-def _slug(text: str) -> str:
+def figure_slug(text: str) -> str:
+    """A file-name part of ``text`` (a sweep's or a block's name): ``lad_vs_last1`` -> ``lad-vs-last1``."""
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "block"
 
 
@@ -72,7 +73,7 @@ def forest_plots(table: SweepTable, out_dir: Path) -> list[Path]:
         axes.set_title(f"{table.view.name}: {block}", loc="left", fontsize=10)
         axes.grid(axis="x", alpha=0.3)
         figure.tight_layout()
-        stem = out_dir / f"{_slug(table.view.name)}_forest_{index + 1}_{_slug(block)}"
+        stem = out_dir / f"{figure_slug(table.view.name)}_forest_{index + 1}_{figure_slug(block)}"
         for suffix in (".png", ".pdf"):
             figure.savefig(stem.with_suffix(suffix), dpi=200)
             written.append(stem.with_suffix(suffix))
@@ -99,7 +100,7 @@ def heat_maps(table: SweepTable, out_dir: Path) -> list[Path]:
         if not block.rows or not block.columns:
             continue
         figure = heat_map_figure(table, block, metric)
-        stem = out_dir / f"{_slug(table.view.name)}_heatmap_{index + 1}_{_slug(block.title)}"
+        stem = out_dir / f"{figure_slug(table.view.name)}_heatmap_{index + 1}_{figure_slug(block.title)}"
         for suffix in (".png", ".pdf"):
             figure.savefig(stem.with_suffix(suffix), dpi=200, bbox_inches="tight")
             written.append(stem.with_suffix(suffix))

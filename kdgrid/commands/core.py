@@ -17,8 +17,6 @@ from rich.table import Table
 from rich.text import Text
 
 from kdgrid.errors import ConfigError
-from kdgrid.grid.expand import raise_problems, trial_from_settings
-from kdgrid.grid.spec import Problems, load_yaml
 from kdgrid.trial import Trial
 
 teacher_app = typer.Typer(
@@ -127,6 +125,9 @@ def read_trials(path: Path) -> list[Trial]:
     """
     if not path.is_file():
         raise ConfigError(f"trial config {path} does not exist")
+    from kdgrid.grid.expand import raise_problems, trial_from_settings  # here: `kdgrid --help` stays light
+    from kdgrid.grid.spec import Problems, load_yaml
+
     problems = Problems()
     data = load_yaml(path, problems)  # the sweep files' reader: YAML (a superset of JSON), strict keys
     raise_problems(problems, path)

@@ -1,4 +1,4 @@
-"""`kdgrid export ...`: the store's trials in other tools (`kdgrid export mlflow`)."""
+"""`kdgrid export ...`: the store's trials in other tools (`kdgrid export mlflow`, `kdgrid export tensorboard`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import typer
 # The exporters import pyarrow, pandas and the optional MLflow (seconds): imported inside the commands so that
 # `kdgrid --help` stays fast and works without the `mlflow` extra.
 
-export_app = typer.Typer(help="Export the store's trials to other tools (MLflow).", no_args_is_help=True)
+export_app = typer.Typer(
+    help="Export the store's trials to other tools (MLflow, TensorBoard).", no_args_is_help=True
+)
 
 
 @export_app.command("mlflow")
@@ -45,6 +47,26 @@ def mlflow_export(
         store, tracking_uri, experiment=experiment or DEFAULT_EXPERIMENT, sweeps=sweep or ()
     )
     typer.echo(report.summary())
+
+
+@export_app.command("tensorboard")
+def tensorboard_export(
+    out: Annotated[Path, typer.Option("--out", help="The folder of the event files (tensorboard --logdir).")],
+    store: Annotated[Path, typer.Option("--store", help="The results store (only read).")] = Path("results"),
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option("--sweep", help="Export only the trials with a row of this sweep (repeatable)."),
+    ] = None,
+) -> None:
+    r"""One TensorBoard run per trial of the store: its step curves (each loss term unweighted and weighted, the
+    total, learning rate, gradient norm, gradient cosine, a learned gate's weights; step = optimizer step) and its
+    dev metrics per epoch. A trial exported before is written again. Needs the tensorboard package
+    (pip install 'kdgrid\[tensorboard]').
+
+    Example: kdgrid export tensorboard --store results --out tb, then tensorboard --logdir tb"""
+    from kdgrid.export.tensorboard import export_to_tensorboard
+
+    typer.echo(export_to_tensorboard(store, out, sweeps=sweep or ()).summary())
 
 
 def register(app: typer.Typer) -> None:

@@ -27,8 +27,6 @@ import yaml
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.recipe import PretrainRecipe
 from kdgrid.errors import EXIT_USER_ERROR, ConfigError, KdgridError
-from kdgrid.grid.expand import raise_problems
-from kdgrid.grid.spec import Problems, load_yaml
 from kdgrid.plugins import plugin_environment
 from kdgrid.pretrain.child import run_child, run_options, write_recipe
 from kdgrid.pretrain.preemption import signal_name, stopped_exit_status
@@ -73,6 +71,9 @@ def read_recipe_file(path: Path) -> dict[str, Any]:
     """The recipe fields of a YAML/JSON file (one mapping)."""
     if not path.is_file():
         raise ConfigError(f"recipe file {path} does not exist")
+    from kdgrid.grid.expand import raise_problems  # here: `kdgrid --help` stays light
+    from kdgrid.grid.spec import Problems, load_yaml
+
     problems = Problems()
     data = load_yaml(path, problems)
     raise_problems(problems, path)

@@ -6,6 +6,7 @@ The report package is imported inside the command: it imports pandas, pyarrow an
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -40,6 +41,7 @@ def report(
     """Write a self-contained HTML report of the store: open <out>/index.html in a browser (no server needed).
 
     Example: kdgrid report --store results --out results-report --watch"""
+    started = time.perf_counter()  # the printed time is the command's (reading the store included)
     from kdgrid.report.build import ReportWriter, default_out
     from kdgrid.report.rows import require_store
     from kdgrid.report.watch import (
@@ -70,6 +72,7 @@ def report(
         watch_until_interrupted(writer, interval_s=interval, log=typer.echo)
         return
     update = writer.update()
+    update.seconds = time.perf_counter() - started
     typer.echo(describe(update, writer))
     typer.echo(str(out / "index.html"))
 

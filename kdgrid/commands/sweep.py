@@ -303,6 +303,43 @@ def _print_stale(stale: dict[str, str], sweep: str) -> None:
         typer.echo(line)
 
 
+def _diagnosed(state: SweepState, store: Path, study_of: dict[str, str]) -> list[dict[str, Any]]:
+    """The done trials the diagnosis flags (`kdgrid.diagnosis`), as ``status`` shows them: id, study, flags."""
+    from kdgrid.grid.state import diagnosed_trials
+
+    return [
+        {"trial_id": trial_id, "study": study_of.get(trial_id), "flags": flags}
+        for trial_id, flags in diagnosed_trials(state, store).items()
+    ]
+
+
+def _print_diagnosis(diagnosed: list[dict[str, Any]], done: int, overfit: list[dict[str, Any]]) -> None:
+    """One line counting the flagged done trials by flag, then the first few with each flag's evidence (a
+    projector verdict already printed by `_print_projector_overfit` is not repeated)."""
+    from kdgrid.diagnosis import flag_names
+    from kdgrid.grid.state import SHOWN_DEGENERATE
+
+    printed = {(item["trial_id"], item["verdict"]) for item in overfit}
+    lines = [
+        f"flagged {item['trial_id']} [{item['study']}] {flag['flag']}: {flag['evidence']}"
+        for item in diagnosed
+        for flag in item["flags"]
+        if (item["trial_id"], flag["evidence"]) not in printed
+    ]
+    if not lines:
+        return
+    counts: dict[str, int] = {}
+    for item in diagnosed:
+        for name in flag_names(item["flags"]):
+            counts[name] = counts.get(name, 0) + 1
+    by_flag = ", ".join(f"{name} {count:,}" for name, count in counts.items())
+    typer.echo(f"diagnosis: {len(diagnosed):,} of {done:,} done trials flagged ({by_flag}; docs/diagnosis.md)")
+    for line in lines[:SHOWN_DEGENERATE]:
+        typer.echo(line)
+    if len(lines) > SHOWN_DEGENERATE:
+        typer.echo(f"... and {len(lines) - SHOWN_DEGENERATE:,} more (--json lists them all)")
+
+
 def _print_projector_overfit(flagged: list[dict[str, Any]], done: int) -> None:
     """One line counting the trials flagged for projector overfitting, then the first few with the verdict."""
     from kdgrid.grid.state import SHOWN_DEGENERATE
@@ -531,6 +568,7 @@ def _show(sweep_path: Path, store: Path, options: PlanOptions, view: _View) -> N
     degenerate = _degenerate(state, store, spec.study_of()) if with_failures else []
     overfit = _projector_overfit(state, store, spec.study_of()) if with_failures else []
     stale = _stale_dependants(store, spec.study_of()) if with_failures else {}
+    diagnosed = _diagnosed(state, store, spec.study_of()) if with_failures else []
     if options.as_json:
         extra: dict[str, Any] = (
             {
@@ -539,6 +577,7 @@ def _show(sweep_path: Path, store: Path, options: PlanOptions, view: _View) -> N
                 "degenerate_trials": degenerate,
                 "projector_overfit_trials": overfit,
                 "stale_dependants": stale,
+                "diagnosed_trials": diagnosed,
             }
             if with_failures
             else {}
@@ -554,6 +593,7 @@ def _show(sweep_path: Path, store: Path, options: PlanOptions, view: _View) -> N
         _print_degenerate(degenerate, len(state.done))
         _print_projector_overfit(overfit, len(state.done))
         _print_stale(stale, spec.name)
+        _print_diagnosis(diagnosed, len(state.done), overfit)
     _print_running(running)
     for item in failed:
         typer.echo(
@@ -854,14 +894,9 @@ def sweeps(
     """List the sweeps shipped with kdgrid: name, trials, studies and purpose. Name one in plan, run or status.
 
     Example: kdgrid sweeps, then kdgrid plan table5_single_match"""
-    from kdgrid.bundled_sweeps import bundled_sweep_files
-    from kdgrid.grid import load_sweep
+    from kdgrid.sweep_listing import sweep_listing
 
-    listed = []
-    for path in bundled_sweep_files():
-        sweep = load_sweep(path)
-        listed.append({"name": path.stem, "file": str(path), "trials": len(sweep.trials),
-                       "studies": sweep.studies, "purpose": sweep_purpose(sweep.description, path)})  # fmt: skip
+    listed = sweep_listing()  # remembered per content of the sweep files and the code (`kdgrid.sweep_listing`)
     if as_json:
         typer.echo(json.dumps(listed, indent=1))
         return

@@ -35,6 +35,7 @@ from kdgrid.core.schedules import (
 from kdgrid.core.teacher.options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
 from kdgrid.number_range import POSITIVE
+from kdgrid.suggest import did_you_mean
 from kdgrid.trial import DATA_SEED, SEED_LIMIT
 
 # What a value of each kind of option must be, and how a message names it.
@@ -306,6 +307,16 @@ def _settable(hint: Any) -> bool:
     return hint in (bool, float) or typing.get_origin(hint) is typing.Literal
 
 
+def unknown_option_message(key: str) -> str:
+    """The one message of an option name that is neither an option nor ``{knowledge}.{variant}``, with the
+    closest names first (`kdgrid.suggest`)."""
+    return (
+        f"unknown option {key!r}; allowed: {', '.join(sorted(OPTIONS))}, or "
+        "'{knowledge}.{variant}' for a variant of a knowledge of the trial (e.g. pkd.scale)"
+        f"{did_you_mean(key, OPTIONS)}"
+    )
+
+
 def option_problems(
     options: Iterable[tuple[str, Any]], knowledge: Iterable[str], *, response_knowledge: Iterable[str] = ()
 ) -> list[str]:
@@ -320,10 +331,7 @@ def option_problems(
         elif "." in key:
             problem = _knowledge_option_problem(key, value, knowledge, response_knowledge)
         else:
-            problem = (
-                f"unknown option {key!r}; allowed: {', '.join(sorted(OPTIONS))}, or "
-                "'{knowledge}.{variant}' for a variant of a knowledge of the trial (e.g. pkd.scale)"
-            )
+            problem = unknown_option_message(key)
         if problem:
             problems.append(problem)
     return problems

@@ -54,8 +54,10 @@ from kdgrid.export.run_content import (
 from kdgrid.export.run_intervals import run_intervals
 from kdgrid.store.read import read_store
 from kdgrid.store.schema import COLUMNS
+from kdgrid.store.step_curves import read_step_curves
 
 DEFAULT_EXPERIMENT = "kdgrid"
+BATCH_LIMIT = 1000  # MLflow's limit of metrics and params in one log_batch request
 INSTALL_HINT = "pip install 'kdgrid[mlflow]' (from a checkout: pip install -e '.[mlflow]')"
 
 # MLflow's HTTP settings for the length of an export, where the user has not set them: one retry after 1 s, 15 s
@@ -139,6 +141,7 @@ def export_to_mlflow(
             if r["status"] == "done"
         ]
         intervals = run_intervals(Path(store), done)
+        curves = read_step_curves(Path(store), [str(r["row_id"]) for r in records])  # one read, the rows asked
         with Progress(console=Console(stderr=True), disable=not progress, transient=True) as bar:
             task = bar.add_task("exporting to MLflow", total=len(records))
             for done, row in enumerate(records):
@@ -149,6 +152,7 @@ def export_to_mlflow(
                         row,
                         existing.get(row["trial_id"], []),
                         intervals.get(row["row_id"]),
+                        curves.get(str(row["row_id"])),
                     )
                 except MlflowException as error:
                     raise KdgridError(
@@ -248,6 +252,7 @@ def _export_trial(
     row: dict[str, Any],
     runs: list[Any],
     intervals: list[RunInterval] | None = None,
+    step_curves: dict[str, Any] | None = None,
 ) -> str:
     """Bring one trial's runs in line with its ``row``; returns ``created``, ``replaced`` or ``unchanged``."""
     keep = next(
@@ -259,7 +264,7 @@ def _export_trial(
             client.delete_run(run.info.run_id)
     if keep is not None:
         return "unchanged"
-    write_run(client, experiment_id, run_content(row, intervals))
+    write_run(client, experiment_id, run_content(row, intervals, step_curves))
     return "replaced" if runs else "created"
 
 
@@ -272,11 +277,13 @@ def write_run(client: Any, experiment_id: str, content: RunContent) -> str:
     )
     run_id = run.info.run_id
     timestamp = content.end_ms or content.start_ms or 0
-    client.log_batch(
-        run_id,
-        metrics=[Metric(p.key, p.value, timestamp, p.step) for p in content.metrics],
-        params=[Param(name, value) for name, value in content.params.items()],
-    )
+    metrics = [Metric(p.key, p.value, timestamp, p.step) for p in content.metrics]
+    params = [Param(name, value) for name, value in content.params.items()]
+    # MLflow takes at most `BATCH_LIMIT` entities per log_batch (step curves give a run thousands of points)
+    first = max(0, BATCH_LIMIT - len(params))
+    client.log_batch(run_id, metrics=metrics[:first], params=params)
+    for start in range(first, len(metrics), BATCH_LIMIT):
+        client.log_batch(run_id, metrics=metrics[start : start + BATCH_LIMIT])
     # MLflow prints a "View run ... at ..." line per run it ends on an HTTP server: 30,000 lines for the paper's
     # grid. The export prints its one summary line instead.
     with contextlib.redirect_stdout(io.StringIO()):

@@ -19,6 +19,9 @@ Names (the same in every run, so runs compare column by column):
   reasons its number is not evidence, 0: none);
 - curves (step = the 1-based epoch): ``dev/<dev_set>/<metric>`` and ``loss/<term>`` (each term's unweighted mean
   over that epoch; the last step is the row's ``loss_terms``);
+- step curves (step = the optimizer step; rows that recorded them, `kdgrid.store.step_curves.curve_series`):
+  ``step/loss/<term>`` (unweighted), ``step/weighted/<term>``, ``step/total``, ``step/lr``, ``step/grad_norm``,
+  ``step/cosine`` and a learned gate's ``step/mapping/S<i>/T<t>``;
 - the run's times: it starts at its job's start and lasts its own ``wall_time_s`` (its share of the job), not
   the whole job's time;
 - tags: `TRIAL_TAG`, `ROW_TAG` (what makes an export idempotent), ``kdgrid.degenerate`` (the reasons, for a
@@ -45,6 +48,7 @@ import pandas as pd
 
 from kdgrid.errors import KdgridError
 from kdgrid.store.read import latest_state
+from kdgrid.store.step_curves import curve_series
 from kdgrid.trial_labels import knowledge_text, trial_title
 
 TRIAL_TAG = "kdgrid.trial_id"
@@ -133,9 +137,14 @@ def exported_rows(frame: pd.DataFrame, sweeps: Iterable[str] = ()) -> pd.DataFra
     return rows.sort_values("trial_id", kind="stable").reset_index(drop=True)
 
 
-def run_content(row: Mapping[str, Any], intervals: list[RunInterval] | None = None) -> RunContent:
+def run_content(
+    row: Mapping[str, Any],
+    intervals: list[RunInterval] | None = None,
+    step_curves: Mapping[str, Any] | None = None,
+) -> RunContent:
     """The run of one store row (a `read_store` row with at least `READ_COLUMNS` that its schema has);
-    ``intervals``: its scores' intervals (`RunUncertainty`), when its predictions were read."""
+    ``intervals``: its scores' intervals (`RunUncertainty`), when its predictions were read; ``step_curves``:
+    its step curves (`kdgrid.store.step_curves.read_step_curves`), when it recorded any."""
     status = RUN_FINISHED if row["status"] == "done" else RUN_FAILED
     trial = json.loads(row["trial_json"])
     trial.pop("v", None)
@@ -150,7 +159,7 @@ def run_content(row: Mapping[str, Any], intervals: list[RunInterval] | None = No
         name=run_name(trial, str(row["trial_id"])),
         status=status,
         params=_params(row, trial),
-        metrics=_metrics(row, intervals or []),
+        metrics=_metrics(row, intervals or [], step_curves),
         tags=_tags(row),
         start_ms=start_ms,
         end_ms=end_ms,
@@ -188,7 +197,9 @@ def degenerate_reasons(row: Mapping[str, Any]) -> list[str] | None:
     return [str(reason) for reason in reasons] if isinstance(reasons, list) else None
 
 
-def _metrics(row: Mapping[str, Any], intervals: list[RunInterval]) -> list[MetricPoint]:
+def _metrics(
+    row: Mapping[str, Any], intervals: list[RunInterval], step_curves: Mapping[str, Any] | None = None
+) -> list[MetricPoint]:
     final: dict[str, float] = {}
     for kind, column in (("best", "scores_json"), ("last", "last_scores_json")):
         for dev_set, metrics in _json(row, column, {}).items():
@@ -214,6 +225,8 @@ def _metrics(row: Mapping[str, Any], intervals: list[RunInterval]) -> list[Metri
         points += [
             MetricPoint(f"loss/{t}", float(v), epoch) for t, v in (entry.get("loss_terms") or {}).items()
         ]
+    for name, series in curve_series(step_curves or {}).items():
+        points += [MetricPoint(f"step/{name}", value, step) for step, value in series]
     renamed = _renamed({point.key for point in points}, "metric")
     return [MetricPoint(renamed[p.key], p.value, p.step) for p in points]
 

@@ -265,7 +265,9 @@ def report_trial_problems(
     for message in messages:
         if "strategy" in refused and "needs a `strategy`" in message:
             continue
-        problems.add(source, f"{where}: trial {_describe(trial)}", message)
+        if any(message.startswith(f"unknown option {name!r}") for name in problems.reported_options):
+            continue  # refused where it is written (`kdgrid.grid.spec`), not again per trial
+        problems.add_for_trial(source, where, _describe(trial), message)
 
 
 def trial_from_settings(settings: Any, problems: Problems, source: str, where: str) -> Trial | None:
@@ -411,7 +413,6 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
     trials: list[PlannedTrial] = []
     grid_points = 0
     checked: dict[tuple[Any, ...], list[str]] = {}
-    reported: set[tuple[Any, ...]] = set()
     references: list[Reference] = []
     for study in spec.studies:
         expander = _StudyExpander(study, normalizer, problems, source)
@@ -437,10 +438,8 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
                 if key not in checked:
                     checked[key] = combination_problems(trial)
                 messages = value_problems(trial) + checked[key]  # values per trial: they are not in the key
-                if messages:
-                    if (key, *messages) not in reported:
-                        reported.add((key, *messages))
-                        report_trial_problems(trial, messages, expander.bad, problems, source, where)
+                if messages:  # each message stated once, with the trials it affects counted
+                    report_trial_problems(trial, messages, expander.bad, problems, source, where)
                     continue
                 trial_id = trial.trial_id
                 if trial_id in seen:

@@ -39,6 +39,7 @@ import yaml
 
 from kdgrid.paper import TABLES
 from kdgrid.plugins import load_plugins
+from kdgrid.suggest import did_you_mean
 from kdgrid.trial import Trial
 
 SEEDS_KEY = "seeds"
@@ -70,11 +71,25 @@ class Problems:
 
     def __init__(self) -> None:
         self.items: list[str] = []
+        self.reported_options: set[str] = set()  # unknown option names already refused where written
+        self._per_trial: dict[str, list[Any]] = {}  # a trial problem's text -> [its index in items, trials]
 
     def add(self, source: str, where: str, message: str) -> None:
         text = f"{source}: {where}: {message}" if where else f"{source}: {message}"
         if text not in self.items:
             self.items.append(text)
+
+    def add_for_trial(self, source: str, where: str, trial: str, message: str) -> None:
+        """A problem of one trial (``trial``: its settings in words), stated once however many trials share it:
+        ``<file>: <where>: <message> (N trials, e.g. trial {...})``."""
+        key = f"{source}: {where}: {message}"
+        if key not in self._per_trial:
+            self._per_trial[key] = [len(self.items), 0]
+            self.items.append("")
+        entry = self._per_trial[key]
+        entry[1] += 1
+        count = "1 trial" if entry[1] == 1 else f"{entry[1]:,} trials"
+        self.items[entry[0]] = f"{key} ({count}, e.g. trial {trial})" if entry[1] > 1 else f"{source}: {where}: trial {trial}: {message}"
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -350,7 +365,9 @@ def _check_keys(
     for key in data:
         if key not in allowed:
             problems.add(
-                source, _join(where, str(key)), f"unknown {what} key {key!r}; allowed: {', '.join(allowed)}"
+                source,
+                _join(where, str(key)),
+                f"unknown {what} key {key!r}; allowed: {', '.join(allowed)}{did_you_mean(str(key), allowed)}",
             )
 
 
@@ -375,11 +392,32 @@ def _settings(value: Any, source: str, where: str, problems: Problems) -> dict[s
             problems.add(
                 source,
                 _join(where, str(key)),
-                f"unknown trial field {key!r}; allowed: {', '.join(TRIAL_FIELDS)}",
+                f"unknown trial field {key!r}; allowed: {', '.join(TRIAL_FIELDS)}"
+                f"{did_you_mean(str(key), TRIAL_FIELDS)}",
             )
             continue
+        if key == "options":
+            _check_option_names(item, source, _join(where, key), problems)
         out[key] = Located(item, source, _join(where, key))
     return out
+
+
+def _check_option_names(value: Any, source: str, where: str, problems: Problems) -> None:
+    """Refuse, where they are written, the option names that are neither options nor ``{knowledge}.{variant}``
+    (``value``: an options mapping, or an axis' list of them); each trial's other option problems (values,
+    variants) are found when the trials are built. `Problems.reported_options` keeps the trial checks from
+    stating the same name again, once per trial."""
+    from kdgrid.core.options import OPTIONS, unknown_option_message
+
+    mappings = value if isinstance(value, list) else [value]
+    for index, mapping in enumerate(mappings):
+        if not isinstance(mapping, Mapping):
+            continue
+        at = f"{where}[{index}]" if isinstance(value, list) else where
+        for name in mapping:
+            if isinstance(name, str) and name not in OPTIONS and "." not in name:
+                problems.add(source, _join(at, name), unknown_option_message(name))
+                problems.reported_options.add(name)
 
 
 def _axes(value: Any, source: str, where: str, problems: Problems) -> dict[str, Located]:

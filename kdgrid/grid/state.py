@@ -23,11 +23,13 @@ import pandas as pd
 from kdgrid.core.data import get_task
 from kdgrid.core.methods.projectors.overfit import EXTRA_KEY as OVERFIT_KEY
 from kdgrid.core.training.degenerate import degenerate_reasons
+from kdgrid.diagnosis import Flag
 from kdgrid.errors import KdgridError
 from kdgrid.grid.expand import Sweep
 from kdgrid.store import layout
 from kdgrid.store.claims import Claim, live_claims
 from kdgrid.store.read import latest_done_rows, latest_state, read_store, read_table
+from kdgrid.store.step_curves import row_diagnosis
 from kdgrid.trial import Trial
 from kdgrid.trial_labels import HARD_ONLY, SOFT_ONLY, knowledge_text
 
@@ -160,6 +162,32 @@ def projector_overfit_trials(state: SweepState, store_dir: Path | str) -> dict[s
             verdict = json.loads(rows.loc[trial.trial_id]["extra_json"]).get(OVERFIT_KEY)
             if isinstance(verdict, str):
                 found[trial.trial_id] = verdict
+    return found
+
+
+DIAGNOSIS_COLUMNS = ("trial_id", "status", "row_id", "written_at", "task", "curve_json", "weights_json",
+                     "extra_json", "diagnosis_json")  # fmt: skip
+
+
+def diagnosed_trials(state: SweepState, store_dir: Path | str) -> dict[str, list[Flag]]:
+    """``{trial id: flags}`` for the done trials of ``state`` whose latest done row the diagnosis flags
+    (`kdgrid.diagnosis`: its stored ``diagnosis_json``, or for a row of schema version 2 or older the rules on its
+    epoch curve, `kdgrid.store.step_curves.row_diagnosis`), in the order of ``state.done``."""
+    done = {t.trial_id for t in state.done}
+    if not done:
+        return {}
+    table = read_table(store_dir)
+    names = [name for name in DIAGNOSIS_COLUMNS if name in table.column_names]
+    frame = table.select(names).to_pandas()
+    rows = latest_done_rows(frame[frame["trial_id"].isin(done)]).set_index("trial_id")
+    found: dict[str, list[Flag]] = {}
+    for trial in state.done:
+        if trial.trial_id not in rows.index:
+            continue
+        row = rows.loc[trial.trial_id].to_dict()
+        flags = row_diagnosis(row)
+        if flags:
+            found[trial.trial_id] = flags
     return found
 
 

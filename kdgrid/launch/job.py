@@ -46,8 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kdgrid.core.job import phases
 from kdgrid.grid.plan import checkpoint_dir_for
-from kdgrid.launch.progress import EpochLines, print_line
+from kdgrid.launch.progress import EpochLines, planned_seconds, print_line
 from kdgrid.plugins import load_plugins
 from kdgrid.store import layout
 from kdgrid.store.claims import read_claims, release, stale_reason
@@ -143,13 +144,11 @@ def run_pending(
     if todo:
         folder = job_checkpoint_dir(store_dir, trials)
         folder.mkdir(parents=True, exist_ok=True)
-        progress = (
-            {"on_step": EpochLines(todo, index=None, jobs=None, emit=print_line)}
-            if accepts_on_step(job_fn)
-            else {}
-        )
-        job_fn(todo, Path(store_dir), sweep=sweep, studies=row_studies(todo, studies), checkpoint_dir=folder,
-               **progress)  # fmt: skip
+        lines = EpochLines(todo, index=None, jobs=None, emit=print_line, planned_s=planned_seconds(todo))
+        progress = {"on_step": lines} if accepts_on_step(job_fn) else {}
+        with phases.listening(lines.phase if progress else None):  # the core's phases as lines in the log
+            job_fn(todo, Path(store_dir), sweep=sweep, studies=row_studies(todo, studies), checkpoint_dir=folder,
+                   **progress)  # fmt: skip
     return todo
 
 

@@ -31,16 +31,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kdgrid.cpus import threads_per_worker
+from kdgrid.core.job import phases
 from kdgrid.device_sharing import EXCLUSIVE, SHARING_VARIABLE, local_sharing
 from kdgrid.errors import ConfigError
 from kdgrid.launch import memory
 from kdgrid.launch.base import Executor
 from kdgrid.launch.job import JobFn, JobRun, Launch, RunRows, accepts_on_step
 from kdgrid.launch.memory import MemoryBudget
-from kdgrid.launch.progress import EpochLines, PlainProgress, RunProgress, print_line, run_progress
+from kdgrid.launch.progress import (
+    EpochLines,
+    PlainProgress,
+    RunProgress,
+    planned_seconds,
+    print_line,
+    run_progress,
+)
 from kdgrid.launch.settings import ExecutorSettings, setting
-from kdgrid.launch.worker import DEFAULT_JOB_FN, resolve_job_fn
+from kdgrid.launch.threads import threads_for_training, training_threads, use_threads
+from kdgrid.launch.worker import resolve_job_fn
 from kdgrid.plugins import load_plugins_or_exit, plugin_environment
 from kdgrid.store.run_ledger import current_run
 from kdgrid.store.write import StoreWriteError, rows_folder_for_writing
@@ -159,17 +167,14 @@ def _run_in_child(
     if gpu is not None:
         os.environ.update({"CUDA_VISIBLE_DEVICES": gpu, **memory.DEVICE_ORDER})
     if threads:
-        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-        if job_fn is DEFAULT_JOB_FN:
-            # Local: torch costs seconds to import; only the default job function trains, and it imports it anyway.
-            import torch
-
-            torch.set_num_threads(threads)
+        use_threads(threads)  # `kdgrid.launch.threads`: torch reads the variables when the job imports it
     progress: dict[str, Any] = {}
     if epoch_lines is not None and accepts_on_step(job_fn):
         index, jobs = epoch_lines
-        progress["on_step"] = EpochLines(trials, index=index, jobs=jobs, emit=print_line)
-    job_fn(trials, Path(store), sweep=sweep, studies=studies, checkpoint_dir=Path(checkpoint_dir), **progress)
+        progress["on_step"] = EpochLines(trials, index=index, jobs=jobs, emit=print_line,
+                                         planned_s=planned_seconds(trials))  # fmt: skip
+    with phases.listening(getattr(progress.get("on_step"), "phase", None)):  # the core's phases, as lines
+        job_fn(trials, Path(store), sweep=sweep, studies=studies, checkpoint_dir=Path(checkpoint_dir), **progress)
 
 
 def _exit_reason(exitcode: int | None) -> str:
@@ -256,7 +261,9 @@ class LocalExecutor(Executor):
         try:
             with progress:
                 if self.workers() == 0:
-                    self._run_here(launch, watch, progress)
+                    # this process trains: the one thread rule (kdgrid.launch.threads), undone after the run
+                    with threads_for_training(self.worker_threads(1)):
+                        self._run_here(launch, watch, progress)
                 else:
                     self._run_pool(launch, watch, progress)
                 progress.show(watch.refresh().states(study_of))
@@ -285,8 +292,9 @@ class LocalExecutor(Executor):
             on_step = progress.start_job(index, trials)
             steps = {"on_step": on_step} if on_step is not None and accepts_on_step(self.job_fn) else {}
             try:
-                self.job_fn(trials, job.store, sweep=job.sweep, studies=dict(job.studies),
-                            checkpoint_dir=job.checkpoint_dir, **steps)  # fmt: skip
+                with phases.listening(getattr(on_step, "phase", None) if steps else None):  # the core's phases
+                    self.job_fn(trials, job.store, sweep=job.sweep, studies=dict(job.studies),
+                                checkpoint_dir=job.checkpoint_dir, **steps)  # fmt: skip
             except StoreWriteError:
                 raise  # the store cannot take rows: stop, rather than train jobs that cannot be recorded
             except Exception as error:
@@ -294,10 +302,11 @@ class LocalExecutor(Executor):
             progress.job_ended(index, trials, watch.refresh().states(launch.studies))
 
     def worker_threads(self, workers: int) -> int:
-        """Torch threads per worker process: ``local_threads``, else the CPUs this process may use (its affinity
-        mask and cgroup quota, `kdgrid.cpus`; not the machine's count, which SLURM and containers restrict)
-        divided among the ``workers``."""
-        return self.settings.threads or threads_per_worker(workers)
+        """Torch threads per training process (`kdgrid.launch.threads.training_threads`): ``local_threads``, else
+        ``OMP_NUM_THREADS``, else the CPUs this process may use (its affinity mask and cgroup quota,
+        `kdgrid.cpus`; not the machine's count, which SLURM and containers restrict) divided among the
+        ``workers`` (1: jobs run in this process)."""
+        return training_threads(self.settings.threads, workers)
 
     def _run_pool(self, launch: Launch, watch: RunRows, progress: RunProgress) -> None:
         jobs, study_of = launch.jobs, launch.studies

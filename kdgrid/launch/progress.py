@@ -5,14 +5,24 @@ bar of the running job's shared batches; it is as wide as the terminal. Anywhere
 ``make demo > demo.log``) a live bar prints nothing until it ends, so kdgrid writes plain lines instead, one
 per event, flushed at once:
 
+- one line per phase of each job, as the core names them (`kdgrid.core.job.phases`: loading the teacher, loading
+  data, checking the teacher, setting up the students, calibrating ``beta: auto``, training, evaluating);
 - one line per epoch of each job: which job, its students, its task and teacher, the step reached, the time the
-  job has run and its ETA (from the job's own steps per second so far);
+  job has run, its ETA, and the epoch's weighted mean loss and primary dev score of its student (of several: the
+  range, lowest to highest);
 - one line per job that ends, with the run's trial counts;
 - a heartbeat every `heartbeat_s` seconds (``KDGRID_PROGRESS_HEARTBEAT_S``, default 60): the run's trial counts,
   elapsed time, ETA (from the trials finished so far) and the running job's step, so a log shows a run is alive
   even while a teacher loads or an epoch lasts an hour.
 
-The ETA of a job counts everything since it started (data and teacher loading too), so it errs long at first.
+A job's ETA (`EpochLines.eta`): once `MIN_TIMED_STEPS` training steps are timed (the first step, with its
+warm-up, and anything between two steps that is not a training step are left out), the remaining steps at the
+measured seconds per step plus the remaining evaluations (one per epoch) at the measured seconds of one, or
+`EVAL_GUESS` of an epoch's training time before the first is measured; before that, the plan's estimate
+(`kdgrid.grid.prior_cost`) less the time the job has run; ``?`` when neither is known or the plan's estimate is
+spent. A job function that names no phase (a fake in tests, a plugin) keeps the plain rate: the time since the
+job started over the steps it ran. The heartbeat's run ETA is the running job's ETA plus the trials outside it at
+the seconds per trial measured so far (of finished trials, else of the running job's projected end).
 """
 
 from __future__ import annotations
@@ -33,7 +43,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from kdgrid.core.job import phases
 from kdgrid.env_numbers import positive_from_env
+from kdgrid.grid.prior_cost import prior_cost
 from kdgrid.markup import plain
 from kdgrid.trial import Trial
 
@@ -41,6 +53,8 @@ HEARTBEAT_ENV = "KDGRID_PROGRESS_HEARTBEAT_S"
 DEFAULT_HEARTBEAT_S = 60.0
 """Seconds between two heartbeat lines of a run whose output is not a terminal (``KDGRID_PROGRESS_HEARTBEAT_S``)."""
 PREFIX = "kdgrid: "
+MIN_TIMED_STEPS = 3  # training steps timed before the measured rate replaces the plan's estimate
+EVAL_GUESS = 0.1  # an evaluation's seconds, as a fraction of an epoch's training, until one is measured
 
 
 def heartbeat_s() -> float:
@@ -92,9 +106,19 @@ class EpochLines:
         jobs: int | None,
         emit: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
+        planned_s: float | None = None,
     ) -> None:
         self.epochs = max(1, job[0].epochs)
         self.trials = len(job)
+        self.planned_s = planned_s
+        self.phase_name: str | None = None  # the last phase the core named (None: a job function without phases)
+        self.phase_label = ""  # the phase in words (``evaluating epoch 2``)
+        self.train_s = 0.0  # seconds of timed training steps
+        self.timed_steps = 0
+        self.eval_s = 0.0
+        self.evals = 0  # evaluations measured
+        self.evaluating_since: float | None = None
+        self.last_step_at: float | None = None
         number = f" {index}/{jobs}" if index is not None and jobs is not None else ""
         self.where = f"job{number} ({job_label(job)})"
         self.emit = emit
@@ -105,18 +129,76 @@ class EpochLines:
         self.total = 0
 
     def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
         if self.first_step is None:
             self.first_step = done - 1  # a resumed job starts past its first batches
+        if self.phase_name == phases.TRAINING and self.last_step_at is not None:
+            self.train_s += now - self.last_step_at
+            self.timed_steps += 1
+        self.last_step_at = now if self.phase_name == phases.TRAINING else None
         self.step, self.total = done, total
         per_epoch = total // self.epochs if total % self.epochs == 0 else 0
-        if not per_epoch or done % per_epoch:
-            return
-        elapsed = self.clock() - self.started
+        if self.phase_name is not None or not per_epoch or done % per_epoch:
+            return  # with phases, the epoch's line comes once it is evaluated (`phase`)
+        elapsed = now - self.started
         ran = done - self.first_step
         eta = elapsed / ran * (total - done) if ran > 0 else None
         self.emit(
             f"{PREFIX}{self.where}: epoch {done // per_epoch}/{self.epochs} done, step {done:,}/{total:,}, "
             f"{duration(elapsed)} elapsed, ETA {duration(eta)}"
+        )
+
+    def phase(self, name: str, **facts: Any) -> None:
+        """The core's phase (`kdgrid.core.job.phases`): one line for each, and the epoch's line when it ended."""
+        now = self.clock()
+        if self.evaluating_since is not None:
+            self.eval_s += now - self.evaluating_since
+            self.evals += 1
+            self.evaluating_since = None
+        if name == phases.EPOCH_ENDED:
+            self.phase_name = phases.EPOCH_ENDED
+            self.emit(self.epoch_line(facts))
+            return
+        self.phase_name = name
+        self.last_step_at = None  # the time to the next step is not a training step's
+        if name == phases.EVALUATING:
+            self.evaluating_since = now
+            name = f"evaluating epoch {facts.get('epoch', '?')}"
+        elif name == phases.TRAINING and self.total:
+            name = f"training from step {self.step + 1:,}/{self.total:,}"
+        self.phase_label = name
+        self.emit(f"{PREFIX}{self.where}: {name}, {duration(now - self.started)} elapsed, ETA {duration(self.eta())}")
+
+    def eta(self) -> float | None:
+        """Seconds left in this job (see the module); None when unknown."""
+        if self.timed_steps >= MIN_TIMED_STEPS and self.total:
+            per_step = self.train_s / self.timed_steps
+            per_epoch = self.total / self.epochs
+            per_eval = self.eval_s / self.evals if self.evals else EVAL_GUESS * per_epoch * per_step
+            evals_left = max(0, self.epochs - self.evals)
+            return (self.total - self.step) * per_step + evals_left * per_eval
+        if self.planned_s is not None:
+            left = self.planned_s - (self.clock() - self.started)
+            return left if left > 0 else None
+        return None
+
+    def epoch_line(self, facts: Mapping[str, Any]) -> str:
+        """The line of an epoch that ended: step, elapsed, ETA, the students' loss and dev score (or ranges)."""
+        elapsed = self.clock() - self.started
+        epoch = facts.get("epoch", "?")
+        losses = [v for v in facts.get("losses", []) if v == v]
+        scores = [v for v in facts.get("scores", []) if v == v]
+        what = []
+        if losses:
+            what.append(f"loss {_span(losses)}")
+        if scores:
+            what.append(f"dev {facts.get('metric', 'score')} {_span(scores)}")
+        students = len(facts.get("losses", []))
+        of = f" ({students} students)" if students > 1 else ""
+        tail = f"; {', '.join(what)}{of}" if what else ""
+        return (
+            f"{PREFIX}{self.where}: epoch {epoch}/{self.epochs} done, step {self.step:,}/{self.total:,}, "
+            f"{duration(elapsed)} elapsed, ETA {duration(self.eta())}{tail}"
         )
 
     def trials_done_by_steps(self) -> float:
@@ -125,8 +207,26 @@ class EpochLines:
         return self.trials * self.step / self.total if self.total else 0.0
 
     def position(self) -> str:
-        """``step s/S`` of the job so far (``starting`` before its first batch)."""
+        """What the job is doing: ``step s/S`` while training, the phase's name otherwise (``starting`` before
+        anything is known)."""
+        if self.phase_name not in (None, phases.TRAINING, phases.EPOCH_ENDED):
+            return self.phase_label
         return f"step {self.step:,}/{self.total:,}" if self.total else "starting"
+
+
+def _span(values: Sequence[float]) -> str:
+    """One value to 4 significant digits, or the range ``low..high`` of several."""
+    low, high = min(values), max(values)
+    return f"{low:.4g}" if len(values) == 1 or low == high else f"{low:.4g}..{high:.4g}"
+
+
+def planned_seconds(job: Sequence[Trial]) -> float | None:
+    """The plan's estimate of a job's seconds (`kdgrid.grid.prior_cost`); None where it cannot price it."""
+    try:
+        cost = prior_cost([list(job)])
+    except Exception:  # an estimate is a convenience: a job it cannot price still runs
+        return None
+    return cost.seconds if cost.seconds and not cost.unpriced_trials else None
 
 
 def print_line(line: str) -> None:
@@ -192,6 +292,12 @@ class PlainProgress:
         job = self.current
         progress = finished + (job.trials_done_by_steps() if job is not None else 0.0)
         eta = elapsed / progress * (self.total - progress) if progress > 0 else None
+        job_eta = job.eta() if job is not None and job.phase_name is not None else None
+        if job is not None and job_eta is not None:  # a job naming its phases: its own ETA, then the rest
+            outside = self.total - finished - job.trials
+            job_elapsed = self.clock() - job.started
+            per_trial = (elapsed - job_elapsed) / finished if finished else (job_elapsed + job_eta) / job.trials
+            eta = job_eta + max(0, outside) * per_trial
         at = f"; {job.where.split(' (')[0]} at {job.position()}" if job is not None else ""
         return (
             f"{PREFIX}{self.title}: {finished:,}/{self.total:,} trials finished (done {done:,}, failed "
@@ -199,8 +305,10 @@ class PlainProgress:
         )
 
     def start_job(self, index: int, job: Sequence[Trial]) -> EpochLines:
-        """The ``on_step`` of job ``index`` (1-based), which prints its epoch lines."""
-        self.current = EpochLines(job, index=index, jobs=self.jobs, emit=self.emit, clock=self.clock)
+        """The ``on_step`` of job ``index`` (1-based), which prints its phase and epoch lines."""
+        self.current = EpochLines(
+            job, index=index, jobs=self.jobs, emit=self.emit, clock=self.clock, planned_s=planned_seconds(job)
+        )
         return self.current
 
     def job_ended(self, index: int, job: Sequence[Trial], trial_states: Mapping[str, str]) -> None:
@@ -271,6 +379,14 @@ class LiveProgress:
                 self._steps = self._progress.add_task("  batches of this job", total=total, info="")
             self._progress.update(self._steps, completed=done, total=total)
 
+        def phase(name: str, **facts: Any) -> None:  # the core's phase (`kdgrid.core.job.phases`) beside the bar
+            if self._steps is None:
+                self._steps = self._progress.add_task("  batches of this job", total=None, info="")
+            if name == phases.EVALUATING:
+                name = f"evaluating epoch {facts.get('epoch', '?')}"
+            self._progress.update(self._steps, info=plain(f"[{name}]") if name != phases.EPOCH_ENDED else "")
+
+        on_step.phase = phase  # type: ignore[attr-defined]
         return on_step
 
     def job_ended(self, index: int, job: Sequence[Trial], trial_states: Mapping[str, str]) -> None:

@@ -45,6 +45,7 @@ from kdgrid.launch.environment import apply_environment, job_variables
 from kdgrid.launch.job import JobFn, Launch, run_pending, touch_run_marker
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.launch.threads import training_threads, use_threads
 from kdgrid.launch.worker import resolve_job_fn
 from kdgrid.plugins import load_plugins
 from kdgrid.store.claims import ray_job_holder
@@ -120,6 +121,7 @@ def run_one_job(
         # ran); huggingface_hub may be imported already in a reused actor: `apply_environment` syncs it.
         apply_environment(environment)
     load_plugins()
+    use_threads(training_threads(None))  # `kdgrid.launch.threads`: Ray sets OMP_NUM_THREADS to the actor's CPUs
     if workdir is not None:
         try:
             os.chdir(workdir)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from kdgrid.errors import ConfigError
+from kdgrid.suggest import did_you_mean
 
 S = TypeVar("S", bound="ExecutorSettings")
 TRUE_WORDS = ("true", "yes", "1")
@@ -85,7 +86,11 @@ class ExecutorSettings:
                 unknown.append(key)
         if unknown:
             names = ", ".join(f"{cls.PREFIX}{name}" for name in allowed)
-            raise ConfigError(f"{source}: unknown setting(s) {', '.join(sorted(unknown))}; allowed: {names}")
+            known = [f"{cls.PREFIX}{name}" for name in allowed] + list(allowed)
+            hints = "".join(did_you_mean(key, known) for key in sorted(unknown))
+            raise ConfigError(
+                f"{source}: unknown setting(s) {', '.join(sorted(unknown))}; allowed: {names}{hints}"
+            )
         return normalized
 
     @classmethod

@@ -76,6 +76,7 @@ from kdgrid.launch.job import (
 )
 from kdgrid.launch.memory import MemoryBudget
 from kdgrid.launch.settings import ExecutorSettings, setting
+from kdgrid.launch.threads import training_threads, use_threads
 from kdgrid.launch.worker import DEFAULT_JOB_FN, resolve_job_fn
 from kdgrid.plugins import load_plugins_or_exit
 from kdgrid.store.claims import slurm_job_holder
@@ -389,6 +390,7 @@ class ArrayTask(Checkpointable):  # type: ignore[misc]
         """Run every job of the task not yet finished, minus trials already done in the store; returns how many
         jobs ran in this attempt."""
         load_plugins_or_exit()  # KDGRID_PLUGINS from the script's setup lines, and the entry points
+        use_threads(training_threads(None))  # `kdgrid.launch.threads`: the task's CPUs, one training process
         store = Path(self.store_dir)
         # Trials done before this attempt (a requeue that struck after some rows were written) never run again.
         done = done_trial_ids(store)

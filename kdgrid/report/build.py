@@ -50,6 +50,7 @@ from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
 from kdgrid.store.read import done_rows, scores_long
 from kdgrid.store.stale_teachers import read_stale_dependants
+from kdgrid.store.step_curves import read_step_curves
 
 MANIFEST = "_report.json"
 FIGURES_DIR = "figures"
@@ -147,6 +148,7 @@ class ReportWriter:
         self.draw_figures = figures
         self.figures_every_s = figures_every_s
         self._figures_drawn_at = -math.inf
+        self._created_at = time.perf_counter()  # the first update's time counts the store's first read
         self.rows = StoreRows(self.store)
         self._pages: dict[str, str] = self._load_manifest()
         self._figures_key: str | None = None
@@ -186,8 +188,8 @@ class ReportWriter:
         Raises:
             KdgridError: the store holds no rows (of the sweeps asked for), or rows of a newer schema.
         """
-        started = time.perf_counter()
         first = not self._written
+        started = self._created_at if first else time.perf_counter()
         changed = self.rows.refresh()
         if not (changed or first or self._failed or self._figures_due(final)):
             return ReportUpdate(changed=False)
@@ -210,7 +212,12 @@ class ReportWriter:
                 "tables.html": tables_page(
                     views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
                 ),
-                "figures.html": figures_page(figures, self.out, refresh_s=refresh),
+                "figures.html": figures_page(
+                    figures,
+                    self.out,
+                    refresh_s=refresh,
+                    sweeps=sorted(set(data.rows["sweep"].dropna().astype(str))),
+                ),
                 "trials.html": trial_list_page(data, refresh_s=None, intervals=self._intervals.of(data)),
                 "failures.html": failures_page(data, refresh_s=refresh),
             }
@@ -251,13 +258,20 @@ class ReportWriter:
                 staged.remove(self.out / name)  # forgotten from the store (or another sweep asked)
                 del self._pages[trial_id]
                 update.removed_pages += 1
-        for trial_id, fingerprint in fingerprints.items():
+        due = [
+            trial_id
+            for trial_id, fingerprint in fingerprints.items()
+            if (name := trial_page_name(trial_id)) is not None
+            and not (self._pages.get(trial_id) == fingerprint and (self.out / name).is_file())
+        ]
+        # the deciding rows' step curves, in one read (a large column: `kdgrid.store.step_curves`)
+        deciding = {trial_id: str(data.record(trial_id)["row_id"]) for trial_id in due}
+        curves = read_step_curves(data.store, deciding.values()) if deciding else {}
+        for trial_id in due:
+            fingerprint = fingerprints[trial_id]
             name = trial_page_name(trial_id)
-            if name is None:
-                continue
-            if self._pages.get(trial_id) == fingerprint and (self.out / name).is_file():
-                continue
-            staged.write(self.out / name, trial_page(data, trial_id))
+            assert name is not None
+            staged.write(self.out / name, trial_page(data, trial_id, curves.get(deciding[trial_id])))
             self._pages[trial_id] = fingerprint
             update.trial_pages += 1
 

@@ -5,11 +5,14 @@ failures grouped by error type. Each function returns a whole page as text; `kdg
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
 from kdgrid.analysis.render import DEGENERATE_MARK
+from kdgrid.analysis.sweep_figures import figure_slug
 from kdgrid.analysis.tables import TableView
+from kdgrid.diagnosis import flag_names
 from kdgrid.report.findings import Finding, table_findings
 from kdgrid.report.gather import (
     FailureGroup,
@@ -25,6 +28,7 @@ from kdgrid.report.labels import degenerate_reasons, score_text, trial_title
 from kdgrid.report.ledger import LedgerLine, cost_ledger
 from kdgrid.report.table_html import TrialOfRow, table_html
 from kdgrid.report.trial_page import trial_page_name
+from kdgrid.store.step_curves import row_diagnosis
 
 # Trials named per error type on the failures page; the trial list (filter ``error:TYPE``) has them all.
 FAILURES_LISTED = 50
@@ -36,6 +40,38 @@ def degenerate_trials(data: ReportData) -> list[str]:
     """The done trials whose rows record reasons to distrust their number, in id order."""
     done = data.trials.index[data.trials["state"] == "done"]
     return [str(t) for t in done if degenerate_reasons(data.record(str(t)))]
+
+
+def diagnosed_trials(data: ReportData) -> dict[str, list[dict[str, str]]]:
+    """The done trials the diagnosis of their curves flags (`kdgrid.diagnosis`), in id order, with the flags."""
+    done = data.trials.index[data.trials["state"] == "done"]
+    found = {str(t): row_diagnosis(data.record(str(t))) for t in done}
+    return {t: flags for t, flags in found.items() if flags}
+
+
+def diagnosis_html(data: ReportData) -> str:
+    """The overview's diagnosis finding: how many done trials each failure mode flags, then the first few
+    trials linked with their evidence; empty when none is flagged."""
+    found = diagnosed_trials(data)
+    if not found:
+        return ""
+    counts: dict[str, int] = {}
+    for flags in found.values():
+        for name in flag_names(flags):
+            counts[name] = counts.get(name, 0) + 1
+    done = int((data.trials["state"] == "done").sum())
+    summary = ", ".join(f"{name.replace('_', ' ')} {count:,}" for name, count in counts.items())
+    items = [
+        f"<li>{_trial_link(trial_id)} <b>{esc(flag['flag'].replace('_', ' '))}</b>: {esc(flag['evidence'])}</li>"
+        for trial_id, flags in found.items()
+        for flag in flags
+    ]
+    more = len(items) - FINDINGS_LISTED
+    tail = f'<li class="muted">and {more:,} more on the trial pages</li>' if more > 0 else ""
+    return (
+        f'<h3 class="diagnosis">Diagnosis of the curves: {len(found):,} of {done:,} done trials flagged '
+        f"({esc(summary)})</h3><ul>{''.join(items[:FINDINGS_LISTED])}{tail}</ul>"
+    )
 
 
 def _trial_link(trial_id: str, depth_prefix: str = "") -> str:
@@ -135,6 +171,7 @@ def overview_page(
         + f"<p>store <code>{esc(data.store)}</code></p>"
         + _stale_html(stale or {})
         + findings_html(views)
+        + diagnosis_html(data)
         + f'<div class="cards">{cards}</div>'
         + "<h2>Sweeps and studies</h2>"
         + table(headers, study_rows, cls="overview")
@@ -257,7 +294,7 @@ def tables_page(
 SWEEP_FIGURE_KINDS = {"forest": "forest plot", "heatmap": "heat map"}
 
 
-def figure_title(stem: str) -> str:
+def figure_title(stem: str, sweeps: Iterable[str] = ()) -> str:
     """The heading of a figure file (`kdgrid.analysis.figures` names them ``table<name>_<what>``), in words:
     ``table5_mrpc_knowledge_x_strategy`` -> ``Table 5: mrpc, knowledge × strategy``; a sweep's
     ``my-study_heatmap_1_sst2`` -> ``Sweep my-study: heat map, sst2``."""
@@ -265,7 +302,8 @@ def figure_title(stem: str) -> str:
     kind, _, where = rest.partition("_")
     if kind in SWEEP_FIGURE_KINDS:  # `kdgrid.analysis.sweep_figures`: <sweep>_<kind>_<n>_<block>
         _, _, block = where.partition("_")
-        return f"Sweep {head}: {SWEEP_FIGURE_KINDS[kind]}, {block.replace('-', ' ')}"
+        named = {figure_slug(name): name for name in sweeps}  # the file name's slug back to the sweep's name
+        return f"Sweep {named.get(head, head)}: {SWEEP_FIGURE_KINDS[kind]}, {block.replace('-', ' ')}"
     if not head.startswith("table"):
         return stem.replace("_", " ")
     name = head[len("table") :]
@@ -276,8 +314,11 @@ def figure_title(stem: str) -> str:
     return f"{label}: {described}" if described else label
 
 
-def figures_page(figures: list[Path], out: Path, *, refresh_s: int | None) -> str:
-    """The PNG figures `kdgrid figures` draws, each with a link to its PDF."""
+def figures_page(
+    figures: list[Path], out: Path, *, refresh_s: int | None, sweeps: Iterable[str] = ()
+) -> str:
+    """The PNG figures `kdgrid figures` draws, each with a link to its PDF; a sweep's figures headed by the
+    sweep's name as written (``sweeps``: the names of the store's sweeps)."""
     body = _generated(refresh_s)
     pngs = [f for f in figures if f.suffix == ".png"]
     if not pngs:
@@ -286,7 +327,7 @@ def figures_page(figures: list[Path], out: Path, *, refresh_s: int | None) -> st
         relative = figure.relative_to(out).as_posix()
         pdf = figure.with_suffix(".pdf")
         link = f'<p><a href="{esc(pdf.relative_to(out).as_posix())}">PDF</a></p>' if pdf in figures else ""
-        title = figure_title(figure.stem)
+        title = figure_title(figure.stem, sweeps)
         body += (
             f'<section class="figures"><h2>{esc(title)}</h2>'
             f'<img src="{esc(relative)}" alt="{esc(title)}">{link}</section>'

@@ -56,6 +56,8 @@ figure.chart figcaption { font-size: 12px; max-width: 420px; }
 .key { margin-right: 10px; white-space: nowrap; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; border-radius: 2px; }
 svg .tick { font-size: 10px; fill: var(--muted); }
+svg .axis-title { font-size: 11px; fill: currentColor; }
+.swatch.line { width: 22px; height: 3px; vertical-align: middle; border-radius: 0; }
 .figures img { max-width: 100%; border: 1px solid var(--line); margin: 6px 0 18px; }
 .controls { margin: 6px 0; } .controls input { padding: 4px 6px; }
 table.list th { cursor: pointer; user-select: none; }

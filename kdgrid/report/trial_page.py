@@ -1,5 +1,8 @@
-"""One trial's page (``trials/<trial_id>.html``): configuration, layer pairs, per-epoch curves of each loss term and
-of the dev metrics (inline SVG), the weights (auto weights as calibrated), what its learned methods ended with (a
+"""One trial's page (``trials/<trial_id>.html``): the diagnosis of its curves (`kdgrid.diagnosis`), configuration,
+layer pairs (a learned mapping's instead, where the trial learns one), its step-level curves (each loss term
+unweighted and weighted, the total, the learning rate, the gradient norm, the gradient cosine and a learned
+mapping over the optimizer steps: `kdgrid.core.training.step_curves`), per-epoch curves of each loss term and of the dev
+metrics (inline SVG), the weights (auto weights as calibrated), what its learned methods ended with (a
 learnable strategy's weights over the teacher's layers, a learned temperature: `kdgrid.report.learned`),
 provenance, every attempt, and for a failed trial its error and traceback.
 
@@ -15,6 +18,7 @@ import re
 from typing import Any
 
 from kdgrid.core.methods.projectors.overfit import EXTRA_KEY as OVERFIT_KEY
+from kdgrid.diagnosis import FLAGS
 from kdgrid.report.gather import ReportData, parse_json
 from kdgrid.report.html import definition_list, esc, is_null, number, page, table, text_of
 from kdgrid.report.labels import (
@@ -28,6 +32,7 @@ from kdgrid.report.labels import (
 )
 from kdgrid.report.learned import mapping_section, temperature_section
 from kdgrid.report.svg import line_chart
+from kdgrid.store.step_curves import row_diagnosis
 
 TRIALS_DIR = "trials"
 # A trial id that may name a file as it is (kdgrid's ids are 16 hex digits); the trial list's script reads the
@@ -109,16 +114,75 @@ def curve_charts(curve: Any) -> str:
                     metrics.setdefault(str(dev_set), {}).setdefault(str(metric), []).append((epoch, value))
     loss_series = sorted(terms.items())
     title = "loss terms (unweighted mean per epoch), one line each"
-    charts = [line_chart(loss_series, title=title + ", log axis", log_y=True)]
-    linear = line_chart(loss_series, title=title + ", linear axis")
+    charts = [line_chart(loss_series, title=title + ", log axis", log_y=True, y_label="loss")]
+    linear = line_chart(loss_series, title=title + ", linear axis", y_label="loss")
     if charts[0] and linear:
         charts.append(f"<details><summary>the loss terms on a linear axis</summary>{linear}</details>")
     charts += [
-        line_chart(sorted(series.items()), title=f"dev metrics · {dev_set}")
+        line_chart(sorted(series.items()), title=f"dev metrics · {dev_set}", y_label="score")
         for dev_set, series in metrics.items()
     ]
     drawn = "".join(chart for chart in charts if chart)
     return drawn or '<p class="muted">the curve holds no numbers</p>'
+
+
+def _series(steps: list[Any], values: Any) -> list[tuple[float, float]]:
+    if not isinstance(values, list):
+        return []
+    return [(float(x), float(y)) for x, y in zip(steps, values, strict=False) if isinstance(y, (int, float))]
+
+
+def step_charts(curves: Any) -> str:
+    """Charts of a row's step curves (`kdgrid.core.training.step_curves`): the loss terms unweighted (log axis), weighted
+    with the total (what the optimiser saw), the learning rate, the gradient norm, the gradient cosine where
+    logged, and a learned gate's largest weight per student layer against uniform. Empty when none recorded."""
+    if not isinstance(curves, dict) or not curves.get("steps"):
+        return ""
+    steps = list(curves["steps"])
+    every = curves.get("every")
+    terms = curves.get("terms") or {}
+    weighted = curves.get("weighted") or {}
+    charts = [
+        line_chart(sorted((n, _series(steps, v)) for n, v in terms.items()), log_y=True, x_label="step",
+                   y_label="loss (unweighted)", title="loss terms, unweighted: each term's mean since the last point"),
+        line_chart([("total", _series(steps, curves.get("total"))),
+                    *sorted((n, _series(steps, v)) for n, v in weighted.items())], log_y=True, x_label="step",
+                   y_label="weighted loss", title="loss terms, weighted (weight x mean), and their total"),
+        line_chart([("learning rate", _series(steps, curves.get("lr")))], x_label="step", y_label="learning rate",
+                   title="learning rate"),
+        line_chart([("gradient norm", _series(steps, curves.get("grad_norm")))], x_label="step", log_y=True,
+                   y_label="gradient norm", title="gradient L2 norm before clipping"),
+        line_chart([("cosine", _series(steps, curves.get("cosine")))], x_label="step", y_label="cosine",
+                   title="task/distillation gradient cosine (mean of the sampled batches)"),
+    ]  # fmt: skip
+    mapping = curves.get("mapping") or {}
+    snapshots = [v.get("weights") for v in mapping.get("values", []) if isinstance(v, dict)]
+    if snapshots and all(isinstance(w, list) and w and all(isinstance(r, list) and r for r in w) for w in snapshots):
+        at = list(mapping.get("steps", []))
+        rows = len(snapshots[-1])
+        lines = [
+            (f"S{i + 1}: largest weight", [(float(x), max(w[i])) for x, w in zip(at, snapshots, strict=False)
+                                             if i < len(w)])
+            for i in range(rows)
+        ]  # fmt: skip
+        width = len(snapshots[-1][0])
+        lines.append((f"uniform 1/{width}", [(float(at[0]), 1 / width), (float(at[-1]), 1 / width)]))
+        charts.append(line_chart(lines, x_label="step", y_label="gate weight",
+                                 title="learned mapping: each student layer's largest weight over time"))  # fmt: skip
+    drawn = "".join(chart for chart in charts if chart)
+    return f'<p class="muted">a point every {esc(text_of(every))} optimizer steps</p>' + drawn if drawn else ""
+
+
+def diagnosis_section(row: dict[str, Any]) -> str:
+    """The diagnosis of the row's curves: one warning per flag with its evidence, or a line saying none."""
+    flags = row_diagnosis(row)
+    if not flags:
+        return '<p class="muted">diagnosis: no failure mode flagged</p>'
+    return "".join(
+        f'<div class="warning"><b>{esc(flag["flag"].replace("_", " "))}</b> '
+        f'({esc(FLAGS.get(flag["flag"], ""))}): {esc(flag["evidence"])}.</div>'
+        for flag in flags
+    )
 
 
 def _attempts(data: ReportData, trial_id: str) -> str:
@@ -140,8 +204,14 @@ def _learned(row: dict[str, Any]) -> list[str]:
     return [section for section in sections if section]
 
 
-def trial_page(data: ReportData, trial_id: str) -> str:
-    """The page of ``trial_id`` (a trial with at least one row), links relative to ``trials/``."""
+def _learns_its_mapping(row: dict[str, Any]) -> bool:
+    extra = parse_json(row.get("extra_json"), {})
+    return isinstance(extra, dict) and ("mapping" in extra or "mapping_params" in extra)
+
+
+def trial_page(data: ReportData, trial_id: str, step_curves: dict[str, Any] | None = None) -> str:
+    """The page of ``trial_id`` (a trial with at least one row), links relative to ``trials/``; ``step_curves``:
+    its deciding row's (`kdgrid.store.step_curves.read_step_curves`), None when it recorded none."""
     row = data.record(trial_id)
     state = str(row["state"])
     config = [(key, _config_value(row, key)) for key in _CONFIG_KEYS if key in row]
@@ -154,6 +224,12 @@ def trial_page(data: ReportData, trial_id: str) -> str:
         if pairs
         else '<span class="muted">none (no feature knowledge)</span>'
     )
+    if _learns_its_mapping(row):  # its targets mix every teacher layer: no fixed pair to list
+        students = sorted({p[0] for p in pairs if isinstance(p, list) and len(p) == 2})
+        pair_text = esc(
+            "learned: each of student layers " + ", ".join(f"S{s}" for s in students)
+            + " learns from a learned combination of every teacher layer (below, the learned layer mapping)"
+        )
     scores = parse_json(row.get("scores_json"), {})
     score_rows = [
         [esc(dev), esc(metric), score_text(value)]
@@ -176,6 +252,7 @@ def trial_page(data: ReportData, trial_id: str) -> str:
     overfit = overfit.get(OVERFIT_KEY) if isinstance(overfit, dict) else None
     if isinstance(overfit, str):
         sections.append(f'<div class="warning"><b>Projector overfitting</b>: {esc(overfit)}.</div>')
+    sections.append(diagnosis_section(row))
     if state == "failed":
         sections.append(
             f"<h2>Error</h2><p><b>{esc(text_of(row.get('error_type')))}</b>: "
@@ -188,7 +265,8 @@ def trial_page(data: ReportData, trial_id: str) -> str:
             + table(["dev set", "metric", "value"], score_rows)
         )
     sections += [
-        "<h2>Curves</h2>" + curve_charts(parse_json(row.get("curve_json"), [])),
+        *(["<h2>Step curves</h2>" + step_charts(step_curves)] if step_charts(step_curves) else []),
+        "<h2>Curves per epoch</h2>" + curve_charts(parse_json(row.get("curve_json"), [])),
         "<h2>Configuration</h2>" + definition_list(config),
         "<h2>Student and layer pairs</h2>" + definition_list([*shape, ("layer pairs", pair_text)]),
         "<h2>Weights</h2>" + _settings_table(row.get("weights_json"), ("term", "weight")),

@@ -12,7 +12,12 @@ Versions: 1, the first; 2 adds each done trial's per-example dev predictions (``
 of `kdgrid.predictions.encode_predictions`, the student's at its best epoch and the job's teacher's), its
 agreement with the teacher (``teacher_agreement_json``), why it looks degenerate (``degenerate_json``) and which
 examples its predictions are of (``prediction_fingerprints_json``: rows are compared example by example only
-where these match). Rows of version 1 read with nulls there. The predictions are large (tens of kB for MNLI) and only statistics need
+where these match). Rows of version 1 read with nulls there. 3 adds the step-level curves
+(``step_curves_json``: every N optimizer steps each loss term unweighted and weighted, the total, the learning rate,
+the gradient norm, the sampled gradient cosine and a learned mapping, `kdgrid.core.training.step_curves`; with
+``step_curve_every``, N, its small companion) and the diagnosis of the curves (``diagnosis_json``,
+`kdgrid.diagnosis`). Rows of version 2 or older read with nulls there; `kdgrid.store.step_curves` reads their
+per-epoch curve as the only points they have. The predictions are large (tens of kB for MNLI) and only statistics need
 them: `READ_SCHEMA` (what readers read unless they name columns) leaves them out, and
 `kdgrid.store.predictions.read_predictions` reads them for the rows asked.
 """
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SUPERSEDED = "superseded"
 STATUSES = ("done", "failed", SUPERSEDED)
@@ -90,6 +95,8 @@ _OUTCOME = [
     pa.field("teacher_agreement_json", pa.string()),  # {dev_set: agreement or Pearson r}; null: no teacher
     pa.field("degenerate_json", pa.string()),  # ["reason", ...] (`kdgrid.core.training.degenerate`); [] = healthy
     pa.field("prediction_fingerprints_json", pa.string()),  # {dev_set: fingerprint}; null: no predictions
+    pa.field("step_curve_every", pa.int64()),  # steps between two points of step_curves_json; null: none
+    pa.field("diagnosis_json", pa.string()),  # [{"flag", "evidence"}, ...] (`kdgrid.diagnosis`); [] = none
     pa.field("error_type", pa.string()),
     pa.field("error_message", pa.string()),
     pa.field("traceback", pa.string()),
@@ -112,13 +119,19 @@ _PROVENANCE = [
 # Per-example outcome (version 2): read only when named (see `READ_SCHEMA`).
 PREDICTIONS_COLUMN = "predictions"
 _PREDICTIONS = [pa.field(PREDICTIONS_COLUMN, pa.binary())]  # null: a failed row, or a row of version 1
+# The step-level curves (version 3): a few kB a row, read only when named, like the predictions.
+STEP_CURVES_COLUMN = "step_curves_json"
+_STEP_CURVES = [pa.field(STEP_CURVES_COLUMN, pa.string())]  # null: none recorded, or a row of version <= 2
 
-SCHEMA = pa.schema(_IDENTITY + _CONFIG + _DERIVED + _OUTCOME + _PROVENANCE + _PREDICTIONS)
+SCHEMA = pa.schema(_IDENTITY + _CONFIG + _DERIVED + _OUTCOME + _PROVENANCE + _PREDICTIONS + _STEP_CURVES)
 
 # Large columns, each with the small column that is null exactly when it is (so a reader that skipped the large
 # one - the read cache - knows whether a row has it). Read only when a reader names them: a store of 26,000
 # MNLI rows holds over a gigabyte of predictions, and tables, status and the read cache never need them.
-LARGE_COLUMNS: dict[str, str] = {PREDICTIONS_COLUMN: "prediction_fingerprints_json"}
+LARGE_COLUMNS: dict[str, str] = {
+    PREDICTIONS_COLUMN: "prediction_fingerprints_json",
+    STEP_CURVES_COLUMN: "step_curve_every",
+}
 READ_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in LARGE_COLUMNS])
 # The columns `kdgrid.store.read.read_store` returns unless told otherwise (`SCHEMA`'s, less the large ones).
 COLUMNS: tuple[str, ...] = tuple(READ_SCHEMA.names)

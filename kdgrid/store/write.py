@@ -28,6 +28,7 @@ from kdgrid.atomic_files import write_file_atomically
 from kdgrid.core.data import get_task
 from kdgrid.core.model.shapes import student_shape
 from kdgrid.core.training.degenerate import degenerate_reasons
+from kdgrid.diagnosis import diagnose
 from kdgrid.errors import KdgridError
 from kdgrid.predictions import encode_predictions, teacher_agreements
 from kdgrid.result import TrialResult
@@ -141,6 +142,18 @@ def outcome_of_predictions(result: TrialResult) -> dict[str, Any]:
     }
 
 
+def outcome_of_step_curves(result: TrialResult) -> dict[str, Any]:
+    """The schema version 3 columns of a result: its step curves (compact JSON, null when it recorded none),
+    their ``every`` and the diagnosis (`kdgrid.diagnosis.diagnose`) of its curves, status and learned parts."""
+    curves = result.step_curves or None
+    flags = diagnose(curves, status=result.status, weights=result.weights, extra=result.extra)
+    return {
+        "step_curves_json": None if curves is None else json.dumps(curves, separators=(",", ":")),
+        "step_curve_every": None if curves is None else int(curves["every"]),
+        "diagnosis_json": _json(flags),
+    }
+
+
 def result_row(
     result: TrialResult, *, sweep: str, study: str, row_id: str | None = None, superseded: str | None = None
 ) -> dict[str, Any]:
@@ -176,6 +189,7 @@ def result_row(
         "weights_json": _json(result.weights),
         "extra_json": _json(extra),
         **outcome_of_predictions(result),
+        **outcome_of_step_curves(result),
         "error_type": result.error_type,
         "error_message": result.error_message,
         "traceback": result.traceback,

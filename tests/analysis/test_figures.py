@@ -250,3 +250,32 @@ def test_text_stays_legible_on_its_cell():
         assert colours["0.630"] == "black"  # viridis at its high end: yellow
     finally:
         plt.close(figure)
+
+
+def test_the_captions_under_a_heat_map_figure_never_overlap(tmp_path, monkeypatch):
+    """The marks' note and the degenerate runs' reasons are two lines of one block under the figure, one below
+    the other (they were two texts drawn at nearly the same height, on top of each other)."""
+    import kdgrid.analysis.figures as figures
+
+    view = demo_view()
+    main = next(b for b in view.blocks if not b.title.endswith("baselines"))
+    cell = main.cell("cos", main.column("First"))
+    cell.significant, cell.direction, cell.degenerate = True, 1, ("at or below the majority class",)
+    kept: list = []
+    monkeypatch.setattr(figures, "save", lambda figure, out_dir, stem: kept.append(figure) or [])
+    figures.heatmap_figures(view, tmp_path)
+    (figure,) = kept
+    try:
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        texts = [t for t in figure.texts if t.get_text()]
+        (caption,) = [t for t in texts if t.get_text() != "Demo: polarity"]  # one block, beside the title
+        lines = caption.get_text().split("\n")
+        assert len(lines) == 2 and lines[1].startswith("† degenerate run: at or below the majority class")
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        assert len(boxes) == 2
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                assert not a.overlaps(b)
+    finally:
+        plt.close(figure)

@@ -88,5 +88,6 @@ def test_the_report_draws_a_users_sweep_figures(store: Path, tmp_path: Path) -> 
         and update.figures == 4
     )
     page = (out / "figures.html").read_text()
-    assert "Sweep my-study: heat map, sst2" in page and 'src="figures/my-study_heatmap_1_sst2.png"' in page
+    # the heading names the sweep as written (my_study), not its file-name slug
+    assert "Sweep my_study: heat map, sst2" in page and 'src="figures/my-study_heatmap_1_sst2.png"' in page
     assert not any(p.suffix == ".png" for p in store.rglob("*"))

@@ -150,3 +150,17 @@ def test_reaugkd_latency_smoke(tmp_path: Path) -> None:
             figures = entry[how]
             assert positive(figures["retrieval_ms_per_batch"]) and positive(figures["overhead"])
             assert figures["with_retrieval_ms_per_batch"] > report["student_ms_per_batch"]
+
+
+def test_threads_smoke(tmp_path: Path) -> None:
+    report = run_script("threads", tmp_path)
+    for mode in ("torch_default", "kdgrid_rule"):
+        assert positive(report[mode]["step_wall_s"]) and positive(report[mode]["step_cpu_s"])
+        assert report[mode]["threads_per_process"] >= 1
+    assert positive(report["default_over_rule_wall"]) and positive(report["default_over_rule_cpu"])
+
+
+def test_diagnosis_false_alarms_smoke(tmp_path: Path) -> None:
+    report = run_script("diagnosis_false_alarms", tmp_path)
+    assert report["learned"] + report["not_learned"] + report["failed"] == report["config"]["trials"] == 8
+    assert report["config"]["teacher_dev"]["validation"]["accuracy"] > 0.75  # the teacher learned the task

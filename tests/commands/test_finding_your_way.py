@@ -78,7 +78,7 @@ def test_sweeps_lists_every_bundled_sweep_with_its_trials_and_purpose() -> None:
 
 
 def test_a_sweep_without_a_description_shows_its_first_comment_line(tmp_path: Path) -> None:
-    from kdgrid.commands.sweep import sweep_purpose
+    from kdgrid.sweep_listing import sweep_purpose
 
     path = tmp_path / "mine.yaml"
     path.write_text("#\n# My study: cos vs mmd.\n# more\nname: mine\n")

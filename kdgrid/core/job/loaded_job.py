@@ -26,6 +26,7 @@ from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.data.holdout import HeldOut, split_off
 from kdgrid.core.data.tokenization import tokenize_task
+from kdgrid.core.job import phases
 from kdgrid.core.model.capture import FeatureCapture, Features
 from kdgrid.core.model.evaluate import dev_fingerprint, evaluate_dev_sets, gold_labels
 from kdgrid.core.model.models import load_teacher, load_tokenizer
@@ -97,14 +98,17 @@ def load_job(trial: Trial, runtime: Runtime) -> LoadedJob:
     if problems:
         raise ConfigError("; ".join(problems))
     task = get_task(trial.task)
+    phases.phase(phases.LOADING_TEACHER)
     teacher = resolve_teacher(trial.teacher, trial.task)
     # a teacher declared not meant to be accurate (`teacher_gate: false`) may come without its classifier
     teacher_model = runtime.place(load_teacher(teacher, task.num_labels, fresh_head=not gate_enabled(trial)))
     label_order = resolve_label_order(
         task, teacher.source, teacher_model.config.id2label, declared_label_order(trial)
     )
+    phases.phase(phases.LOADING_DATA)
     tokenizer = load_tokenizer(teacher)
     tokenized = tokenize_task(task, tokenizer, trial.max_length, max_train_samples=trial.max_train_samples)
+    phases.phase(phases.GATING)
     gate = check_teacher(
         teacher=teacher,
         model=teacher_model,

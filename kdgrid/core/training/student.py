@@ -33,6 +33,7 @@ from kdgrid.core.teacher.targets import TeacherTargets, shared_teacher_targets
 from kdgrid.core.training.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from kdgrid.core.training.finite_guard import FiniteGuard
 from kdgrid.core.training.objective import DivergenceError, Objective, captured_layers, teacher_needs
+from kdgrid.core.training.step_curves import StepCurves, gradient_norm
 from kdgrid.core.training.trial_setup import TrialSetup
 from kdgrid.device_sharing import current_sharing
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
@@ -77,6 +78,7 @@ class StudentRun:
     hooks: list[StepHooks] = field(default_factory=list)
     max_grad_norm: float | None = None  # the option, read once at set-up (None or 0: no clipping)
     fence: Fence | None = None  # asked before each file of the trial is written (`kdgrid.result.Fence`)
+    curves: StepCurves | None = None  # the step-level curves of the row (kdgrid.core.training.step_curves)
 
     @property
     def trial(self) -> Trial:
@@ -152,6 +154,7 @@ class StudentRun:
                 "best_epoch": self.result.best_epoch,
                 "curve": self.result.curve,
                 "loss_terms": self.result.loss_terms,
+                "step_curves": self.result.step_curves,
                 "started_at": self.result.started_at,
                 "extra": self.result.extra,
                 "predictions": predictions_to_checkpoint(self.result.predictions),
@@ -267,6 +270,7 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
     )
     run.scaler = runtime.grad_scaler()
     run.max_grad_norm = trial.option("max_grad_norm")
+    run.curves = StepCurves.for_student(result, total_steps, num_labels)
     if runtime.compile:
         run.model.forward = compile_forward(run.model)
     result.layer_pairs = plan.used_pairs
@@ -323,6 +327,8 @@ def train_step(
             features = run.features_of(job, batch, TRAINING, step)
             values = run.objective.term_values(features, teacher, batch["labels"])
             total = run.objective.total(values)
+        if run.curves is not None:
+            run.curves.observe(values, total)
         # No host sync per step: the guard is read every N steps and at the epoch's end.
         run.finite_guard.observe(values, total, step)
         if run.finite_guard.due(step):
@@ -335,12 +341,17 @@ def train_step(
         for hook in run.hooks:
             hook.after_backward(run)  # e.g. a curriculum's frozen layers lose their gradients
         max_norm = run.max_grad_norm
-        if max_norm:
+        curve_point = run.curves is not None and run.curves.due(step)
+        if max_norm or curve_point:
             if scaler is not None:
-                scaler.unscale_(run.optimizer)  # clip the true gradients, not the scaled ones
-            torch.nn.utils.clip_grad_norm_(
-                [p for g in run.optimizer.param_groups for p in g["params"]], float(max_norm)
-            )
+                scaler.unscale_(run.optimizer)  # clip (and measure) the true gradients, not the scaled ones
+            params = [p for g in run.optimizer.param_groups for p in g["params"]]
+            norm = torch.nn.utils.clip_grad_norm_(params, float(max_norm)) if max_norm else gradient_norm(params)
+            if curve_point:
+                assert run.curves is not None
+                mapping = run.objective.mapping.summary() if run.objective.mapping is not None else None
+                lr = float(run.optimizer.param_groups[0]["lr"])
+                run.curves.close(step, run.objective.weights(), lr, float(norm), mapping)
         # A scaler skips the step when a gradient is inf/NaN; the schedule then waits for the next real step.
         scaled_step(run.optimizer, run.scheduler, scaler)
         run.optimizer.zero_grad(set_to_none=True)

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from kdgrid.core.data.batching import train_batches
+from kdgrid.core.job import phases
 from kdgrid.core.job.loaded_job import LoadedJob, TeacherInfo, load_job, teacher_forward
 from kdgrid.core.method_registry import evaluates_only, step_hooks
 from kdgrid.core.model.capture import FeatureCapture
@@ -102,6 +103,7 @@ def calibrate_auto_weights(
     ]
     if not pending:
         return
+    phases.phase(phases.CALIBRATING)
     batches = train_batches(job.tokenized["train"], pending[0].trial.batch_size, seed, 0)
     counts = {r.trial.trial_id: int(r.trial.option("auto_batches", DEFAULT_AUTO_BATCHES)) for r in pending}
     n = min(max(counts.values()), len(batches))
@@ -214,6 +216,7 @@ def run_job(
         return [failed_before_training(trial, error) for trial in trials]
 
     teacher_info = TeacherInfo(job, first.batch_size)
+    phases.phase(phases.SETTING_UP)
     runs: list[StudentRun] = []
     for index, trial in enumerate(trials):
         if evaluates_only(trial):
@@ -243,6 +246,7 @@ def run_job(
         if not active:
             continue
         teacher_capture.set_needs(*teacher_capture_needs(active))
+        phases.phase(phases.TRAINING)
         for step_in_epoch, batch in enumerate(
             train_batches(job.tokenized["train"], first.batch_size, data_seed, epoch)
         ):
@@ -268,6 +272,7 @@ def run_job(
             del teacher, targets  # before the next batch's teacher pass: one set of features at a time
             if on_step is not None:
                 on_step(step, first.epochs * job.steps_per_epoch)
+        phases.phase(phases.EVALUATING, epoch=epoch + 1)
         for run in active:
             if not run.active:
                 continue
@@ -279,6 +284,7 @@ def run_job(
             run.seconds += time.perf_counter() - t0
             if not run.active or run.epochs_done >= run.trial.epochs:
                 finish(run)
+        phases.epoch_ended(epoch + 1, (r.result for r in active), job.task.dev_sets[0], job.task.primary_metric)
     for run in runs:
         if run.active:  # every epoch was already done (resumed at the very end)
             finish(run)

@@ -44,6 +44,8 @@ class SplitHooks(StepHooks):
             own = {id(p) for p in run.model.parameters()}
             shared = [i for i, p in enumerate(params) if id(p) in own]
             self.cosine.values.append(gradient_cosine([g_task[i] for i in shared], [g_kd[i] for i in shared]))
+            if run.curves is not None:  # the row's step curves keep the sampled cosines too
+                run.curves.observe_cosine(self.cosine.values[-1])
         if not self.to_optimizer:
             return False
         run.optimizer.set_gradients(params, g_task, g_kd)
