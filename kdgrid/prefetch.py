@@ -97,7 +97,7 @@ def _hub_id(source: str | None) -> str | None:
 
 def teacher_hub_id(teacher: str, task: str) -> str | None:
     """The Hub repo of a trial's teacher, or None for a teacher that is not downloaded from the Hub (the MiniLM
-    alias, a local directory). Aliases resolve as `kdgrid.core.model.models.resolve_teacher` resolves them.
+    alias, a local directory). Aliases resolve as `kdgrid.core.model.shapes.resolve_teacher` resolves them.
 
     Raises:
         ConfigError: an alias (``bert-base``) without a teacher for ``task``.

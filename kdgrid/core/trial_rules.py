@@ -17,7 +17,7 @@ sweep expansion (`kdgrid.grid.expand`, so ``kdgrid plan``), ``kdgrid trial`` and
 
 This is the static tier of the pre-flight (`kdgrid.preflight`). What needs weights (a local checkpoint's shape, a
 fine-tuned offline teacher) is checked by the core only (`kdgrid.core.job.init.check_init`,
-`kdgrid.core.model.models.resolve_teacher`).
+`kdgrid.core.model.shapes.resolve_teacher`).
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def mapping_problems(strategy: str | None, knowledge: list[tuple[str, frozenset[
 def teacher_config_source(teacher: str, task: str) -> str | None:
     """Where a trial's teacher config is read from: a paper teacher's Hub name for the task, a Hub name or a
     directory as written; None for the offline alias (fine-tuned by kdgrid for the task) and for a paper teacher
-    alias the task does not have (`kdgrid.core.model.models.resolve_teacher` names that problem)."""
+    alias the task does not have (`kdgrid.core.model.shapes.resolve_teacher` names that problem)."""
     if teacher == MINILM_ALIAS or assistant_id(teacher) is not None:  # an assistant: `kdgrid.grid.stages` checks it
         return None
     if teacher in TEACHERS:
@@ -188,7 +188,7 @@ def _config_as_of(source: str, hub_cache: str, modified_ns: int) -> ModelConfig 
 def teacher_config_problems(trial: Trial) -> list[str]:
     """The teacher's config.json against the trial, where this machine has it (a local directory, the Hugging
     Face cache; nothing is downloaded): its head against the task's label count and type
-    (`kdgrid.core.model.models.teacher_head_problems`), and max_length against its position embeddings."""
+    (`kdgrid.core.model.shapes.teacher_head_problems`), and max_length against its position embeddings."""
     source = teacher_config_source(trial.teacher, trial.task)
     if source is None:
         return []
