@@ -34,3 +34,13 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     if not names:
         return ""
     return f"; did you mean {' or '.join(repr(n) for n in names)}?"
+
+
+def choice_problem(name: str, value: object, allowed: Iterable[str]) -> str | None:
+    """Why ``value`` of the option ``name`` is not one of ``allowed`` (None when it is): ``"option {name}={value!r}
+    is invalid; allowed: a, b; did you mean 'a'?"`` (the hint for a misspelt string)."""
+    choices = list(allowed)
+    if isinstance(value, str) and value in choices:
+        return None
+    hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+    return f"option {name}={value!r} is invalid; allowed: {', '.join(choices)}{hint}"

@@ -25,7 +25,7 @@ import ast
 import importlib
 import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -284,6 +284,18 @@ def _declare_built_ins() -> None:
 
 
 _declare_built_ins()
+
+
+def known_specs(names: Iterable[str]) -> list[KnowledgeSpec]:
+    """The registry's specs of ``names`` (any accepted spellings), leaving out a name it does not know (refused,
+    with the valid names, by the knowledge check itself)."""
+    specs = []
+    for name in names:
+        try:
+            specs.append(KNOWLEDGE[canonical_knowledge(name)])
+        except ConfigError:
+            continue
+    return specs
 
 
 def canonical_knowledge(name: str) -> str:

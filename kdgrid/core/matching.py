@@ -399,3 +399,14 @@ def nominal_pairs(student_layers: int, teacher_layers: int) -> LayerPairs:
     each student layer's target from every teacher layer (LAD, ALP-KD). One term each, named by Dilatation's
     nominal teacher layer (at least 1), which is what the row records."""
     return [(i, max(1, i * teacher_layers // student_layers)) for i in range(1, student_layers + 1)]
+
+
+def strategy_name(strategy: str | None) -> str | None:
+    """The canonical name of a trial's ``strategy``; None without one, or for a name the registry does not know
+    (refused, with the allowed ones, by the strategy check itself)."""
+    if strategy is None:
+        return None
+    try:
+        return get_strategy(strategy).name
+    except ConfigError:
+        return None

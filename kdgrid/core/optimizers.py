@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kdgrid.core.named_registry import registrar
-from kdgrid.suggest import did_you_mean
+from kdgrid.suggest import choice_problem
 
 OPTIMIZER = "optimizer"
 DEFAULT_OPTIMIZER = "adamw"
@@ -39,10 +39,7 @@ def adamw(groups: list[dict[str, Any]], lr: float, options: Mapping[str, Any]) -
 
 def optimizer_problem(value: object) -> str | None:
     """Why ``value`` is not a registered optimizer (None when it is); names the allowed ones and the closest."""
-    if isinstance(value, str) and value in OPTIMIZERS:
-        return None
-    hint = did_you_mean(value, list(OPTIMIZERS)) if isinstance(value, str) else ""
-    return f"option {OPTIMIZER}={value!r} is invalid; allowed: {', '.join(OPTIMIZERS)}{hint}"
+    return choice_problem(OPTIMIZER, value, OPTIMIZERS)
 
 
 # The optimizers whose step takes the task and distillation gradients apart (`kdgrid.core.methods.grad_split`):

@@ -32,7 +32,7 @@ import huggingface_hub.constants
 from kdgrid.core.choices import PROJECTIONS
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
-from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
+from kdgrid.core.knowledge import known_specs
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
 from kdgrid.core.method_registry import TrialFacts, run_rules
 from kdgrid.core.method_registry import learns_beside_the_student as method_learns
@@ -123,13 +123,7 @@ def learned_method_problems(trial: Trial) -> list[str]:
     method's rules at the ``options`` stage (`kdgrid.core.method_registry`: CTKD's range and schedule, the learned
     parameters' learning rate, LKD's terms, AdaKD's function, ...), then the example weights and schedules that
     would do nothing (`kdgrid.core.weighting_rules.weighting_problems`)."""
-    knowledge = []
-    for name in trial.knowledge:
-        try:
-            spec = KNOWLEDGE[canonical_knowledge(name)]
-        except KdgridError:  # an unknown knowledge: refused by its own check
-            continue
-        knowledge.append((spec.name, frozenset(spec.needs), spec.placement))
+    knowledge = [(spec.name, frozenset(spec.needs), spec.placement) for spec in known_specs(trial.knowledge)]
     facts = TrialFacts(trial, learns_beside_the_student=learns_beside_the_student(trial))
     return mapping_problems(trial.strategy, knowledge) + run_rules("options", facts) + weighting_problems(trial)
 

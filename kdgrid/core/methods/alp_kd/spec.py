@@ -12,12 +12,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
-from kdgrid.core.matching import get_strategy, nominal_pairs, register_strategy
+from kdgrid.core.knowledge import known_specs
+from kdgrid.core.matching import nominal_pairs, register_strategy, strategy_name
 from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
 from kdgrid.core.step_hooks import StepHooks
-from kdgrid.errors import KdgridError
 
 ALP_KD = "ALP-KD"
 DESCRIPTION = "ALP-KD: attention over every teacher layer from the student layer's [CLS] (Passban et al., 2021)"
@@ -65,13 +64,6 @@ def alp_kd_tokens_problem(value: object) -> str | None:
     return f"option {ALP_KD_TOKENS}={value!r} is invalid; allowed: {', '.join(ALP_KD_TOKEN_CHOICES)}"
 
 
-def _strategy(trial: Any) -> str | None:
-    try:
-        return get_strategy(trial.strategy).name if trial.strategy is not None else None
-    except KdgridError:  # an unknown strategy: refused, with the allowed ones, by the strategy check
-        return None
-
-
 def tokens(trial: Any) -> str:
     """The tokens the trial's ALP-KD loss compares (`DEFAULT_ALP_KD_TOKENS` unless the option says)."""
     return str(trial.option(ALP_KD_TOKENS) or DEFAULT_ALP_KD_TOKENS)
@@ -83,7 +75,7 @@ def scale_rule(facts: TrialFacts) -> list[str]:
     is refused, naming the way out."""
     trial = facts.trial
     options = dict(trial.options)
-    if _strategy(trial) != ALP_KD:
+    if strategy_name(trial.strategy) != ALP_KD:
         return [
             f"option {name!r} is {ALP_KD}'s; the trial's strategy is {trial.strategy!r}"
             for name in (ALP_KD_SCALE, ALP_KD_TOKENS)
@@ -91,19 +83,12 @@ def scale_rule(facts: TrialFacts) -> list[str]:
         ]
     if tokens(trial) != "cls":
         return []
-    problems = []
-    for name in trial.knowledge:
-        try:
-            spec = KNOWLEDGE[canonical_knowledge(name)]
-        except KdgridError:  # an unknown knowledge: refused by its own check
-            continue
-        if spec.placement == "pairs" and spec.name not in ALP_KD_CLS_KNOWLEDGE:
-            problems.append(
-                f"strategy {ALP_KD} compares the [CLS] vectors only ({ALP_KD_TOKENS}: cls, the paper's loss); "
-                f"knowledge {spec.name!r} relates tokens to each other: use {', '.join(ALP_KD_CLS_KNOWLEDGE)}, or "
-                f"{ALP_KD_TOKENS}: all"
-            )
-    return problems
+    return [
+        f"strategy {ALP_KD} compares the [CLS] vectors only ({ALP_KD_TOKENS}: cls, the paper's loss); knowledge "
+        f"{spec.name!r} relates tokens to each other: use {', '.join(ALP_KD_CLS_KNOWLEDGE)}, or {ALP_KD_TOKENS}: all"
+        for spec in known_specs(trial.knowledge)
+        if spec.placement == "pairs" and spec.name not in ALP_KD_CLS_KNOWLEDGE
+    ]
 
 
 class AlpKdHooks(StepHooks):
@@ -163,7 +148,7 @@ register_method(
         "Distillation, AAAI 2021",
         options=(ALP_KD_SCALE, ALP_KD_TOKENS),
         rules=(("options", scale_rule),),
-        uses=lambda trial: bool(trial.knowledge) and _strategy(trial) == ALP_KD,
+        uses=lambda trial: bool(trial.knowledge) and strategy_name(trial.strategy) == ALP_KD,
         hooks="kdgrid.core.methods.alp_kd.spec:step_hooks",
     )
 )

@@ -17,7 +17,7 @@ from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
 from kdgrid.core.optimizers import GRADIENT_SPLITTING, OPTIMIZER, optimizer_problem, register_optimizer
 from kdgrid.core.options import register_option
 from kdgrid.number_range import NumberRange
-from kdgrid.suggest import did_you_mean
+from kdgrid.suggest import choice_problem
 
 DOT = "dot"
 DOT_DELTA = "dot_delta"
@@ -58,10 +58,7 @@ def dot_delta_problem(value: Any) -> str | None:
 
 def dot_form_problem(value: Any) -> str | None:
     """Why ``dot_form`` = ``value`` is not allowed (None when it is)."""
-    if isinstance(value, str) and value in DOT_FORMS:
-        return None
-    hint = did_you_mean(value, DOT_FORMS) if isinstance(value, str) else ""
-    return f"option {DOT_FORM}={value!r} is invalid; allowed: {', '.join(DOT_FORMS)}{hint}"
+    return choice_problem(DOT_FORM, value, DOT_FORMS)
 
 
 def dot_rule(facts: TrialFacts) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
-from kdgrid.suggest import did_you_mean
+from kdgrid.suggest import choice_problem
 from kdgrid.trial import Trial
 
 DUAL_HEAD = "dual_head"
@@ -32,10 +32,7 @@ def head_loss(trial: Trial) -> str:
 
 def dual_head_loss_problem(value: Any) -> str | None:
     """Why ``dual_head_loss`` = ``value`` is not allowed (None when it is)."""
-    if isinstance(value, str) and value in DUAL_HEAD_LOSSES:
-        return None
-    hint = did_you_mean(value, DUAL_HEAD_LOSSES) if isinstance(value, str) else ""
-    return f"option {DUAL_HEAD_LOSS}={value!r} is invalid; allowed: {', '.join(DUAL_HEAD_LOSSES)}{hint}"
+    return choice_problem(DUAL_HEAD_LOSS, value, DUAL_HEAD_LOSSES)
 
 
 def dual_head_rule(facts: TrialFacts) -> list[str]:

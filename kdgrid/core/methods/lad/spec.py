@@ -14,13 +14,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
-from kdgrid.core.matching import get_strategy, nominal_pairs, register_strategy
+from kdgrid.core.knowledge import known_specs
+from kdgrid.core.matching import nominal_pairs, register_strategy, strategy_name
 from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
 from kdgrid.core.step_hooks import StepHooks
-from kdgrid.errors import KdgridError
-from kdgrid.suggest import did_you_mean
+from kdgrid.suggest import choice_problem
 
 LAD = "LAD"
 DESCRIPTION = "LAD: a learned gate per student layer weights every teacher layer (Lin et al., 2023)"
@@ -56,17 +55,7 @@ def gate_parameters(context: Any) -> int:
 
 def lad_form_problem(value: object) -> str | None:
     """Why ``value`` is not a LAD form (None when it is); names the allowed ones."""
-    if value in LAD_FORMS:
-        return None
-    hint = did_you_mean(value, LAD_FORMS) if isinstance(value, str) else ""
-    return f"option {LAD_FORM}={value!r} is invalid; allowed: {', '.join(LAD_FORMS)}{hint}"
-
-
-def _strategy(trial: Any) -> str | None:
-    try:
-        return get_strategy(trial.strategy).name if trial.strategy is not None else None
-    except KdgridError:  # an unknown strategy: refused, with the allowed ones, by the strategy check
-        return None
+    return choice_problem(LAD_FORM, value, LAD_FORMS)
 
 
 def form_rule(facts: TrialFacts) -> list[str]:
@@ -74,23 +63,17 @@ def form_rule(facts: TrialFacts) -> list[str]:
     so knowledge on pairs that reads another feature is refused, naming the way out."""
     trial = facts.trial
     options = dict(trial.options)
-    if _strategy(trial) != LAD:
+    if strategy_name(trial.strategy) != LAD:
         return [f"option {LAD_FORM!r} is {LAD}'s; the trial's strategy is {trial.strategy!r}"] if LAD_FORM in options else []
     if lad_form(options) != "gates":
         return []
-    problems = []
-    for name in trial.knowledge:
-        try:
-            spec = KNOWLEDGE[canonical_knowledge(name)]
-        except KdgridError:  # an unknown knowledge: refused by its own check
-            continue
-        if spec.placement == "pairs" and set(spec.needs) != {"hidden"}:
-            problems.append(
-                f"strategy {LAD}'s gate blocks ({LAD_FORM}: gates, the paper's) aggregate the teacher's hidden "
-                f"states; knowledge {spec.name!r} reads {', '.join(sorted(spec.needs))}: use hidden-state "
-                f"knowledge, or {LAD_FORM}: softmax"
-            )
-    return problems
+    return [
+        f"strategy {LAD}'s gate blocks ({LAD_FORM}: gates, the paper's) aggregate the teacher's hidden states; "
+        f"knowledge {spec.name!r} reads {', '.join(sorted(spec.needs))}: use hidden-state knowledge, or "
+        f"{LAD_FORM}: softmax"
+        for spec in known_specs(trial.knowledge)
+        if spec.placement == "pairs" and set(spec.needs) != {"hidden"}
+    ]
 
 
 class LadHooks(StepHooks):
@@ -133,7 +116,7 @@ register_method(
         paper="Lin, Chen & Kao, LAD: Layer-Wise Adaptive Distillation for BERT Model Compression, Sensors 2023",
         options=(LAD_FORM,),
         rules=(("options", form_rule),),
-        uses=lambda trial: bool(trial.knowledge) and _strategy(trial) == LAD,
+        uses=lambda trial: bool(trial.knowledge) and strategy_name(trial.strategy) == LAD,
         hooks="kdgrid.core.methods.lad.spec:step_hooks",
     )
 )

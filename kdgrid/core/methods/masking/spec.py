@@ -15,7 +15,7 @@ from typing import Any
 from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
 from kdgrid.number_range import FRACTION_OPEN
-from kdgrid.suggest import did_you_mean
+from kdgrid.suggest import choice_problem
 from kdgrid.trial import MASK_BY, MASK_FRACTION, MASK_INPUT, MASKEDKD
 
 MASK_SIDES: tuple[str, ...] = ("teacher", "student")
@@ -23,21 +23,14 @@ MASK_CRITERIA: tuple[str, ...] = ("random", "saliency", MASKEDKD)
 DEFAULT_MASK_FRACTION = 0.15  # BERT's masked-LM rate
 
 
-def _choice_problem(name: str, value: Any, allowed: tuple[str, ...]) -> str | None:
-    if isinstance(value, str) and value in allowed:
-        return None
-    hint = did_you_mean(value, allowed) if isinstance(value, str) else ""
-    return f"option {name}={value!r} is invalid; allowed: {', '.join(allowed)}{hint}"
-
-
 def mask_input_problem(value: Any) -> str | None:
     """Why ``mask_input`` = ``value`` is not allowed (None when it is)."""
-    return _choice_problem(MASK_INPUT, value, MASK_SIDES)
+    return choice_problem(MASK_INPUT, value, MASK_SIDES)
 
 
 def mask_by_problem(value: Any) -> str | None:
     """Why ``mask_by`` = ``value`` is not allowed (None when it is)."""
-    return _choice_problem(MASK_BY, value, MASK_CRITERIA)
+    return choice_problem(MASK_BY, value, MASK_CRITERIA)
 
 
 def mask_fraction_problem(value: Any) -> str | None:

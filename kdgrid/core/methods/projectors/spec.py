@@ -16,7 +16,7 @@ from typing import Any
 from kdgrid.core.choices import DEFAULT_ENSEMBLE_MEMBERS
 from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
 from kdgrid.core.options import register_option
-from kdgrid.suggest import did_you_mean
+from kdgrid.suggest import choice_problem
 from kdgrid.trial import Trial
 
 PROJECTOR_MEMBERS = "projector_members"
@@ -44,10 +44,7 @@ def member_kind(trial: Trial) -> str:
 
 def projector_member_problem(value: Any) -> str | None:
     """Why ``projector_member`` = ``value`` is not allowed (None when it is)."""
-    if isinstance(value, str) and value in PROJECTOR_MEMBER_KINDS:
-        return None
-    hint = did_you_mean(value, PROJECTOR_MEMBER_KINDS) if isinstance(value, str) else ""
-    return f"option {PROJECTOR_MEMBER}={value!r} is invalid; allowed: {', '.join(PROJECTOR_MEMBER_KINDS)}{hint}"
+    return choice_problem(PROJECTOR_MEMBER, value, PROJECTOR_MEMBER_KINDS)
 
 
 def projector_rule(facts: TrialFacts) -> list[str]:
