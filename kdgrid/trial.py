@@ -205,8 +205,14 @@ class Trial:
         sweep asks for every id many times)."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
 
+    @functools.cached_property
+    def _options_by_name(self) -> dict[str, Any]:
+        # built once per instance: rules, planning and every training step read options by name
+        return dict(self.options)
+
     def option(self, name: str, default: Any = None) -> Any:
-        return dict(self.options).get(name, default)
+        """The option ``name``'s value, ``default`` when the trial does not set it."""
+        return self._options_by_name.get(name, default)
 
     @property
     def distillation(self) -> Distillation:
