@@ -218,6 +218,10 @@ class Objective(nn.Module):
             None if boundaries is None else Curriculum.of(boundaries, [(term.name, term.pair) for term in terms])
         )
         self.stage = 0
+        # What the shared teacher pass must capture beyond the terms' features, and on which layers: a
+        # teacher-forced objective's (`kdgrid.core.methods.mohawk.objective`); none here.
+        self.teacher_forced_needs: frozenset[str] = frozenset()
+        self.teacher_forced_layers: frozenset[int] = frozenset()
         # LKD's learned loss weights (kdgrid.core.lkd): one per term, the soft and hard labels included
         self.loss_weights = (
             LossWeights(["soft", "hard", *(term.name for term in terms)])

@@ -28,6 +28,7 @@ from kdgrid.core.layer_curriculum import LAYER_CURRICULUM, boundaries_problem
 from kdgrid.core.learned_lr import LEARNED_LR_SCALE
 from kdgrid.core.learned_strategies import ALP_KD_SCALE, alp_kd_scale_problem
 from kdgrid.core.lkd_options import holdout_problem
+from kdgrid.core.mohawk_options import OPTION_DECLARATIONS as MOHAWK_OPTIONS
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE, init_recipe_problem
 from kdgrid.core.reaugkd_options import OPTION_DECLARATIONS as REAUGKD_OPTIONS
 from kdgrid.core.schedules import (
@@ -407,6 +408,8 @@ register_option(
     check=holdout_problem,
 )
 for _declaration in REAUGKD_OPTIONS:  # ReAugKD's, declared beside its rules (kdgrid.core.reaugkd_options)
+    register_option(**_declaration)
+for _declaration in MOHAWK_OPTIONS:  # MOHAWK's, declared beside its rules (kdgrid.core.mohawk_options)
     register_option(**_declaration)
 
 

@@ -41,6 +41,10 @@ from kdgrid.core.lkd import lkd_gradients, validation_loss_fn
 from kdgrid.core.loaded_job import LoadedJob, TeacherInfo
 from kdgrid.core.masking import TRAINING, student_input
 from kdgrid.core.method_options import DOT_DELTA, DUAL_HEAD, OPTIMIZER
+from kdgrid.core.methods.mohawk.objective import TeacherForcedObjective
+from kdgrid.core.methods.mohawk.spec import is_teacher_forced
+from kdgrid.core.model.ssm.capture import SSMCapture, capture_student
+from kdgrid.core.model.ssm.model import SSMForSequenceClassification
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
 from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.projector_overfit import EXTRA_KEY as OVERFIT_KEY
@@ -75,7 +79,7 @@ class StudentRun:
     result: TrialResult
     model: Any = None
     objective: Objective | None = None
-    capture: FeatureCapture | None = None
+    capture: FeatureCapture | SSMCapture | None = None
     optimizer: torch.optim.Optimizer | None = None
     scheduler: Any = None
     scaler: Any = None
@@ -214,16 +218,19 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         run.after_training = lambda trained: reaugkd.after_training(trained, trial, job, head)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(trial.seed + 1)  # projections: their own seeded draw, independent of the model's
-        objective = Objective(
-            trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, teacher_head=head
-        )
+        if is_teacher_forced(trial):  # MOHAWK's stage 1 or 2: its own objective on the SSM student's mixers
+            objective = TeacherForcedObjective(model, trial, plan.shape, plan.teacher.shape, job.task.is_regression)
+        else:
+            objective = Objective(
+                trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, teacher_head=head
+            )
         torch.manual_seed(trial.seed + 2)  # the student's RNG stream for dropout
         run.cpu_rng = torch.get_rng_state()
     runtime = job.runtime
     if runtime.device.type == "cuda":
         gen = torch.Generator(device=runtime.device).manual_seed(trial.seed + 2)
         run.cuda_rng = gen.get_state()
-    if plan.shape.width >= runtime.checkpoint_width:
+    if plan.shape.width >= runtime.checkpoint_width and not isinstance(model, SSMForSequenceClassification):
         # Non-reentrant: the Q/K/V our hooks capture inside a checkpointed layer stay in the autograd graph, so
         # knowledge on them still trains the student (the reentrant variant would run them without gradients).
         kwargs = {"use_reentrant": False}
@@ -237,7 +244,7 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
     run.model = runtime.place(model)
     run.objective = objective.to(runtime.device)
     needs = teacher_needs(plan.terms, run.objective.specs)
-    run.capture = FeatureCapture(run.model, needs, captured_layers(plan.terms, 0, plan.shape.layers))
+    run.capture = capture_student(run.model, needs, captured_layers(plan.terms, 0, plan.shape.layers))
     total_steps = job.steps_per_epoch * trial.epochs
     run.optimizer, run.scheduler = build_optimizer(
         [run.model, run.objective],

@@ -40,6 +40,8 @@ from kdgrid.core.learned_strategies import STRATEGY_OPTIONS
 from kdgrid.core.lkd_options import lkd_problems
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
 from kdgrid.core.method_rules import method_problems
+from kdgrid.core.methods.mohawk.spec import is_teacher_forced, mohawk_problems
+from kdgrid.core.model.ssm.rules import ssm_problems
 from kdgrid.core.options import MIN_TEMPERATURE, schedule_option
 from kdgrid.core.options import option_problems as options_problems
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
@@ -111,8 +113,8 @@ def number_problems(trial: Trial) -> list[str]:
         need(trial.beta == "auto", "beta", "a number >= 0 or 'auto'")
     else:
         need(trial.beta >= 0, "beta", "a number >= 0 or 'auto'")  # inf is allowed: it diverges, visibly
-    if trial.soft_weight == 0 and trial.alpha == 0 and not trial.knowledge:
-        problems.append(NOTHING_TO_LEARN)
+    if trial.soft_weight == 0 and trial.alpha == 0 and not trial.knowledge and not is_teacher_forced(trial):
+        problems.append(NOTHING_TO_LEARN)  # a teacher-forced MOHAWK stage learns from its own loss
     return problems
 
 
@@ -375,7 +377,8 @@ Shapes = tuple[StudentShape, StudentShape | None]
 
 
 def _combination_rules(trial: Trial, student: StudentShape, teacher: StudentShape | None) -> list[str]:
-    problems = strategy_problems(trial) + method_problems(trial)
+    problems = strategy_problems(trial) + method_problems(trial) + ssm_problems(trial)
+    problems += mohawk_problems(trial, student, teacher)
     if trial.init == "general_distillation" and not trial.init_from and trial.option(INIT_RECIPE) is None:
         problems.append(GENERAL_DISTILLATION_NEEDS_INIT_FROM)
     if teacher is None:

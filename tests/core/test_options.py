@@ -34,7 +34,7 @@ def test_every_option_the_package_reads_is_declared() -> None:
         ({"data_seed": -1}, "data_seed=-1 is invalid; allowed: an integer >= 0 or null (the seed of the data order"),
         ({"data_seed": 1.5}, "data_seed=1.5 is invalid"),
         ({"data_seed": True}, "data_seed=True is invalid"),
-        ({"colour": "red"}, "unknown option 'colour'; allowed: adakd_function, alp_kd_scale, alpha_end, alpha_schedule, auto_batches, ctkd_lambda_max, ctkd_max_temperature, ctkd_min_temperature, ctkd_ramp, data_seed, dot_delta, dual_head, example_weight, grad_cosine_batches, init_recipe, knowledge_weight_end, knowledge_weight_schedule, layer_curriculum, learned_lr_scale, lkd_holdout, mask_by, mask_fraction, mask_input, max_dev_samples, max_grad_norm, optimizer, preload_layers, projector_members, projector_spectral"),
+        ({"colour": "red"}, "unknown option 'colour'; allowed: adakd_function, alp_kd_scale, alpha_end, alpha_schedule, auto_batches, ctkd_lambda_max, ctkd_max_temperature, ctkd_min_temperature, ctkd_ramp, data_seed, dot_delta, dual_head, example_weight, grad_cosine_batches, init_recipe, knowledge_weight_end, knowledge_weight_schedule, layer_curriculum, learned_lr_scale, lkd_holdout, mask_by, mask_fraction, mask_input, max_dev_samples, max_grad_norm, mohawk_stage, optimizer, preload_layers, projector_members, projector_spectral"),
         ({"pkd.colour": "red"}, "knowledge 'pkd' has no option 'colour'; allowed: ['eps', 'scale']"),
         ({"pkd.eps": 0}, "pkd.eps=0 is invalid; allowed: a positive number"),
         ({"PKD.scale": "mean"}, "write it as pkd.scale"),

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from kdgrid.core.model.ssm.scan import causal_matrix, causal_scan
-from kdgrid.core.model.ssm.shape import CHUNK
+from kdgrid.core.shapes import SSM_CHUNK
 
 # The decay logit's bias is drawn so that softplus(bias) (the per-token log decay's magnitude) lies in this range
 # at initialisation: a token's influence halves after about 1.4 to 70 tokens (Mamba-2 draws its dt likewise).
@@ -74,7 +74,7 @@ class SSDMixer(nn.Module):
     """The mixer of the module docstring: ``u [B, L, d] -> [B, L, d]``; `matrices` gives its M per head."""
 
     def __init__(
-        self, width: int, heads: int, state: int, *, causal: bool = False, chunk: int = CHUNK
+        self, width: int, heads: int, state: int, *, causal: bool = False, chunk: int = SSM_CHUNK
     ) -> None:
         super().__init__()
         if width % heads:

@@ -8,7 +8,8 @@ Each block is a BERT layer with the mixer in attention's place, post-LN as BERT'
 
 The parts BERT and the SSM student share keep BERT's sizes (embeddings with their LayerNorm, the blocks' feed-forward
 and LayerNorms, the pooler, the classifier), so MOHAWK's weight transfer copies them from a BERT teacher of the
-same width (`transfer_from_bert`). The model's forward mirrors a transformers classifier's (``input_ids``,
+same shape (`transfer_from_bert`). `save_pretrained` and `load_ssm` keep a trained student in a folder laid out
+as transformers lays one out (``config.json``, ``model.safetensors``). The model's forward mirrors a transformers classifier's (``input_ids``,
 ``attention_mask``, ``token_type_ids``, ``output_hidden_states``; an output with ``logits`` and
 ``hidden_states``), so evaluation and latency code written for BERTs runs it; `mixing_matrices` and `mixer_outputs`
 are what distillation reads of it.
@@ -16,14 +17,24 @@ are what distillation reads of it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from kdgrid.core.model.ssm.mixer import SSDMixer
-from kdgrid.core.model.ssm.shape import CHUNK, SSMShape
-from kdgrid.core.shapes import MAX_POSITIONS, TYPE_VOCAB, VOCAB_SIZE
+from kdgrid.core.shapes import MAX_POSITIONS, SSM_CHUNK, TYPE_VOCAB, VOCAB_SIZE, SSMShape, student_shape
+from kdgrid.errors import KdgridError
+
+CONFIG_FILE = "config.json"  # beside the weights, as transformers names its files
+WEIGHTS_FILE = "model.safetensors"
+MODEL_TYPE = (
+    "kdgrid-ssm"  # the config's ``model_type``: transformers' loaders (and kdgrid's BERT loader) refuse it
+)
 
 LAYER_NORM_EPS = 1e-12  # BERT's
 DROPOUT = 0.1  # BERT's hidden dropout
@@ -39,7 +50,7 @@ class SSMConfig:
     num_labels: int
     vocab_size: int = VOCAB_SIZE
     dropout: float = DROPOUT
-    chunk: int = CHUNK
+    chunk: int = SSM_CHUNK
 
     @property
     def num_attention_heads(self) -> int:
@@ -168,6 +179,26 @@ class SSMForSequenceClassification(nn.Module):
         logits = self.classifier(self.dropout(self.pool(hidden, mask)))
         return SSMOutput(logits, tuple(states) if output_hidden_states else None)
 
+    def save_pretrained(self, directory: str | Path, *, state_dict: dict[str, torch.Tensor] | None = None,
+                        **_: Any) -> None:  # fmt: skip
+        """Write ``config.json`` (the student's name, labels, vocabulary) and ``model.safetensors`` (float32) to
+        ``directory``, as transformers' ``save_pretrained`` lays a model out (its other keywords are accepted and
+        ignored), so a kept student is saved the way a BERT student is (`kdgrid.core.student_export`)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        config = {
+            "model_type": MODEL_TYPE,
+            "student": self.config.shape.name,
+            "num_labels": self.config.num_labels,
+            "vocab_size": self.config.vocab_size,
+        }
+        (directory / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n")
+        state = self.state_dict() if state_dict is None else state_dict
+        save_file(
+            {k: v.detach().float().contiguous().cpu() for k, v in state.items()},
+            str(directory / WEIGHTS_FILE),
+        )
+
     def mixing_matrices(self, hidden_states: list[torch.Tensor] | tuple[torch.Tensor, ...], mask: torch.Tensor,
                         layers: list[int] | None = None) -> list[torch.Tensor | None]:  # fmt: skip
         """Per block 1..L (index 0 is None), the mixer's M ``[B, H, L, L]`` of the hidden state entering it
@@ -187,15 +218,36 @@ def build_ssm(shape: SSMShape, num_labels: int, *, seed: int | None = None,
     return SSMForSequenceClassification(SSMConfig(shape, num_labels, vocab_size), generator)
 
 
+def load_ssm(directory: str | Path) -> SSMForSequenceClassification:
+    """A student `SSMForSequenceClassification.save_pretrained` wrote, every weight checked: a missing or extra
+    key, or a config of another model, is a `KdgridError` naming it."""
+    directory = Path(directory)
+    try:
+        config = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise KdgridError(f"{directory}: not a saved SSM student ({error})") from None
+    if not isinstance(config, dict) or config.get("model_type") != MODEL_TYPE:
+        raise KdgridError(f"{directory}: {CONFIG_FILE} is not an SSM student's (model_type {MODEL_TYPE!r})")
+    shape = student_shape(str(config["student"]))
+    assert isinstance(shape, SSMShape)
+    model = SSMForSequenceClassification(
+        SSMConfig(shape, int(config["num_labels"]), int(config["vocab_size"]))
+    )
+    state = load_file(str(directory / WEIGHTS_FILE))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise KdgridError(f"{directory}: the saved SSM student's keys do not match {shape.name}: missing "
+                          f"{sorted(missing)[:8]}, unexpected {sorted(unexpected)[:8]}")  # fmt: skip
+    return model
+
+
 # The teacher's (transformers BertForSequenceClassification) modules each shared part is copied from, by the
 # student's module name; ``{i}`` is a block's 0-based index.
-TRANSFER_MAP: dict[str, str] = {
+TRANSFER_MAP: dict[str, str] = {  # MOHAWK's stage 3: everything but the mixers
     "embeddings.word_embeddings": "bert.embeddings.word_embeddings",
     "embeddings.position_embeddings": "bert.embeddings.position_embeddings",
     "embeddings.token_type_embeddings": "bert.embeddings.token_type_embeddings",
     "embeddings.LayerNorm": "bert.embeddings.LayerNorm",
-    "layers.{i}.mixer.value": "bert.encoder.layer.{i}.attention.self.value",
-    "layers.{i}.mixer.output": "bert.encoder.layer.{i}.attention.output.dense",
     "layers.{i}.mixer_norm": "bert.encoder.layer.{i}.attention.output.LayerNorm",
     "layers.{i}.intermediate": "bert.encoder.layer.{i}.intermediate.dense",
     "layers.{i}.output": "bert.encoder.layer.{i}.output.dense",
@@ -207,9 +259,9 @@ TRANSFER_MAP: dict[str, str] = {
 
 def transfer_from_bert(student: SSMForSequenceClassification, teacher: nn.Module,
                        parts: tuple[str, ...] | None = None) -> list[str]:  # fmt: skip
-    """Copy the teacher's embeddings, feed-forwards, LayerNorms, value and output projections, pooler and
-    classifier into ``student`` (MOHAWK's stage-3 weight transfer, `TRANSFER_MAP`), in place; the mixers' C, B,
-    decay and D are left as they are. ``parts`` restricts the copy to the student modules named (by their map
+    """Copy the teacher's embeddings, feed-forwards, LayerNorms, pooler and classifier into ``student`` (MOHAWK's
+    stage-3 weight transfer, `TRANSFER_MAP`), in place; the mixers (trained by stages 1 and 2, or fresh) are left
+    as they are. ``parts`` restricts the copy to the student modules named (by their map
     key); returns the student parameter names copied.
 
     Raises:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kdgrid.core.model.ssm.shape import CHUNK
+from kdgrid.core.shapes import SSM_CHUNK
 
 
 def segment_sums(log_a: torch.Tensor) -> torch.Tensor:
@@ -45,7 +45,7 @@ def causal_matrix(c: torch.Tensor, b: torch.Tensor, log_a: torch.Tensor) -> torc
 
 
 def causal_scan(
-    x: torch.Tensor, c: torch.Tensor, b: torch.Tensor, log_a: torch.Tensor, chunk: int = CHUNK
+    x: torch.Tensor, c: torch.Tensor, b: torch.Tensor, log_a: torch.Tensor, chunk: int = SSM_CHUNK
 ) -> torch.Tensor:
     """``y = M x`` per head (``[B, L, H, P]``), computed in chunks of ``chunk`` tokens (module docstring)."""
     batch, length, heads, width = x.shape
