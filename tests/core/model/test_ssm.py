@@ -212,3 +212,20 @@ def test_a_saved_student_loads_back_whole_and_a_bad_folder_is_refused(tmp_path):
     (tmp_path / "s" / "config.json").write_text('{"model_type": "bert"}')
     with pytest.raises(KdgridError, match="not an SSM student"):
         load_ssm(tmp_path / "s")
+
+
+def test_an_ssm_students_attention_scores_are_its_mixing_matrices_with_the_padding_bias():
+    from kdgrid.core.capture import PAD_BIAS
+    from kdgrid.core.model.ssm.capture import SSMCapture, capture_student
+
+    model = build_ssm(ssm_shape("ssm-l2-h8-a2"), 2, seed=0, vocab_size=20)
+    mask = torch.tensor([[1, 1, 1, 0]])
+    capture = capture_student(model, {"scores", "hidden"}, {0, 2})
+    assert isinstance(capture, SSMCapture)
+    features = capture({"input_ids": torch.tensor([[1, 2, 3, 0]]), "attention_mask": mask})
+    assert features.scores[1] is None  # only the layers asked for
+    hidden = model(torch.tensor([[1, 2, 3, 0]]), attention_mask=mask, output_hidden_states=True).hidden_states
+    expected = model.layers[1].mixer.matrices(hidden[1], mask)
+    assert torch.allclose(features.scores[2][..., :3], expected[..., :3])
+    assert torch.all(features.scores[2][..., 3] == PAD_BIAS)
+    assert features.hidden[1] is None and features.hidden[2].shape == (1, 4, 8)
