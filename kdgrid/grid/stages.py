@@ -41,6 +41,7 @@ from kdgrid.suggest import did_you_mean
 from kdgrid.trial import DATA_SEED, Trial, assistant_id, source_trial_ids, trained_teacher
 
 STUDY_PREFIX = "study:"
+BOTH_NAMED = "a trial may name one other trial of its sweep, as its teacher or as its init_from, not both"
 
 Job = list[Trial]
 
@@ -122,8 +123,6 @@ def init_source_problems(dependant: Trial, source: Trial) -> list[str]:
     if dependant.student != source.student:
         return [f"{name} is another student than {dependant.student}: a student starts from a trained student of "
                 "its own shape"]  # fmt: skip
-    if referring_field(dependant) == "init_from" and _names_trial(dependant.teacher):
-        return ["a trial may name one other trial of its sweep, as its teacher or as its init_from, not both"]
     return []
 
 
@@ -175,7 +174,9 @@ def resolve_references(
     seen = {trial.trial_id for trial, _ in resolved}
 
     def add(trial: Trial, study: str, where: str, assistant: Trial) -> None:
-        if referring_field(trial) == "teacher":
+        if _names_trial(trial.teacher) and _names_trial(trial.init_from):
+            what, messages = "init_from", [BOTH_NAMED]
+        elif referring_field(trial) == "teacher":
             declare_planned(assistant.trial_id, student_shape(assistant.student), assistant.task)
             what, messages = "teacher assistant", assistant_problems(trial, assistant)
         else:
