@@ -51,6 +51,7 @@ class SSMConfig:
     vocab_size: int = VOCAB_SIZE
     dropout: float = DROPOUT
     chunk: int = SSM_CHUNK
+    max_positions: int = MAX_POSITIONS  # BERT's 512, so the embeddings are a BERT's; longer for a benchmark
 
     @property
     def num_attention_heads(self) -> int:
@@ -85,7 +86,7 @@ class SSMEmbeddings(nn.Module):
         super().__init__()
         width = config.shape.width
         self.word_embeddings = nn.Embedding(config.vocab_size, width)
-        self.position_embeddings = nn.Embedding(MAX_POSITIONS, width)
+        self.position_embeddings = nn.Embedding(config.max_positions, width)
         self.token_type_embeddings = nn.Embedding(TYPE_VOCAB, width)
         self.LayerNorm = nn.LayerNorm(width, eps=LAYER_NORM_EPS)  # BERT's name, so transfer maps name to name
         self.dropout = nn.Dropout(config.dropout)
