@@ -42,3 +42,6 @@ def test_one_row_per_study_with_every_seed_in_its_cell(tmp_path: Path) -> None:
     assert all(main.cell(study, main.columns[0]).n_seeds == 3 for study in sweep.studies)
     # the reference: the first study that is soft labels only, MOHAWK's whole chain (stages 1 and 2 have none)
     assert [s for s in sweep.studies if main.cell(s, main.columns[0]).is_reference] == ["stage3_after12"]
+    other = sweep_table(store, "mohawk", reference="study=ssm_scratch", resamples=50, test_resamples=50)
+    (main,) = other.view.blocks[: other.main_blocks]
+    assert [s for s in sweep.studies if main.cell(s, main.columns[0]).is_reference] == ["ssm_scratch"]
