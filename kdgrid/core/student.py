@@ -43,6 +43,7 @@ from kdgrid.core.masking import TRAINING, student_input
 from kdgrid.core.method_options import DOT_DELTA, DUAL_HEAD, OPTIMIZER
 from kdgrid.core.methods.mohawk.objective import TeacherForcedObjective
 from kdgrid.core.methods.mohawk.spec import is_teacher_forced
+from kdgrid.core.methods.mohawk.transfer import align_transferred_head
 from kdgrid.core.model.ssm.capture import SSMCapture, capture_student
 from kdgrid.core.model.ssm.model import SSMForSequenceClassification
 from kdgrid.core.objective import DivergenceError, Objective, captured_layers, teacher_needs
@@ -212,6 +213,7 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
     run = StudentRun(plan=plan, result=result)
     num_labels = job.task.num_labels
     model, info = build_student(trial, plan.shape, num_labels, plan.teacher, job.teacher_model)
+    align_transferred_head(trial, model, None if job.label_order is None else job.label_order.columns)
     result.extra.update(info)
     head = reaugkd.teacher_head_for(trial, job, plan.shape.width)  # None unless the trial is ReAugKD's
     if head is not None:

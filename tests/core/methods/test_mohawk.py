@@ -187,3 +187,23 @@ def test_the_stages_train_in_the_core_what_they_should(teacher: str):
         assert moved == trained, name
     # per block 2 LayerNorms and 2 feed-forward layers (8 tensors), 5 of the embeddings, pooler and head (2 each)
     assert three.extra["mohawk_transferred"] == 3 * 8 + 5 + 2 + 2
+
+
+def test_stage_3_puts_the_copied_classifier_in_the_tasks_label_order():
+    from kdgrid.core.methods.mohawk.transfer import align_transferred_head, prepare_student
+
+    teacher = _teacher()
+    teacher.classifier = torch.nn.Linear(16, 3)
+    teacher.config.num_labels = 3
+    student = build_ssm(ssm_shape("ssm-l2-h16-a2-f32"), 3, seed=0, vocab_size=40)
+    trial = Trial(task="mnli", teacher="t", student="ssm-l2-h16-a2-f32", init="random", options={"mohawk_stage": 3})
+    assert prepare_student(trial, student, teacher) == {"mohawk_transferred": 2 * 8 + 5 + 2 + 2}
+    # teacher output 0 means label 2, output 1 label 0, output 2 label 1: label j is teacher output columns[j]
+    align_transferred_head(trial, student, (1, 2, 0))
+    assert torch.equal(student.classifier.weight, teacher.classifier.weight[[1, 2, 0]])
+    assert torch.equal(student.classifier.bias, teacher.classifier.bias[[1, 2, 0]])
+    ids = torch.randint(0, 40, (2, 5))
+    student.eval()
+    with torch.no_grad():  # the student's logits are the teacher head's, re-ordered as the job re-orders the teacher's
+        pooled = student.pool(student(ids, output_hidden_states=True).hidden_states[-1], torch.ones(2, 5))
+        assert torch.allclose(student.classifier(pooled), teacher.classifier(pooled)[:, [1, 2, 0]])
