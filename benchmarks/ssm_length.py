@@ -10,7 +10,8 @@ eval mode without gradients, their position embeddings extended to the longest l
 Each (student, length) runs in a fresh process (`_common.run_worker`): a warm-up pass, then ``--repeats`` timed
 passes of one batch of random token ids, all real (no padding); each time is reported as the median and the
 fastest of the passes, and the time ratio is that of the fastest (the least disturbed pass on a shared machine;
-the ratio of the medians is beside it). Memory: the peak growth of the process's resident set over its size
+the ratio of the medians is beside it), and the median CPU time of the passes (this process's, one thread: on a
+shared machine the steadier figure). Memory: the peak growth of the process's resident set over its size
 before the first pass (the peak, ``VmHWM``, reset through ``/proc/self/clear_refs``; Linux counts resident pages
 in batches, so figures under a megabyte are noise; on CUDA the allocator's peak over what the model holds).
 Ratios are SSM / Transformer: below 1 the SSM is cheaper. The crossover is the first length from which the SSM
@@ -93,6 +94,7 @@ def worker(student: str, length: int, batch: int, repeats: int, device: str) -> 
             torch.cuda.synchronize(on)
 
     times: list[float] = []
+    cpu_times: list[float] = []
     with torch.no_grad():
         # The peak is taken from before the warm-up pass: the allocator keeps what a pass freed, so the passes
         # after the first would reuse it and show no growth.
@@ -104,10 +106,11 @@ def worker(student: str, length: int, batch: int, repeats: int, device: str) -> 
         model(**inputs)  # warm-up: lazy initialisation, the allocator's first requests
         sync()
         for _ in range(repeats):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             model(**inputs)
             sync()
             times.append(time.perf_counter() - started)
+            cpu_times.append(time.process_time() - cpu_started)
     if cuda:
         memory_mb = (torch.cuda.max_memory_allocated(on) - held) / 2**20
     else:
@@ -117,6 +120,7 @@ def worker(student: str, length: int, batch: int, repeats: int, device: str) -> 
         "length": length,
         "ms": round(1000 * statistics.median(times), 3),
         "min_ms": round(1000 * min(times), 3),
+        "cpu_ms": round(1000 * statistics.median(cpu_times), 3),
         "memory_mb": round(memory_mb, 2),
         "params": sum(p.numel() for p in model.parameters()),
         "threads": torch.get_num_threads(),
@@ -136,6 +140,7 @@ def run(mode: str, batch: int, device: str, threads: int, repeats: int | None) -
         length: {
             "time": round(rows["ssm"][length]["min_ms"] / rows["transformer"][length]["min_ms"], 4),
             "time_median": round(rows["ssm"][length]["ms"] / rows["transformer"][length]["ms"], 4),
+            "cpu_time": round(rows["ssm"][length]["cpu_ms"] / rows["transformer"][length]["cpu_ms"], 4),
             "memory": round(rows["ssm"][length]["memory_mb"] / rows["transformer"][length]["memory_mb"], 4)
             if rows["transformer"][length]["memory_mb"] > 0
             else None,
@@ -179,11 +184,13 @@ def main() -> None:
     print(f"{config['students']['ssm']} vs {config['students']['transformer']}, batch {config['batch']}, "
           f"{config['device']}, {config['threads']} thread(s), median of {config['repeats']}; "
           f"load {report['machine']['load_1min']} on {report['machine']['cpus']} CPUs")  # fmt: skip
-    print("length | SSM ms (fastest) | Transformer ms (fastest) | time SSM/T | SSM MB | Transformer MB | memory SSM/T")
+    print("length | SSM ms (fastest) | Transformer ms (fastest) | time SSM/T | CPU time SSM/T | SSM MB | "
+          "Transformer MB | memory SSM/T")
     for length, ratio in report["ratios"].items():
         ssm, transformer = report["rows"]["ssm"][length], report["rows"]["transformer"][length]
         memory = "n/a" if ratio["memory"] is None else f"{ratio['memory']:.2f}"
         print(f"{int(length):>6,} | {ssm['min_ms']:>16.1f} | {transformer['min_ms']:>24.1f} | {ratio['time']:>10.2f} | "
+              f"{ratio['cpu_time']:>14.2f} | "
               f"{ssm['memory_mb']:>6.1f} | {transformer['memory_mb']:>14.1f} | {memory:>12}")  # fmt: skip
     print(f"time crossover (the SSM faster from here on): {report['time_crossover_length']}")
     write_json(args.json, report)
