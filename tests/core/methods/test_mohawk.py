@@ -155,6 +155,9 @@ def test_the_rules_of_a_stages_trial():
     (problem,) = trial_problems(Trial(**{**base, "student": "bert-tiny"}, options={"mohawk_stage": 3}))
     assert "distils into an SSM student" in problem
     assert "allowed: 1, 2, 3" in trial_problems(Trial(**base, options={"mohawk_stage": 4}))[0]
+    problems = trial_problems(Trial(**base, soft_weight=0, alpha=0, options={"mohawk_stage": 1, "optimizer": "adamw"}))
+    assert problems == ["MOHAWK stage 1 trains on its own loss: option(s) optimizer do not apply to it (it takes "
+                        "data_seed, max_dev_samples, max_grad_norm, mohawk_stage, teacher_gate, teacher_label_order)"]
     problems = trial_problems(Trial(**{**base, "init": "pretrain", "init_from": "some/dir"},
                                     knowledge=("value_relation",), strategy="Last-1"))  # fmt: skip
     assert any("starts from init 'random'" in p for p in problems)

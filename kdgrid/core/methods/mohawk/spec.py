@@ -20,7 +20,8 @@ Each stage's student starts from the stage before's through ``init_from: trial:<
 ``max_train_samples`` examples (both trial fields; the paper splits its tokens 80M / 160M / 2.76B).
 
 Stages 1 and 2 have their own loss: they refuse knowledge, soft and hard labels (``soft_weight: 0``, ``alpha:
-0``, no ``knowledge``) and ``beta: auto``, so that a row never claims a term that did not train. Every stage
+0``, no ``knowledge``), ``beta: auto`` and the options that change an objective they do not use
+(`TEACHER_FORCED_OPTIONS` are those they take), so that a row never claims a term or a method that did not train. Every stage
 needs a teacher of the student's depth and head count (one mixing head per attention head, layer l to layer l);
 stages 2 and 3 also its width, and stage 3 its feed-forward size (the copied weights must fit).
 """
@@ -28,12 +29,18 @@ stages 2 and 3 also its width, and stage 3 its feed-forward size (the copied wei
 from __future__ import annotations
 
 from kdgrid.core.mohawk_options import MOHAWK_STAGE, stage_problem
+from kdgrid.core.options import MAX_DEV_SAMPLES
 from kdgrid.core.shapes import StudentShape, is_ssm_name
-from kdgrid.trial import Trial
+from kdgrid.trial import DATA_SEED, TEACHER_GATE, TEACHER_LABEL_ORDER, Trial
 
 TEACHER_FORCED_STAGES = (1, 2)
 TERM_NAMES = {1: "mohawk_matrix", 2: "mohawk_hidden"}
 """The loss terms of the teacher-forced stages, named ``{term}@{l}-{l}`` per layer in a row's loss terms."""
+# The options a teacher-forced stage takes: its own, the data order, the teacher's, clipping and the dev sample.
+# Every other option changes the objective it does not use (LKD, DOT, curricula, schedules, example weights, ...).
+TEACHER_FORCED_OPTIONS = frozenset(
+    {MOHAWK_STAGE, DATA_SEED, TEACHER_GATE, TEACHER_LABEL_ORDER, MAX_DEV_SAMPLES, "max_grad_norm"}
+)
 
 
 def stage_of(trial: Trial) -> int | None:
@@ -65,6 +72,12 @@ def mohawk_problems(trial: Trial, student: StudentShape, teacher: StudentShape |
             )
         if isinstance(trial.beta, str):
             problems.append(f"MOHAWK stage {stage} weighs its layers by a number beta, not {trial.beta!r}")
+        others = sorted(name for name, _ in trial.options if name not in TEACHER_FORCED_OPTIONS)
+        if others:
+            problems.append(
+                f"MOHAWK stage {stage} trains on its own loss: option(s) {', '.join(others)} do not apply to it "
+                f"(it takes {', '.join(sorted(TEACHER_FORCED_OPTIONS))})"
+            )
     if teacher is None:
         return problems
     needed = {"layers": (student.layers, teacher.layers), "heads": (student.heads, teacher.heads)}
