@@ -15,7 +15,7 @@ shared machine the steadier figure). Memory: the peak growth of the process's re
 before the first pass (the peak, ``VmHWM``, reset through ``/proc/self/clear_refs``; Linux counts resident pages
 in batches, so figures under a megabyte are noise; on CUDA the allocator's peak over what the model holds).
 Ratios are SSM / Transformer: below 1 the SSM is cheaper. The crossover is the first length from which the SSM
-stays faster.
+stays faster (by CPU time, by wall time, and for memory).
 
 Defaults: batch 1, lengths 64, 128, 256, 512, 1,024, 2,048, 3 timed passes; ``--quick``: 64, 256, 1,024, 2,048
 and 2 passes; ``--smoke``: one-layer, 32-wide students at 64 and 128 tokens, 1 pass.
@@ -24,6 +24,7 @@ and 2 passes; ``--smoke``: one-layer, 32-wide students at 64 and 128 tokens, 1 p
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -136,6 +137,23 @@ def run(mode: str, batch: int, device: str, threads: int, repeats: int | None) -
             args = ["--worker", student, "--length", str(length), "--batch-size", str(batch),
                     "--repeats", str(repeats), "--device", device, "--threads", str(threads)]  # fmt: skip
             rows[kind][str(length)] = run_worker(Path(__file__), args)
+    return {
+        "config": {"mode": mode, "students": dict(zip(KINDS, settings["students"], strict=True)), "batch": batch,
+                   "lengths": list(settings["lengths"]), "repeats": repeats, "device": device, "threads": threads},
+        "rows": rows,
+        **summary(rows),
+        "machine": machine(),
+    }  # fmt: skip
+
+
+def crossover(ratios: dict[str, float]) -> int | None:
+    """The first length from which every ratio is below 1 (the SSM cheaper from there on), or None."""
+    lengths = sorted(ratios, key=int)  # numerically: a JSON file written with sorted keys orders them as text
+    return next((int(n) for i, n in enumerate(lengths) if all(ratios[m] < 1 for m in lengths[i:])), None)
+
+
+def summary(rows: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The ratios SSM / Transformer per length and the crossovers, from the measured rows."""
     ratios = {
         length: {
             "time": round(rows["ssm"][length]["min_ms"] / rows["transformer"][length]["min_ms"], 4),
@@ -145,18 +163,16 @@ def run(mode: str, batch: int, device: str, threads: int, repeats: int | None) -
             if rows["transformer"][length]["memory_mb"] > 0
             else None,
         }
-        for length in rows["ssm"]
+        for length in sorted(rows["ssm"], key=int)
     }
-    lengths = list(ratios)
-    crossover = next((n for i, n in enumerate(lengths) if all(ratios[m]["time"] < 1 for m in lengths[i:])), None)
     return {
-        "config": {"mode": mode, "students": dict(zip(KINDS, settings["students"], strict=True)), "batch": batch,
-                   "lengths": list(settings["lengths"]), "repeats": repeats, "device": device, "threads": threads},
-        "rows": rows,
         "ratios": ratios,
-        "time_crossover_length": None if crossover is None else int(crossover),
-        "machine": machine(),
-    }  # fmt: skip
+        "cpu_time_crossover_length": crossover({n: r["cpu_time"] for n, r in ratios.items()}),
+        "time_crossover_length": crossover({n: r["time"] for n, r in ratios.items()}),
+        "memory_crossover_length": crossover(
+            {n: math.inf if r["memory"] is None else r["memory"] for n, r in ratios.items()}
+        ),
+    }
 
 
 def main() -> None:
@@ -186,13 +202,14 @@ def main() -> None:
           f"load {report['machine']['load_1min']} on {report['machine']['cpus']} CPUs")  # fmt: skip
     print("length | SSM ms (fastest) | Transformer ms (fastest) | time SSM/T | CPU time SSM/T | SSM MB | "
           "Transformer MB | memory SSM/T")
-    for length, ratio in report["ratios"].items():
+    for length, ratio in sorted(report["ratios"].items(), key=lambda item: int(item[0])):
         ssm, transformer = report["rows"]["ssm"][length], report["rows"]["transformer"][length]
         memory = "n/a" if ratio["memory"] is None else f"{ratio['memory']:.2f}"
         print(f"{int(length):>6,} | {ssm['min_ms']:>16.1f} | {transformer['min_ms']:>24.1f} | {ratio['time']:>10.2f} | "
               f"{ratio['cpu_time']:>14.2f} | "
               f"{ssm['memory_mb']:>6.1f} | {transformer['memory_mb']:>14.1f} | {memory:>12}")  # fmt: skip
-    print(f"time crossover (the SSM faster from here on): {report['time_crossover_length']}")
+    print(f"crossovers (the SSM cheaper from this length on): CPU time {report['cpu_time_crossover_length']}, "
+          f"wall time {report['time_crossover_length']}, memory {report['memory_crossover_length']}")
     write_json(args.json, report)
 
 
