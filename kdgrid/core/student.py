@@ -246,7 +246,8 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
     run.model = runtime.place(model)
     run.objective = objective.to(runtime.device)
     needs = teacher_needs(plan.terms, run.objective.specs)
-    run.capture = capture_student(run.model, needs, captured_layers(plan.terms, 0, plan.shape.layers))
+    layers = captured_layers(plan.terms, 0, plan.shape.layers)
+    run.capture = capture_student(run.model, needs, layers, own_pass=not is_teacher_forced(trial))
     total_steps = job.steps_per_epoch * trial.epochs
     run.optimizer, run.scheduler = build_optimizer(
         [run.model, run.objective],
