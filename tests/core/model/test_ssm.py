@@ -235,3 +235,19 @@ def test_an_ssm_students_attention_scores_are_its_mixing_matrices_with_the_paddi
     assert torch.equal(forced({"input_ids": torch.tensor([[1, 2, 3, 0]]), "attention_mask": mask}).logits,
                        torch.zeros(1, 2))  # fmt: skip
     assert calls == []
+
+
+def test_flops_by_hand():
+    # L = 4 tokens, d = 8, H = 2 heads of P = 4, N = 2, f = 16, one block, bidirectional, chunk Q = min(64, 4) = 4
+    shape = ssm_shape("ssm-l1-h8-a2-n2-f16")
+    value_output = 2 * (2 * 4 * 8 * 8)  # two d x d projections, 2 FLOPs a multiply-add
+    ffn = 2 * (2 * 4 * 8 * 16)
+    projections = 2 * 4 * 8 * (2 * 2 * 2 + 2)  # per direction: B and C (H N = 4 each) and the decay (H = 2)
+    # per direction and head (H = 2): C B^T and its product with the values within the chunk, 2 L Q (N + P);
+    # the states in and out, 4 L N P
+    scan = 2 * (2 * 4 * 4 * (2 + 4) + 4 * 4 * 2 * 4)
+    head = 2 * (8 * 8 + 8 * 2)  # pooler and classifier
+    per_direction = projections + scan
+    assert shape.flops_per_sequence(4) == value_output + ffn + 2 * per_direction + head
+    causal = ssm_shape("ssm-l1-h8-a2-n2-f16-causal")
+    assert causal.flops_per_sequence(4) == value_output + ffn + per_direction + head
