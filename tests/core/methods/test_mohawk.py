@@ -163,6 +163,9 @@ def test_the_rules_of_a_stages_trial():
     assert any("starts from init 'random'" in p for p in problems)
     assert any("names a trial (trial:<id>" in p for p in problems)
     assert any("value_relation reads Q, K or V" in p for p in problems)
+    problems = trial_problems(Trial(**base, knowledge=("hidden_mse",), strategy="First",
+                                    options={"layer_curriculum": [0.5]}))  # fmt: skip
+    assert "option layer_curriculum is for BERT students, not the SSM student ssm-l6-h384-a12" in problems
 
 
 @pytest.mark.usefixtures("deterministic_torch")

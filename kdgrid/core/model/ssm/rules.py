@@ -6,12 +6,14 @@ plan`` refuses what ``kdgrid run`` would).
   student (MOHAWK's stages). Any other ``init_from`` is refused.
 - knowledge: nothing that reads Q, K or V (an SSM has no queries, keys or values of attention's kind); knowledge on
   attention scores reads the student's mixing matrices (docs/ssm.md).
-- options that hook a BERT's modules (``dual_head``, ``init_recipe``) are refused.
+- options that hook or name a BERT's modules (``dual_head``, ``init_recipe``, ``layer_curriculum``, which finds a
+  parameter's layer by BERT's module names) are refused.
 """
 
 from __future__ import annotations
 
 from kdgrid.core.knowledge import get_knowledge
+from kdgrid.core.layer_curriculum import LAYER_CURRICULUM
 from kdgrid.core.method_options import DUAL_HEAD
 from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
 from kdgrid.core.shapes import is_ssm_name
@@ -38,7 +40,7 @@ def ssm_problems(trial: Trial) -> list[str]:
     qkv = [name for name in trial.knowledge if get_knowledge(name).needs & QKV_FEATURES]
     if qkv:
         problems.append(f"knowledge {', '.join(qkv)} reads Q, K or V, which an SSM student has none of")
-    for option in (DUAL_HEAD, INIT_RECIPE):
+    for option in (DUAL_HEAD, INIT_RECIPE, LAYER_CURRICULUM):
         if trial.option(option):
             problems.append(f"option {option} is for BERT students, not the SSM student {trial.student}")
     return problems
