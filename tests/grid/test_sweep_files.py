@@ -12,6 +12,7 @@ from kdgrid.core.shapes import student_shape
 from kdgrid.grid import load_sweep, plan_jobs
 from kdgrid.grid.expand import Sweep
 from kdgrid.grid.stages import job_stages
+from kdgrid.sweep_plan import job_split
 from kdgrid.trial import Trial, group_key
 from tests.sweep_studies import trials_of
 
@@ -233,7 +234,11 @@ def test_the_mohawk_sweep_chains_each_stage_to_the_stage_before_seed_by_seed() -
     # stage 3 and the baselines: one budget and one objective, so their rows compare
     finals = [studies[s][0] for s in ("stage3_after12", "stage3_after2", "stage3_only", "ssm_scratch", "transformer")]
     assert len({(t.epochs, t.max_train_samples, t.lr, t.soft_weight, t.alpha, t.knowledge) for t in finals}) == 1
-    stages = job_stages(plan_jobs([p.trial for p in sweep.trials]))
+    trials = [p.trial for p in sweep.trials]
+    # `kdgrid plan` says why: the budgets and each chained trial's source (a field only those trials' groups have)
+    split = job_split(trials, plan_jobs(trials), 1000, None)
+    assert split["group_fields_differing"] == {"epochs": 2, "max_train_samples": 3, "init_source": 10}
+    stages = job_stages(plan_jobs(trials))
     assert [sorted({study_of(sweep, t) for job in stage for t in job}) for stage in stages] == [
         ["ssm_scratch", "stage1", "stage2_only", "stage3_only", "transformer"],
         ["stage2_after1", "stage3_after2"],
