@@ -141,6 +141,18 @@ def test_the_teacher_forced_objective_feeds_each_student_layer_the_teachers_inpu
     assert grads and all(".mixer." in n for n in grads)  # the rest of the student is not in the loss
     trained_by_stage = {"forward_scan", "backward_scan", "skip"} | ({"value", "output"} if stage == 2 else set())
     assert {n.split(".mixer.")[1].split(".")[0] for n in grads} == trained_by_stage
+    if stage == 1:  # its terms are recomputed in the backward pass: the gradients are those of the plain sum
+        kept = {n: p.grad.clone() for n, p in student.named_parameters() if p.grad is not None}
+        student.zero_grad()
+        plain = sum(
+            matrix_orientation(student.layers[n - 1].mixer.matrices(reference.hidden_states[n - 1], MASK),
+                               teacher_probabilities(features.scores[n], MASK), MASK)
+            for n in (1, 2)
+        )  # fmt: skip
+        (0.5 * plain).backward()
+        for n, p in student.named_parameters():
+            if n in kept:
+                assert torch.allclose(p.grad, kept[n], atol=1e-6), n
 
 
 def test_the_rules_of_a_stages_trial():

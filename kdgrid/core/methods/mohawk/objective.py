@@ -7,7 +7,8 @@ self-attention output (`losses.hidden_alignment`). The terms are named ``mohawk_
 ``mohawk_hidden@l-l``; the total is their sum, each weighted by the trial's ``beta``. The student's own forward
 pass is not read, so its other weights get no gradient (AdamW leaves a parameter without a gradient as it is).
 
-It is an `kdgrid.core.objective.Objective` with no knowledge terms and these in their place, so the rest of the
+Stage 1's terms are recomputed in the backward pass (activation checkpointing, per layer), so its ``L^2``
+intermediates are held for one layer at a time. It is an `kdgrid.core.objective.Objective` with no knowledge terms and these in their place, so the rest of the
 training loop (weights in the row, the finiteness guard, checkpoints) treats it as any objective.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from kdgrid.core.capture import Features
 from kdgrid.core.methods.mohawk.losses import hidden_alignment, matrix_orientation, teacher_probabilities
@@ -24,6 +26,14 @@ from kdgrid.core.model.ssm.model import SSMForSequenceClassification
 from kdgrid.core.objective import Objective
 from kdgrid.core.shapes import StudentShape
 from kdgrid.trial import Trial
+
+
+def _orientation(
+    mixer: torch.nn.Module, entering: torch.Tensor, target: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """One layer's stage-1 term: its mixer's matrices of the teacher's input against the teacher's attention."""
+    return matrix_orientation(mixer.matrices(entering, mask), target, mask)
+
 
 TEACHER_NEEDS = {1: frozenset({"layer_input", "scores"}), 2: frozenset({"layer_input", "attention_output"})}
 
@@ -68,7 +78,9 @@ class TeacherForcedObjective(Objective):
                 name = f"{TERM_NAMES[self.mohawk_stage]}@{layer_number}-{layer_number}"
                 if self.mohawk_stage == 1:
                     target = teacher_probabilities(teacher.layer_feature("scores", layer_number), mask)
-                    values[name] = matrix_orientation(mixer.matrices(entering, mask), target, mask)
+                    # recomputed in the backward pass: a layer's [B, H, L, L] intermediates live one layer at a
+                    # time, not every layer's until the step's backward pass
+                    values[name] = checkpoint(_orientation, mixer, entering, target, mask, use_reentrant=False)
                 else:
                     target = teacher.layer_feature("attention_output", layer_number)
                     values[name] = hidden_alignment(mixer(entering, mask), target, mask)
