@@ -211,3 +211,14 @@ def test_an_init_source_that_cannot_serve_is_refused(tmp_path: Path, change: str
     with pytest.raises(ConfigError) as raised:
         load_sweep(path)
     assert expected in str(raised.value)
+
+
+def test_kdgrid_plan_expands_the_mohawk_sweep_in_three_stages(tmp_path: Path) -> None:
+    sweeps = Path(__file__).resolve().parents[2] / "sweeps"
+    summary = as_json("plan", str(sweeps / "mohawk.yaml"), "--store", str(tmp_path / "store"))
+    assert summary["trials"] == 24 and summary["jobs"] == 12
+    assert summary["stages"] == [
+        "stage 1: 3 job(s), 15 trial(s) (ssm_scratch, stage1, stage2_only, stage3_only, transformer)",
+        "stage 2: 6 job(s), 6 trial(s) (stage2_after1, stage3_after2)",
+        "stage 3: 3 job(s), 3 trial(s) (stage3_after12)",
+    ]
