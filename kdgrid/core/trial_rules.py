@@ -36,6 +36,8 @@ from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
 from kdgrid.core.method_registry import TrialFacts, run_rules
 from kdgrid.core.method_registry import learns_beside_the_student as method_learns
+from kdgrid.core.methods.mohawk.spec import is_teacher_forced, mohawk_problems
+from kdgrid.core.model.ssm.rules import ssm_problems
 from kdgrid.core.model.shapes import (
     MAX_POSITIONS,
     TEACHERS,
@@ -106,8 +108,8 @@ def number_problems(trial: Trial) -> list[str]:
         need(trial.beta == "auto", "beta", "a number >= 0 or 'auto'")
     else:
         need(trial.beta >= 0, "beta", "a number >= 0 or 'auto'")  # inf is allowed: it diverges, visibly
-    if trial.soft_weight == 0 and trial.alpha == 0 and not trial.knowledge:
-        problems.append(NOTHING_TO_LEARN)
+    if trial.soft_weight == 0 and trial.alpha == 0 and not trial.knowledge and not is_teacher_forced(trial):
+        problems.append(NOTHING_TO_LEARN)  # a teacher-forced MOHAWK stage learns from its own loss
     return problems
 
 
@@ -366,7 +368,8 @@ Shapes = tuple[StudentShape, StudentShape | None]
 def _combination_rules(trial: Trial, student: StudentShape, teacher: StudentShape | None) -> list[str]:
     """The combination's own rules, then every registered method's at the ``combination`` stage (with the layer
     pairs where the teacher's shape tells them)."""
-    problems = strategy_problems(trial)
+    problems = strategy_problems(trial) + ssm_problems(trial)
+    problems += mohawk_problems(trial, student, teacher)
     pairs: list[tuple[int, int]] | None = None
     if teacher is not None and trial.strategy is not None:
         try:

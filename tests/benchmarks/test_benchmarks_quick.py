@@ -150,3 +150,15 @@ def test_reaugkd_latency_smoke(tmp_path: Path) -> None:
             figures = entry[how]
             assert positive(figures["retrieval_ms_per_batch"]) and positive(figures["overhead"])
             assert figures["with_retrieval_ms_per_batch"] > report["student_ms_per_batch"]
+
+
+def test_ssm_length_smoke(tmp_path: Path) -> None:
+    report = run_script("ssm_length", tmp_path)
+    assert report["config"]["lengths"] == [64, 128] and report["config"]["mode"] == "smoke"
+    for kind in ("ssm", "transformer"):
+        assert sorted(report["rows"][kind], key=int) == ["64", "128"]
+        for row in report["rows"][kind].values():
+            assert positive(float(row["ms"])) and row["params"] > 0
+    assert report["rows"]["ssm"]["64"]["student"].startswith("ssm-")
+    for ratio in report["ratios"].values():  # side by side: every length has both, and their ratios
+        assert positive(ratio["time"])

@@ -34,6 +34,7 @@ import torch
 from transformers import BertForSequenceClassification
 
 from kdgrid.core.choices import INIT_SCHEMES, unknown_choice
+from kdgrid.core.methods.mohawk.transfer import prepare_student
 from kdgrid.core.model.models import (
     ATTENTION_IMPLEMENTATION,
     bert_config,
@@ -41,9 +42,11 @@ from kdgrid.core.model.models import (
     load_pretrained_bert,
 )
 from kdgrid.core.model.runtime import set_attention
+from kdgrid.core.model.ssm.init import build_ssm_student
 from kdgrid.core.model.shapes import (
     VOCAB_SIZE,
     ResolvedTeacher,
+    SSMShape,
     StudentShape,
     cached_config,
     local_config,
@@ -160,9 +163,13 @@ def build_student(
 
     ``vocab_size`` (the tokenizer's) defaults to the teacher model's; a loaded checkpoint must match it. ``teacher_model`` (already loaded) spares a reload for preload.
     """
-    check_init(trial, shape, teacher)
     if vocab_size is None and teacher_model is not None:
         vocab_size = teacher_model.config.vocab_size
+    if isinstance(shape, SSMShape):  # an SSM student (`kdgrid.core.model.ssm`); MOHAWK's stage 3 copies into it
+        model, info = build_ssm_student(trial, shape, num_labels, vocab_size)
+        info.update(prepare_student(trial, model, teacher_model))
+        return model, info
+    check_init(trial, shape, teacher)
     source = init_source(trial, shape, teacher)
     info: dict[str, object] = {"init_source": source}
     use = recipe_for_trial(trial)

@@ -223,6 +223,10 @@ class Objective(nn.Module):
         }
         self.progress = 0.0
         self.loss_weights: nn.Module | None = None  # learned loss weights, where a method owns them here (LKD's)
+        # What the shared teacher pass must capture beyond the terms' features, and on which layers: a
+        # teacher-forced objective's (`kdgrid.core.methods.mohawk.objective`); none here.
+        self.teacher_forced_needs: frozenset[str] = frozenset()
+        self.teacher_forced_layers: frozenset[int] = frozenset()
         for hook in self.hooks:  # after every seeded draw above: a method's parts change none of them
             hook.build_objective(self)
 

@@ -23,9 +23,14 @@ import torch
 from kdgrid.core.job.init import build_student
 from kdgrid.core.job.loaded_job import LoadedJob, TeacherInfo
 from kdgrid.core.method_registry import step_hooks
+from kdgrid.core.methods.mohawk.objective import TeacherForcedObjective
+from kdgrid.core.methods.mohawk.spec import is_teacher_forced
+from kdgrid.core.methods.mohawk.transfer import align_transferred_head
 from kdgrid.core.model.capture import FeatureCapture, Features
 from kdgrid.core.model.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.model.runtime import Runtime, compile_forward
+from kdgrid.core.model.ssm.capture import SSMCapture, capture_student
+from kdgrid.core.model.ssm.model import SSMForSequenceClassification
 from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.optimizers import DEFAULT_OPTIMIZER, LEARNED_LR_SCALE, OPTIMIZER
 from kdgrid.core.step_hooks import TRAINING, StepHooks
@@ -59,7 +64,7 @@ class StudentRun:
     result: TrialResult
     model: Any = None
     objective: Objective | None = None
-    capture: FeatureCapture | None = None
+    capture: FeatureCapture | SSMCapture | None = None
     optimizer: torch.optim.Optimizer | None = None
     scheduler: Any = None
     scaler: Any = None
@@ -222,6 +227,7 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
     run = StudentRun(plan=plan, result=result)
     num_labels = job.task.num_labels
     model, info = build_student(trial, plan.shape, num_labels, plan.teacher, job.teacher_model)
+    align_transferred_head(trial, model, None if job.label_order is None else job.label_order.columns)
     result.extra.update(info)
     run.hooks = step_hooks(trial)  # the trial's methods' parts in its training
     handed: dict[str, Any] = {}
@@ -229,16 +235,19 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         handed.update(hook.objective_kwargs(run, job))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(trial.seed + 1)  # projections: their own seeded draw, independent of the model's
-        objective = Objective(
-            trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, hooks=run.hooks, **handed
-        )
+        if is_teacher_forced(trial):  # MOHAWK's stage 1 or 2: its own objective on the SSM student's mixers
+            objective = TeacherForcedObjective(model, trial, plan.shape, plan.teacher.shape, job.task.is_regression)
+        else:
+            objective = Objective(
+                trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, hooks=run.hooks, **handed
+            )
         torch.manual_seed(trial.seed + 2)  # the student's RNG stream for dropout
         run.cpu_rng = torch.get_rng_state()
     runtime = job.runtime
     if runtime.device.type == "cuda":
         gen = torch.Generator(device=runtime.device).manual_seed(trial.seed + 2)
         run.cuda_rng = gen.get_state()
-    if plan.shape.width >= runtime.checkpoint_width:
+    if plan.shape.width >= runtime.checkpoint_width and not isinstance(model, SSMForSequenceClassification):
         # Non-reentrant: the Q/K/V our hooks capture inside a checkpointed layer stay in the autograd graph, so
         # knowledge on them still trains the student (the reentrant variant would run them without gradients).
         kwargs = {"use_reentrant": False}
@@ -252,7 +261,8 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
     run.model = runtime.place(model)
     run.objective = objective.to(runtime.device)
     needs = teacher_needs(plan.terms, run.objective.specs)
-    run.capture = FeatureCapture(run.model, needs, captured_layers(plan.terms, 0, plan.shape.layers))
+    layers = captured_layers(plan.terms, 0, plan.shape.layers)
+    run.capture = capture_student(run.model, needs, layers, own_pass=not is_teacher_forced(trial))
     total_steps = job.steps_per_epoch * trial.epochs
     run.optimizer, run.scheduler = build_optimizer(
         [run.model, run.objective],
