@@ -34,7 +34,6 @@ import torch
 from transformers import BertForSequenceClassification
 
 from kdgrid.core.choices import INIT_SCHEMES, unknown_choice
-from kdgrid.core.methods.mohawk.transfer import prepare_student
 from kdgrid.core.model.models import (
     ATTENTION_IMPLEMENTATION,
     bert_config,
@@ -42,7 +41,6 @@ from kdgrid.core.model.models import (
     load_pretrained_bert,
 )
 from kdgrid.core.model.runtime import set_attention
-from kdgrid.core.model.ssm.init import build_ssm_student
 from kdgrid.core.model.shapes import (
     VOCAB_SIZE,
     ResolvedTeacher,
@@ -53,6 +51,7 @@ from kdgrid.core.model.shapes import (
     shape_of_config,
     turc_hub_name,
 )
+from kdgrid.core.model.ssm.init import build_ssm_student
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.needed import recipe_for_trial
 from kdgrid.core.trial_rules import GENERAL_DISTILLATION_NEEDS_INIT_FROM, preload_problems
@@ -165,10 +164,8 @@ def build_student(
     """
     if vocab_size is None and teacher_model is not None:
         vocab_size = teacher_model.config.vocab_size
-    if isinstance(shape, SSMShape):  # an SSM student (`kdgrid.core.model.ssm`); MOHAWK's stage 3 copies into it
-        model, info = build_ssm_student(trial, shape, num_labels, vocab_size)
-        info.update(prepare_student(trial, model, teacher_model))
-        return model, info
+    if isinstance(shape, SSMShape):  # an SSM student (`kdgrid.core.model.ssm`): fresh, or another trial's
+        return build_ssm_student(trial, shape, num_labels, vocab_size)
     check_init(trial, shape, teacher)
     source = init_source(trial, shape, teacher)
     info: dict[str, object] = {"init_source": source}

@@ -23,14 +23,10 @@ import torch
 from kdgrid.core.job.init import build_student
 from kdgrid.core.job.loaded_job import LoadedJob, TeacherInfo
 from kdgrid.core.method_registry import step_hooks
-from kdgrid.core.methods.mohawk.objective import TeacherForcedObjective
-from kdgrid.core.methods.mohawk.spec import is_teacher_forced
-from kdgrid.core.methods.mohawk.transfer import align_transferred_head
 from kdgrid.core.model.capture import FeatureCapture, Features
 from kdgrid.core.model.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.model.runtime import Runtime, compile_forward
 from kdgrid.core.model.ssm.capture import SSMCapture, capture_student
-from kdgrid.core.model.ssm.model import SSMForSequenceClassification
 from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.optimizers import DEFAULT_OPTIMIZER, LEARNED_LR_SCALE, OPTIMIZER
 from kdgrid.core.step_hooks import TRAINING, StepHooks
@@ -43,6 +39,9 @@ from kdgrid.device_sharing import current_sharing
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 from kdgrid.result import Fence, TrialResult
 from kdgrid.trial import Trial
+
+# transformers' names for turning on activation checkpointing (``activation_checkpointing_enable`` from v5 on).
+CHECKPOINTING_METHODS = ("activation_checkpointing_enable", "gradient_checkpointing_enable")
 
 
 def utc_now() -> str:
@@ -99,7 +98,10 @@ class StudentRun:
         assert self.capture is not None
         for hook in self.hooks:
             batch = hook.student_batch(self, job, batch, phase, index)
-        features = self.capture(batch)
+        own = (f for h in self.hooks if (f := h.student_features(self, job, batch, phase, index)) is not None)
+        features = next(own, None)  # a method's in place of the pass (a teacher-forced objective reads none)
+        if features is None:
+            features = self.capture(batch)
         for hook in self.hooks:
             features = hook.features(self, features)
         return features
@@ -227,7 +229,6 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
     run = StudentRun(plan=plan, result=result)
     num_labels = job.task.num_labels
     model, info = build_student(trial, plan.shape, num_labels, plan.teacher, job.teacher_model)
-    align_transferred_head(trial, model, None if job.label_order is None else job.label_order.columns)
     result.extra.update(info)
     run.hooks = step_hooks(trial)  # the trial's methods' parts in its training
     handed: dict[str, Any] = {}
@@ -235,19 +236,17 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
         handed.update(hook.objective_kwargs(run, job))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(trial.seed + 1)  # projections: their own seeded draw, independent of the model's
-        if is_teacher_forced(trial):  # MOHAWK's stage 1 or 2: its own objective on the SSM student's mixers
-            objective = TeacherForcedObjective(model, trial, plan.shape, plan.teacher.shape, job.task.is_regression)
-        else:
-            objective = Objective(
-                trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, hooks=run.hooks, **handed
-            )
+        objective = Objective(
+            trial, plan.terms, plan.shape, plan.teacher.shape, job.task.is_regression, hooks=run.hooks, **handed
+        )
         torch.manual_seed(trial.seed + 2)  # the student's RNG stream for dropout
         run.cpu_rng = torch.get_rng_state()
     runtime = job.runtime
     if runtime.device.type == "cuda":
         gen = torch.Generator(device=runtime.device).manual_seed(trial.seed + 2)
         run.cuda_rng = gen.get_state()
-    if plan.shape.width >= runtime.checkpoint_width and not isinstance(model, SSMForSequenceClassification):
+    checkpointable = any(hasattr(model, name) for name in CHECKPOINTING_METHODS)  # not an SSM student
+    if plan.shape.width >= runtime.checkpoint_width and checkpointable:
         # Non-reentrant: the Q/K/V our hooks capture inside a checkpointed layer stay in the autograd graph, so
         # knowledge on them still trains the student (the reentrant variant would run them without gradients).
         kwargs = {"use_reentrant": False}
@@ -257,12 +256,12 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         result.extra["gradient_checkpointing"] = True
     for hook in run.hooks:
-        hook.prepare_model(run, model)
+        hook.prepare_model(run, job, model)
     run.model = runtime.place(model)
     run.objective = objective.to(runtime.device)
     needs = teacher_needs(plan.terms, run.objective.specs)
     layers = captured_layers(plan.terms, 0, plan.shape.layers)
-    run.capture = capture_student(run.model, needs, layers, own_pass=not is_teacher_forced(trial))
+    run.capture = capture_student(run.model, needs, layers)
     total_steps = job.steps_per_epoch * trial.epochs
     run.optimizer, run.scheduler = build_optimizer(
         [run.model, run.objective],

@@ -81,9 +81,10 @@ def teacher_capture_needs(runs: list[StudentRun]) -> tuple[frozenset[str], froze
         if run.capture is not None and run.plan is not None:
             needs |= run.capture.needs
             layers |= captured_layers(run.plan.terms, 1, run.plan.teacher.shape.layers)
-        if run.objective is not None and run.plan is not None:  # a teacher-forced MOHAWK stage's own needs
-            needs |= run.objective.teacher_forced_needs
-            layers |= run.objective.teacher_forced_layers
+        for hook in run.hooks:  # what a method's own objective reads of the teacher (a teacher-forced stage's)
+            method_needs, method_layers = hook.teacher_capture(run)
+            needs |= method_needs
+            layers |= method_layers
     return frozenset(needs), frozenset(layers)
 
 

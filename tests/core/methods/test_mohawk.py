@@ -5,16 +5,19 @@ what each stage trains, what it leaves, and the rules of a stage's trial."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from kdgrid.core.model.capture import FeatureCapture
+from kdgrid.core.method_registry import step_hooks
+from kdgrid.core.methods.mohawk.hooks import MohawkHooks
 from kdgrid.core.methods.mohawk.losses import hidden_alignment, matrix_orientation, teacher_probabilities
-from kdgrid.core.methods.mohawk.objective import TeacherForcedObjective
-from kdgrid.core.model.ssm.model import build_ssm
+from kdgrid.core.model.capture import FeatureCapture
 from kdgrid.core.model.shapes import StudentShape, ssm_shape
+from kdgrid.core.model.ssm.model import build_ssm
+from kdgrid.core.training.objective import Objective
 from kdgrid.core.trial_rules import trial_problems
 from kdgrid.trial import Trial
 from tests.tiny_trials import tiny_trial
@@ -106,22 +109,35 @@ def test_the_teachers_captured_targets_are_transformers_own():
             assert torch.allclose(features.attention_output[layer], block.output.dense(context), atol=1e-5)
 
 
+def _stage_objective(student: torch.nn.Module, trial: Trial) -> tuple[Objective, MohawkHooks]:
+    """The trial's objective as the student's set-up builds it: eq. 9's, with the stage's hooks, which take the
+    student before it is placed."""
+    (hooks,) = step_hooks(trial)
+    teacher_shape = StudentShape(layers=2, width=16, heads=2, ffn=32)
+    objective = Objective(trial, [], student.config.shape, teacher_shape, False, hooks=[hooks])
+    hooks.prepare_model(SimpleNamespace(), SimpleNamespace(), student)
+    return objective, hooks
+
+
 @pytest.mark.parametrize("stage", [1, 2])
 def test_the_teacher_forced_objective_feeds_each_student_layer_the_teachers_input(stage):
     teacher = _teacher()
     student = build_ssm(ssm_shape("ssm-l2-h16-a2-f32"), 2, seed=0, vocab_size=40)
     trial = Trial(task="sst2", teacher="t", student="ssm-l2-h16-a2-f32", init="random", soft_weight=0, alpha=0,
                   beta=0.5, options={"mohawk_stage": stage})  # fmt: skip
-    shape = StudentShape(layers=2, width=16, heads=2, ffn=32)
-    objective = TeacherForcedObjective(student, trial, student.config.shape, shape, regression=False)
+    objective, hooks = _stage_objective(student, trial)
+    needs, layers = hooks.teacher_capture(SimpleNamespace())
+    assert layers == {1, 2}
     ids = torch.randint(0, 40, (2, 5))
-    capture = FeatureCapture(teacher, objective.teacher_forced_needs)
+    capture = FeatureCapture(teacher, needs, layers)
     with torch.no_grad():
         features = capture({"input_ids": ids, "attention_mask": MASK})
         reference = teacher(input_ids=ids, attention_mask=MASK, output_attentions=True, output_hidden_states=True)
+    # the student's side is not read (its features: zero logits, no pass)
     values = objective.term_values(features, features, torch.zeros(2, dtype=torch.long))
     name = {1: "mohawk_matrix", 2: "mohawk_hidden"}[stage]
-    assert sorted(values) == [f"{name}@1-1", f"{name}@2-2"]
+    assert sorted(values) == [f"{name}@1-1", f"{name}@2-2"]  # eq. 9's soft and hard terms are not computed
+    assert objective.weights() == {"soft": 0.0, "hard": 0.0, f"{name}@1-1": 0.5, f"{name}@2-2": 0.5}
     for layer in (1, 2):
         entering = reference.hidden_states[layer - 1]
         mixer = student.layers[layer - 1].mixer
@@ -135,7 +151,7 @@ def test_the_teacher_forced_objective_feeds_each_student_layer_the_teachers_inpu
                 expected = reference_l2(mixer(entering, MASK), target, MASK)
         assert float(values[f"{name}@{layer}-{layer}"].detach()) == pytest.approx(expected, rel=1e-5)
     total = objective.total(values)
-    assert float(total) == pytest.approx(0.5 * sum(float(v) for v in values.values()), rel=1e-6)
+    assert float(total.detach()) == pytest.approx(0.5 * sum(float(v.detach()) for v in values.values()), rel=1e-6)
     total.backward()
     grads = {n for n, p in student.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
     assert grads and all(".mixer." in n for n in grads)  # the rest of the student is not in the loss
@@ -178,6 +194,50 @@ def test_the_rules_of_a_stages_trial():
     problems = trial_problems(Trial(**base, knowledge=("hidden_mse",), strategy="First",
                                     options={"layer_curriculum": [0.5]}))  # fmt: skip
     assert "option layer_curriculum is for BERT students, not the SSM student ssm-l6-h384-a12" in problems
+
+
+def test_a_stage_registers_as_a_method_whose_own_loss_leaves_something_to_learn():
+    from kdgrid.core.method_registry import METHODS, trains_on_own_loss
+    from kdgrid.core.options import OPTIONS
+
+    spec = METHODS["mohawk"]
+    assert spec.options == ("mohawk_stage",) and "mohawk_stage" in OPTIONS
+    base = dict(task="polarity", teacher="minilm-l6", student="ssm-l6-h384-a12", init="random")
+    stages = {n: Trial(**base, soft_weight=0, alpha=0, options={"mohawk_stage": n}) for n in (1, 2, 3)}
+    assert [trains_on_own_loss(stages[n]) for n in (1, 2, 3)] == [True, True, False]
+    assert [spec.uses(stages[n]) for n in (1, 2, 3)] == [True, True, True]
+    assert not spec.uses(Trial(**base))
+    # stage 3 trains on eq. 9: with nothing in it, nothing to learn from
+    assert any("nothing to learn from" in p for p in trial_problems(stages[3]))
+    assert not any("nothing to learn from" in p for p in trial_problems(stages[1]))
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_a_stages_hooks_replace_the_terms_and_the_students_pass_only_when_teacher_forced(stage):
+    """Stages 1 and 2: their terms in place of eq. 9's, the teacher capturing their inputs on every layer, and the
+    student's features given without a forward pass; stage 3 changes none of these (its part is the weight
+    transfer, below)."""
+    model = build_ssm(ssm_shape("ssm-l2-h16-a2-f32"), 2, seed=0, vocab_size=40)
+    trial = Trial(task="sst2", teacher="t", student="ssm-l2-h16-a2-f32", init="random", soft_weight=0, alpha=0,
+                  beta=0.5, options={"mohawk_stage": stage})  # fmt: skip
+    if stage == 3:
+        (hooks,) = step_hooks(trial)
+        objective = Objective(trial, [], model.config.shape, model.config.shape, False, hooks=[hooks])
+    else:
+        objective, hooks = _stage_objective(model, trial)
+    run = SimpleNamespace(model=model)
+    calls: list[int] = []
+    model.register_forward_hook(lambda *args: calls.append(1))
+    batch = {"input_ids": torch.tensor([[1, 2, 3, 0]]), "attention_mask": torch.tensor([[1, 1, 1, 0]])}
+    features = hooks.student_features(run, None, batch, 0, 1)
+    if stage == 3:
+        assert features is None and hooks.teacher_capture(run) == (frozenset(), frozenset())
+        assert objective.weights() == {"soft": 0.0, "hard": 0.0}
+        return
+    needs = {1: {"layer_input", "scores"}, 2: {"layer_input", "attention_output"}}[stage]
+    assert hooks.teacher_capture(run) == (needs, {1, 2})
+    assert torch.equal(features.logits, torch.zeros(1, 2)) and torch.equal(features.mask, batch["attention_mask"])
+    assert calls == []  # the student ran no pass of its own
 
 
 @pytest.mark.usefixtures("deterministic_torch")

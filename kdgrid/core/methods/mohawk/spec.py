@@ -1,6 +1,6 @@
-"""MOHAWK's trial fields and rules, without torch: ``kdgrid plan`` checks a stage's trial before anything runs.
-The option ``mohawk_stage`` itself is declared in `kdgrid.core.mohawk_options` (beside the packages, not inside:
-the options module imports it, and this package's torch parts import modules that import the options).
+"""MOHAWK as a method, without torch: its option ``mohawk_stage`` (1, 2 or 3), the rules a stage's trial must
+follow (``kdgrid plan`` checks them before anything runs) and its registration; its part in training is
+`kdgrid.core.methods.mohawk.hooks`.
 
 A MOHAWK stage is a trial of an SSM student (docs/ssm.md) with the option ``mohawk_stage``:
 
@@ -28,10 +28,15 @@ stages 2 and 3 also its width, and stage 3 its feed-forward size (the copied wei
 
 from __future__ import annotations
 
-from kdgrid.core.mohawk_options import MOHAWK_STAGE, stage_problem
-from kdgrid.core.options import MAX_DEV_SAMPLES
+from typing import Any
+
+from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
 from kdgrid.core.model.shapes import StudentShape, is_ssm_name
+from kdgrid.core.options import MAX_DEV_SAMPLES, register_option
 from kdgrid.trial import DATA_SEED, TEACHER_GATE, TEACHER_LABEL_ORDER, Trial
+
+MOHAWK_STAGE = "mohawk_stage"
+STAGES = (1, 2, 3)
 
 TEACHER_FORCED_STAGES = (1, 2)
 TERM_NAMES = {1: "mohawk_matrix", 2: "mohawk_hidden"}
@@ -41,6 +46,13 @@ TERM_NAMES = {1: "mohawk_matrix", 2: "mohawk_hidden"}
 TEACHER_FORCED_OPTIONS = frozenset(
     {MOHAWK_STAGE, DATA_SEED, TEACHER_GATE, TEACHER_LABEL_ORDER, MAX_DEV_SAMPLES, "max_grad_norm"}
 )
+
+
+def stage_problem(value: Any) -> str | None:
+    """Why ``mohawk_stage`` = ``value`` is not allowed (None when it is)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in STAGES:
+        return None
+    return f"option {MOHAWK_STAGE}={value!r} is invalid; allowed: 1, 2, 3 (docs/ssm.md)"
 
 
 def stage_of(trial: Trial) -> int | None:
@@ -54,13 +66,13 @@ def is_teacher_forced(trial: Trial) -> bool:
     return stage_of(trial) in TEACHER_FORCED_STAGES
 
 
-def mohawk_problems(trial: Trial, student: StudentShape, teacher: StudentShape | None) -> list[str]:
+def mohawk_problems(trial: Trial, student: StudentShape | None, teacher: StudentShape | None) -> list[str]:
     """What keeps a trial from being the MOHAWK stage it names (empty when it can run, or it names none).
-    ``teacher`` None (only the network could tell its shape) skips the shape checks."""
+    ``student`` or ``teacher`` None (not known yet, or only the network could tell) skips the shape checks."""
     stage = stage_of(trial)
     if stage is None or stage_problem(stage) is not None:
         return []
-    if not is_ssm_name(student.name):
+    if not is_ssm_name(trial.student):
         return [f"option {MOHAWK_STAGE} distils into an SSM student (ssm-l..-h..-a..), not {trial.student!r}"]
     problems: list[str] = []
     if stage in TEACHER_FORCED_STAGES:
@@ -78,7 +90,7 @@ def mohawk_problems(trial: Trial, student: StudentShape, teacher: StudentShape |
                 f"MOHAWK stage {stage} trains on its own loss: option(s) {', '.join(others)} do not apply to it "
                 f"(it takes {', '.join(sorted(TEACHER_FORCED_OPTIONS))})"
             )
-    if teacher is None:
+    if student is None or teacher is None:
         return problems
     needed = {"layers": (student.layers, teacher.layers), "heads": (student.heads, teacher.heads)}
     if stage >= 2:
@@ -92,3 +104,39 @@ def mohawk_problems(trial: Trial, student: StudentShape, teacher: StudentShape |
             f"MOHAWK stage {stage} needs the student's {', '.join(needed)} equal to the teacher's: {listed}"
         )
     return problems
+
+
+def combination_rule(facts: TrialFacts) -> list[str]:
+    """`mohawk_problems` with the shapes the trial rules found, where known."""
+    return mohawk_problems(facts.trial, facts.student, facts.teacher)
+
+
+def uses_mohawk(trial: Trial) -> bool:
+    """Whether the trial is a stage of MOHAWK (``mohawk_stage`` set)."""
+    return trial.option(MOHAWK_STAGE) is not None
+
+
+register_option(
+    MOHAWK_STAGE,
+    "int",
+    None,
+    "MOHAWK's stage of an SSM student: 1 matrix orientation, 2 hidden-state alignment, 3 weight transfer and "
+    "end-to-end distillation (docs/ssm.md)",
+    check=stage_problem,
+)
+
+register_method(
+    MethodSpec(
+        name="mohawk",
+        title="MOHAWK: a Transformer distilled into an SSM student in three stages, each a trial the next starts "
+        "from: matrix orientation, hidden-state alignment (both teacher-forced), weight transfer and end-to-end "
+        "distillation (mohawk_stage)",
+        paper="Bick, Li, Xing, Kolter & Gu, Transformers to SSMs: Distilling Quadratic Knowledge to Subquadratic "
+        "Models, NeurIPS 2024 (arXiv 2408.10189)",
+        options=(MOHAWK_STAGE,),
+        rules=(("combination", combination_rule),),
+        uses=uses_mohawk,
+        own_loss=is_teacher_forced,
+        hooks="kdgrid.core.methods.mohawk.hooks:step_hooks",
+    )
+)

@@ -5,9 +5,7 @@ A knowledge that reads attention scores reads, for an SSM student, its mixing ma
 (`kdgrid.core.model.ssm.mixer`) with the padding bias on padded key columns, as capture adds it to a BERT's
 scores: a loss that takes a softmax over keys takes it over M's rows. M is materialised (``L^2`` per head) only
 for the layers a loss reads, on first use. Q, K and V do not exist (the trial rules refuse knowledge on them).
-A student trained teacher-forced (MOHAWK's stages 1 and 2, `kdgrid.core.methods.mohawk.objective`) runs no pass
-of its own: its objective feeds each mixer the teacher's input, so the capture gives zero logits without running
-the model (``own_pass=False``). `capture_student` picks the capture a student model needs.
+`capture_student` picks the capture a student model needs.
 """
 
 from __future__ import annotations
@@ -58,9 +56,8 @@ class SSMCapture:
     """`FeatureCapture`'s interface for an `SSMForSequenceClassification` (module docstring)."""
 
     def __init__(self, model: SSMForSequenceClassification, needs: Iterable[str] = (),
-                 layers: Iterable[int] | None = None, *, own_pass: bool = True) -> None:  # fmt: skip
+                 layers: Iterable[int] | None = None) -> None:  # fmt: skip
         self.model = model
-        self.own_pass = own_pass
         self.heads = model.config.shape.heads
         self.set_needs(needs, layers)
 
@@ -87,9 +84,6 @@ class SSMCapture:
         want_hidden = bool(self.needs & {"hidden", "sentence", "embeddings", "scores"})
         inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
         mask = batch["attention_mask"]
-        if not self.own_pass:  # teacher-forced: nothing of the student's own pass is read
-            logits = torch.zeros(mask.shape[0], self.model.config.num_labels, device=mask.device)
-            return Features(logits=logits, mask=mask, heads=self.heads)
         output = self.model(**inputs, output_hidden_states=want_hidden)
         features = Features(logits=output.logits, mask=mask, heads=self.heads)
         if want_hidden:
@@ -101,10 +95,8 @@ class SSMCapture:
         return features
 
 
-def capture_student(model: Any, needs: Iterable[str], layers: Iterable[int] | None, *,
-                    own_pass: bool = True) -> FeatureCapture | SSMCapture:  # fmt: skip
-    """The capture of a student model: `SSMCapture` for an SSM student (``own_pass`` False: teacher-forced, no
-    pass of its own), `FeatureCapture` for a BERT."""
+def capture_student(model: Any, needs: Iterable[str], layers: Iterable[int] | None) -> FeatureCapture | SSMCapture:
+    """The capture of a student model: `SSMCapture` for an SSM student, `FeatureCapture` for a BERT."""
     if isinstance(model, SSMForSequenceClassification):
-        return SSMCapture(model, needs, layers, own_pass=own_pass)
+        return SSMCapture(model, needs, layers)
     return FeatureCapture(model, needs, layers)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from kdgrid.core.model import trained_teacher
-from kdgrid.core.model.ssm.model import SSMForSequenceClassification, build_ssm, load_ssm
 from kdgrid.core.model.shapes import VOCAB_SIZE, SSMShape
+from kdgrid.core.model.ssm.model import SSMForSequenceClassification, build_ssm, load_ssm
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.trial import Trial, init_source_id
 

@@ -29,8 +29,8 @@ import math
 import torch
 from torch import nn
 
-from kdgrid.core.model.ssm.scan import causal_matrix, causal_scan
 from kdgrid.core.model.shapes import SSM_CHUNK
+from kdgrid.core.model.ssm.scan import causal_matrix, causal_scan
 
 # The decay logit's bias is drawn so that softplus(bias) (the per-token log decay's magnitude) lies in this range
 # at initialisation: a token's influence halves after about 1.4 to 70 tokens (Mamba-2 draws its dt likewise).

@@ -26,8 +26,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from kdgrid.core.model.ssm.mixer import SSDMixer
 from kdgrid.core.model.shapes import MAX_POSITIONS, SSM_CHUNK, TYPE_VOCAB, VOCAB_SIZE, SSMShape, student_shape
+from kdgrid.core.model.ssm.mixer import SSDMixer
 from kdgrid.errors import KdgridError
 
 CONFIG_FILE = "config.json"  # beside the weights, as transformers names its files

@@ -6,16 +6,16 @@ plan`` refuses what ``kdgrid run`` would).
   student (MOHAWK's stages). Any other ``init_from`` is refused.
 - knowledge: nothing that reads Q, K or V (an SSM has no queries, keys or values of attention's kind); knowledge on
   attention scores reads the student's mixing matrices (docs/ssm.md).
-- options that hook or name a BERT's modules (``dual_head``, ``init_recipe``, ``layer_curriculum``, which finds a
-  parameter's layer by BERT's module names) are refused.
+- options that hook or name a BERT's modules are refused through `bert_only`, each by the rule of what owns it, so
+  that these rules name no method and import nothing above the model room: ``init_recipe`` by the trial rules
+  (`kdgrid.core.trial_rules`: pre-training builds BERTs), ``dual_head`` by its method (its second head hooks a
+  ``BertForSequenceClassification``'s classifier), ``layer_curriculum`` by its own (it finds a parameter's layer
+  by BERT's module names).
 """
 
 from __future__ import annotations
 
 from kdgrid.core.knowledge import get_knowledge
-from kdgrid.core.methods.layer_curriculum.spec import LAYER_CURRICULUM
-from kdgrid.core.methods.dual_head.spec import DUAL_HEAD
-from kdgrid.core.pretrained.recipe_names import INIT_RECIPE
 from kdgrid.core.model.shapes import is_ssm_name
 from kdgrid.trial import Trial, init_source_id
 
@@ -40,7 +40,12 @@ def ssm_problems(trial: Trial) -> list[str]:
     qkv = [name for name in trial.knowledge if get_knowledge(name).needs & QKV_FEATURES]
     if qkv:
         problems.append(f"knowledge {', '.join(qkv)} reads Q, K or V, which an SSM student has none of")
-    for option in (DUAL_HEAD, INIT_RECIPE, LAYER_CURRICULUM):
-        if trial.option(option):
-            problems.append(f"option {option} is for BERT students, not the SSM student {trial.student}")
     return problems
+
+
+def bert_only(trial: Trial, option: str) -> list[str]:
+    """The refusal of an option that only a BERT student can take, where the trial sets it on an SSM student (the
+    rule of what owns the option calls it: it knows it hooks or names BERT's modules)."""
+    if is_ssm_name(trial.student) and trial.option(option):
+        return [f"option {option} is for BERT students, not the SSM student {trial.student}"]
+    return []
