@@ -194,6 +194,14 @@ def test_the_rules_of_a_stages_trial():
     problems = trial_problems(Trial(**base, knowledge=("hidden_mse",), strategy="First",
                                     options={"layer_curriculum": [0.5]}))  # fmt: skip
     assert "option layer_curriculum is for BERT students, not the SSM student ssm-l6-h384-a12" in problems
+    # each BERT-only option refused once, by the rule of what owns it (the method's own, or the trial rules')
+    problems = trial_problems(Trial(**base, options={"dual_head": True, "init_recipe": "some_recipe"}))
+    refused = [p for p in problems if "is for BERT students" in p]
+    assert sorted(refused) == [
+        f"option {name} is for BERT students, not the SSM student ssm-l6-h384-a12" for name in ("dual_head", "init_recipe")
+    ]
+    assert not [p for p in trial_problems(Trial(**{**base, "student": "bert-tiny"}, options={"dual_head": True}))
+                if "is for BERT students" in p]  # fmt: skip
 
 
 def test_a_stage_registers_as_a_method_whose_own_loss_leaves_something_to_learn():
