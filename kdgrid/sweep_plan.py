@@ -138,7 +138,9 @@ def job_split(
     for trial in trials:
         groups[group_key(trial)].append(trial)
     varying = {}
-    for name in group_fields(trials[0]) if trials else {}:
+    # every group's fields: some groups have fields others lack (teacher options, a source to start from)
+    names = dict.fromkeys(name for group in groups.values() for name in group_fields(group[0]))
+    for name in names:
         values = {str(group_fields(group[0]).get(name)) for group in groups.values()}
         if len(values) > 1:
             varying[name] = len(values)

@@ -71,7 +71,7 @@ from kdgrid.sweep_plan import (  # noqa: F401 (part of this module's interface, 
     memory_budget,
     plan_sweep_jobs,
 )
-from kdgrid.trial import Trial, data_order_seed, group_key
+from kdgrid.trial import Trial, assistant_id, data_order_seed, group_key, source_trial_ids, trained_teacher
 
 # Compact the store after a run once its loose per-trial files reach this many (reading them gets slow).
 COMPACT_ABOVE_FILES = 500
@@ -351,6 +351,44 @@ def smoke_trial(trial: Trial) -> Trial:
     return dataclasses.replace(trial, max_train_samples=samples, epochs=1, options=options)
 
 
+def smoke_trials(trials: Iterable[Trial]) -> dict[str, Trial]:
+    """Every trial's smoke version (`smoke_trial`) by the trial's id. A trial that learns from or starts from
+    another trial of the sweep (``trial:<id>`` as its teacher or init_from: teacher assistants, MOHAWK's stages)
+    names that trial's smoke version instead, so a chain runs as a chain."""
+    by_id = {trial.trial_id: trial for trial in trials}
+    smoke: dict[str, Trial] = {}
+
+    def of(trial: Trial) -> Trial:
+        if trial.trial_id not in smoke:
+            changes = {}
+            for name in ("teacher", "init_from"):
+                value = getattr(trial, name)
+                source = None if value is None else assistant_id(value)
+                if source in by_id:
+                    changes[name] = trained_teacher(of(by_id[source]).trial_id)
+            smoke[trial.trial_id] = dataclasses.replace(smoke_trial(trial), **changes)
+        return smoke[trial.trial_id]
+
+    for trial in by_id.values():
+        of(trial)
+    return smoke
+
+
+def with_sources(selection: dict[tuple[Any, ...], list[Trial]], trials: Iterable[Trial]) -> None:
+    """Add to ``selection`` (`smoke_selection`'s, in place) every trial of the sweep that a chosen trial learns
+    from or starts from, in its own group, and theirs in turn: a chain's smoke run trains its sources too."""
+    by_id = {trial.trial_id: trial for trial in trials}
+    chosen = {trial.trial_id for picked in selection.values() for trial in picked}
+    waiting = [source for picked in selection.values() for trial in picked for source in source_trial_ids(trial)]
+    while waiting:
+        source = by_id.get(waiting.pop())
+        if source is None or source.trial_id in chosen:
+            continue
+        chosen.add(source.trial_id)
+        selection.setdefault(group_key(source), []).append(source)
+        waiting.extend(source_trial_ids(source))
+
+
 def _features(trial: Trial) -> set[tuple[str, Any]]:
     """What a smoke run should try at least once per group: each student, init scheme (and its source),
     knowledge type and strategy of the group."""
@@ -420,8 +458,9 @@ class SmokeRun:
 def smoke_sweep(
     sweep: Path | str, options: RunOptions | None = None, *, keep: bool = False, log: Log = _quiet
 ) -> SmokeRun:
-    """Run every group of a sweep for a few steps (`smoke_selection`, `smoke_trial`) into a throwaway store (a
-    temporary folder, removed afterwards unless ``keep``) and report per group what failed.
+    """Run every group of a sweep for a few steps (`smoke_selection`, `smoke_trial`; a chain with its sources,
+    `with_sources`, `smoke_trials`) into a throwaway store (a temporary folder, removed afterwards unless ``keep``)
+    and report per group what failed.
 
     ``options`` as for `run_sweep` (its executor, budget, group size, pre-flight and Hub access; a smoke run
     retries nothing, makes no checkpoint, never compacts); the pre-flight and the Hub check apply as there. Rows of a
@@ -432,9 +471,11 @@ def smoke_sweep(
     """
     spec = load_named_sweep(sweep)
     selection = smoke_selection(p.trial for p in spec.trials)
+    with_sources(selection, (p.trial for p in spec.trials))
+    cut = smoke_trials(p.trial for p in spec.trials)
     study_of = spec.study_of()
     smoke = [
-        PlannedTrial(smoke_trial(trial), study_of[trial.trial_id])
+        PlannedTrial(cut[trial.trial_id], study_of[trial.trial_id])
         for trials in selection.values()
         for trial in trials
     ]
@@ -454,7 +495,7 @@ def smoke_sweep(
     failed_ids = {t.trial_id for t in state.failed} | {t.trial_id for t in state.pending}
     groups = []
     for trials in selection.values():
-        ids = [smoke_trial(t).trial_id for t in trials]
+        ids = [cut[t.trial_id].trial_id for t in trials]
         errors = [state.errors.get(i) or "no row (the job did not report)" for i in ids if i in failed_ids]
         first = trials[0]
         groups.append(

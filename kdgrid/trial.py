@@ -41,6 +41,19 @@ def assistant_id(teacher: str) -> str | None:
     return teacher[len(TRAINED_TEACHER_PREFIX) :] if teacher.startswith(TRAINED_TEACHER_PREFIX) else None
 
 
+def init_source_id(init_from: str | None) -> str | None:
+    """The trial id an ``init_from`` value names (``trial:<id>``: the student starts from that trial's trained
+    student, as a stage of MOHAWK continues the stage before), else None."""
+    return None if init_from is None else assistant_id(init_from)
+
+
+def source_trial_ids(trial: Any) -> tuple[str, ...]:
+    """The trials whose trained students ``trial`` needs before it can run: its teacher's (a teacher assistant)
+    and its initialisation's (``init_from: trial:<id>``), in that order, each at most once."""
+    found = (assistant_id(trial.teacher), init_source_id(trial.init_from))
+    return tuple(dict.fromkeys(trial_id for trial_id in found if trial_id is not None))
+
+
 # LKD's held-out split (`kdgrid.core.methods.lkd.lookahead`): the share of the training data it holds out; it changes the batches.
 LKD_HOLDOUT = "lkd_holdout"
 # Options that change the shared teacher pass: trials differing in one of them are different groups.
@@ -264,12 +277,16 @@ def group_fields(trial: Trial) -> dict[str, Any]:
     """What trials sharing a teacher pass agree on, by name: the `GROUP_FIELDS` (``seed`` holding
     `data_order_seed`), then ``teacher_options`` when the trial sets an option that changes the teacher pass
     (`TEACHER_PASS_OPTIONS`: its label order, its gate; the masking options when the teacher's input is masked),
-    so trials without them keep their groups."""
+    and ``init_source`` for a trial that starts from another trial's student (`init_source_id`), so trials
+    without them keep their groups."""
     fields = {name: getattr(trial, name) for name in GROUP_FIELDS}
     fields["seed"] = data_order_seed(trial)
     teacher_options = teacher_pass_key(trial)
     if teacher_options:
         fields["teacher_options"] = teacher_options
+    source = init_source_id(trial.init_from)
+    if source is not None:  # never in its source trial's job, which must finish first (`kdgrid.grid.stages`)
+        fields["init_source"] = source
     return fields
 
 

@@ -160,13 +160,14 @@ class SweepRuns:
     studies: list[str] = dataclasses.field(default_factory=list)  # in the sweep's order, where it has several
 
     def _varying_within(self) -> dict[str, list[str]]:
-        """Study -> the axes that vary between its trials (a teacher assistant's student, which differs with the
-        seed, counts as one value)."""
+        """Study -> the axes that vary between its trials (a teacher assistant's student, or the student a trial
+        starts from, which differ with the seed, count as one value)."""
         varying: dict[str, list[str]] = {}
         for study, members in self.runs.groupby("study", sort=False):
             for axis in self.axes:
                 found = set(members[axis])
-                if len(found) > 1 and not (axis == "teacher" and all(assistant_id(v) for v in found)):
+                per_seed = axis in ("teacher", "init_from") and all(assistant_id(v) for v in found)
+                if len(found) > 1 and not per_seed:
                     varying.setdefault(str(study), []).append(axis)
         return varying
 

@@ -19,7 +19,10 @@ method: they ask every registered `MethodSpec`:
 - ``hooks``: its part in a student's training (``"module:function"``: the function builds the trial's
   `kdgrid.core.step_hooks.StepHooks`; imported on first use, for the trials it is ``uses``-d by);
 - ``evaluates_only``: whether a trial trains nothing in its job (it evaluates a student trained by another
-  trial, loaded after the job's students are freed: the estimate counts none of its training memory).
+  trial, loaded after the job's students are freed: the estimate counts none of its training memory);
+- ``own_loss``: whether a trial trains on the method's own loss in place of eq. 9 (its hooks give the terms:
+  `kdgrid.core.step_hooks.StepHooks.own_values`), so that soft_weight = 0, alpha = 0 and no knowledge still
+  leave it something to learn from.
 
 The built-ins register on the first import of any ``kdgrid.core`` module (`kdgrid.core.__init__` loads the list
 in `kdgrid.core.methods`), so every process that reads a registry knows them, as it knows a plugin it loaded.
@@ -98,6 +101,7 @@ class MethodSpec:
         uses: whether a trial uses the method (None: never; its hooks are built for those that do).
         hooks: ``"module:function"``, the function ``trial -> StepHooks`` of its part in the training step.
         evaluates_only: whether a trial of it trains nothing in its job (None: every trial trains).
+        own_loss: whether a trial of it trains on the method's own loss in place of eq. 9 (None: never).
         depends_on: the methods whose modules its own may import (a declared dependency).
     """
 
@@ -111,6 +115,7 @@ class MethodSpec:
     uses: Callable[[Trial], bool] | None = None
     hooks: str | None = None
     evaluates_only: Callable[[Trial], bool] | None = None
+    own_loss: Callable[[Trial], bool] | None = None
     depends_on: tuple[str, ...] = field(default=())
 
 
@@ -168,6 +173,11 @@ def method_memory(facts: TrialFacts) -> MethodMemory:
 def evaluates_only(trial: Trial) -> bool:
     """Whether a method of the trial makes it train nothing in its job (``evaluates_only``)."""
     return any(spec.evaluates_only is not None and spec.evaluates_only(trial) for spec in METHODS.values())
+
+
+def trains_on_own_loss(trial: Trial) -> bool:
+    """Whether a method of the trial replaces eq. 9 with its own loss (``own_loss``)."""
+    return any(spec.own_loss is not None and spec.own_loss(trial) for spec in METHODS.values())
 
 
 def step_hooks(trial: Trial) -> list[StepHooks]:

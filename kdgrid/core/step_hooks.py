@@ -8,11 +8,14 @@ set up. Every hook is optional: the base class does nothing at each point. In th
 ==================  ===================================================================================
 hook                when, and what it may do
 ==================  ===================================================================================
-`prepare_model`     the student is built, before it is placed on the device: add a part (a second head)
 `objective_kwargs`  before the objective is built: what the method hands it (ReAugKD's teacher head)
+`prepare_model`     the student is built, before it is placed on the device: add a part (a second head), or
+                    set weights from the job's teacher (MOHAWK's stage 3: copied, in the task's label order)
 `set_up`            the student, objective, optimizer and scaler exist: check them, record in the row
+`teacher_capture`   what the shared teacher pass captures for the method beyond its terms' features
 `teacher_batch`     (the job's first trial's hooks) the batch the shared teacher pass reads
 `student_batch`     the batch this student's forward pass reads (an input transform: masking)
+`student_features`  the student's features in place of its forward pass, where its objective reads none
 `features`          the student's captured features, after its forward pass (a second head's logits)
 `gradients`         the step's loss terms are known: take the gradients itself and return True (DOT's
                     split, LKD's lookahead), or return False and let the step's backward pass run
@@ -32,6 +35,9 @@ its projections, mapping and temperature learner are drawn), `teacher_features` 
 knowledge term reads: a per-term target the method derives from them, as Flex-KD keeps the teacher dimensions it
 selected), `default_soft_t2` (the soft term's T^2 when the trial
 leaves ``soft_t2`` unset), `extra_terms` and `extra_values` (a term the method adds, with its weight: a penalty),
+`own_values` (the values of the method's own terms, from the batch's features, in place of eq. 9's soft, hard and
+knowledge terms: a loss of its own, as MOHAWK's teacher-forced stages train on, whose spec says so with
+``own_loss``; their weights are its `extra_terms`),
 `set_progress` (where training is), `soft_per_example` (its own loss in place of the soft-label cross-entropy: a
 second head's divergence), `instance_trade_off` (per-example weights trading each example's soft and hard
 losses), `term_mask` (which tokens a term compares), `step_weights` (the weights the step's total uses: a
@@ -59,12 +65,18 @@ class StepHooks:
     # How a failed row names the step when `after_training` raises.
     after_training_failure = "after training"
 
-    def prepare_model(self, run: Any, model: Any) -> None:
-        """The student is built and not yet placed on the device."""
-
     def objective_kwargs(self, run: Any, job: Any) -> dict[str, Any]:
         """Keyword arguments for the trial's `kdgrid.core.training.objective.Objective`."""
         return {}
+
+    def prepare_model(self, run: Any, job: Any, model: Any) -> None:
+        """The student is built and not yet placed on the device (``job``: its teacher model and label order)."""
+
+    def teacher_capture(self, run: Any) -> tuple[frozenset[str], frozenset[int]]:
+        """What the job's shared teacher pass must capture for this method beyond the features of the trial's
+        terms: feature names (`kdgrid.core.model.capture.ALL_NEEDS`) and the teacher layers (1-based) they are
+        kept on."""
+        return frozenset(), frozenset()
 
     def set_up(self, run: Any, job: Any) -> None:
         """The student is ready to train: model, objective, optimizer, scaler."""
@@ -83,6 +95,12 @@ class StepHooks:
         """The batch this student's forward pass reads (``index``: the job's 1-based step, or the warm-up
         batch's index in calibration)."""
         return batch
+
+    def student_features(self, run: Any, job: Any, batch: dict[str, Any], phase: int, index: int) -> Any:
+        """The student's features of ``batch`` in place of its own forward pass (None: the pass runs): for an
+        objective that reads nothing of the student's pass (a teacher-forced stage feeds the student's layers the
+        teacher's inputs itself), a `kdgrid.core.model.capture.Features` with what the step still reads."""
+        return None
 
     def features(self, run: Any, features: Any) -> Any:
         """The student's features of this forward pass."""
@@ -157,6 +175,13 @@ class StepHooks:
     def extra_values(self, objective: Any) -> dict[str, Any]:
         """The unweighted values of the terms of `extra_terms` for this step (0-dim tensors)."""
         return {}
+
+    def own_values(self, objective: Any, student: Any, teacher: Any, labels: Any) -> dict[str, Any] | None:
+        """The unweighted values (0-dim float32 tensors) of the method's own terms for this batch, by name, in place
+        of every term of eq. 9 (None: eq. 9's): the step's total is then theirs, weighted by `extra_terms`
+        (eq. 9's soft and hard weights must be 0, as the method's rules ensure). ``student`` and ``teacher``: the
+        two sides' `kdgrid.core.model.capture.Features` of the batch; ``labels`` its gold labels."""
+        return None
 
     def set_progress(self, objective: Any, step_index: int, total_steps: int) -> None:
         """Training is at the 0-based step ``step_index`` of ``total_steps``."""

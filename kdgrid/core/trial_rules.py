@@ -34,7 +34,7 @@ from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
 from kdgrid.core.knowledge import known_specs
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
-from kdgrid.core.method_registry import TrialFacts, run_rules
+from kdgrid.core.method_registry import TrialFacts, run_rules, trains_on_own_loss
 from kdgrid.core.method_registry import learns_beside_the_student as method_learns
 from kdgrid.core.model.shapes import (
     MAX_POSITIONS,
@@ -47,6 +47,7 @@ from kdgrid.core.model.shapes import (
     student_shape,
     teacher_head_problems,
 )
+from kdgrid.core.model.ssm.rules import bert_only, ssm_problems
 from kdgrid.core.model.teacher_cache import MINILM_ALIAS
 from kdgrid.core.options import MIN_TEMPERATURE
 from kdgrid.core.options import option_problems as options_problems
@@ -106,8 +107,8 @@ def number_problems(trial: Trial) -> list[str]:
         need(trial.beta == "auto", "beta", "a number >= 0 or 'auto'")
     else:
         need(trial.beta >= 0, "beta", "a number >= 0 or 'auto'")  # inf is allowed: it diverges, visibly
-    if trial.soft_weight == 0 and trial.alpha == 0 and not trial.knowledge:
-        problems.append(NOTHING_TO_LEARN)
+    if trial.soft_weight == 0 and trial.alpha == 0 and not trial.knowledge and not trains_on_own_loss(trial):
+        problems.append(NOTHING_TO_LEARN)  # a method with a loss of its own (MethodSpec.own_loss) has one
     return problems
 
 
@@ -360,7 +361,8 @@ Shapes = tuple[StudentShape, StudentShape | None]
 def _combination_rules(trial: Trial, student: StudentShape, teacher: StudentShape | None) -> list[str]:
     """The combination's own rules, then every registered method's at the ``combination`` stage (with the layer
     pairs where the teacher's shape tells them)."""
-    problems = strategy_problems(trial)
+    problems = strategy_problems(trial) + ssm_problems(trial)  # the student family's own (an SSM's)
+    problems += bert_only(trial, INIT_RECIPE)  # a pre-training recipe builds a BERT
     pairs: list[tuple[int, int]] | None = None
     if teacher is not None and trial.strategy is not None:
         try:

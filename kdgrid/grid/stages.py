@@ -15,8 +15,14 @@ knowledge that compares at the teacher's width); the trial rules then judge the 
 assistant's student shape (`kdgrid.core.model.trained_teacher.declare_planned`), e.g. ``init: preload`` into another
 width.
 
-Running: a dependant's teacher differs from its assistant's (it is part of the group key), so planning never puts
-the two in one job; `job_stages` orders the jobs into stages, each after every stage its assistants are in.
+A trial may also *start from* another trial's trained student: ``init_from: study:<name>`` (or ``trial:<id>``),
+resolved the same way, seed to seed, into ``init_from: trial:<id>`` (`kdgrid.trial.init_source_id`). That is how
+MOHAWK's stages chain (docs/ssm.md): each stage's student starts where the stage before left it. Such a source
+must be on the same task with the same student (its weights load into the dependant's model as they are).
+
+Running: a dependant's teacher differs from its assistant's (it is part of the group key), and a trial that
+starts from another's has that trial in its group key (`kdgrid.trial.group_fields`), so planning never puts the
+two in one job; `job_stages` orders the jobs into stages, each after every stage its sources are in.
 """
 
 from __future__ import annotations
@@ -27,14 +33,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kdgrid.core.data import get_task
-from kdgrid.core.model.shapes import student_shape
+from kdgrid.core.model.shapes import is_ssm_name, student_shape
 from kdgrid.core.model.trained_teacher import declare_planned
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.grid.memory_estimate import projected_knowledge
 from kdgrid.suggest import did_you_mean
-from kdgrid.trial import DATA_SEED, Trial, assistant_id, trained_teacher
+from kdgrid.trial import DATA_SEED, Trial, assistant_id, source_trial_ids, trained_teacher
 
 STUDY_PREFIX = "study:"
+BOTH_NAMED = "a trial may name one other trial of its sweep, as its teacher or as its init_from, not both"
 
 Job = list[Trial]
 
@@ -44,9 +51,22 @@ def study_reference(teacher: str) -> str | None:
     return teacher[len(STUDY_PREFIX) :].strip() if teacher.startswith(STUDY_PREFIX) else None
 
 
+def _names_trial(value: str | None) -> bool:
+    return value is not None and (study_reference(value) is not None or assistant_id(value) is not None)
+
+
+def referring_field(trial: Trial) -> str | None:
+    """The field of ``trial`` that names another trial of its sweep (``study:`` or ``trial:``): ``teacher`` (a
+    teacher assistant) or ``init_from`` (a student that starts from another's), else None."""
+    if _names_trial(trial.teacher):
+        return "teacher"
+    return "init_from" if _names_trial(trial.init_from) else None
+
+
 def is_reference(trial: Trial) -> bool:
-    """Whether ``trial``'s teacher names another trial of its sweep (``study:`` or ``trial:``)."""
-    return study_reference(trial.teacher) is not None or assistant_id(trial.teacher) is not None
+    """Whether ``trial``'s teacher or initialisation names another trial of its sweep (``study:`` or
+    ``trial:``)."""
+    return referring_field(trial) is not None
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,8 @@ def assistant_problems(dependant: Trial, assistant: Trial) -> list[str]:
         return [f"{name} was trained on {assistant.task}, not {dependant.task}: a teacher assistant must be "
                 "trained on the dependant's task"]  # fmt: skip
     student, teacher = student_shape(dependant.student), student_shape(assistant.student)
+    if is_ssm_name(teacher.name):
+        return [f"{name} is an SSM student: kdgrid's teachers are BERTs (an SSM student cannot teach yet)"]
     needs_width = sorted(name for name in set(dependant.knowledge) if projected_knowledge(name))
     if dependant.projection == "none" and needs_width and student.width != teacher.width:
         return [
@@ -89,6 +111,18 @@ def assistant_problems(dependant: Trial, assistant: Trial) -> list[str]:
             f"{', '.join(needs_width)} compares at the teacher's width and projection is 'none'; use projection "
             "'linear' or 'mlp', or an assistant of width " + str(student.width)
         ]
+    return []
+
+
+def init_source_problems(dependant: Trial, source: Trial) -> list[str]:
+    """Why ``dependant`` cannot start from ``source``'s trained student (empty when it can): another task, or
+    another student (the saved weights load into the dependant's model as they are)."""
+    name = f"init_from trial {source.trial_id} ({source.student} on {source.task})"
+    if dependant.task != source.task:
+        return [f"{name} was trained on {source.task}, not {dependant.task}: a student continues on its own task"]
+    if dependant.student != source.student:
+        return [f"{name} is another student than {dependant.student}: a student starts from a trained student of "
+                "its own shape"]  # fmt: skip
     return []
 
 
@@ -102,7 +136,8 @@ def resolve_references(
     trial_problems: Callable[[Trial], list[str]],
     seed_variants: Callable[[Trial, int | None], list[Trial]],
 ) -> list[tuple[Trial, str]]:
-    """The trials that ``references`` (grid points whose teacher names a study or a trial) make, in study order
+    """The trials that ``references`` (grid points whose teacher or init_from names a study or a trial) make,
+    in study order
     along the chains, each with its study. ``resolved`` are the sweep's other trials (with their studies);
     ``add_problem(where, message)`` records each problem; ``trial_problems`` are the trial rules, run once each
     assistant's shape is declared (`kdgrid.core.model.trained_teacher.declare_planned`); ``seed_variants`` is the
@@ -112,12 +147,18 @@ def resolve_references(
         by_study[study].append(trial)
     # which study waits for which: a study's `study:` references (a `trial:` one is placed once all are made)
     graph: dict[str, set[str]] = {}
+    def named_value(point: Trial) -> tuple[str, str]:
+        field = referring_field(point)
+        assert field is not None
+        return field, getattr(point, field)
+
     for ref in references:
-        named = study_reference(ref.point.teacher)
+        field, value = named_value(ref.point)
+        named = study_reference(value)
         if named is None:
             continue
         if named not in by_study:
-            add_problem(ref.where, f"teacher {ref.point.teacher!r}: no study {named!r} in this sweep; studies: "
+            add_problem(ref.where, f"{field} {value!r}: no study {named!r} in this sweep; studies: "
                         f"{', '.join(studies)}{did_you_mean(named, studies)}")  # fmt: skip
             continue
         graph.setdefault(ref.study, set()).add(named)
@@ -133,36 +174,44 @@ def resolve_references(
     seen = {trial.trial_id for trial, _ in resolved}
 
     def add(trial: Trial, study: str, where: str, assistant: Trial) -> None:
-        declare_planned(assistant.trial_id, student_shape(assistant.student), assistant.task)
-        messages = assistant_problems(trial, assistant) or trial_problems(trial)
+        if _names_trial(trial.teacher) and _names_trial(trial.init_from):
+            what, messages = "init_from", [BOTH_NAMED]
+        elif referring_field(trial) == "teacher":
+            declare_planned(assistant.trial_id, student_shape(assistant.student), assistant.task)
+            what, messages = "teacher assistant", assistant_problems(trial, assistant)
+        else:
+            what, messages = "init_from", init_source_problems(trial, assistant)
+        messages = messages or trial_problems(trial)
         for message in messages:
-            add_problem(f"{where}: teacher assistant {assistant.trial_id}", message)
+            add_problem(f"{where}: {what} {assistant.trial_id}", message)
         if messages or trial.trial_id in seen:
             return
         seen.add(trial.trial_id)
         made.append((trial, study))
         by_study[study].append(trial)
 
-    study_refs = [r for r in references if study_reference(r.point.teacher) in by_study]
+    study_refs = [r for r in references if study_reference(named_value(r.point)[1]) in by_study]
     for ref in sorted(study_refs, key=lambda r: rank.get(r.study, -1)):
-        named = study_reference(ref.point.teacher)
+        field, value = named_value(ref.point)
+        named = study_reference(value)
         assert named is not None
         assistants = list(by_study[named])
         if not assistants:
-            add_problem(ref.where, f"teacher 'study:{named}': study {named!r} has no trials to teach with")
+            add_problem(ref.where, f"{field} 'study:{named}': study {named!r} has no trials to learn from")
         for assistant in assistants:
-            point = dataclasses.replace(ref.point, teacher=trained_teacher(assistant.trial_id))
+            point = dataclasses.replace(ref.point, **{field: trained_teacher(assistant.trial_id)})
             for trial in seed_variants(point, seeds):
                 if _seed_offset(trial) == _seed_offset(assistant):  # the k-th seed learns from the k-th seed
                     add(trial, ref.study, ref.where, assistant)
     every = {trial.trial_id: trial for trials in by_study.values() for trial in trials}
     for ref in references:
-        wanted = assistant_id(ref.point.teacher)
+        field, value = named_value(ref.point)
+        wanted = assistant_id(value)
         if wanted is None:
             continue
         if wanted not in every:
-            add_problem(ref.where, f"teacher {ref.point.teacher!r}: trial {wanted} is not a trial of this sweep "
-                        "(a teacher assistant must be trained by the same sweep; name its study as "
+            add_problem(ref.where, f"{field} {value!r}: trial {wanted} is not a trial of this sweep (a trial "
+                        "learnt from must be trained by the same sweep; name its study as "
                         "`study:<name>`)")  # fmt: skip
             continue
         for trial in seed_variants(ref.point, seeds):
@@ -173,9 +222,10 @@ def resolve_references(
 # ------------------------------------------------------------------------------------------------ running order
 
 
-def dependencies(trials: Iterable[Trial]) -> dict[str, str]:
-    """``{dependant id: assistant id}`` of the trials whose teacher is another trial's student."""
-    return {t.trial_id: a for t in trials if (a := assistant_id(t.teacher)) is not None}
+def dependencies(trials: Iterable[Trial]) -> dict[str, tuple[str, ...]]:
+    """``{dependant id: source ids}`` of the trials that need other trials' students: as their teacher (a
+    teacher assistant) or to start from (``init_from: trial:<id>``)."""
+    return {t.trial_id: sources for t in trials if (sources := source_trial_ids(t))}
 
 
 def without_assistant_teachers(trials: Iterable[Trial]) -> list[Trial]:
@@ -185,13 +235,14 @@ def without_assistant_teachers(trials: Iterable[Trial]) -> list[Trial]:
 
 
 def assistant_ids(trials: Iterable[Trial]) -> set[str]:
-    """The ids of the trials some trial of ``trials`` learns from."""
-    return set(dependencies(trials).values())
+    """The ids of the trials some trial of ``trials`` learns from or starts from: their students are kept."""
+    return {source for sources in dependencies(trials).values() for source in sources}
 
 
 def job_stages(jobs: Sequence[Job]) -> list[list[Job]]:
-    """``jobs`` in stages: stage 0 holds the jobs whose teachers are not trials among ``jobs`` (assistants done
-    already count as such), and each later stage the jobs whose assistants are all in earlier stages. Without any
+    """``jobs`` in stages: stage 0 holds the jobs that need no trained student of a trial among ``jobs`` (as
+    teacher or init_from; sources done already count as such), and each later stage the jobs whose sources are
+    all in earlier stages. Without any
     chain, one stage holding every job in its order. Job order is kept within a stage.
 
     Raises:
@@ -204,12 +255,12 @@ def job_stages(jobs: Sequence[Job]) -> list[list[Job]]:
     graph: dict[int, set[int]] = {index: set() for index in range(len(jobs))}
     for index, job in enumerate(jobs):
         for trial in job:
-            assistant = assistant_id(trial.teacher)
-            if assistant is None or assistant not in job_of:
-                continue
-            if job_of[assistant] == index:
-                raise ConfigError(f"trial {trial.trial_id} and its assistant {assistant} are in one job")
-            graph[index].add(job_of[assistant])
+            for assistant in source_trial_ids(trial):
+                if assistant not in job_of:
+                    continue
+                if job_of[assistant] == index:
+                    raise ConfigError(f"trial {trial.trial_id} and its source trial {assistant} are in one job")
+                graph[index].add(job_of[assistant])
     sorter = graphlib.TopologicalSorter(graph)
     try:
         sorter.prepare()

@@ -164,3 +164,15 @@ def test_diagnosis_false_alarms_smoke(tmp_path: Path) -> None:
     report = run_script("diagnosis_false_alarms", tmp_path)
     assert report["learned"] + report["not_learned"] + report["failed"] == report["config"]["trials"] == 8
     assert report["config"]["teacher_dev"]["validation"]["accuracy"] > 0.75  # the teacher learned the task
+
+
+def test_ssm_length_smoke(tmp_path: Path) -> None:
+    report = run_script("ssm_length", tmp_path)
+    assert report["config"]["lengths"] == [64, 128] and report["config"]["mode"] == "smoke"
+    for kind in ("ssm", "transformer"):
+        assert sorted(report["rows"][kind], key=int) == ["64", "128"]
+        for row in report["rows"][kind].values():
+            assert positive(float(row["ms"])) and row["params"] > 0
+    assert report["rows"]["ssm"]["64"]["student"].startswith("ssm-")
+    for ratio in report["ratios"].values():  # side by side: every length has both, and their ratios
+        assert positive(ratio["time"])

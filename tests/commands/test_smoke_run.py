@@ -83,3 +83,40 @@ def test_keep_keeps_the_smoke_store(tmp_path: Path, teacher: str) -> None:
     finally:
         if outcome.store is not None:
             shutil.rmtree(outcome.store)
+
+
+def test_a_chain_smokes_as_a_chain_each_trial_learning_from_its_sources_smoke_version(
+    tmp_path: Path, teacher: str
+) -> None:
+    """Teacher assistants and MOHAWK's stages: the dependants' sources are tried too (even where the group's
+    selection would leave them out), and each dependant names its source's smoke version, so it finds its row."""
+    sweep = tmp_path / "chained.yaml"
+    sweep.write_text(json.dumps({
+        "name": "chained",
+        "seeds": 2,  # both seeds of a source share a group, whose selection tries the first only
+        "fixed": {"task": TASK, "teacher": teacher, "init": "random", "batch_size": 8, "max_length": 24,
+                  "options": NOT_MEANT_TO_BE_ACCURATE},
+        "studies": {
+            "assistant": {"fixed": {"student": "w32-l2-h2-f64"}},
+            "via": {"fixed": {"student": "w32-l1-h2-f64", "teacher": "study:assistant"}},
+            "orient": {"fixed": {"student": "ssm-l3-h64-a4-f128", "soft_weight": 0, "alpha": 0,
+                                 "options": {"mohawk_stage": 1}}},
+            "distil": {"fixed": {"student": "ssm-l3-h64-a4-f128", "init_from": "study:orient",
+                                 "options": {"mohawk_stage": 3}}},
+        },
+    }))  # fmt: skip
+    from kdgrid.grid import load_sweep
+    from kdgrid.sweep_run import smoke_trials
+
+    trials = [p.trial for p in load_sweep(sweep).trials]
+    cut = smoke_trials(trials)
+    by_student = {(t.student, t.option("mohawk_stage")): t for t in trials if t.seed == 1}
+    orient, distil = by_student[("ssm-l3-h64-a4-n16-f128", 1)], by_student[("ssm-l3-h64-a4-n16-f128", 3)]
+    assert cut[distil.trial_id].init_from == f"trial:{cut[orient.trial_id].trial_id}"
+    assistant, via = by_student[("w32-l2-h2-f64", None)], by_student[("w32-l1-h2-f64", None)]
+    assert cut[via.trial_id].teacher == f"trial:{cut[assistant.trial_id].trial_id}"
+    outcome = smoke_sweep(sweep, RunOptions(executor_settings={"local_progress": False}))
+    assert outcome.ok, [g.line() for g in outcome.groups]
+    # each dependant seed is its own group and tried; each brings its source seed, which selection alone left out
+    assert sum(len(picked) for picked in smoke_selection(trials).values()) == 6
+    assert sum(group.trials for group in outcome.groups) == 8

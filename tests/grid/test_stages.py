@@ -173,3 +173,52 @@ def test_without_a_chain_there_is_one_stage(tmp_path: Path) -> None:
     unchained = [t for t in trials if not t.teacher.startswith("trial:")]
     jobs = plan_jobs(unchained)
     assert job_stages(jobs) == [jobs]
+
+
+STARTS = """
+name: starts
+fixed: {task: mrpc, teacher: bert-base, init: random, student: ssm-l12-h768-a12}
+studies:
+  first: {fixed: {soft_weight: 0, alpha: 0, options: {mohawk_stage: 1}}}
+  then: {fixed: {init_from: "study:first", options: {mohawk_stage: 3}}, axes: {seed: [0, 1]}}
+"""
+
+
+def test_init_from_a_study_starts_each_seed_from_that_studys_student_and_orders_the_jobs(tmp_path: Path) -> None:
+    studies = by_study(write(tmp_path, STARTS.replace("fixed: {soft", "axes: {seed: [0, 1]}, fixed: {soft")))
+    first, then = studies["first"], studies["then"]
+    assert len(then) == 4  # each 'then' point from each trial of 'first' (no `seeds:`, so no pairing by seed)
+    assert {t.init_from for t in then} == {f"trial:{t.trial_id}" for t in first}
+    assert all(t.teacher == "bert-base" for t in then)
+    stages = job_stages(plan_jobs([*first, *then]))
+    assert [sorted(t.trial_id for job in stage for t in job) for stage in stages] == [
+        sorted(t.trial_id for t in first),
+        sorted(t.trial_id for t in then),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ('init_from: "study:frist"', "init_from 'study:frist': no study 'frist' in this sweep"),
+        ('init_from: "study:first", student: ssm-l12-h768-a12-causal', "is another student than"),
+        ('init_from: "study:first", task: rte', "was trained on mrpc, not rte"),
+        ('init_from: "study:first", teacher: "study:first"', "as its teacher or as its init_from, not both"),
+    ],
+)
+def test_an_init_source_that_cannot_serve_is_refused(tmp_path: Path, change: str, expected: str) -> None:
+    path = write(tmp_path, STARTS.replace('init_from: "study:first"', change))
+    with pytest.raises(ConfigError) as raised:
+        load_sweep(path)
+    assert expected in str(raised.value)
+
+
+def test_kdgrid_plan_expands_the_mohawk_sweep_in_three_stages(tmp_path: Path) -> None:
+    sweeps = Path(__file__).resolve().parents[2] / "sweeps"
+    summary = as_json("plan", str(sweeps / "mohawk.yaml"), "--store", str(tmp_path / "store"))
+    assert summary["trials"] == 24 and summary["jobs"] == 12
+    assert summary["stages"] == [
+        "stage 1: 3 job(s), 15 trial(s) (ssm_scratch, stage1, stage2_only, stage3_only, transformer)",
+        "stage 2: 6 job(s), 6 trial(s) (stage2_after1, stage3_after2)",
+        "stage 3: 3 job(s), 3 trial(s) (stage3_after12)",
+    ]

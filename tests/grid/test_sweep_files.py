@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from kdgrid.core.model.shapes import student_shape
 from kdgrid.grid import load_sweep, plan_jobs
-from kdgrid.trial import data_order_seed, group_key
+from kdgrid.grid.expand import Sweep
+from kdgrid.grid.stages import job_stages
+from kdgrid.sweep_plan import job_split
+from kdgrid.trial import Trial, data_order_seed, group_key
 from tests.sweep_studies import trials_of
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
@@ -46,6 +50,8 @@ COUNTS = {
     "methods.yaml": (105, 105),
     # Flex-KD, projected hidden_mse, CKA and soft labels only x 3 seeds, offline
     "flex_kd.yaml": (12, 12),
+    # MOHAWK: 3 seeds x (6 stage trials of the three chains + an SSM from scratch + a Transformer of equal size)
+    "mohawk.yaml": (24, 24),
 }
 
 
@@ -210,6 +216,40 @@ def test_the_assistants_sweep_chains_each_seed_to_its_own_assistant() -> None:
         assistant = assistants[trial.teacher.removeprefix("trial:")]
         assert assistant.seed == trial.seed
         assert dataclasses.replace(trial, teacher="minilm-l6") == by_seed[trial.seed]
+
+
+def test_the_mohawk_sweep_chains_each_stage_to_the_stage_before_seed_by_seed() -> None:
+    sweep = load_sweep(SWEEPS / "mohawk.yaml")
+    studies = {study: {t.seed: t for t in trials_of(sweep, study)} for study in sweep.studies}
+    assert all(sorted(trials) == [0, 1, 2] for trials in studies.values())
+    ssm = student_shape("ssm-l6-h384-a12")
+    assert {t.student for trials in studies.values() for t in trials.values()} == {ssm.name, "w384-l6-h12-f1933"}
+    equal = student_shape(studies["transformer"][0].student)
+    assert abs(equal.param_count() / ssm.param_count() - 1) < 1e-3  # a Transformer of equal size
+    chains = {"stage2_after1": "stage1", "stage3_after12": "stage2_after1", "stage3_after2": "stage2_only"}
+    for study, trials in studies.items():
+        for seed, trial in trials.items():
+            source = chains.get(study)
+            assert trial.init_from == (None if source is None else f"trial:{studies[source][seed].trial_id}")
+            stage = trial.option("mohawk_stage")
+            assert stage == (None if study in ("ssm_scratch", "transformer") else int(study[len("stage")]))
+    # stage 3 and the baselines: one budget and one objective, so their rows compare
+    finals = [studies[s][0] for s in ("stage3_after12", "stage3_after2", "stage3_only", "ssm_scratch", "transformer")]
+    assert len({(t.epochs, t.max_train_samples, t.lr, t.soft_weight, t.alpha, t.knowledge) for t in finals}) == 1
+    trials = [p.trial for p in sweep.trials]
+    # `kdgrid plan` says why: the budgets and each chained trial's source (a field only those trials' groups have)
+    split = job_split(trials, plan_jobs(trials), 1000, None)
+    assert split["group_fields_differing"] == {"epochs": 2, "max_train_samples": 3, "init_source": 10}
+    stages = job_stages(plan_jobs(trials))
+    assert [sorted({study_of(sweep, t) for job in stage for t in job}) for stage in stages] == [
+        ["ssm_scratch", "stage1", "stage2_only", "stage3_only", "transformer"],
+        ["stage2_after1", "stage3_after2"],
+        ["stage3_after12"],
+    ]
+
+
+def study_of(sweep: Sweep, trial: Trial) -> str:
+    return next(p.study for p in sweep.trials if p.trial.trial_id == trial.trial_id)
 
 
 def test_layer_selection_is_yu_wen_mous_design_with_seeds_offline_and_on_glue() -> None:

@@ -101,6 +101,7 @@ def test_local_corpus_is_keyed_by_its_content(tmp_path: Path) -> None:
         ({"teacher": "minilm-l6", "strategy": None}, "strategy"),
         ({"teacher": "minilm-l6", "projection": "conv"}, "projection"),
         ({"student": "w100"}, "unknown student"),
+        ({"student": "ssm-l2-h128-a2"}, "pre-training takes BERT students"),
     ],
 )
 def test_refusals(change: dict[str, object], message: str) -> None:

@@ -44,12 +44,14 @@ from kdgrid.core.model.runtime import set_attention
 from kdgrid.core.model.shapes import (
     VOCAB_SIZE,
     ResolvedTeacher,
+    SSMShape,
     StudentShape,
     cached_config,
     local_config,
     shape_of_config,
     turc_hub_name,
 )
+from kdgrid.core.model.ssm.init import build_ssm_student
 from kdgrid.core.pretrained import artifacts
 from kdgrid.core.pretrained.needed import recipe_for_trial
 from kdgrid.core.trial_rules import GENERAL_DISTILLATION_NEEDS_INIT_FROM, preload_problems
@@ -160,9 +162,11 @@ def build_student(
 
     ``vocab_size`` (the tokenizer's) defaults to the teacher model's; a loaded checkpoint must match it. ``teacher_model`` (already loaded) spares a reload for preload.
     """
-    check_init(trial, shape, teacher)
     if vocab_size is None and teacher_model is not None:
         vocab_size = teacher_model.config.vocab_size
+    if isinstance(shape, SSMShape):  # an SSM student (`kdgrid.core.model.ssm`): fresh, or another trial's
+        return build_ssm_student(trial, shape, num_labels, vocab_size)
+    check_init(trial, shape, teacher)
     source = init_source(trial, shape, teacher)
     info: dict[str, object] = {"init_source": source}
     use = recipe_for_trial(trial)

@@ -1,1 +1,1 @@
-"""Models and where they come from: shapes, sources (fine-tuned teachers, trained students), loading, capture of features, the device and precision, projections, scoring on dev sets."""
+"""Models and where they come from: shapes, sources (fine-tuned teachers, trained students), loading, capture of features, the device and precision, projections, scoring on dev sets; state-space students (`kdgrid.core.model.ssm`)."""

@@ -9,7 +9,10 @@ embeddings (layer 0) and of each transformer layer (1..L). Attention scores are 
 i.e. pre-softmax, dropout-free, with a padding bias on the key columns, always in float32 (Q and K cast up, autocast
 off: under bf16 autocast the projections are bf16, the scores built from them are not); ``softmax(scores, -1)`` equals what an
 eager BERT returns with ``output_attentions=True``. Only what ``needs`` asks for is kept (a subset of
-``{"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"}``), and only on the ``layers``
+``{"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"}``, and for a teacher-forced
+student, MOHAWK's, ``layer_input``: the hidden state entering each layer, and ``attention_output``: the
+self-attention sub-layer's output, its output projection before dropout, residual and LayerNorm, from a hook on
+``attention.output.dense``), and only on the ``layers``
 asked for, so a soft-label-only group pays for nothing but the logits, and a teacher held while the students
 train keeps the layers they are matched to, not all of them.
 """
@@ -24,8 +27,11 @@ from typing import overload
 import torch
 from torch import nn
 
-ALL_NEEDS = frozenset({"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings"})
-LAYER_NEEDS = frozenset({"scores", "hidden", "query", "key", "value"})
+ALL_NEEDS = frozenset(
+    {"scores", "hidden", "query", "key", "value", "logits", "sentence", "embeddings", "layer_input", "attention_output"}
+)
+LAYER_NEEDS = frozenset({"scores", "hidden", "query", "key", "value", "layer_input", "attention_output"})
+ATTENTION_OUTPUT = "attention_output"
 
 # BERT's classic additive padding bias: exp(-10000) underflows to 0 in fp32/bf16 like HF's finfo.min mask, but the
 # scores stay finite, so a loss that squares masked entries before masking them cannot overflow to inf / NaN.
@@ -80,6 +86,10 @@ class Features:
         heads: the model's attention head count (to split Q/K/V).
         distill_logits: ``[B, C]`` a dual-head student's distillation head (`kdgrid.core.methods.dual_head.heads`), read by the
             soft-label loss in place of ``logits``; None otherwise.
+        layer_input: per transformer layer 1..L (index 0 is ``None``): ``[B, L, d]``, the hidden state entering
+            it (hidden state l - 1); empty unless needed.
+        attention_output: per transformer layer 1..L (index 0 is ``None``): ``[B, L, d]``, the self-attention
+            sub-layer's output before its residual and LayerNorm; empty unless needed.
     """
 
     logits: torch.Tensor
@@ -91,6 +101,8 @@ class Features:
     value: list[torch.Tensor | None] = field(default_factory=list)
     scores: Sequence[torch.Tensor | None] = field(default_factory=list)
     distill_logits: torch.Tensor | None = None
+    layer_input: list[torch.Tensor | None] = field(default_factory=list)
+    attention_output: list[torch.Tensor | None] = field(default_factory=list)
 
     @property
     def sentence(self) -> torch.Tensor:
@@ -169,6 +181,11 @@ class FeatureCapture:
         for index, attention in enumerate(self_attention_modules(model), start=1):
             for name in _QKV:
                 self._handles.append(getattr(attention, name).register_forward_hook(self._hook(name, index)))
+        self._layers = len(self._handles) // len(_QKV)
+        bert = model.bert if hasattr(model, "bert") else model
+        for index, layer in enumerate(bert.encoder.layer, start=1):
+            dense = layer.attention.output.dense
+            self._handles.append(dense.register_forward_hook(self._hook(ATTENTION_OUTPUT, index)))
         self.set_needs(needs, layers)
 
     def set_needs(self, needs: Iterable[str], layers: Iterable[int] | None = None) -> None:
@@ -177,7 +194,7 @@ class FeatureCapture:
         unknown = self.needs - ALL_NEEDS
         if unknown:
             raise ValueError(f"unknown feature(s) {sorted(unknown)}; known: {sorted(ALL_NEEDS)}")
-        record = {n for n in _QKV if n in self.needs}
+        record = {n for n in (*_QKV, ATTENTION_OUTPUT) if n in self.needs}
         if "scores" in self.needs:
             record |= {"query", "key"}
         self._record = record
@@ -212,17 +229,22 @@ class FeatureCapture:
 
     def __call__(self, batch: Mapping[str, torch.Tensor]) -> Features:
         """Run the model on a batch (``input_ids``, ``attention_mask``, optional ``token_type_ids``)."""
-        want_hidden = bool(self.needs & {"hidden", "sentence", "embeddings"})
+        want_hidden = bool(self.needs & {"hidden", "sentence", "embeddings", "layer_input"})
         self._store.clear()
         inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
         try:
             output = self.model(**inputs, output_hidden_states=want_hidden, return_dict=True)
             mask = batch["attention_mask"]
-            layers = len(self._handles) // 3
+            layers = self._layers
             features = Features(logits=output.logits, mask=mask, heads=self.heads)
-            if want_hidden:
+            if want_hidden and self.needs & {"hidden", "sentence", "embeddings"}:
                 features.hidden = [h if self._keeps(i) else None for i, h in enumerate(output.hidden_states)]
-            for name in _QKV:
+            if "layer_input" in self.needs:
+                states = output.hidden_states
+                features.layer_input = [None] + [
+                    states[i - 1] if self._keeps(i) else None for i in range(1, layers + 1)
+                ]
+            for name in (*_QKV, ATTENTION_OUTPUT):
                 if name in self.needs:
                     setattr(
                         features, name, [None] + [self._store.get((name, i)) for i in range(1, layers + 1)]

@@ -79,7 +79,10 @@ def precision_policy(device_type: str, capability: tuple[int, int] | None, setti
 
 def set_attention(model: Any, implementation: str) -> None:
     """Switch a transformers model (and its sub-models) to the attention ``implementation`` (``eager``,
-    ``sdpa``) through transformers' own API, which checks that the model supports it."""
+    ``sdpa``) through transformers' own API, which checks that the model supports it. A model without attention
+    (an SSM student, `kdgrid.core.model.ssm`) is left as it is."""
+    if not hasattr(model, "set_attn_implementation"):
+        return
     if model.config._attn_implementation != implementation:
         model.set_attn_implementation(implementation)
 

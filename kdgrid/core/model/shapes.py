@@ -1,6 +1,6 @@
 """Model shapes and where each model comes from, read without torch or transformers: the paper's student shapes
-(`StudentShape`, `student_shape`: ``bert-tiny``..., ``w{width}-l{layers}``) with their parameter and FLOP
-counts; the teachers (`TEACHERS`, aliases, Hub, local; `resolve_teacher`); a model's ``config.json`` read before
+(`StudentShape`, `student_shape`: ``bert-tiny``..., ``w{width}-l{layers}``) and SSM students' (`SSMShape`,
+``ssm-l6-h384-a12``) with their parameter and FLOP counts; the teachers (`TEACHERS`, aliases, Hub, local; `resolve_teacher`); a model's ``config.json`` read before
 any weight (`ModelConfig`, `cached_config`, `fetch_config`) and the teacher's head check. Sweep expansion, the
 memory estimate, the store and pre-flight read them here; loading weights is `kdgrid.core.model.models`.
 
@@ -98,6 +98,7 @@ STUDENTS: dict[str, StudentShape] = {
     "bert-medium": StudentShape(layers=8, width=512, heads=8, ffn=2048),
 }
 
+SSM_PREFIX = "ssm-"  # a state-space student (`SSMShape`, below): ``ssm-l6-h384-a12``
 _SHAPE_RE = re.compile(r"^w(?P<w>\d+)-l(?P<l>\d+)(?:-h(?P<h>\d+))?(?:-f(?P<f>\d+))?$")
 
 
@@ -114,20 +115,137 @@ def _default_heads(width: int) -> int:
 
 def student_shape(name: str) -> StudentShape:
     """The shape of a student named ``bert-tiny`` / ``bert-mini`` / ``bert-small`` / ``bert-medium`` or written
-    ``w{width}-l{layers}[-h{heads}][-f{ffn}]`` (defaults: head size 64 where possible, ffn = 4 x width)."""
+    ``w{width}-l{layers}[-h{heads}][-f{ffn}]`` (defaults: head size 64 where possible, ffn = 4 x width); a name
+    starting ``ssm-`` is a state-space student (`SSMShape`, docs/ssm.md)."""
     key = name.strip().lower()
     if key in STUDENTS:
         return STUDENTS[key]
+    if key.startswith(SSM_PREFIX):
+        return ssm_shape(key)
     match = _SHAPE_RE.match(key)
     if not match:
         raise ConfigError(
-            f"unknown student {name!r}; use one of {', '.join(STUDENTS)} or a shape "
-            "'w{width}-l{layers}[-h{heads}][-f{ffn}]' such as 'w144-l8'"
+            f"unknown student {name!r}; use one of {', '.join(STUDENTS)}, a shape "
+            "'w{width}-l{layers}[-h{heads}][-f{ffn}]' such as 'w144-l8', or an SSM student 'ssm-l6-h384-a12'"
         )
     width, layers = int(match["w"]), int(match["l"])
     heads = int(match["h"]) if match["h"] else _default_heads(width)
     ffn = int(match["f"]) if match["f"] else 4 * width
     return StudentShape(layers=layers, width=width, heads=heads, ffn=ffn)
+
+
+# ------------------------------------------------------------------------------------------------ SSM students
+# An SSM student's shape and name, read without torch: what sweep expansion, the memory estimate and the trial
+# rules need to know of a state-space student before anything is built.
+#
+# Names follow Turc et al.'s compact BERTs (L layers, H hidden width, A heads) behind the family prefix:
+#
+#     ssm-l{layers}-h{width}-a{heads}[-n{state}][-f{ffn}][-causal][-mean]
+#
+# ``state`` is the SSD state size N per head (default: the head size ``width / heads``, so that the mixer's C and B
+# have the width of a teacher head's query and key, as in MOHAWK's Phi-Mamba), ``ffn`` the feed-forward inner size
+# (default ``4 x width``), ``-causal`` a forward scan only (default: bidirectional, a forward and a backward scan),
+# ``-mean`` mean pooling over the real tokens (default: the [CLS] token). ``ssm-l6-h384-a12`` is MiniLM-L6's shape.
+# The canonical name writes every part (``ssm-l6-h384-a12-n32-f1536``), so two spellings of one student are one
+# trial.
+
+SSM_CHUNK = 64
+"""Tokens per chunk of the SSD scan (`kdgrid.core.model.ssm.scan`): memory per layer grows as ``L x SSM_CHUNK``, not
+``L^2``."""
+SSM_POOLINGS = ("cls", "mean")
+
+_SSM_NAME_RE = re.compile(
+    r"^ssm-l(?P<l>\d+)-h(?P<h>\d+)-a(?P<a>\d+)(?:-n(?P<n>\d+))?(?:-f(?P<f>\d+))?"
+    r"(?P<causal>-causal)?(?P<mean>-mean)?$"
+)
+SSM_NAME_FORM = "ssm-l{layers}-h{width}-a{heads}[-n{state}][-f{ffn}][-causal][-mean]"
+
+
+@dataclass(frozen=True)
+class SSMShape(StudentShape):
+    """A state-space student: ``layers`` post-LN blocks of width ``width``, each an SSD mixer of ``heads`` mixing
+    heads (one per teacher head) with state size ``state`` per head and a feed-forward of inner size ``ffn``.
+
+    Attributes (beyond `StudentShape`'s):
+        state: N, the SSD state size per head (the width of B and C per head).
+        causal: a forward scan only; else bidirectional (a forward scan plus a flipped backward scan).
+        pooling: ``cls`` (the first token, through a dense + tanh pooler as BERT's) or ``mean`` (the mean over
+            real tokens, through the same pooler).
+    """
+
+    state: int = 0
+    causal: bool = False
+    pooling: str = "cls"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.state < 1:
+            raise ConfigError(f"SSM student {self.name}: state size must be at least 1")
+        if self.pooling not in SSM_POOLINGS:
+            raise ConfigError(f"SSM student pooling {self.pooling!r}: use one of {', '.join(SSM_POOLINGS)}")
+
+    @property
+    def name(self) -> str:
+        suffix = ("-causal" if self.causal else "") + ("-mean" if self.pooling == "mean" else "")
+        return f"ssm-l{self.layers}-h{self.width}-a{self.heads}-n{self.state}-f{self.ffn}{suffix}"
+
+    @property
+    def directions(self) -> int:
+        return 1 if self.causal else 2
+
+    def mixer_param_count(self) -> int:
+        """One mixer's parameters: the value and output projections (``d x d`` + bias each), per direction the
+        B and C projections (``d x H N`` + bias each) and the decay projection (``d x H`` + bias), and D (``H``)."""
+        d, h, n = self.width, self.heads, self.state
+        direction = 2 * (d * h * n + h * n) + (d * h + h)
+        return 2 * (d * d + d) + self.directions * direction + h
+
+    def param_count(self, num_labels: int = 2, vocab_size: int = VOCAB_SIZE) -> int:
+        """Parameters of an `kdgrid.core.model.ssm.model.SSMForSequenceClassification` of this shape: BERT's
+        embeddings, per block the mixer, two LayerNorms and the FFN, the pooler and the classifier."""
+        d, f = self.width, self.ffn
+        embeddings = (vocab_size + MAX_POSITIONS + TYPE_VOCAB) * d + 2 * d
+        block = self.mixer_param_count() + 4 * d + (d * f + f) + (f * d + d)
+        pooler = d * d + d
+        return embeddings + self.layers * block + pooler + self.classifier_param_count(num_labels)
+
+    def flops_per_sequence(self, seq_len: int, num_labels: int = 2) -> int:
+        """Forward FLOPs of one sequence (a multiply-add = 2 FLOPs): per block the value / output projections
+        (4 L d^2), per direction the B, C and decay projections (2 L d (2 H N + H)) and the chunked scan (per head,
+        within chunks of Q = `SSM_CHUNK` tokens ``C B^T`` and its product with the values, 2 L Q (N + P); across chunks
+        the states in and out, 4 L N P), the FFN (4 L d f); plus pooler and classifier."""
+        n_tok, d, f, h, n = seq_len, self.width, self.ffn, self.heads, self.state
+        p = d // h
+        q = min(SSM_CHUNK, n_tok)
+        scan = h * (2 * n_tok * q * (n + p) + 4 * n_tok * n * p)
+        direction = 2 * n_tok * d * (2 * h * n + h) + scan
+        per_block = 2 * (2 * n_tok * d * d + 2 * n_tok * d * f) + self.directions * direction
+        head = 2 * (d * d + d * num_labels)
+        return self.layers * per_block + head
+
+
+def is_ssm_name(name: str) -> bool:
+    """Whether a student name is of the SSM family (its prefix), well formed or not."""
+    return name.strip().lower().startswith(SSM_PREFIX)
+
+
+def ssm_shape(name: str) -> SSMShape:
+    """The shape an SSM student name (`SSM_NAME_FORM`) stands for; `ConfigError` naming the form otherwise."""
+    match = _SSM_NAME_RE.match(name.strip().lower())
+    if not match:
+        raise ConfigError(f"unknown SSM student {name!r}; write it {SSM_NAME_FORM!r}, e.g. 'ssm-l6-h384-a12'")
+    width, heads = int(match["h"]), int(match["a"])
+    if heads < 1 or width % heads:
+        raise ConfigError(f"SSM student {name!r}: width {width} is not divisible by its {heads} heads")
+    return SSMShape(
+        layers=int(match["l"]),
+        width=width,
+        heads=heads,
+        ffn=int(match["f"]) if match["f"] else 4 * width,
+        state=int(match["n"]) if match["n"] else width // heads,
+        causal=bool(match["causal"]),
+        pooling="mean" if match["mean"] else "cls",
+    )
 
 
 # Turc et al. (2019) released compact BERTs for every L in TURC_LAYERS and H in TURC_WIDTHS, with H/64 heads.

@@ -28,7 +28,7 @@ from typing import Any
 from kdgrid.core.choices import PROJECTIONS, unknown_choice
 from kdgrid.core.knowledge import get_knowledge
 from kdgrid.core.matching import canonical_strategy
-from kdgrid.core.model.shapes import student_shape
+from kdgrid.core.model.shapes import is_ssm_name, student_shape
 from kdgrid.core.model.teacher_cache import MINILM_ALIAS, base_digest
 from kdgrid.core.pretrained.corpus_spec import CORPUS_FORMAT_VERSION, parse_corpus
 from kdgrid.errors import ConfigError
@@ -117,6 +117,8 @@ class PretrainRecipe:
     def __post_init__(self) -> None:
         set_ = functools.partial(object.__setattr__, self)
         set_("student", student_shape(self.student).name)
+        if is_ssm_name(self.student):  # pre-training builds BERTs (masked-LM heads): an SSM would be one silently
+            raise ConfigError(f"pre-training takes BERT students, not the SSM student {self.student!r}")
         derived = "pretrain" if self.teacher is None else "general_distillation"
         if self.objective is None:
             set_("objective", derived)

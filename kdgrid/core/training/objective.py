@@ -275,7 +275,12 @@ class Objective(nn.Module):
 
         The losses are computed in float32 with autocast off, whatever precision the forward passes ran in
         (`kdgrid.core.model.runtime`): both sides' features and logits are cast to float32 first, so softmaxes, logs,
-        Gram products and relations never round to bf16/fp16 (the projections run in float32 too)."""
+        Gram products and relations never round to bf16/fp16 (the projections run in float32 too).
+
+        A method with a loss of its own gives its terms' values in place of all these (`StepHooks.own_values`)."""
+        own = next((v for h in self.hooks if (v := h.own_values(self, student, teacher, labels)) is not None), None)
+        if own is not None:
+            return own
         temperature = self.temperature  # once per step: a learner's forward pass runs once, not once per term
         with torch.autocast(device_type=student.logits.device.type, enabled=False):
             s_logits, t_logits = {"logits": student.logits.float()}, {"logits": teacher.logits.float()}
@@ -502,7 +507,7 @@ class Objective(nn.Module):
         weights = self.weights()
         for hook in self.hooks:
             weights = hook.step_weights(self, weights)
-        total = torch.zeros((), device=values["soft"].device)
+        total = torch.zeros((), device=next(iter(values.values())).device)
         for name, value in values.items():
             weight = weights[name]
             if weight != 0:

@@ -26,6 +26,7 @@ from kdgrid.core.method_registry import step_hooks
 from kdgrid.core.model.capture import FeatureCapture, Features
 from kdgrid.core.model.evaluate import evaluate_dev_sets, measure_latency_ms
 from kdgrid.core.model.runtime import Runtime, compile_forward
+from kdgrid.core.model.ssm.capture import SSMCapture, capture_student
 from kdgrid.core.optim import build_optimizer, scaled_step
 from kdgrid.core.optimizers import DEFAULT_OPTIMIZER, LEARNED_LR_SCALE, OPTIMIZER
 from kdgrid.core.step_hooks import TRAINING, StepHooks
@@ -39,6 +40,9 @@ from kdgrid.device_sharing import current_sharing
 from kdgrid.predictions import DevSetPredictions, TrialPredictions
 from kdgrid.result import Fence, TrialResult
 from kdgrid.trial import Trial
+
+# transformers' names for turning on activation checkpointing (``activation_checkpointing_enable`` from v5 on).
+CHECKPOINTING_METHODS = ("activation_checkpointing_enable", "gradient_checkpointing_enable")
 
 
 def utc_now() -> str:
@@ -60,7 +64,7 @@ class StudentRun:
     result: TrialResult
     model: Any = None
     objective: Objective | None = None
-    capture: FeatureCapture | None = None
+    capture: FeatureCapture | SSMCapture | None = None
     optimizer: torch.optim.Optimizer | None = None
     scheduler: Any = None
     scaler: Any = None
@@ -96,7 +100,10 @@ class StudentRun:
         assert self.capture is not None
         for hook in self.hooks:
             batch = hook.student_batch(self, job, batch, phase, index)
-        features = self.capture(batch)
+        own = (f for h in self.hooks if (f := h.student_features(self, job, batch, phase, index)) is not None)
+        features = next(own, None)  # a method's in place of the pass (a teacher-forced objective reads none)
+        if features is None:
+            features = self.capture(batch)
         for hook in self.hooks:
             features = hook.features(self, features)
         return features
@@ -241,7 +248,8 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
     if runtime.device.type == "cuda":
         gen = torch.Generator(device=runtime.device).manual_seed(trial.seed + 2)
         run.cuda_rng = gen.get_state()
-    if plan.shape.width >= runtime.checkpoint_width:
+    checkpointable = any(hasattr(model, name) for name in CHECKPOINTING_METHODS)  # not an SSM student
+    if plan.shape.width >= runtime.checkpoint_width and checkpointable:
         # Non-reentrant: the Q/K/V our hooks capture inside a checkpointed layer stay in the autograd graph, so
         # knowledge on them still trains the student (the reentrant variant would run them without gradients).
         kwargs = {"use_reentrant": False}
@@ -251,11 +259,12 @@ def setup_student(plan: TrialSetup, job: LoadedJob, checkpoint_dir: Path | None 
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         result.extra["gradient_checkpointing"] = True
     for hook in run.hooks:
-        hook.prepare_model(run, model)
+        hook.prepare_model(run, job, model)
     run.model = runtime.place(model)
     run.objective = objective.to(runtime.device)
     needs = teacher_needs(plan.terms, run.objective.specs)
-    run.capture = FeatureCapture(run.model, needs, captured_layers(plan.terms, 0, plan.shape.layers))
+    layers = captured_layers(plan.terms, 0, plan.shape.layers)
+    run.capture = capture_student(run.model, needs, layers)
     total_steps = job.steps_per_epoch * trial.epochs
     run.optimizer, run.scheduler = build_optimizer(
         [run.model, run.objective],

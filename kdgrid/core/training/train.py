@@ -82,6 +82,10 @@ def teacher_capture_needs(runs: list[StudentRun]) -> tuple[frozenset[str], froze
         if run.capture is not None and run.plan is not None:
             needs |= run.capture.needs
             layers |= captured_layers(run.plan.terms, 1, run.plan.teacher.shape.layers)
+        for hook in run.hooks:  # what a method's own objective reads of the teacher (a teacher-forced stage's)
+            method_needs, method_layers = hook.teacher_capture(run)
+            needs |= method_needs
+            layers |= method_layers
     return frozenset(needs), frozenset(layers)
 
 

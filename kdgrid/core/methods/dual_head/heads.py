@@ -128,7 +128,7 @@ class DualHeadHooks(StepHooks):
     def formulation(self, objective: Any) -> dict[str, str]:
         return {DUAL_HEAD_LOSS: self.loss}
 
-    def prepare_model(self, run: Any, model: nn.Module) -> None:
+    def prepare_model(self, run: Any, job: Any, model: nn.Module) -> None:
         run.result.extra["distill_head_params"] = attach_distill_head(model, run.trial.seed)
 
     def set_up(self, run: Any, job: Any) -> None:

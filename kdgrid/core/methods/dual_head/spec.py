@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
+from kdgrid.core.model.ssm.rules import bert_only
 from kdgrid.core.options import register_option
 from kdgrid.suggest import choice_problem
 from kdgrid.trial import Trial
@@ -36,9 +37,10 @@ def dual_head_loss_problem(value: Any) -> str | None:
 
 
 def dual_head_rule(facts: TrialFacts) -> list[str]:
-    """Each head needs its loss: alpha > 0 and soft_weight > 0."""
+    """Each head needs its loss: alpha > 0 and soft_weight > 0; the student is a BERT (the second head hooks its
+    classifier)."""
     trial = facts.trial
-    problems: list[str] = []
+    problems: list[str] = bert_only(trial, DUAL_HEAD)
     if trial.option(DUAL_HEAD) and not (trial.alpha > 0 and trial.soft_weight > 0):
         problems.append(
             f"option {DUAL_HEAD} gives the hard and the soft loss a head each: it needs alpha > 0 and "

@@ -41,6 +41,7 @@ from typing import Any
 
 from kdgrid.core.knowledge import distilled_knowledge, placed_terms
 from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
+from kdgrid.core.model.ssm.rules import bert_only
 from kdgrid.core.options import register_option
 from kdgrid.errors import ConfigError
 
@@ -281,8 +282,9 @@ def drop_frozen_gradients(
 
 
 def curriculum_rule(facts: TrialFacts) -> list[str]:
-    """`curriculum_problems` of a trial, with its layer pairs where they are known."""
-    return curriculum_problems(facts.trial, facts.pairs)
+    """`curriculum_problems` of a trial, with its layer pairs where they are known; the student is a BERT (a
+    parameter's layer is found by BERT's module names)."""
+    return bert_only(facts.trial, LAYER_CURRICULUM) + curriculum_problems(facts.trial, facts.pairs)
 
 
 register_option(

@@ -1,0 +1,1 @@
+"""Tests of the distillation methods that are more than one loss."""
