@@ -138,6 +138,19 @@ class _Numbers:
         return run_to_run_difference(value, found_a[1] - found_b[1])
 
 
+def sweep_numbers(
+    scores: Mapping[ScoreKey, float],
+    predictions: Mapping[str, TrialPredictions],
+    *,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+    test_resamples: int = stats.DEFAULT_TEST_RESAMPLES,
+    seed: int = 0,
+) -> _Numbers:
+    """The numbers of cells from outside one table (two sweeps compared): each run's value, the predictions of
+    the epoch shown, the replicate banks; their means and differences then come from this module's procedure."""
+    return _Numbers(scores, predictions, ReplicateBank(resamples, seed), ReplicateBank(test_resamples, seed))
+
+
 def _scored(blocks: Sequence[Block]) -> list[Cell]:
     return [
         cell
