@@ -1,7 +1,8 @@
 """Writing a report folder from a store, and bringing it up to date: `ReportWriter`.
 
 The folder (``--out``): ``index.html`` (overview and cost ledger), ``tables.html``, ``figures.html`` with
-``figures/*.png|pdf``, ``trials.html`` (the list), ``trials/<trial_id>.html``, ``failures.html``, ``assets/``,
+``figures/*.png|pdf``, ``explore.html`` and ``pivot.html`` (every sweep's configurations, `kdgrid.report.explore`),
+``trials.html`` (the list), ``trials/<trial_id>.html``, ``failures.html``, ``assets/``,
 and ``_report.json``: which store it shows and each trial page's fingerprint (its rows' ids), so an update
 rewrites only the pages of trials with a new row (and the summary pages, whenever any row arrived). Every file is
 written under a temporary name and renamed: a browser reloading a page never sees half of it.
@@ -39,6 +40,8 @@ from kdgrid.analysis.tables_report import build_report
 from kdgrid.analysis.tidy import declared_tables, legacy_table_of, membership_tables, store_to_tidy
 from kdgrid.errors import KdgridError
 from kdgrid.paper import TABLES
+from kdgrid.report.configurations import report_configurations
+from kdgrid.report.explore import explore_page, pivot_page
 from kdgrid.report.gather import ReportData, gather
 from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
 from kdgrid.report.rows import StoreRows
@@ -174,7 +177,9 @@ class ReportWriter:
         self._figures_key: str | None = None
         self._figure_files: list[Path] = []
         self._sweep_tables: list[SweepTable] = []
-        self._intervals = TrialIntervals(self.store)  # each row's interval once, however many updates  # the last update's tables of sweeps in no paper table
+        self._intervals = TrialIntervals(
+            self.store
+        )  # each row's interval once, however many updates  # the last update's tables of sweeps in no paper table
         self._figures_pending = False  # done rows arrived since the figures were last drawn
         self._written = False  # the first update writes every page (and the assets)
 
@@ -224,12 +229,17 @@ class ReportWriter:
             problem = "; ".join([*([problem] if problem else []), *sweep_problems])
         figures = self._figures(data, tidy, update, final=final, views=paper_views)
         refresh = self.refresh_s
+        configurations, configuration_problems = report_configurations(
+            self.store, data.rows, data.memberships
+        )
         summary = {
             "index.html": overview_page(data, views, figures, refresh_s=refresh),
             "tables.html": tables_page(
                 views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
             ),
             "figures.html": figures_page(figures, self.out, refresh_s=refresh),
+            "explore.html": explore_page(configurations, configuration_problems),
+            "pivot.html": pivot_page(configurations, configuration_problems),
             "trials.html": trial_list_page(data, refresh_s=None, intervals=self._intervals.of(data)),
             "failures.html": failures_page(data, refresh_s=refresh),
         }

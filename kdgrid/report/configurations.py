@@ -1,0 +1,192 @@
+"""The configurations of each sweep, seeds aggregated, for the report's explore and pivot pages: computed here, in
+Python, at build time, by the sweep tables' own code (`kdgrid.analysis.sweep_tables.build_sweep_table`, read by
+`kdgrid.analysis.frames.cells_of`), so that the pages show the very intervals, tests and marks
+``kdgrid tables --sweep NAME`` prints; the pages' scripts only arrange and filter them.
+
+A **configuration** is one cell of a sweep's table: one value of every axis (the trial fields that vary), on one
+task, dev set and metric, its seeds aggregated: mean, standard deviation, seed count, 95% interval (seed-level
+with two or more seeds, run-to-run with one and stored predictions, none otherwise) and its trials. Its interval
+does not depend on the layout (a sweep's table never averages two configurations into a cell), so one
+computation serves every rows x columns the pivot page offers.
+
+**References**: for each value of each axis (``AXIS=VALUE``), each configuration's test against the configuration
+that differs from it in that axis only (the reference of its slice: every other axis held), corrected per slice
+(`--family condition`) by Holm, exactly as ``kdgrid tables --sweep NAME --reference AXIS=VALUE`` does for any
+rows and columns (the reference names one axis, so its condition is every other axis whatever the layout).
+Computed for sweeps of at most `MAX_REFERENCE_CONFIGURATIONS` configurations and at most `MAX_REFERENCES`
+references (the first values of each axis, in order); the page says when a sweep has none.
+
+Axis types (how the explore page spaces an axis): ``categorical`` unless every value is a number; numbers
+``log`` when all are positive and the largest is at least `LOG_SPAN` times the smallest, else ``numeric``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kdgrid.analysis.frames import cells_of
+from kdgrid.analysis.store_predictions import load_predictions
+from kdgrid.analysis.sweep_tables import (
+    NONE_LABEL,
+    SweepLayout,
+    SweepRuns,
+    build_sweep_table,
+    store_sweeps,
+    sweep_runs,
+)
+from kdgrid.errors import KdgridError
+from kdgrid.predictions import TrialPredictions
+from kdgrid.store.membership import SweepMembership
+
+MAX_REFERENCE_CONFIGURATIONS = 5000
+MAX_REFERENCES = 24
+LOG_SPAN = 100.0
+PLACE_FIELDS: tuple[str, ...] = ("task", "dev_set", "metric")
+# A configuration's mark against a reference, as the pages receive it.
+MARKS = {"ref": "ref", "▲": "up", "▼": "down", "": ""}
+
+
+def axis_type(values: Iterable[str]) -> str:
+    """``categorical``, ``numeric`` or ``log`` for an axis whose values are these labels (the module's rule);
+    the empty value (nothing set) does not count."""
+    numbers = []
+    for value in values:
+        if value == "":
+            continue
+        try:
+            numbers.append(float(value))
+        except ValueError:
+            return "categorical"
+    if not numbers or not all(math.isfinite(n) for n in numbers):
+        return "categorical"
+    if min(numbers) > 0 and max(numbers) >= LOG_SPAN * min(numbers):
+        return "log"
+    return "numeric"
+
+
+def _number(value: Any) -> float | None:
+    """A float for JSON: None for NaN."""
+    value = float(value)
+    return None if math.isnan(value) else round(value, 6)
+
+
+def sweep_configurations(
+    runs: SweepRuns, predictions: Mapping[str, TrialPredictions], *, references: bool = True
+) -> dict[str, Any]:
+    """One sweep's configurations and references as the pages read them (JSON-ready, columnar: one list per
+    field, one entry per configuration).
+
+    Keys: ``name``; ``axes`` ``[{"name", "type", "values"}]``; ``places`` (``task · dev set · metric`` labels);
+    ``configs``: ``axes`` (per configuration, each axis's value index), ``place`` (index), ``mean``, ``std``,
+    ``n``, ``low``, ``high``, ``level`` (``seed-level``, ``run-to-run`` or ``""``), ``degenerate`` (0/1),
+    ``trials`` (ids); ``references``: ``[{"label", "axis", "value", "mark", "p"}]`` (``mark`` per configuration:
+    ``ref``, ``up``, ``down`` or ``""``; ``p``: the corrected p, None where untested); ``reference_note``: why a
+    sweep has none, else ``""``.
+    """
+    axes = [a for a in runs.axes]
+    layout = SweepLayout(tuple(axes[:1]), (), tuple(axes[1:]))
+    base = build_sweep_table(runs, layout, predictions)
+    cells = cells_of(base)
+    values = {axis: [v for v in base.values[axis]] for axis in axes}
+    index = {axis: {v: i for i, v in enumerate(values[axis])} for axis in axes}
+    records = cells.to_dict("records")
+    place_of = [" · ".join(str(r[f]) for f in PLACE_FIELDS) for r in records]
+    places = list(dict.fromkeys(place_of))
+    place_index = {p: i for i, p in enumerate(places)}
+    keys = [_key(row, axes) for row in records]
+    configs = {
+        "axes": [[index[a][str(row[a])] for a in axes] for row in records],
+        "place": [place_index[p] for p in place_of],
+        "mean": [_number(v) for v in cells["value"]],
+        "std": [_number(v) for v in cells["std"]],
+        "n": [int(v) for v in cells["n_seeds"]],
+        "low": [_number(v) for v in cells["ci_low"]],
+        "high": [_number(v) for v in cells["ci_high"]],
+        "level": [str(v) for v in cells["uncertainty"]],
+        "degenerate": [int(bool(v)) for v in cells["degenerate"]],
+        "trials": [str(v).split("+") if v else [] for v in cells["trial_ids"]],
+    }
+    found: list[dict[str, Any]] = []
+    note = ""
+    if not axes:
+        note = "one configuration: nothing to compare"
+    elif not references:
+        note = "references not computed"
+    elif len(cells) > MAX_REFERENCE_CONFIGURATIONS:
+        note = (
+            f"{len(cells):,} configurations: tests against a reference are computed for sweeps of at most "
+            f"{MAX_REFERENCE_CONFIGURATIONS:,} (kdgrid tables --sweep {runs.sweep} --reference AXIS=VALUE gives them)"
+        )
+    else:
+        for axis, value in _reference_choices(axes, values):
+            found.append(_reference(runs, axes, axis, value, predictions, keys))
+        if sum(len(values[a]) for a in axes) > len(found):
+            note = (
+                f"tests against the first {len(found)} references only (kdgrid tables --reference gives any)"
+            )
+    return {
+        "name": runs.sweep,
+        "axes": [{"name": a, "type": axis_type(values[a]), "values": values[a]} for a in axes],
+        "places": places,
+        "configs": configs,
+        "references": found,
+        "reference_note": note,
+    }
+
+
+def _key(row: Mapping[str, Any], axes: list[str]) -> tuple[str, ...]:
+    return tuple(str(row[f]) for f in (*axes, *PLACE_FIELDS))
+
+
+def _reference_choices(axes: list[str], values: Mapping[str, list[str]]) -> list[tuple[str, str]]:
+    """Every (axis, value) in order, taken a value of each axis in turn, at most `MAX_REFERENCES`."""
+    choices: list[tuple[str, str]] = []
+    depth = 0
+    while len(choices) < MAX_REFERENCES and any(depth < len(values[a]) for a in axes):
+        choices += [(a, values[a][depth]) for a in axes if depth < len(values[a])]
+        depth += 1
+    return choices[:MAX_REFERENCES]
+
+
+def _reference(
+    runs: SweepRuns,
+    axes: list[str],
+    axis: str,
+    value: str,
+    predictions: Mapping[str, TrialPredictions],
+    keys: list[tuple[str, ...]],
+) -> dict[str, Any]:
+    """The tests of every configuration against ``axis=value`` of its slice (the table laid out with ``axis``
+    down the rows and every other axis as blocks, as `kdgrid tables --rows AXIS --reference AXIS=VALUE`)."""
+    layout = SweepLayout((axis,), (), tuple(a for a in axes if a != axis))
+    shown = value or NONE_LABEL
+    table = build_sweep_table(runs, layout, predictions, reference=f"{axis}={shown}")
+    cells = cells_of(table)
+    by_key = {_key(row, axes): row for row in cells.to_dict("records")}
+    marks, ps = [], []
+    for key in keys:
+        row = by_key.get(key)
+        marks.append(MARKS[str(row["mark"])] if row is not None else "")
+        ps.append(_number(row["p_adjusted"]) if row is not None else None)
+    return {"label": f"{axis}={shown}", "axis": axis, "value": value, "mark": marks, "p": ps}
+
+
+def report_configurations(
+    store: Path, rows: pd.DataFrame, memberships: list[SweepMembership]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every sweep of the report's rows (`sweep_configurations`), and why a sweep could not be read."""
+    out, problems = [], []
+    for sweep in store_sweeps(rows, memberships):
+        try:
+            runs = sweep_runs(rows, memberships, sweep, "best")
+        except KdgridError as error:
+            problems.append(f"sweep {sweep}: {error}")
+            continue
+        predictions = load_predictions(store, runs.runs["row_id"])
+        out.append(sweep_configurations(runs, predictions))
+    return out, problems

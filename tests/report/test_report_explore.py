@@ -1,0 +1,125 @@
+"""The report's explore and pivot pages (`kdgrid.report.configurations`, `kdgrid.report.explore`): each
+configuration's interval and its marks against every reference offered are the ones `kdgrid tables --sweep`
+prints for any rows and columns; axes typed from their values; the pages carry their data and scripts, no
+network."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kdgrid.analysis.frames import cell_frame
+from kdgrid.report import configurations
+from kdgrid.report.build import ReportWriter
+from kdgrid.report.configurations import axis_type, report_configurations
+from kdgrid.store import read_store
+from kdgrid.store.membership import read_memberships
+from tests.analysis.tables_testing import run_kdgrid
+from tests.report.explore_testing import SWEEP, grid_store
+
+MARKS = {"ref": "ref", "▲": "up", "▼": "down", "": ""}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return grid_store(tmp_path_factory.mktemp("explore"))
+
+
+def configurations_of(store: Path) -> dict:
+    found, problems = report_configurations(store, read_store(store), read_memberships(store))
+    assert problems == []
+    [sweep] = found
+    return sweep
+
+
+def by_settings(sweep: dict) -> dict[tuple[str, ...], int]:
+    axes = [a["values"] for a in sweep["axes"]]
+    return {
+        tuple(axes[j][v] for j, v in enumerate(indexes)): i
+        for i, indexes in enumerate(sweep["configs"]["axes"])
+    }
+
+
+def test_axes_are_typed_from_their_values() -> None:
+    assert axis_type(["0.0001", "0.001", "0.01"]) == "log"
+    assert axis_type(["1", "2", "4"]) == "numeric"
+    assert axis_type(["", "0.5", "1"]) == "numeric"  # nothing set does not count
+    assert axis_type(["-1", "100"]) == "numeric"  # not all positive: never log
+    assert axis_type(["hidden_mse", "1"]) == "categorical"
+
+
+def test_the_pages_intervals_and_marks_are_the_tables_for_any_layout(store: Path, capsys) -> None:
+    sweep = configurations_of(store)
+    assert [(a["name"], a["type"]) for a in sweep["axes"]] == [
+        ("knowledge", "categorical"),
+        ("strategy", "categorical"),
+        ("lr", "log"),
+    ]
+    index = by_settings(sweep)
+    assert len(index) == 18 and sweep["places"] == ["sst2 · validation · accuracy"]
+    cells = cell_frame(store, SWEEP)
+    for row in cells.to_dict("records"):
+        i = index[(row["knowledge"], row["strategy"], row["lr"])]
+        assert sweep["configs"]["low"][i] == pytest.approx(row["ci_low"], abs=1e-6)
+        assert sweep["configs"]["n"][i] == 3 and sweep["configs"]["level"][i] == "seed-level"
+        assert len(sweep["configs"]["trials"][i]) == 3
+    references = {r["label"]: r for r in sweep["references"]}
+    assert len(references) == 3 + 2 + 3  # every value of every axis (under the cap)
+    for label, rows, cols in (("strategy=Last-1", "knowledge", "strategy"), ("lr=0.0001", "lr", "knowledge"),
+                              ("knowledge=cos", "strategy", "lr")):  # fmt: skip
+        code, out, err = run_kdgrid(capsys, "tables", "--sweep", SWEEP, "--store", str(store), "--rows", rows,
+                                    "--cols", cols, "--reference", label, "--format", "csv")  # fmt: skip
+        assert code == 0, err
+        lines = [
+            r for r in csv.DictReader(io.StringIO(out)) if r["value"] and " mean over " not in r["block"]
+        ]
+        assert len(lines) == 18
+        marked = 0
+        for line in lines:
+            i = index[(line["knowledge"], line["strategy"], line["lr"])]
+            mark = "ref" if line["is_reference"] == "1" else ("" if line["significant"] != "1" else
+                                                               "▲" if line["direction"] == "1" else "▼")  # fmt: skip
+            assert references[label]["mark"][i] == MARKS[mark], (label, line)
+            if line["p_adjusted"]:
+                assert references[label]["p"][i] == pytest.approx(
+                    float(line["p_adjusted"]), rel=1e-4, abs=1e-6
+                )
+            marked += mark in ("▲", "▼")
+        values = next(len(a["values"]) for a in sweep["axes"] if a["name"] == label.split("=")[0])
+        assert references[label]["mark"].count("ref") == 18 // values  # one reference per slice
+        if label == "strategy=Last-1":
+            assert marked >= 3  # LAD beats Last-1 with hidden_mse at every lr
+
+
+def test_a_big_sweep_says_why_it_has_no_references(store: Path, monkeypatch) -> None:
+    monkeypatch.setattr(configurations, "MAX_REFERENCE_CONFIGURATIONS", 10)
+    sweep = configurations_of(store)
+    assert sweep["references"] == [] and "18 configurations" in sweep["reference_note"]
+    monkeypatch.setattr(configurations, "MAX_REFERENCE_CONFIGURATIONS", 5000)
+    monkeypatch.setattr(configurations, "MAX_REFERENCES", 4)
+    sweep = configurations_of(store)
+    second = sweep["axes"][0]["values"][1]  # the knowledge types in the paper's order
+    assert [r["label"] for r in sweep["references"]] == [
+        "knowledge=hidden_mse", "strategy=Last-1", "lr=0.0001", f"knowledge={second}"
+    ]  # fmt: skip
+    assert "the first 4 references" in sweep["reference_note"]
+
+
+def test_the_report_writes_both_pages_with_their_data_and_local_scripts(store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    ReportWriter(store, out, figures=False).update()
+    for name, script in (("explore.html", "explore.js"), ("pivot.html", "pivot.js")):
+        text = (out / name).read_text()
+        blob = json.loads(re.search(r'id="config-data">(.*?)</script>', text).group(1))
+        assert [s["name"] for s in blob["sweeps"]] == [SWEEP] and blob["problems"] == []
+        for ref in re.findall(r'(?:src|href)="([^"#?]+)"', text):
+            assert not ref.startswith("http") and (out / ref).is_file(), ref
+        assert f'src="assets/{script}"' in text and 'src="assets/explore-common.js"' in text
+    index = (out / "index.html").read_text()
+    assert 'href="explore.html">Explore</a>' in index and 'href="pivot.html">Pivot</a>' in index
+    assert "onlyIds" in (out / "assets" / "trials.js").read_text()
