@@ -29,16 +29,20 @@ from typing import Any
 
 import pandas as pd
 
+from kdgrid.analysis.cell_stats import CONDITION_FIELDS, Reference
 from kdgrid.analysis.frames import cells_of
 from kdgrid.analysis.store_predictions import load_predictions
+from kdgrid.analysis.sweep_stats import attach_sweep_statistics
 from kdgrid.analysis.sweep_tables import (
     NONE_LABEL,
     SweepLayout,
     SweepRuns,
+    SweepTable,
     build_sweep_table,
     store_sweeps,
     sweep_runs,
 )
+from kdgrid.analysis.tables import Block, Cell, TableView
 from kdgrid.errors import KdgridError
 from kdgrid.predictions import TrialPredictions
 from kdgrid.store.membership import SweepMembership
@@ -123,8 +127,15 @@ def sweep_configurations(
             f"{MAX_REFERENCE_CONFIGURATIONS:,} (kdgrid tables --sweep {runs.sweep} --reference AXIS=VALUE gives them)"
         )
     else:
+        frame = runs.runs
+        scores = {
+            (str(r), str(d), str(m)): float(v)
+            for r, d, m, v in zip(
+                frame["row_id"], frame["dev_set"], frame["metric"], frame["value"], strict=True
+            )
+        }
         for axis, value in _reference_choices(axes, values):
-            found.append(_reference(runs, axes, axis, value, predictions, keys))
+            found.append(_reference(base, axes, axis, value, scores, predictions, keys))
         if sum(len(values[a]) for a in axes) > len(found):
             note = (
                 f"tests against the first {len(found)} references only (kdgrid tables --reference gives any)"
@@ -153,27 +164,48 @@ def _reference_choices(axes: list[str], values: Mapping[str, list[str]]) -> list
     return choices[:MAX_REFERENCES]
 
 
+def _fresh(cell: Cell) -> Cell:
+    """A configuration's cell before any test: its numbers and runs, none of a previous reference's marks."""
+    return Cell(
+        value=cell.value,
+        std=cell.std,
+        n_seeds=cell.n_seeds,
+        degenerate=cell.degenerate,
+        row_ids=cell.row_ids,
+        seeds=cell.seeds,
+        trial_ids=cell.trial_ids,
+        teacher_agreement=cell.teacher_agreement,
+        config=cell.config,
+    )
+
+
 def _reference(
-    runs: SweepRuns,
+    base: SweepTable,
     axes: list[str],
     axis: str,
     value: str,
+    scores: Mapping[tuple[str, str, str], float],
     predictions: Mapping[str, TrialPredictions],
     keys: list[tuple[str, ...]],
 ) -> dict[str, Any]:
-    """The tests of every configuration against ``axis=value`` of its slice (the table laid out with ``axis``
-    down the rows and every other axis as blocks, as `kdgrid tables --rows AXIS --reference AXIS=VALUE`)."""
-    layout = SweepLayout((axis,), (), tuple(a for a in axes if a != axis))
-    shown = value or NONE_LABEL
-    table = build_sweep_table(runs, layout, predictions, reference=f"{axis}={shown}")
-    cells = cells_of(table)
+    """The tests of every configuration against ``axis=value`` of its slice: the table's own statistics
+    (`kdgrid.analysis.sweep_stats.attach_sweep_statistics`) with the reference ``kdgrid tables --reference
+    AXIS=VALUE`` parses to, whose condition is every other axis whatever the layout (one family per slice)."""
+    blocks = [
+        Block(b.title, list(b.rows), list(b.columns), {k: _fresh(c) for k, c in b.cells.items()})
+        for b in base.view.blocks[: base.main_blocks]
+    ]
+    reference = Reference(((axis, value),), explicit=True, condition_fields=(*CONDITION_FIELDS, *axes))
+    attach_sweep_statistics(base.view.name, blocks, reference, scores, predictions)
+    view = TableView(base.view.name, "", blocks, axes=base.view.axes)
+    cells = cells_of(SweepTable(view, base.layout, reference, base.values, main_blocks=len(blocks)))
     by_key = {_key(row, axes): row for row in cells.to_dict("records")}
     marks, ps = [], []
     for key in keys:
         row = by_key.get(key)
         marks.append(MARKS[str(row["mark"])] if row is not None else "")
         ps.append(_number(row["p_adjusted"]) if row is not None else None)
-    return {"label": f"{axis}={shown}", "axis": axis, "value": value, "mark": marks, "p": ps}
+    return {"label": f"{axis}={value or NONE_LABEL}", "axis": axis, "value": value, "mark": marks, "p": ps}
 
 
 def report_configurations(
