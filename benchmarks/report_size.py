@@ -17,7 +17,11 @@ minutes). Then ``--arrivals`` loose rows are written with `write_result`, as wor
 - sizes: the report folder, ``trials.html`` (its JSON blob), the largest trial page;
 - in headless Chromium, when installed: ``trials.html`` opened (JSON parsed, first 200 rows drawn: ``ready``
   ms since navigation), a filter over every row (``state:failed``: ``filter`` ms), both read from the page's own
-  ``performance.now()`` marks.
+  ``performance.now()`` marks; the same for ``explore.html`` (opened: every configuration drawn; brushed: a
+  categorical axis and a score range) and ``pivot.html`` (opened; other rows and columns, an axis fixed, a
+  reference's marks), with what each counted;
+- ``configurations_s``: the explore and pivot pages' numbers alone (`report_configurations`: every
+  configuration's interval and its tests against each reference offered), part of ``full``.
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ import pyarrow.parquet as pq
 from kdgrid.core.teacher.share import record_teacher_pass
 from kdgrid.paper import PAPER_KNOWLEDGE, PAPER_STRATEGIES
 from kdgrid.report.build import ReportWriter
+from kdgrid.report.configurations import report_configurations
 from kdgrid.report.watch import FIGURES_EVERY_S
 from kdgrid.result import TrialResult
 from kdgrid.store import layout, write_result
 from kdgrid.store.compact import new_part_path
+from kdgrid.store.membership import read_memberships
 from kdgrid.store.schema import SCHEMA
 from kdgrid.store.write import result_row
 from kdgrid.trial import Trial
@@ -93,18 +99,42 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def browser_marks(page: Path, query: str = "") -> dict[str, float] | None:
-    """The trial list's own timing marks after Chromium loaded ``page`` (None without Chromium)."""
+def browser_marks(
+    page: Path, query: str = "", fragment: str = "", count_id: str = ""
+) -> dict[str, Any] | None:
+    """A page's own timing marks after Chromium loaded ``page`` (None without Chromium): ``ready`` ms since
+    navigation (data parsed, filtered, drawn), ``filter`` ms of its last filter, ``draw`` ms of its last draw;
+    with ``count_id``, the text of that element (what the page counted)."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         return None
-    url = page.resolve().as_uri() + (f"?{query}" if query else "")
+    url = page.resolve().as_uri() + (f"?{query}" if query else "") + (f"#{fragment}" if fragment else "")
     started = time.perf_counter()
     done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", url],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     wall = time.perf_counter() - started
     marks = dict(re.findall(r'data-(draw|ready|filter)-ms="([0-9.]+)"', done.stdout))
-    return {"wall_s": round(wall, 2), **{k: float(v) for k, v in marks.items()}}
+    found: dict[str, Any] = {"wall_s": round(wall, 2), **{k: float(v) for k, v in marks.items()}}
+    if count_id:
+        counted = re.search(rf'id="{count_id}"[^>]*>([^<]*)<', done.stdout)
+        found["counted"] = counted.group(1) if counted else None
+    return found
+
+
+def explore_views(out: Path) -> dict[str, Any]:
+    """The explore and pivot pages in Chromium: opened (every configuration drawn), brushed (a categorical axis
+    and a score range), the pivot opened and laid out otherwise (other rows and columns, an axis fixed, a
+    reference's marks)."""
+    sweep = "table5_single_match"
+    reference = f"strategy%3D{PAPER_STRATEGIES[0]}"
+    return {
+        "explore_open": browser_marks(out / "explore.html", fragment=f"sweep={sweep}", count_id="count"),
+        "explore_brush": browser_marks(out / "explore.html", count_id="count",
+                                       fragment=f"sweep={sweep}&b.student=~bert-tiny&b.score=0.7..0.8"),
+        "pivot_open": browser_marks(out / "pivot.html", fragment=f"sweep={sweep}", count_id="pivot-count"),
+        "pivot_rows": browser_marks(out / "pivot.html", count_id="pivot-count",
+                                    fragment=f"sweep={sweep}&rows=strategy&cols=student&f.task=mnli&ref={reference}"),
+    }  # fmt: skip
 
 
 def measure(rows: int, arrivals: int, figures: bool) -> dict[str, Any]:
@@ -137,6 +167,13 @@ def measure(rows: int, arrivals: int, figures: bool) -> dict[str, Any]:
         )
         result["browser_open"] = browser_marks(out / "trials.html")
         result["browser_filter"] = browser_marks(out / "trials.html", "q=state:failed")
+        result["explore_html_mb"] = round((out / "explore.html").stat().st_size / 2**20, 2)
+        result.update(explore_views(out))
+        started = time.perf_counter()
+        configurations, _ = report_configurations(store, writer.rows.frame, read_memberships(store))
+        result["configurations_s"] = round(time.perf_counter() - started, 2)
+        result["configurations"] = sum(len(c["configs"]["mean"]) for c in configurations)
+        result["references"] = sum(len(c["references"]) for c in configurations)
         return result
 
 

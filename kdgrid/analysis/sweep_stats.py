@@ -90,11 +90,18 @@ class _Numbers:
     predictions: Mapping[str, TrialPredictions]
     interval_bank: ReplicateBank
     test_bank: ReplicateBank
+    # (row ids, seeds, dev set, metric) -> the cell's `SeedScores`: a cell's scores are read for its interval, each
+    # test and the seeds-needed note; the values never change, so they are sorted once.
+    _seed_memo: dict[tuple[Any, ...], SeedScores] = field(default_factory=dict, repr=False)
 
     def seeds(self, cell: Cell) -> SeedScores:
         dev_set, metric = str(cell.config.get("dev_set")), str(cell.config.get("metric"))
-        values = [self.scores[(row_id, dev_set, metric)] for row_id in cell.row_ids]
-        return seed_scores(cell.seeds or tuple(range(len(values))), values)
+        key = (cell.row_ids, cell.seeds, dev_set, metric)
+        found = self._seed_memo.get(key)
+        if found is None:
+            values = [self.scores[(row_id, dev_set, metric)] for row_id in cell.row_ids]
+            found = self._seed_memo[key] = seed_scores(cell.seeds or tuple(range(len(values))), values)
+        return found
 
     def seed_level(self, cells: Sequence[Cell]) -> SeedScores | None:
         """The per-seed average of ``cells``: every one ran two or more seeds, all the same ones."""
