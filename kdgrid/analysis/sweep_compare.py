@@ -19,7 +19,7 @@ in another store compares with ``--sweep grid --sweep grid@other-results``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,9 +93,7 @@ def parse_sources(sweeps: Sequence[str], store: Path) -> tuple[SweepSource, Swee
             f"--sweep {parsed[0][2]} given twice: compare a sweep with another, or with its rerun in another "
             "store (--sweep NAME --sweep NAME@OTHER_STORE)"
         )
-    return tuple(
-        SweepSource(name, folder, (text if same else name)) for name, folder, text in parsed
-    )  # type: ignore[return-value]
+    return tuple(SweepSource(name, folder, (text if same else name)) for name, folder, text in parsed)  # type: ignore[return-value]
 
 
 @dataclass
@@ -185,7 +183,45 @@ def compare_sweeps(
     """
     check_choices(family, correction, "auto")
     where = list(where)
-    sides = [_runs(source, kind, where) for source in (first, second)]
+    sides = (_runs(first, kind, where), _runs(second, kind, where))
+    predictions: dict[str, TrialPredictions] = {}
+    if intervals != "off" and kind == "best":  # the stored predictions are the best epoch's
+        for side, source in zip(sides, (first, second), strict=True):
+            predictions.update(load_predictions(source.store, side.runs["row_id"]))
+    return compare_runs(
+        sides,
+        (first.label, second.label),
+        predictions,
+        kind=kind,
+        intervals=intervals,
+        family=family,
+        correction=correction,
+        resamples=resamples,
+        test_resamples=test_resamples,
+        seed=seed,
+    )
+
+
+def compare_runs(
+    sides: tuple[SweepRuns, SweepRuns],
+    labels: tuple[str, str],
+    predictions: Mapping[str, TrialPredictions],
+    *,
+    kind: str = "best",
+    intervals: str = "auto",
+    family: str = "condition",
+    correction: str = "holm",
+    resamples: int = stats.DEFAULT_RESAMPLES,
+    test_resamples: int = stats.DEFAULT_TEST_RESAMPLES,
+    seed: int = 0,
+) -> SweepComparison:
+    """`compare_sweeps` of two sweeps' runs already read (``labels``: how each is named; ``predictions``: row
+    id -> per-example predictions of the epoch shown, both sides').
+
+    Raises:
+        KdgridError: no shared cell (naming the fields whose values differ between the sweeps).
+    """
+    first, second = (_Label(label) for label in labels)
     fields = list(dict.fromkeys(c for side in sides for c in side.runs.columns if c not in RUN_COLUMNS))
     cells = [_cells(side.runs, fields, kind) for side in sides]
     shared = [key for key in cells[0] if key in cells[1]]
@@ -204,7 +240,7 @@ def compare_sweeps(
         for name in fields
         if name not in PLACE_FIELDS and len({dict(k)[name] for k in [*shared, *only[0], *only[1]]}) > 1
     ]
-    numbers = _numbers(sides, (first, second), kind, intervals, resamples, test_resamples, seed)
+    numbers = _numbers(sides, predictions, intervals, resamples, test_resamples, seed)
     view = TableView(
         f"{first.label} vs {second.label}",
         f"sweep {second.label} beside sweep {first.label}: {', '.join(sorted({dict(k)['metric'] for k in shared}))}",
@@ -277,33 +313,34 @@ def _p_column(correction: str) -> Column:
 
 def _numbers(
     sides: Sequence[SweepRuns],
-    sources: Sequence[SweepSource],
-    kind: str,
+    predictions: Mapping[str, TrialPredictions],
     intervals: str,
     resamples: int,
     test_resamples: int,
     seed: int,
 ) -> Any:
-    """Both sides' values and (best epoch) predictions, in one place: a difference resamples the same dev
-    examples on both sides. None with ``intervals="off"``."""
+    """Both sides' values and predictions in one place (`kdgrid.analysis.sweep_stats.sweep_numbers`): a
+    difference resamples the same dev examples on both sides. None with ``intervals="off"``."""
     if intervals == "off":
         return None
     scores: dict[tuple[str, str, str], float] = {}
-    predictions: dict[str, TrialPredictions] = {}
-    for side, source in zip(sides, sources, strict=True):
+    for side in sides:
         frame = side.runs
         for r, d, m, v in zip(
             frame["row_id"], frame["dev_set"], frame["metric"], frame["value"], strict=True
         ):
             scores[(str(r), str(d), str(m))] = float(v)
-        if kind == "best":
-            predictions.update(load_predictions(source.store, frame["row_id"]))
     return sweep_numbers(scores, predictions, resamples=resamples, test_resamples=test_resamples, seed=seed)
 
 
+@dataclass(frozen=True)
+class _Label:
+    label: str
+
+
 def _notes(
-    first: SweepSource,
-    second: SweepSource,
+    first: _Label,
+    second: _Label,
     levels: set[str],
     tests: Sequence[PairTest],
     families: int,

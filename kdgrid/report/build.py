@@ -2,7 +2,8 @@
 
 The folder (``--out``): ``index.html`` (overview and cost ledger), ``tables.html``, ``figures.html`` with
 ``figures/*.png|pdf``, ``explore.html`` and ``pivot.html`` (every sweep's configurations, `kdgrid.report.explore`),
-``trials.html`` (the list), ``trials/<trial_id>.html``, ``failures.html``, ``assets/``,
+``trials.html`` (the list; the tables page also sets sweeps that ran the same cells side by side,
+`kdgrid.report.comparisons`), ``trials/<trial_id>.html``, ``failures.html``, ``assets/``,
 and ``_report.json``: which store it shows and each trial page's fingerprint (its rows' ids), so an update
 rewrites only the pages of trials with a new row (and the summary pages, whenever any row arrived). Every file is
 written under a temporary name and renamed: a browser reloading a page never sees half of it.
@@ -40,7 +41,8 @@ from kdgrid.analysis.tables_report import build_report
 from kdgrid.analysis.tidy import declared_tables, legacy_table_of, membership_tables, store_to_tidy
 from kdgrid.errors import KdgridError
 from kdgrid.paper import TABLES
-from kdgrid.report.configurations import report_configurations
+from kdgrid.report.comparisons import comparison_views
+from kdgrid.report.configurations import report_sweeps
 from kdgrid.report.explore import explore_page, pivot_page
 from kdgrid.report.gather import ReportData, gather
 from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
@@ -229,17 +231,18 @@ class ReportWriter:
             problem = "; ".join([*([problem] if problem else []), *sweep_problems])
         figures = self._figures(data, tidy, update, final=final, views=paper_views)
         refresh = self.refresh_s
-        configurations, configuration_problems = report_configurations(
-            self.store, data.rows, data.memberships
-        )
+        sweeps = report_sweeps(self.store, data.rows, data.memberships)
+        comparisons, comparison_notes = comparison_views(sweeps.runs, sweeps.predictions)
+        if comparison_notes:
+            problem = "; ".join([*([problem] if problem else []), *comparison_notes])
         summary = {
             "index.html": overview_page(data, views, figures, refresh_s=refresh),
             "tables.html": tables_page(
-                views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
+                [*views, *comparisons], missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
             ),
             "figures.html": figures_page(figures, self.out, refresh_s=refresh),
-            "explore.html": explore_page(configurations, configuration_problems),
-            "pivot.html": pivot_page(configurations, configuration_problems),
+            "explore.html": explore_page(sweeps.configurations, sweeps.problems),
+            "pivot.html": pivot_page(sweeps.configurations, sweeps.problems),
             "trials.html": trial_list_page(data, refresh_s=None, intervals=self._intervals.of(data)),
             "failures.html": failures_page(data, refresh_s=refresh),
         }

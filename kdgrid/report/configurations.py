@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -208,17 +209,36 @@ def _reference(
     return {"label": f"{axis}={value or NONE_LABEL}", "axis": axis, "value": value, "mark": marks, "p": ps}
 
 
-def report_configurations(
-    store: Path, rows: pd.DataFrame, memberships: list[SweepMembership]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every sweep of the report's rows (`sweep_configurations`), and why a sweep could not be read."""
-    out, problems = [], []
+@dataclass
+class ReportSweeps:
+    """What the report read of each sweep for these pages: the pages' data (`sweep_configurations`), each sweep's
+    runs and their stored predictions (the comparisons of sweeps reuse them), and why a sweep could not be read."""
+
+    configurations: list[dict[str, Any]] = field(default_factory=list)
+    runs: dict[str, SweepRuns] = field(default_factory=dict)
+    predictions: dict[str, TrialPredictions] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def report_sweeps(store: Path, rows: pd.DataFrame, memberships: list[SweepMembership]) -> ReportSweeps:
+    """Every sweep of the report's rows: its runs, predictions and configurations."""
+    out = ReportSweeps()
     for sweep in store_sweeps(rows, memberships):
         try:
             runs = sweep_runs(rows, memberships, sweep, "best")
         except KdgridError as error:
-            problems.append(f"sweep {sweep}: {error}")
+            out.problems.append(f"sweep {sweep}: {error}")
             continue
         predictions = load_predictions(store, runs.runs["row_id"])
-        out.append(sweep_configurations(runs, predictions))
-    return out, problems
+        out.runs[sweep] = runs
+        out.predictions.update(predictions)
+        out.configurations.append(sweep_configurations(runs, predictions))
+    return out
+
+
+def report_configurations(
+    store: Path, rows: pd.DataFrame, memberships: list[SweepMembership]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every sweep of the report's rows (`sweep_configurations`), and why a sweep could not be read."""
+    found = report_sweeps(store, rows, memberships)
+    return found.configurations, found.problems

@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from kdgrid.analysis.frames import cell_frame
+from kdgrid.analysis.sweep_compare import compare_sweeps, parse_sources
 from kdgrid.report import configurations
 from kdgrid.report.build import ReportWriter
 from kdgrid.report.configurations import axis_type, report_configurations
-from kdgrid.store import read_store
-from kdgrid.store.membership import read_memberships
-from tests.analysis.tables_testing import run_kdgrid
-from tests.report.explore_testing import SWEEP, grid_store
+from kdgrid.store import read_store, write_result
+from kdgrid.store.membership import read_memberships, record_membership
+from tests.analysis.tables_testing import result, run_kdgrid
+from tests.report.explore_testing import KNOWLEDGE, STRATEGIES, SWEEP, grid_store, value
 
 MARKS = {"ref": "ref", "▲": "up", "▼": "down", "": ""}
 
@@ -123,3 +124,32 @@ def test_the_report_writes_both_pages_with_their_data_and_local_scripts(store: P
     index = (out / "index.html").read_text()
     assert 'href="explore.html">Explore</a>' in index and 'href="pivot.html">Pivot</a>' in index
     assert "onlyIds" in (out / "assets" / "trials.js").read_text()
+
+
+def test_the_tables_page_sets_a_rerun_beside_its_sweep_and_skips_a_sweep_of_the_same_trials(
+    tmp_path: Path,
+) -> None:
+    store = grid_store(tmp_path)
+    for seed in (3, 4, 5):  # a rerun of the lr=1e-3 cells on other seeds, 0.01 higher
+        for k, knowledge in enumerate(KNOWLEDGE):
+            for s, strategy in enumerate(STRATEGIES):
+                made = result(value(k, s, 1, seed) + 0.01, task="sst2", knowledge=knowledge, strategy=strategy,
+                              lr=1e-3, seed=seed)  # fmt: skip
+                write_result(store, made, sweep="rerun", study="main")
+    grid_ids = set(read_store(store).query("sweep == @SWEEP")["trial_id"])
+    record_membership(store, "alias", {trial_id: "main" for trial_id in grid_ids})  # the very same trials
+    out = tmp_path / "report"
+    ReportWriter(store, out, figures=False).update()
+    page = (out / "tables.html").read_text()
+    assert 'id="table-compare-grid-vs-rerun"' in page and "sweep rerun beside sweep grid" in page
+    assert "compare-alias-vs-grid" not in page  # the same trials: nothing to compare
+    assert "compare-alias-vs-rerun" in page  # alias holds grid's trials: a rerun of them too
+    expected = compare_sweeps(*parse_sources([SWEEP, "rerun"], store))
+    [block] = expected.view.blocks
+    assert (
+        len(block.rows) == 6 and len(expected.only_first) == 12
+    )  # the lr=1e-3 cells shared; the rest grid's own
+    first = block.cells[(block.rows[0], block.columns[2])]
+    assert f"{first.value:.4f}" in page and first.uncertainty == "seed-level"
+    index = (out / "index.html").read_text()
+    assert "compare-" not in index  # a comparison's marks are no findings against a reference
