@@ -7,6 +7,8 @@ per curve point. Every column is plain (text, numbers, booleans; a list setting 
 - `cell_frame`: one row per cell of a sweep's own table, seeds aggregated, with the interval, the test against
   the reference, the correction and the marks of ``kdgrid tables --sweep NAME`` (the same computation:
   `kdgrid.analysis.sweep_tables.sweep_table`, never a second one).
+- `comparison_frame`: one row per cell two sweeps share, with the difference and its test of
+  ``kdgrid tables --sweep A --sweep B``.
 - `curve_frame`: one row per point of each trial's curves (``source`` ``epoch``: the per-epoch curve every row
   holds; ``step``: step-level curves, where the rows hold them).
 
@@ -33,6 +35,7 @@ from typing import Any
 
 import pandas as pd
 
+from kdgrid.analysis.sweep_compare import DIFFERENCE, compared_sweeps
 from kdgrid.analysis.sweep_tables import (
     REGRESSION_METRICS,
     SweepTable,
@@ -317,6 +320,42 @@ def cell_frame(
         correction=correction,
     )
     return cells_of(built)
+
+
+def comparison_frame(sweeps: Sequence[str], store: Path | str, **options: Any) -> pd.DataFrame:
+    """One row per cell two sweeps share, as ``kdgrid tables --sweep A --sweep B`` lays them out
+    (`kdgrid.analysis.sweep_compare`; ``sweeps``: the two ``--sweep`` values, ``NAME`` or ``NAME@DIR``;
+    ``options``: its keyword options, e.g. ``family``, ``correction``, ``kind``): the cell's settings (the labels
+    that tell the shared cells apart, and task, dev set, metric), ``first_value, first_n_seeds, second_value,
+    second_n_seeds``, and the difference (second minus first) with ``ci_low, ci_high, p_raw, p_adjusted,
+    uncertainty, mark`` (``▲``/``▼``: higher/lower beyond noise after the correction).
+
+    Raises:
+        KdgridError, ConfigError: as the command refuses (other than two sweeps, no shared cell, ...).
+    """
+    built = compared_sweeps(list(sweeps), Path(store), **options)
+    records = []
+    for block in built.view.blocks:
+        first_column, second_column = block.columns[0], block.columns[1]
+        for row in block.rows:
+            first, second = block.cells[(row, first_column)], block.cells[(row, second_column)]
+            difference = block.cells[(row, DIFFERENCE)]
+            record = {axis: _axis_value(difference.config.get(axis)) for axis in built.view.axes}
+            record |= {
+                "first_value": first.value,
+                "first_n_seeds": first.n_seeds,
+                "second_value": second.value,
+                "second_n_seeds": second.n_seeds,
+                "difference": difference.value,
+                "ci_low": difference.ci_low,
+                "ci_high": difference.ci_high,
+                "p_raw": difference.p_raw,
+                "p_adjusted": difference.p_vs_reference,
+                "uncertainty": difference.uncertainty,
+                "mark": mark_of(difference),
+            }
+            records.append(record)
+    return pd.DataFrame.from_records(records)
 
 
 # --- curves -----------------------------------------------------------------------------------------------------

@@ -27,14 +27,12 @@ from pathlib import Path
 import pandas as pd
 
 from kdgrid.analysis.figures import write_figures
-from kdgrid.analysis.store_predictions import load_predictions
 from kdgrid.analysis.sweep_figures import sweep_figures
 from kdgrid.analysis.sweep_tables import (
     SweepTable,
     build_sweep_table,
     choose_layout,
     store_sweeps,
-    sweep_runs,
 )
 from kdgrid.analysis.tables import TableView
 from kdgrid.analysis.tables_report import build_report
@@ -42,7 +40,7 @@ from kdgrid.analysis.tidy import declared_tables, legacy_table_of, membership_ta
 from kdgrid.errors import KdgridError
 from kdgrid.paper import TABLES
 from kdgrid.report.comparisons import comparison_views
-from kdgrid.report.configurations import report_sweeps
+from kdgrid.report.configurations import ReportSweeps, report_sweeps
 from kdgrid.report.explore import explore_page, pivot_page
 from kdgrid.report.gather import ReportData, gather
 from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
@@ -224,14 +222,14 @@ class ReportWriter:
         self._write_trial_pages(data, update)
         tidy = self._tidy(data)
         paper_views, missing, problem = self._tables(tidy, update)
-        sweep_views, sweep_problems = self._sweep_views(data)
+        sweeps = report_sweeps(self.store, data.rows, data.memberships)
+        sweep_views, sweep_problems = self._sweep_views(data, sweeps)
         views = [*paper_views, *sweep_views]
         update.tables = len(views)
         if sweep_problems:
             problem = "; ".join([*([problem] if problem else []), *sweep_problems])
         figures = self._figures(data, tidy, update, final=final, views=paper_views)
         refresh = self.refresh_s
-        sweeps = report_sweeps(self.store, data.rows, data.memberships)
         comparisons, comparison_notes = comparison_views(sweeps.runs, sweeps.predictions)
         if comparison_notes:
             problem = "; ".join([*([problem] if problem else []), *comparison_notes])
@@ -297,10 +295,10 @@ class ReportWriter:
         update.tables = len(report.views)
         return report.views, report.missing, None
 
-    def _sweep_views(self, data: ReportData) -> tuple[list[TableView], list[str]]:
+    def _sweep_views(self, data: ReportData, sweeps: ReportSweeps) -> tuple[list[TableView], list[str]]:
         """The tables of the sweeps that count in no paper table (a user's own grid), laid out as
-        ``kdgrid tables --sweep NAME`` lays them out by default (`kdgrid.analysis.sweep_tables`); and, per sweep
-        that could not be laid out, why."""
+        ``kdgrid tables --sweep NAME`` lays them out by default (`kdgrid.analysis.sweep_tables`), from the runs
+        and predictions ``sweeps`` read; and, per sweep that could not be laid out, why."""
         declared = declared_tables(data.memberships)
         studies: dict[str, set[str]] = {}
         for membership in data.memberships:
@@ -315,10 +313,12 @@ class ReportWriter:
                 legacy_table_of(s, sweep) in TABLES for s in studies.get(sweep, {""})
             ):
                 continue  # a paper table (or the demo's) shows it
+            runs = sweeps.runs.get(sweep)
+            if runs is None:  # it could not be read: `report_sweeps` says why
+                problems.extend(p for p in sweeps.problems if p.startswith(f"sweep {sweep}: "))
+                continue
             try:
-                runs = sweep_runs(data.rows, data.memberships, sweep, "best")
-                predictions = load_predictions(self.store, runs.runs["row_id"])
-                built = build_sweep_table(runs, choose_layout(runs.axes), predictions)
+                built = build_sweep_table(runs, choose_layout(runs.axes), sweeps.predictions)
                 waiting = sorted({t for (name, _), ids in data.pending.items() if name == sweep for t in ids})
                 if waiting:
                     built.view.notes.append(

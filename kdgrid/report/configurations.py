@@ -232,7 +232,10 @@ def report_sweeps(store: Path, rows: pd.DataFrame, memberships: list[SweepMember
         predictions = load_predictions(store, runs.runs["row_id"])
         out.runs[sweep] = runs
         out.predictions.update(predictions)
-        out.configurations.append(sweep_configurations(runs, predictions))
+        try:
+            out.configurations.append(sweep_configurations(runs, predictions))
+        except KdgridError as error:  # its table cannot be laid out: the tables page says why too
+            out.problems.append(f"sweep {sweep}: {error}")
     return out
 
 

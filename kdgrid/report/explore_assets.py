@@ -97,9 +97,9 @@ EXPLORE_JS = """\
       for (let i = 0; i < n; i++) pos[i] = at[c.axes[i][a]];
       return { name: axis.name, type: axis.type, labels, numbers, at, scale, pos, index: a };
     });
-    const finite = [];
-    for (let i = 0; i < n; i++) for (const v of [c.mean[i], c.low[i], c.high[i]]) if (v !== null) finite.push(v);
-    let lo = Math.min(...finite), hi = Math.max(...finite);
+    // a loop, not Math.min(...values): 30,000 configurations are more arguments than a call takes
+    let lo = Infinity, hi = -Infinity;
+    for (let i = 0; i < n; i++) for (const v of [c.mean[i], c.low[i], c.high[i]]) if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
     if (hi === lo) { lo -= 0.01; hi += 0.01; }
     const score = { name: "score", type: "numeric", scale: { f: (x) => x, lo, hi, value: (p) => lo + p * (hi - lo) }, pos: new Float32Array(n) };
     for (let i = 0; i < n; i++) score.pos[i] = (c.mean[i] - lo) / (hi - lo);

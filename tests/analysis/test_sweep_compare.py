@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from kdgrid.analysis.frames import comparison_frame
 from kdgrid.analysis.sweep_compare import SweepSource, compare_sweeps, parse_sources
 from kdgrid.predictions import DevSetPredictions
 from kdgrid.store import write_result
@@ -141,3 +142,17 @@ def test_what_a_comparison_cannot_do_is_refused_in_one_line(tmp_path: Path, caps
     ):
         code, _, err = run_kdgrid(capsys, *base, *args)
         assert code == 2 and err.startswith("error: ") and message in " ".join(err.split()), (args, err)
+
+
+def test_the_comparison_frame_is_the_commands_table_in_plain_columns(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    write(old, "grid", OLD)
+    write(new, "grid", NEW)
+    frame = comparison_frame(["grid", f"grid@{new}"], old)
+    assert len(frame) == 1 and frame["lr"].tolist() == ["0.001"]
+    row = frame.iloc[0]
+    assert row["first_value"] == pytest.approx(np.mean(OLD[1e-3]))
+    assert row["second_value"] == pytest.approx(np.mean(NEW[1e-3]))
+    assert row["difference"] == pytest.approx(row["second_value"] - row["first_value"])
+    assert row["p_raw"] == pytest.approx(scipy_stats.ttest_rel(NEW[1e-3], OLD[1e-3]).pvalue, rel=1e-6)
+    assert row["uncertainty"] == "seed-level" and row["mark"] == "▲" and row["first_n_seeds"] == 3
