@@ -1,8 +1,10 @@
 """The explore and pivot pages in a real browser (headless Chromium, as `test_report_browser`): a generated store's
-report opened with views given in the address, as a shared link gives them: a brush on a range of a log axis, on
+report opened with views given in the address, as a shared link gives them (a brush on a range of a log axis, on
 some values of a categorical axis and on the score; the pivot's rows changed, an axis fixed to one value, a
-reference chosen; the counts read back from the DOM the scripts drew, no console message, and the trial list
-opening a selection. Timings are the benchmark's (benchmarks/report_size.py), not asserted here."""
+reference chosen), and used as a user does through the DevTools protocol (`tests.report.chromium_pipe`: a mouse
+drag along an axis, a row axis chosen in its menu); the counts read back from what the scripts drew, no console
+message, and the trial list opening a selection. Timings are the benchmark's (benchmarks/report_size.py), not
+asserted here."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kdgrid.report.build import ReportWriter
+from tests.report.chromium_pipe import ChromiumPage, page_url
 from tests.report.explore_testing import KNOWLEDGE, LRS, STRATEGIES, SWEEP, grid_store, value
 from tests.report.test_report_browser import chromium, open_page
 
@@ -85,3 +88,38 @@ def test_the_pivot_page_lays_out_any_rows_and_columns(report: Path) -> None:
                        fragment=f"sweep={SWEEP}&rows=strategy&cols=knowledge&ref=strategy%3DLast-1")  # fmt: skip
     assert dom.count(" ▲</a>") >= 3 and dom.count(" ref</a>") == 9
     assert "--reference strategy=Last-1" in dom
+
+
+def test_a_mouse_brush_and_a_chosen_row_axis_change_the_counts(report: Path) -> None:
+    """The user's way: drag along the lr axis of the plot (1e-3 and 1e-2 kept, 1e-4 not), read the count and the
+    address; then on the pivot page choose lr for the rows."""
+    browser = chromium()
+    with ChromiumPage(browser, page_url(report / "explore.html", f"sweep={SWEEP}")) as page:
+        page.wait_for("document.getElementById('count').dataset.configurations === '18'")
+        left, top, width, height, pixels_x, pixels_y = page.evaluate(
+            "(() => { const c = document.getElementById('plot'), r = c.getBoundingClientRect();"
+            " return [r.left, r.top, r.width, r.height, c.width, c.height]; })()"
+        )
+        # the canvas's layout (explore.js): axes knowledge, strategy, lr, score, evenly 70 px from each side;
+        # the plot from y 34 to height - 40; lr is a log axis from 1e-4 (bottom) to 1e-2 (top), 1e-3 half way
+        lr_x = 70 + 2 * (pixels_x - 140) / 3
+        span = pixels_y - 34 - 40
+
+        def at(x: float, p: float) -> tuple[float, float]:
+            return left + x * width / pixels_x, top + (34 + (1 - p) * span) * height / pixels_y
+
+        page.drag(at(lr_x, 1.05), at(lr_x, 0.3))
+        page.wait_for("document.getElementById('count').dataset.configurations !== '18'")
+        assert (
+            page.evaluate("document.getElementById('count').textContent")
+            == "12 of 18 configurations · 36 trials"
+        )
+        assert "b.lr=" in page.evaluate("decodeURIComponent(location.hash)")
+        page.drag(at(lr_x, 0.6), at(lr_x, 0.6))  # a click on the axis clears its brush
+        page.wait_for("document.getElementById('count').dataset.configurations === '18'")
+    with ChromiumPage(browser, page_url(report / "pivot.html", f"sweep={SWEEP}")) as page:
+        page.wait_for("document.getElementById('pivot-count').dataset.cells === '18'")
+        page.choose("rows", "lr")  # lr down, strategy across (knowledge, now on neither, as blocks)
+        page.wait_for("document.getElementById('pivot-count').dataset.blocks === '3'")
+        assert page.evaluate("document.querySelectorAll('#pivot table.pivot tbody tr').length") == 9
+        assert "rows=lr" in page.evaluate("location.hash")
