@@ -102,8 +102,9 @@ CURVE_COLUMNS: tuple[str, ...] = (
 STEP_CURVES_COLUMN = "step_curves_json"
 """Where rows of a newer schema keep their step-level curves (read when the store's schema has the column)."""
 
-# A step-curve record's keys that are not series (its format, the step numbers, how often it samples).
-_STEP_META = frozenset({"format", "v", "version", "steps", "every", "from_epochs"})
+# A step-curve record's keys that are not series: its format, the step numbers, how often it samples, and a learned
+# mapping's snapshots (a matrix per snapshot, at steps of its own).
+_STEP_META = frozenset({"format", "v", "version", "steps", "every", "from_epochs", "mapping"})
 
 
 # --- values -----------------------------------------------------------------------------------------------------
