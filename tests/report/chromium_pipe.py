@@ -39,7 +39,9 @@ class ChromiumPage:
         self._session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})[
             "sessionId"
         ]
-        self.wait_for("document.readyState === 'complete'")
+        # the new target shows about:blank (complete at once) before it navigates: wait for the page itself
+        address = json.dumps(url.split("#")[0])  # the page may rewrite its fragment as it starts
+        self.wait_for(f"location.href.split('#')[0] === {address} && document.readyState === 'complete'")
 
     def _send(self, method: str, params: dict[str, Any], session: str | None) -> int:
         self._next_id += 1
@@ -75,15 +77,25 @@ class ChromiumPage:
                 return message.get("result", {})
 
     def evaluate(self, expression: str) -> Any:
-        """The value of ``expression`` in the page (JSON-serialisable); a thrown error raises."""
-        found = self._call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        """The value of ``expression`` in the page (JSON-serialisable; a promise is awaited); a thrown error
+        raises."""
+        found = self._call(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}
+        )
         if "exceptionDetails" in found:
             raise RuntimeError(f"{expression}: {found['exceptionDetails']}")
         return found["result"].get("value")
 
     def wait_for(self, condition: str, timeout: float = 30.0) -> None:
+        """Until ``condition`` holds in the page (an error evaluating it, as on a page still loading, counts as
+        not yet)."""
         deadline = time.monotonic() + timeout
-        while not self.evaluate(f"Boolean({condition})"):
+        while True:
+            try:
+                if self.evaluate(f"Boolean({condition})"):
+                    return
+            except RuntimeError:
+                pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the page never met {condition}")
             time.sleep(0.05)

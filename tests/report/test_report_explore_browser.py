@@ -8,6 +8,8 @@ asserted here."""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from pathlib import Path
 
@@ -115,6 +117,17 @@ def test_a_mouse_brush_and_a_chosen_row_axis_change_the_counts(report: Path) -> 
             == "12 of 18 configurations · 36 trials"
         )
         assert "b.lr=" in page.evaluate("decodeURIComponent(location.hash)")
+        # "download CSV": the selection's configurations, one line each (the file caught as the page makes it)
+        page.evaluate(
+            "(() => { window.made = []; const make = URL.createObjectURL;"
+            " URL.createObjectURL = (blob) => { window.made.push(blob); return make(blob); };"
+            " document.getElementById('csv').click(); })()"
+        )
+        lines = list(csv.DictReader(io.StringIO(page.evaluate("window.made[0].text()"))))
+        assert len(lines) == 12 and {line["lr"] for line in lines} == {"0.001", "0.01"}
+        assert all(
+            len(line["trial_ids"].split()) == 3 and line["uncertainty"] == "seed-level" for line in lines
+        )
         page.drag(at(lr_x, 0.6), at(lr_x, 0.6))  # a click on the axis clears its brush
         page.wait_for("document.getElementById('count').dataset.configurations === '18'")
     with ChromiumPage(browser, page_url(report / "pivot.html", f"sweep={SWEEP}")) as page:
