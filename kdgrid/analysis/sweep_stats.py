@@ -180,20 +180,25 @@ def attach_sweep_statistics(
     test_resamples: int = stats.DEFAULT_TEST_RESAMPLES,
     seed: int = 0,
     labels: Mapping[str, TrialPredictions] | None = None,
+    numbers: _Numbers | None = None,
 ) -> tuple[SweepStatistics, _Numbers]:
     """Fill the uncertainty fields of the cells of ``blocks`` (the table's own, rows x columns) in place: each
     cell's interval, its reference (``is_reference``), raw and adjusted p against it, mark, direction and level;
     the degenerate mark of a cell whose mean is at or below the majority class's accuracy. ``scores``: each run's
     value as printed; ``predictions``: row id -> per-example predictions of the epoch printed (empty for the
     last epoch's values); ``labels``: where the dev sets' labels come from for the majority-class check (default
-    ``predictions``; the labels are the same at every epoch).
+    ``predictions``; the labels are the same at every epoch); ``numbers``: the values, predictions and replicate
+    banks of an earlier call on the same runs (`sweep_numbers`), so that the same cells tested against another
+    reference reuse their bootstrap replicates (the numbers are the same: a bank's samples depend on its seed,
+    the dev set and the resamples only).
 
     Raises:
         ConfigError: an explicit reference that matches no cell, or several in one condition.
     """
-    numbers = _Numbers(
-        scores, predictions, ReplicateBank(resamples, seed), ReplicateBank(test_resamples, seed)
-    )
+    if numbers is None:
+        numbers = _Numbers(
+            scores, predictions, ReplicateBank(resamples, seed), ReplicateBank(test_resamples, seed)
+        )
     out = SweepStatistics()
     cells = _scored(blocks)
     without = 0

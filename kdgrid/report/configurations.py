@@ -1,6 +1,7 @@
 """The configurations of each sweep, seeds aggregated, for the report's explore and pivot pages: computed here, in
-Python, at build time, by the sweep tables' own code (`kdgrid.analysis.sweep_tables.build_sweep_table`, read by
-`kdgrid.analysis.frames.cells_of`), so that the pages show the very intervals, tests and marks
+Python, at build time, by the sweep tables' own code (`kdgrid.analysis.sweep_tables.build_sweep_table` lays the
+cells out, `kdgrid.analysis.sweep_stats.attach_sweep_statistics` gives them their statistics,
+`kdgrid.analysis.frames.cells_of` reads them), so that the pages show the very intervals, tests and marks
 ``kdgrid tables --sweep NAME`` prints; the pages' scripts only arrange and filter them.
 
 A **configuration** is one cell of a sweep's table: one value of every axis (the trial fields that vary), on one
@@ -13,8 +14,12 @@ computation serves every rows x columns the pivot page offers.
 that differs from it in that axis only (the reference of its slice: every other axis held), corrected per slice
 (`--family condition`) by Holm, exactly as ``kdgrid tables --sweep NAME --reference AXIS=VALUE`` does for any
 rows and columns (the reference names one axis, so its condition is every other axis whatever the layout).
-Computed for sweeps of at most `MAX_REFERENCE_CONFIGURATIONS` configurations and at most `MAX_REFERENCES`
-references (the first values of each axis, in order); the page says when a sweep has none.
+Computed for sweeps of at most `MAX_REFERENCE_CONFIGURATIONS` configurations, of which at most
+`MAX_RUN_TO_RUN_CONFIGURATIONS` one-seed ones with run-to-run intervals (each of their tests resamples the dev
+examples 10,000 times: about 0.1 s a configuration on an 872-example dev set), and at most `MAX_REFERENCES`
+references (a value of each axis in turn); the page says when a sweep has none or fewer. One set of bootstrap
+replicates serves the intervals and every reference (the numbers are those of separate runs: a replicate bank's
+samples depend on its seed, the dev set and the resamples only).
 
 Axis types (how the explore page spaces an axis): ``categorical`` unless every value is a number; numbers
 ``log`` when all are positive and the largest is at least `LOG_SPAN` times the smallest, else ``numeric``.
@@ -32,8 +37,9 @@ import pandas as pd
 
 from kdgrid.analysis.cell_stats import CONDITION_FIELDS, Reference
 from kdgrid.analysis.frames import cells_of
+from kdgrid.analysis.seed_level import RUN_TO_RUN
 from kdgrid.analysis.store_predictions import load_predictions
-from kdgrid.analysis.sweep_stats import attach_sweep_statistics
+from kdgrid.analysis.sweep_stats import attach_sweep_statistics, sweep_numbers
 from kdgrid.analysis.sweep_tables import (
     NONE_LABEL,
     SweepLayout,
@@ -50,6 +56,7 @@ from kdgrid.store.membership import SweepMembership
 
 MAX_REFERENCE_CONFIGURATIONS = 5000
 MAX_REFERENCES = 24
+MAX_RUN_TO_RUN_CONFIGURATIONS = 500
 LOG_SPAN = 100.0
 PLACE_FIELDS: tuple[str, ...] = ("task", "dev_set", "metric")
 # A configuration's mark against a reference, as the pages receive it.
@@ -75,9 +82,15 @@ def axis_type(values: Iterable[str]) -> str:
 
 
 def _number(value: Any) -> float | None:
-    """A float for JSON: None for NaN."""
+    """A score for JSON, to 6 decimals: None for NaN."""
     value = float(value)
     return None if math.isnan(value) else round(value, 6)
+
+
+def _p(value: Any) -> float | None:
+    """A p-value for JSON, to 6 significant digits (2.6e-19 is not 0): None for NaN."""
+    value = float(value)
+    return None if math.isnan(value) else float(f"{value:.6g}")
 
 
 def sweep_configurations(
@@ -95,8 +108,19 @@ def sweep_configurations(
     """
     axes = [a for a in runs.axes]
     layout = SweepLayout(tuple(axes[:1]), (), tuple(axes[1:]))
-    base = build_sweep_table(runs, layout, predictions)
-    cells = cells_of(base)
+    base = build_sweep_table(runs, layout, predictions, intervals=False)
+    frame = runs.runs
+    scores = {
+        (str(r), str(d), str(m)): float(v)
+        for r, d, m, v in zip(frame["row_id"], frame["dev_set"], frame["metric"], frame["value"], strict=True)
+    }
+    # one set of values and bootstrap replicates for the intervals and every reference's tests
+    numbers = sweep_numbers(scores, predictions)
+    # the intervals (and the majority-class marks) as the table's, with no test: a reference that is no cell
+    untested = Reference(
+        ((_NO_FIELD, _NO_FIELD),), explicit=False, condition_fields=(*CONDITION_FIELDS, *axes)
+    )
+    cells = cells_of(_tested(base, untested, numbers))
     values = {axis: [v for v in base.values[axis]] for axis in axes}
     index = {axis: {v: i for i, v in enumerate(values[axis])} for axis in axes}
     records = cells.to_dict("records")
@@ -122,21 +146,20 @@ def sweep_configurations(
         note = "one configuration: nothing to compare"
     elif not references:
         note = "references not computed"
+    elif (cells["uncertainty"] == RUN_TO_RUN).sum() > MAX_RUN_TO_RUN_CONFIGURATIONS:
+        note = (
+            f"{int((cells['uncertainty'] == RUN_TO_RUN).sum()):,} one-seed configurations: their run-to-run tests "
+            f"resample the dev examples 10,000 times each, computed here for sweeps of at most "
+            f"{MAX_RUN_TO_RUN_CONFIGURATIONS:,} (kdgrid tables --sweep {runs.sweep} --reference AXIS=VALUE gives them)"
+        )
     elif len(cells) > MAX_REFERENCE_CONFIGURATIONS:
         note = (
             f"{len(cells):,} configurations: tests against a reference are computed for sweeps of at most "
             f"{MAX_REFERENCE_CONFIGURATIONS:,} (kdgrid tables --sweep {runs.sweep} --reference AXIS=VALUE gives them)"
         )
     else:
-        frame = runs.runs
-        scores = {
-            (str(r), str(d), str(m)): float(v)
-            for r, d, m, v in zip(
-                frame["row_id"], frame["dev_set"], frame["metric"], frame["value"], strict=True
-            )
-        }
         for axis, value in _reference_choices(axes, values):
-            found.append(_reference(base, axes, axis, value, scores, predictions, keys))
+            found.append(_reference(base, axes, axis, value, numbers, keys))
         if sum(len(values[a]) for a in axes) > len(found):
             note = (
                 f"tests against the first {len(found)} references only (kdgrid tables --reference gives any)"
@@ -180,32 +203,44 @@ def _fresh(cell: Cell) -> Cell:
     )
 
 
+_NO_FIELD = "\u0000"
+"""A field no configuration has: the reference of the untested pass (intervals only)."""
+
+
+def _tested(base: SweepTable, reference: Reference, numbers: Any) -> SweepTable:
+    """``base``'s cells (laid out, without statistics) with the table's statistics against ``reference``
+    (`kdgrid.analysis.sweep_stats.attach_sweep_statistics`, as `build_sweep_table` attaches them: Holm, one
+    family per condition, the predictions' labels for the majority-class check), on fresh copies."""
+    blocks = [
+        Block(b.title, list(b.rows), list(b.columns), {k: _fresh(c) for k, c in b.cells.items()})
+        for b in base.view.blocks[: base.main_blocks]
+    ]
+    attach_sweep_statistics(
+        base.view.name, blocks, reference, numbers.scores, numbers.predictions, numbers=numbers
+    )
+    view = TableView(base.view.name, "", blocks, axes=base.view.axes)
+    return SweepTable(view, base.layout, reference, base.values, main_blocks=len(blocks))
+
+
 def _reference(
     base: SweepTable,
     axes: list[str],
     axis: str,
     value: str,
-    scores: Mapping[tuple[str, str, str], float],
-    predictions: Mapping[str, TrialPredictions],
+    numbers: Any,
     keys: list[tuple[str, ...]],
 ) -> dict[str, Any]:
     """The tests of every configuration against ``axis=value`` of its slice: the table's own statistics
     (`kdgrid.analysis.sweep_stats.attach_sweep_statistics`) with the reference ``kdgrid tables --reference
     AXIS=VALUE`` parses to, whose condition is every other axis whatever the layout (one family per slice)."""
-    blocks = [
-        Block(b.title, list(b.rows), list(b.columns), {k: _fresh(c) for k, c in b.cells.items()})
-        for b in base.view.blocks[: base.main_blocks]
-    ]
     reference = Reference(((axis, value),), explicit=True, condition_fields=(*CONDITION_FIELDS, *axes))
-    attach_sweep_statistics(base.view.name, blocks, reference, scores, predictions)
-    view = TableView(base.view.name, "", blocks, axes=base.view.axes)
-    cells = cells_of(SweepTable(view, base.layout, reference, base.values, main_blocks=len(blocks)))
+    cells = cells_of(_tested(base, reference, numbers))
     by_key = {_key(row, axes): row for row in cells.to_dict("records")}
     marks, ps = [], []
     for key in keys:
         row = by_key.get(key)
         marks.append(MARKS[str(row["mark"])] if row is not None else "")
-        ps.append(_number(row["p_adjusted"]) if row is not None else None)
+        ps.append(_p(row["p_adjusted"]) if row is not None else None)
     return {"label": f"{axis}={value or NONE_LABEL}", "axis": axis, "value": value, "mark": marks, "p": ps}
 
 

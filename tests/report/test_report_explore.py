@@ -6,15 +6,18 @@ network."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kdgrid.analysis.frames import cell_frame
 from kdgrid.analysis.sweep_compare import compare_sweeps, parse_sources
+from kdgrid.predictions import DevSetPredictions
 from kdgrid.report import configurations
 from kdgrid.report.build import ReportWriter
 from kdgrid.report.configurations import axis_type, report_configurations
@@ -153,3 +156,46 @@ def test_the_tables_page_sets_a_rerun_beside_its_sweep_and_skips_a_sweep_of_the_
     assert f"{first.value:.4f}" in page and first.uncertainty == "seed-level"
     index = (out / "index.html").read_text()
     assert "compare-" not in index  # a comparison's marks are no findings against a reference
+
+
+def test_one_seed_configurations_get_the_tables_run_to_run_intervals_and_tests(
+    tmp_path: Path, capsys
+) -> None:
+    n = 200
+    gold = np.arange(n) % 2
+    store = tmp_path / "store"
+    for k, knowledge in enumerate((("hidden_mse",), ("cos",))):
+        for s, strategy in enumerate(("Last-1", "LAD")):
+            for i, lr in enumerate((1e-3, 1e-2)):
+                right = np.arange(n) < round((0.70 + 0.08 * (k == 0 and s == 1) + 0.01 * i) * n)
+                student = np.where(right, gold, 1 - gold)
+                made = result(float(right.mean()), task="sst2", knowledge=knowledge, strategy=strategy, lr=lr)
+                made = dataclasses.replace(
+                    made, predictions={"validation": DevSetPredictions(gold, student, gold, "d" * 64)}
+                )
+                write_result(store, made, sweep="one", study="main")
+    sweep = configurations_of(store)
+    assert set(sweep["configs"]["level"]) == {"run-to-run"} and len(sweep["references"]) == 2 + 2 + 2
+    index = by_settings(sweep)
+    references = {r["label"]: r for r in sweep["references"]}
+    code, out, err = run_kdgrid(capsys, "tables", "--sweep", "one", "--store", str(store), "--rows", "knowledge",
+                                "--cols", "strategy", "--reference", "strategy=Last-1", "--format", "csv")  # fmt: skip
+    assert code == 0, err
+    lines = [r for r in csv.DictReader(io.StringIO(out)) if r["value"] and " mean over " not in r["block"]]
+    assert len(lines) == 8
+    for line in lines:
+        i = index[(line["knowledge"], line["strategy"], line["lr"])]
+        assert sweep["configs"]["low"][i] == pytest.approx(float(line["ci_low"]), abs=1e-6)
+        assert sweep["configs"]["high"][i] == pytest.approx(float(line["ci_high"]), abs=1e-6)
+        if line["p_adjusted"]:
+            assert references["strategy=Last-1"]["p"][i] == pytest.approx(float(line["p_adjusted"]), rel=1e-4)
+    assert (
+        references["strategy=Last-1"]["mark"].count("up") == 2
+    )  # LAD with hidden_mse, 8 points up, both lrs
+    configurations.MAX_RUN_TO_RUN_CONFIGURATIONS, saved = 4, configurations.MAX_RUN_TO_RUN_CONFIGURATIONS
+    try:
+        sweep = configurations_of(store)
+    finally:
+        configurations.MAX_RUN_TO_RUN_CONFIGURATIONS = saved
+    assert sweep["references"] == [] and "8 one-seed configurations" in sweep["reference_note"]
+    assert sweep["configs"]["low"][0] is not None  # the intervals stay
