@@ -221,7 +221,7 @@ def compare_runs(
     Raises:
         KdgridError: no shared cell (naming the fields whose values differ between the sweeps).
     """
-    first, second = (_Label(label) for label in labels)
+    first, second = labels
     fields = list(dict.fromkeys(c for side in sides for c in side.runs.columns if c not in RUN_COLUMNS))
     cells = [_cells(side.runs, fields, kind) for side in sides]
     shared = [key for key in cells[0] if key in cells[1]]
@@ -232,7 +232,7 @@ def compare_runs(
     if not shared:
         why = _differing(cells[0], cells[1])
         raise KdgridError(
-            f"sweeps {first.label} and {second.label} share no cell (a cell: every setting but the seeds, on one dev "
+            f"sweeps {first} and {second} share no cell (a cell: every setting but the seeds, on one dev "
             f"set and metric)" + (f"; they differ in {'; '.join(why)}" if why else "")
         )
     varying = [
@@ -242,13 +242,13 @@ def compare_runs(
     ]
     numbers = _numbers(sides, predictions, intervals, resamples, test_resamples, seed)
     view = TableView(
-        f"{first.label} vs {second.label}",
-        f"sweep {second.label} beside sweep {first.label}: {', '.join(sorted({dict(k)['metric'] for k in shared}))}",
+        f"{first} vs {second}",
+        f"sweep {second} beside sweep {first}: {', '.join(sorted({dict(k)['metric'] for k in shared}))}",
         [],
         axes=("task", "dev_set", *varying, "metric"),
         correction=correction,
     )
-    columns = [Column(first.label), Column(second.label), DIFFERENCE, P_RAW, _p_column(correction)]
+    columns = [Column(first), Column(second), DIFFERENCE, P_RAW, _p_column(correction)]
     tests: list[PairTest] = []
     levels: set[str] = set()
     untested = 0
@@ -303,7 +303,7 @@ def compare_runs(
         if keys:
             named = "; ".join(_label(k, [*PLACE_FIELDS, *varying]) for k in keys[:LISTED])
             more = f"; and {len(keys) - LISTED} more" if len(keys) > LISTED else ""
-            view.notes.append(f"only in {source.label}: {len(keys)} cell(s): {named}{more}")
+            view.notes.append(f"only in {source}: {len(keys)} cell(s): {named}{more}")
     return SweepComparison(view, shared, only[0], only[1])
 
 
@@ -333,14 +333,9 @@ def _numbers(
     return sweep_numbers(scores, predictions, resamples=resamples, test_resamples=test_resamples, seed=seed)
 
 
-@dataclass(frozen=True)
-class _Label:
-    label: str
-
-
 def _notes(
-    first: _Label,
-    second: _Label,
+    first: str,
+    second: str,
     levels: set[str],
     tests: Sequence[PairTest],
     families: int,
@@ -356,9 +351,9 @@ def _notes(
         "one family per task, dev set, metric, student and teacher" if family == "condition" else "one family"
     )
     notes.append(
-        f"difference: {second.label} minus {first.label} over {shared} shared cell(s); ▲/▼ beyond noise after "
+        f"difference: {second} minus {first} over {shared} shared cell(s); ▲/▼ beyond noise after "
         f"{stats.CORRECTION_LABELS[correction]} ({words}, {families} of them), adjusted p <= {ALPHA} "
-        f"({better} higher in {second.label}, {worse} lower)"
+        f"({better} higher in {second}, {worse} lower)"
     )
     if untested:
         notes.append(

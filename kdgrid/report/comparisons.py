@@ -12,8 +12,6 @@ import itertools
 import re
 from collections.abc import Mapping
 
-import pandas as pd
-
 from kdgrid.analysis.sweep_compare import RUN_COLUMNS, compare_runs
 from kdgrid.analysis.sweep_tables import SweepRuns
 from kdgrid.analysis.tables import TableView
@@ -23,34 +21,19 @@ from kdgrid.predictions import TrialPredictions
 MAX_PAIRS = 6
 
 
-def _settings(frame: pd.DataFrame, fields: list[str]) -> pd.DataFrame:
-    return frame.reindex(columns=[*fields, "trial_id"], fill_value="")
+def _keyed(runs: SweepRuns, fields: list[str]) -> list[tuple[tuple[str, ...], str]]:
+    """(the run's cell: its settings as labels, ``""`` where it has none; its trial id) of every run."""
+    frame = runs.runs.reindex(columns=[*fields, "trial_id"], fill_value="")
+    keys = frame[fields].astype(str).itertuples(index=False, name=None)
+    return list(zip(keys, frame["trial_id"].astype(str), strict=True))
 
 
 def comparable(first: SweepRuns, second: SweepRuns) -> bool:
     """Whether the two sweeps share a cell (every setting but the seeds) that they ran on other trials."""
     fields = list(dict.fromkeys(c for r in (first, second) for c in r.runs.columns if c not in RUN_COLUMNS))
-    a, b = _settings(first.runs, fields), _settings(second.runs, fields)
-    keys_a = set(a[fields].astype(str).itertuples(index=False, name=None))
-    keys_b = set(b[fields].astype(str).itertuples(index=False, name=None))
-    shared = keys_a & keys_b
-    if not shared:
-        return False
-    trials_a = {
-        t
-        for key, t in zip(
-            a[fields].astype(str).itertuples(index=False, name=None), a["trial_id"], strict=True
-        )
-        if key in shared
-    }
-    trials_b = {
-        t
-        for key, t in zip(
-            b[fields].astype(str).itertuples(index=False, name=None), b["trial_id"], strict=True
-        )
-        if key in shared
-    }
-    return trials_a != trials_b
+    a, b = _keyed(first, fields), _keyed(second, fields)
+    shared = {key for key, _ in a} & {key for key, _ in b}
+    return bool(shared) and {t for key, t in a if key in shared} != {t for key, t in b if key in shared}
 
 
 def comparison_views(
