@@ -348,7 +348,28 @@ PIVOT_JS = """\
     $("note").textContent = sweep.reference_note;
   }
 
+  function single() {
+    // a sweep whose trials differ in their seeds only: its one configuration per dev set, no layout to choose
+    const c = sweep.configs, out = $("pivot"), table = K.el("table", null, "pivot"), body = K.el("tbody");
+    out.textContent = "";
+    for (let i = 0; i < c.mean.length; i++) {
+      const tr = K.el("tr");
+      tr.appendChild(K.el("th", sweep.places[c.place[i]]));
+      const td = K.el("td", K.fixed(c.mean[i], 4), "num");
+      if (c.low[i] !== null) td.appendChild(K.el("div", "[" + K.fixed(c.low[i], 4) + ", " + K.fixed(c.high[i], 4) + "]", "unc"));
+      tr.appendChild(td);
+      body.appendChild(tr);
+    }
+    table.appendChild(body);
+    out.appendChild(table);
+    const trials = c.trials.reduce((total, ids) => total + ids.length, 0);
+    count.textContent = c.mean.length + " block(s) · " + c.mean.length + " cell(s) · " + trials + " trials";
+    Object.assign(count.dataset, { blocks: String(c.mean.length), cells: String(c.mean.length), trials: String(trials) });
+    $("command").textContent = "kdgrid tables --sweep " + sweep.name;
+  }
+
   function render() {
+    if (!sweep.axes.length) { single(); return; }
     const started = performance.now();
     const c = sweep.configs, axes = sweep.axes, names = axes.map((a) => a.name);
     const ri = names.indexOf(state.rows), ci = state.cols ? names.indexOf(state.cols) : -1;

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from kdgrid.report.build import ReportWriter
+from kdgrid.store import write_result
+from tests.analysis.tables_testing import result
 from tests.report.chromium_pipe import ChromiumPage, page_url
 from tests.report.explore_testing import KNOWLEDGE, LRS, STRATEGIES, SWEEP, grid_store, value
 from tests.report.test_report_browser import chromium, open_page
@@ -136,3 +138,16 @@ def test_a_mouse_brush_and_a_chosen_row_axis_change_the_counts(report: Path) -> 
         page.wait_for("document.getElementById('pivot-count').dataset.blocks === '3'")
         assert page.evaluate("document.querySelectorAll('#pivot table.pivot tbody tr').length") == 9
         assert "rows=lr" in page.evaluate("location.hash")
+
+
+def test_a_sweep_of_one_configuration_is_drawn_without_axes(tmp_path: Path) -> None:
+    browser = chromium()
+    store, out = tmp_path / "store", tmp_path / "report"
+    for seed, accuracy in enumerate((0.70, 0.72, 0.74)):
+        write_result(store, result(accuracy, task="sst2", seed=seed), sweep="solo", study="main")
+    ReportWriter(store, out, figures=False).update()
+    dom, console = open_page(browser, out / "explore.html")
+    assert console == [] and counts(dom, "count")["text"] == "1 of 1 configurations · 3 trials"
+    dom, console = open_page(browser, out / "pivot.html")
+    assert console == [] and counts(dom, "pivot-count")["text"] == "1 block(s) · 1 cell(s) · 3 trials"
+    assert ">0.7200<" in dom  # the mean of the three seeds
