@@ -412,9 +412,7 @@ def seed_prediction_interval(
     if len(values) < 2:
         raise ValueError("a prediction interval needs at least 2 seeds")
     mean, std = float(values.mean()), float(np.std(values, ddof=1))
-    half = (
-        t_quantile((1 + confidence) / 2, len(values) - 1) * std * math.sqrt(1 + 1 / len(values))
-    )
+    half = t_quantile((1 + confidence) / 2, len(values) - 1) * std * math.sqrt(1 + 1 / len(values))
     return mean - half, mean + half
 
 
