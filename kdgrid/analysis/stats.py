@@ -20,6 +20,7 @@ Conventions (every function here):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -373,6 +374,13 @@ def seed_t_test(per_seed_a: ArrayLike, per_seed_b: ArrayLike, *, paired: bool) -
     return PairedTest(difference=difference, p_value=p_value, resamples=0, seeds_paired=paired, method="t")
 
 
+@functools.lru_cache(maxsize=1024)
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile, cached: a report asks for the same few (quantile, degrees of freedom) thousands of
+    times (every configuration's interval, for every reference offered)."""
+    return float(scipy_stats.t.ppf(q, df))
+
+
 def seed_t_interval(per_seed: ArrayLike, confidence: float = DEFAULT_CONFIDENCE) -> SeedInterval:
     """Method-level interval over K >= 2 seeds' scores ``[K]``: ``mean +- t_{K-1} s / sqrt(K)`` (Student's t,
     sample standard deviation s). It covers the method's expected score on this dev set over training seeds
@@ -382,7 +390,7 @@ def seed_t_interval(per_seed: ArrayLike, confidence: float = DEFAULT_CONFIDENCE)
     if values.ndim != 1 or len(values) < 2:
         raise ValueError(f"a t interval over seeds needs at least 2 seeds, got shape {values.shape}")
     mean, std = float(values.mean()), float(np.std(values, ddof=1))
-    half = float(scipy_stats.t.ppf((1 + confidence) / 2, len(values) - 1)) * std / math.sqrt(len(values))
+    half = t_quantile((1 + confidence) / 2, len(values) - 1) * std / math.sqrt(len(values))
     return SeedInterval(
         mean=mean,
         std=std,
@@ -404,9 +412,7 @@ def seed_prediction_interval(
     if len(values) < 2:
         raise ValueError("a prediction interval needs at least 2 seeds")
     mean, std = float(values.mean()), float(np.std(values, ddof=1))
-    half = (
-        float(scipy_stats.t.ppf((1 + confidence) / 2, len(values) - 1)) * std * math.sqrt(1 + 1 / len(values))
-    )
+    half = t_quantile((1 + confidence) / 2, len(values) - 1) * std * math.sqrt(1 + 1 / len(values))
     return mean - half, mean + half
 
 

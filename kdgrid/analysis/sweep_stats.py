@@ -90,11 +90,18 @@ class _Numbers:
     predictions: Mapping[str, TrialPredictions]
     interval_bank: ReplicateBank
     test_bank: ReplicateBank
+    # (row ids, seeds, dev set, metric) -> the cell's `SeedScores`: a cell's scores are read for its interval, each
+    # test and the seeds-needed note; the values never change, so they are sorted once.
+    _seed_memo: dict[tuple[Any, ...], SeedScores] = field(default_factory=dict, repr=False)
 
     def seeds(self, cell: Cell) -> SeedScores:
         dev_set, metric = str(cell.config.get("dev_set")), str(cell.config.get("metric"))
-        values = [self.scores[(row_id, dev_set, metric)] for row_id in cell.row_ids]
-        return seed_scores(cell.seeds or tuple(range(len(values))), values)
+        key = (cell.row_ids, cell.seeds, dev_set, metric)
+        found = self._seed_memo.get(key)
+        if found is None:
+            values = [self.scores[(row_id, dev_set, metric)] for row_id in cell.row_ids]
+            found = self._seed_memo[key] = seed_scores(cell.seeds or tuple(range(len(values))), values)
+        return found
 
     def seed_level(self, cells: Sequence[Cell]) -> SeedScores | None:
         """The per-seed average of ``cells``: every one ran two or more seeds, all the same ones."""
@@ -138,6 +145,19 @@ class _Numbers:
         return run_to_run_difference(value, found_a[1] - found_b[1])
 
 
+def sweep_numbers(
+    scores: Mapping[ScoreKey, float],
+    predictions: Mapping[str, TrialPredictions],
+    *,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+    test_resamples: int = stats.DEFAULT_TEST_RESAMPLES,
+    seed: int = 0,
+) -> _Numbers:
+    """The numbers of cells from outside one table (two sweeps compared): each run's value, the predictions of
+    the epoch shown, the replicate banks; their means and differences then come from this module's procedure."""
+    return _Numbers(scores, predictions, ReplicateBank(resamples, seed), ReplicateBank(test_resamples, seed))
+
+
 def _scored(blocks: Sequence[Block]) -> list[Cell]:
     return [
         cell
@@ -160,20 +180,25 @@ def attach_sweep_statistics(
     test_resamples: int = stats.DEFAULT_TEST_RESAMPLES,
     seed: int = 0,
     labels: Mapping[str, TrialPredictions] | None = None,
+    numbers: _Numbers | None = None,
 ) -> tuple[SweepStatistics, _Numbers]:
     """Fill the uncertainty fields of the cells of ``blocks`` (the table's own, rows x columns) in place: each
     cell's interval, its reference (``is_reference``), raw and adjusted p against it, mark, direction and level;
     the degenerate mark of a cell whose mean is at or below the majority class's accuracy. ``scores``: each run's
     value as printed; ``predictions``: row id -> per-example predictions of the epoch printed (empty for the
     last epoch's values); ``labels``: where the dev sets' labels come from for the majority-class check (default
-    ``predictions``; the labels are the same at every epoch).
+    ``predictions``; the labels are the same at every epoch); ``numbers``: the values, predictions and replicate
+    banks of an earlier call on the same runs (`sweep_numbers`), so that the same cells tested against another
+    reference reuse their bootstrap replicates (the numbers are the same: a bank's samples depend on its seed,
+    the dev set and the resamples only).
 
     Raises:
         ConfigError: an explicit reference that matches no cell, or several in one condition.
     """
-    numbers = _Numbers(
-        scores, predictions, ReplicateBank(resamples, seed), ReplicateBank(test_resamples, seed)
-    )
+    if numbers is None:
+        numbers = _Numbers(
+            scores, predictions, ReplicateBank(resamples, seed), ReplicateBank(test_resamples, seed)
+        )
     out = SweepStatistics()
     cells = _scored(blocks)
     without = 0

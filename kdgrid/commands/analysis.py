@@ -70,7 +70,9 @@ def tables(
         typer.Option(
             "--sweep",
             help="Lay out this sweep's trials (any sweep, by its name) instead of a paper table; its axes are "
-            "the trial fields that vary between its trials (docs/tables.md). One sweep a table.",
+            "the trial fields that vary between its trials (docs/tables.md). Twice (--sweep A --sweep B, or "
+            "NAME@STORE_DIR for a sweep of another store): their shared cells side by side with the difference "
+            "and its test, and the cells only one ran.",
         ),
     ] = None,
     rows: Annotated[
@@ -131,6 +133,15 @@ def tables(
     )
 
     check_format(fmt)
+    if sweeps and len(sweeps) > 1:
+        _compare_sweeps(
+            table, store, fmt, out, kind, intervals, counts_of(resamples, test_resamples), where, sweeps,
+            {"--rows": rows, "--cols": cols, "--pairs": pairs or None, "--summary": summary,
+             "--reference": reference, "--compare": compare, "--values": None if values == "score" else values,
+             "--test": None if test == "auto" else test},
+            family, correction,
+        )  # fmt: skip
+        return
     sweep = one_sweep(sweeps)
     counts = {
         "resamples": resamples,
@@ -221,13 +232,14 @@ def check_kind(kind: str) -> None:
 
 
 def one_sweep(sweeps: list[str] | None) -> str | None:
-    """The one ``--sweep`` given (None without); several are refused: a table lays out one sweep."""
+    """The one ``--sweep`` given (None without); several are refused: a figure lays out one sweep (`kdgrid
+    tables` compares two)."""
     if not sweeps:
         return None
     if len(sweeps) > 1:
         raise ConfigError(
-            f"--sweep given {len(sweeps)} times ({', '.join(sweeps)}): a table or figure lays out one sweep, and "
-            "comparing sweeps is not supported; give one --sweep NAME (or run both in one sweep file)"
+            f"--sweep given {len(sweeps)} times ({', '.join(sweeps)}): a figure lays out one sweep; give one "
+            "--sweep NAME (kdgrid tables --sweep A --sweep B compares two)"
         )
     return sweeps[0]
 
@@ -249,6 +261,64 @@ def _warn_stale(store: Path, shown: set[str] | None) -> None:
     )
     for line in describe(stale):
         console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+
+
+def counts_of(resamples: int | None, test_resamples: int | None) -> dict[str, int]:
+    """The bootstrap counts given (unset ones left to `kdgrid.analysis.stats`' defaults)."""
+    counts = {"resamples": resamples, "test_resamples": test_resamples}
+    return {name: count for name, count in counts.items() if count is not None}
+
+
+def _compare_sweeps(
+    table: str,
+    store: Path,
+    fmt: str,
+    out: Path | None,
+    kind: str,
+    intervals: str,
+    counts: dict[str, int],
+    where: list[str] | None,
+    sweeps: list[str],
+    refused: dict[str, object],
+    family: str,
+    correction: str,
+) -> None:
+    """`kdgrid tables --sweep A --sweep B`: the shared cells side by side with the difference and its test, the
+    cells only one ran listed (`kdgrid.analysis.sweep_compare`). Options that lay out one sweep's table are
+    refused, naming the option."""
+    from kdgrid.analysis.render import render, to_rich
+    from kdgrid.analysis.sweep_compare import compared_sweeps
+    from kdgrid.analysis.tables_report import UncertaintyOptions
+
+    if table.strip().lower() != "all":
+        raise ConfigError(f"give a paper table ({table}) or --sweep, not both")
+    for option, given in refused.items():
+        if given is not None:
+            raise ConfigError(
+                f"{option} lays out one sweep's table; two --sweep compare their shared cells (allowed with "
+                "them: --store, --format, --out, --where, --kind, --intervals, --resamples, --test-resamples, "
+                "--family, --correction)"
+            )
+    UncertaintyOptions(intervals, None, **counts, family=family, correction=correction).check()
+    check_kind(kind)
+    built = compared_sweeps(
+        sweeps, store, kind=kind, where=where or (), intervals=intervals, family=family, correction=correction,
+        **counts,
+    )  # fmt: skip
+    if intervals == "on" and not any(c.has_interval for b in built.view.blocks for c in b.cells.values()):
+        raise KdgridError(
+            f"--intervals on: no cell of {built.view.name} has an interval (one seed a side and no stored "
+            "predictions); run two or more seeds, or drop --intervals on"
+        )
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render(built.view, fmt))
+        Console(stderr=True).print(f"wrote {built.view.name} to {out}", markup=False, highlight=False)
+    elif fmt != "terminal":
+        typer.echo(render(built.view, fmt), nl=False)
+    else:
+        console = Console() if sys.stdout.isatty() else Console(width=250)
+        console.print(to_rich(built.view))
 
 
 def _with_sweep_hint(error: KdgridError, store: Path) -> KdgridError:

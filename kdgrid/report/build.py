@@ -1,7 +1,9 @@
 """Writing a report folder from a store, and bringing it up to date: `ReportWriter`.
 
 The folder (``--out``): ``index.html`` (overview and cost ledger), ``tables.html``, ``figures.html`` with
-``figures/*.png|pdf``, ``trials.html`` (the list), ``trials/<trial_id>.html``, ``failures.html``, ``assets/``,
+``figures/*.png|pdf``, ``explore.html`` and ``pivot.html`` (every sweep's configurations, `kdgrid.report.explore`),
+``trials.html`` (the list; the tables page also sets sweeps that ran the same cells side by side,
+`kdgrid.report.comparisons`), ``trials/<trial_id>.html``, ``failures.html``, ``assets/``,
 and ``_report.json``: which store it shows and each trial page's fingerprint (its rows' ids), so an update
 rewrites only the pages of trials with a new row (and the summary pages, whenever any row arrived). Every file of
 an update is written under a temporary name first, and renamed into place only once all of them are written
@@ -26,20 +28,21 @@ from pathlib import Path
 import pandas as pd
 
 from kdgrid.analysis.figures import write_figures
-from kdgrid.analysis.store_predictions import load_predictions
 from kdgrid.analysis.sweep_figures import sweep_figures
 from kdgrid.analysis.sweep_tables import (
     SweepTable,
     build_sweep_table,
     choose_layout,
     store_sweeps,
-    sweep_runs,
 )
 from kdgrid.analysis.tables import TableView
 from kdgrid.analysis.tables_report import build_report
 from kdgrid.analysis.tidy import declared_tables, legacy_table_of, membership_tables, store_to_tidy
 from kdgrid.errors import KdgridError
 from kdgrid.paper import TABLES
+from kdgrid.report.comparisons import comparison_views
+from kdgrid.report.configurations import ReportSweeps, report_sweeps
+from kdgrid.report.explore import explore_page, pivot_page
 from kdgrid.report.gather import ReportData, gather
 from kdgrid.report.pages import failures_page, figures_page, overview_page, tables_page
 from kdgrid.report.rows import StoreRows
@@ -154,7 +157,9 @@ class ReportWriter:
         self._figures_key: str | None = None
         self._figure_files: list[Path] = []
         self._sweep_tables: list[SweepTable] = []
-        self._intervals = TrialIntervals(self.store)  # each row's interval once, however many updates  # the last update's tables of sweeps in no paper table
+        self._intervals = TrialIntervals(
+            self.store
+        )  # each row's interval once, however many updates  # the last update's tables of sweeps in no paper table
         self._figures_pending = False  # done rows arrived since the figures were last drawn
         self._written = False  # the first update writes every page (and the assets)
         self._failed = False  # the last update could not be written: the folder shows the one before
@@ -200,17 +205,21 @@ class ReportWriter:
             self._write_trial_pages(data, update, staged)
             tidy = self._tidy(data)
             paper_views, missing, problem = self._tables(tidy, update)
-            sweep_views, sweep_problems = self._sweep_views(data)
+            sweeps = report_sweeps(self.store, data.rows, data.memberships)
+            sweep_views, sweep_problems = self._sweep_views(data, sweeps)
             views = [*paper_views, *sweep_views]
             update.tables = len(views)
             if sweep_problems:
                 problem = "; ".join([*([problem] if problem else []), *sweep_problems])
             figures = self._figures(data, tidy, update, staged, final=final, views=paper_views)
             refresh = self.refresh_s
+            comparisons, comparison_notes = comparison_views(sweeps.runs, sweeps.predictions)
+            if comparison_notes:
+                problem = "; ".join([*([problem] if problem else []), *comparison_notes])
             summary = {
                 "index.html": overview_page(data, views, figures, refresh_s=refresh, stale=self._stale(data)),
                 "tables.html": tables_page(
-                    views, missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
+                    [*views, *comparisons], missing, problem, refresh_s=refresh, trial_of_row=trial_of_row(data)
                 ),
                 "figures.html": figures_page(
                     figures,
@@ -218,6 +227,8 @@ class ReportWriter:
                     refresh_s=refresh,
                     sweeps=sorted(set(data.rows["sweep"].dropna().astype(str))),
                 ),
+                "explore.html": explore_page(sweeps.configurations, sweeps.problems),
+                "pivot.html": pivot_page(sweeps.configurations, sweeps.problems),
                 "trials.html": trial_list_page(data, refresh_s=None, intervals=self._intervals.of(data)),
                 "failures.html": failures_page(data, refresh_s=refresh),
             }
@@ -292,10 +303,10 @@ class ReportWriter:
         update.tables = len(report.views)
         return report.views, report.missing, None
 
-    def _sweep_views(self, data: ReportData) -> tuple[list[TableView], list[str]]:
+    def _sweep_views(self, data: ReportData, sweeps: ReportSweeps) -> tuple[list[TableView], list[str]]:
         """The tables of the sweeps that count in no paper table (a user's own grid), laid out as
-        ``kdgrid tables --sweep NAME`` lays them out by default (`kdgrid.analysis.sweep_tables`); and, per sweep
-        that could not be laid out, why."""
+        ``kdgrid tables --sweep NAME`` lays them out by default (`kdgrid.analysis.sweep_tables`), from the runs
+        and predictions ``sweeps`` read; and, per sweep that could not be laid out, why."""
         declared = declared_tables(data.memberships)
         studies: dict[str, set[str]] = {}
         for membership in data.memberships:
@@ -310,10 +321,12 @@ class ReportWriter:
                 legacy_table_of(s, sweep) in TABLES for s in studies.get(sweep, {""})
             ):
                 continue  # a paper table (or the demo's) shows it
+            runs = sweeps.runs.get(sweep)
+            if runs is None:  # it could not be read: `report_sweeps` says why
+                problems.extend(p for p in sweeps.problems if p.startswith(f"sweep {sweep}: "))
+                continue
             try:
-                runs = sweep_runs(data.rows, data.memberships, sweep, "best")
-                predictions = load_predictions(self.store, runs.runs["row_id"])
-                built = build_sweep_table(runs, choose_layout(runs.axes), predictions)
+                built = build_sweep_table(runs, choose_layout(runs.axes), sweeps.predictions)
                 waiting = sorted({t for (name, _), ids in data.pending.items() if name == sweep for t in ids})
                 if waiting:
                     built.view.notes.append(

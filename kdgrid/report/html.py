@@ -23,6 +23,8 @@ NAVIGATION: tuple[tuple[str, str], ...] = (
     ("index.html", "Overview"),
     ("tables.html", "Tables"),
     ("figures.html", "Figures"),
+    ("explore.html", "Explore"),
+    ("pivot.html", "Pivot"),
     ("trials.html", "Trials"),
     ("failures.html", "Failures"),
 )

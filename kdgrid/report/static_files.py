@@ -3,7 +3,9 @@ opens from disk with no network.
 
 ``trials.js`` draws the trial list from the page's JSON blob (`kdgrid.report.trial_list`): sort by a column
 header (click again to reverse; missing values last), filter by words that must all appear in a row or by
-``column:value`` terms, one page of rows at a time. Every value goes into the DOM as text (``textContent``),
+``column:value`` terms (``?q=`` in the address), only the trials ``?ids=A,B,...`` names (how the explore and
+pivot pages open a selection), one page of rows at a time. The explore and pivot pages' scripts are in
+`kdgrid.report.explore_assets`. Every value goes into the DOM as text (``textContent``),
 never as HTML.
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kdgrid.report.explore_assets import ASSETS as EXPLORE_ASSETS
+from kdgrid.report.explore_assets import EXPLORE_CSS
 from kdgrid.report.html import ASSETS_DIR
 
 CSS = """\
@@ -122,6 +126,7 @@ TRIALS_JS = """\
     const started = performance.now();
     shown = [];
     for (let i = 0; i < haystack.length; i++) {
+      if (onlyIds && !onlyIds.has(blob.rows[i][0])) continue;
       const row = haystack[i];
       if (terms.every((t) => (t.column >= 0 ? row[t.column].includes(t.text) : row.some((v) => v.includes(t.text))))) {
         shown.push(i);
@@ -168,16 +173,21 @@ TRIALS_JS = """\
     table.dataset.readyMs = performance.now().toFixed(1);
   }
 
+  // ?ids=A,B,...: only these trials (the explore and pivot pages open a selection so), then any filter typed.
+  const only = new URLSearchParams(window.location.search).get("ids");
+  const onlyIds = only ? new Set(only.split(",")) : null;
+
   let timer = null;
   input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(applyFilter, 120); });
   document.getElementById("prev").addEventListener("click", () => { if (page > 0) { page--; render(); } });
   document.getElementById("next").addEventListener("click", () => { page++; render(); });
   const asked = new URLSearchParams(window.location.search).get("q");
-  if (asked) { input.value = asked; applyFilter(); } else { render(); }
+  if (asked) input.value = asked;
+  if (asked || onlyIds) { applyFilter(); } else { render(); }
 })();
 """
 
-ASSET_FILES: dict[str, str] = {"report.css": CSS, "trials.js": TRIALS_JS}
+ASSET_FILES: dict[str, str] = {"report.css": CSS + EXPLORE_CSS, "trials.js": TRIALS_JS, **EXPLORE_ASSETS}
 
 
 def asset_paths(out: Path) -> dict[Path, str]:

@@ -193,7 +193,7 @@ def test_options_a_sweep_table_cannot_honour_are_refused_in_one_line(tmp_path: P
     path = _fdr_store(tmp_path)
     for args, message in (
         (["--test", "bootstrap"], "--test bootstrap: a sweep's table gives every number"),
-        (["--sweep", "other"], "--sweep given 2 times (fdr, other)"),
+        (["--sweep", "other", "--sweep", "third"], "--sweep given 3 times (fdr, other, third)"),
         (["--kind", "middle"], "unknown --kind 'middle'; allowed: best, last"),
     ):
         code, _, err = run_kdgrid(capsys, "tables", "--sweep", "fdr", "--store", str(path), *args)

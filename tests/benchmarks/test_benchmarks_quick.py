@@ -131,6 +131,11 @@ def test_report_size_smoke(tmp_path: Path) -> None:
     # every row of the synthetic store gets its page, and every arrival its own on the update
     assert report["trial_pages"] == report["rows"] and report["arrival_pages"] == report["arrivals"]
     assert positive(report["full_s"]) and positive(report["report_mb"])
+    # the explore and pivot pages carry every configuration of the sweep (one seed each here: one per trial)
+    done = sum(i % 50 != 49 for i in range(report["rows"] + report["arrivals"]))  # one in 50 failed
+    assert report["configurations"] == done and report["references"] > 0
+    if report["explore_open"] is not None:  # Chromium installed: the pages drew what they counted
+        assert report["explore_open"]["counted"].startswith(f"{done} of {done} configurations")
 
 
 def test_reaugkd_latency_smoke(tmp_path: Path) -> None:

@@ -45,10 +45,11 @@ def chromium() -> str:
 
 
 def open_page(
-    browser: str, path: Path, *, query: str = "", screenshot: Path | None = None
+    browser: str, path: Path, *, query: str = "", fragment: str = "", screenshot: Path | None = None
 ) -> tuple[str, list[str]]:
-    """(the DOM after the page's scripts ran, the console lines Chromium logged) of the page at ``path``."""
-    url = path.resolve().as_uri() + (f"?{query}" if query else "")
+    """(the DOM after the page's scripts ran, the console lines Chromium logged) of the page at ``path``
+    (``query``: after ``?``; ``fragment``: after ``#``, where the explore and pivot pages keep their view)."""
+    url = path.resolve().as_uri() + (f"?{query}" if query else "") + (f"#{fragment}" if fragment else "")
     common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
               "--enable-logging=stderr", "--v=0", "--window-size=1400,1000"]  # fmt: skip
     dumped = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True, timeout=120)
