@@ -98,6 +98,7 @@ class Cell:
     test_method: str = ""  # which test gave p_vs_reference (`kdgrid.analysis.stats.TEST_METHODS`)
     p_raw: float = math.nan  # a sweep's table: the test's p before the correction (p_vs_reference is after)
     uncertainty: str = ""  # a sweep's table: `kdgrid.analysis.seed_level.SEED_LEVEL` or `RUN_TO_RUN`, "" untested
+    pending: tuple[str, ...] = ()  # a report's sweep table: trials listed for this cell with no row yet
 
     @property
     def has_interval(self) -> bool:
