@@ -18,11 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kdgrid.analysis.sweep_tables import NONE_LABEL, SweepTable, field_label, trial_fields
-from kdgrid.analysis.tables import Block, Cell, Column
+from kdgrid.analysis.tables import PENDING_MARK, Block, Cell, Column
 from kdgrid.trial import Trial, assistant_id
-
-PENDING_MARK = "…"
-"""What a report's sweep table shows in a cell whose trials are all pending (after the number where some are)."""
 
 _NOT_FIELDS = frozenset({"dev_set", "metric", "role"})  # a cell's config entries that are no trial field
 

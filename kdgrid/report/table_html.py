@@ -14,8 +14,7 @@ from collections.abc import Mapping
 
 from kdgrid.analysis.render import agreement_text, cell_parts, legend
 from kdgrid.analysis.stats import TEST_METHODS
-from kdgrid.analysis.sweep_pending import PENDING_MARK
-from kdgrid.analysis.tables import Block, Cell, Column, TableView
+from kdgrid.analysis.tables import PENDING_MARK, Block, Cell, Column, TableView
 from kdgrid.report.html import esc
 from kdgrid.report.trial_page import trial_page_name
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kdgrid.analysis.sweep_pending import PENDING_MARK, place_pending
+from kdgrid.analysis.heat_map import cell_text
+from kdgrid.analysis.sweep_pending import place_pending
 from kdgrid.analysis.sweep_tables import build_sweep_table, choose_layout
+from kdgrid.analysis.tables import PENDING_MARK
 from kdgrid.grid.expand import load_sweep
 from kdgrid.predictions import DevSetPredictions
 from kdgrid.report.build import ReportWriter
@@ -95,6 +97,7 @@ def test_a_pending_trial_with_a_value_the_table_does_not_lay_out_is_not_placed()
     assert (placed.placed, placed.cells, placed.new_cells, placed.unplaced) == (2, 2, 1, ("c", "d", "e"))
     new = main.cell("mmd", main.column("LAD"))
     assert new.missing and new.pending == ("a",) and new.config["knowledge"] == "mmd"
+    assert cell_text(new) == PENDING_MARK and cell_text(main.cell("mmd", main.column("First-1"))) != PENDING_MARK
     assert main.cell("cos", main.column("LAD")).pending == ("b",)
     assert all(main.cells[key].value == value for key, value in before.items())  # numbers untouched
     assert "3 could not be placed" in placed.note()
