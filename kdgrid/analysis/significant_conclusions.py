@@ -175,14 +175,19 @@ def one_layer_test(
     return observed - centre, p_value, 2.0 / (resamples + 1)
 
 
-def _by_seed(cell: Cell, scores: np.ndarray) -> dict[float, float]:
-    """A cell's per-seed scores ``[K]`` (in its rows' order) keyed by seed (position when it has no seeds)."""
+SeedKey = tuple[float, int]  # (seed, how many runs of the cell had that seed before): a run repeated stays apart
+
+
+def _by_seed(cell: Cell, scores: np.ndarray) -> dict[SeedKey, float]:
+    """A cell's per-seed scores ``[K]`` (in its rows' order) keyed by seed (position when it has no seeds); two
+    cells pair run by run exactly when their keys are the same."""
     seeds = cell.seeds if len(cell.seeds) == len(scores) else tuple(float(j) for j in range(len(scores)))
-    return {float(s): float(v) for s, v in zip(seeds, scores, strict=True)}
+    keys = [(float(s), sum(float(t) == float(s) for t in seeds[:j])) for j, s in enumerate(seeds)]
+    return {key: float(v) for key, v in zip(keys, scores, strict=True)}
 
 
 def _shuffled_seed_means(
-    cells: list[dict[float, float]], one_layer: list[bool], rng: np.random.Generator, resamples: int
+    cells: list[dict[SeedKey, float]], one_layer: list[bool], rng: np.random.Generator, resamples: int
 ) -> tuple[np.ndarray, float]:
     """``([R, k], arrangements)``: one knowledge type's k cells' mean scores after R draws of "the strategy makes
     no difference" at the method level, and how many distinct splits of the scores between its First-1/Last-1
