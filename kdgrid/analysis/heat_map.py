@@ -8,7 +8,7 @@ distances from the reference), and the colour bar says so, naming the reference 
 colour is the value on a sequential scale, the colour bar naming the metric. Each cell shows its mean over seeds
 with the table's marks where the table has them (``▲``/``▼`` beyond noise, ``ref`` and a black frame on the
 reference cell) and its 95% interval under it where it has one; a cell with a degenerate run is hatched and marked
-``†``; a missing cell is grey and shows ``-``. Fact columns (parameters, FLOPs) are left out.
+``†``; a missing cell is grey and shows ``-`` (``…`` where its trials are pending). Fact columns (parameters, FLOPs) are left out.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from matplotlib.patches import Rectangle
 
 from kdgrid.analysis.cell_stats import Reference
 from kdgrid.analysis.render import BETTER_MARK, DEGENERATE_MARK, REFERENCE_MARK, WORSE_MARK
-from kdgrid.analysis.tables import Block, Cell, Column
+from kdgrid.analysis.tables import PENDING_MARK, Block, Cell, Column
 
 HEAT_FONT_PT = 8.0  # a cell's number; its interval 1.5 pt smaller (legible at the PNG's 200 dpi and in print)
 MISSING_COLOUR = "#dddddd"
@@ -36,7 +36,7 @@ DEGENERATE_NOTE = f"hatched, {DEGENERATE_MARK}: a degenerate run among the cell'
 def cell_text(cell: Cell) -> str:
     """What a heat-map cell shows: its mean with the table's marks, and its 95% interval on a second line."""
     if cell.missing:
-        return "-"
+        return PENDING_MARK if cell.pending else "-"
     marks = f" {REFERENCE_MARK}" if cell.is_reference else ""
     if cell.significant and cell.direction:
         marks += f" {BETTER_MARK if cell.direction > 0 else WORSE_MARK}"

@@ -2,17 +2,23 @@
 was fixed before looking at the numbers (never a comparison of cells picked as the best or worst):
 
 - Best at First-1/Last-1: per condition (student, task, dev set), the statistic ``D = max over First-1/Last-1
-  cells - max over the other strategies' cells`` against its distribution when, example by example and within
-  each knowledge type, the strategies' predictions are shuffled (`one_layer_best`): under "strategy makes no
-  difference" the shuffles are as likely as the data, so the max over 2 against the max over 3 is accounted for;
-  counted as "First-1/Last-1 better", "another strategy better" or "within noise".
+  cells - max over the other strategies' cells`` against its distribution when, within each knowledge type, the
+  strategies' results are shuffled (`one_layer_best`): with two or more seeds a cell, the per-seed scores within
+  each seed (method level, paired by seed); with one seed, the predictions example by example (run-to-run). Under
+  "strategy makes no difference" the shuffles are as likely as the data, so the max over 2 against the max over 3
+  is accounted for; counted as "First-1/Last-1 better", "another strategy better" or "within noise".
 - Variance across strategies: per (condition, knowledge type), ONE test that all its strategies have the same
-  score (`strategies_omnibus`: Friedman / Cochran's Q over examples for one-seed accuracy, ANOVA over seed
-  scores with two or more seeds, a Wald test on the bootstrap covariance otherwise), corrected over the rows; in the rows
-  that differ, every pair of strategies is tested, Holm within the row.
+  score (`strategies_omnibus`: with two or more seeds, the ANOVA over seed scores, seeds as blocks when the cells
+  ran the same seeds; with one seed, Friedman / Cochran's Q over examples for accuracy, a Wald test on the
+  bootstrap covariance otherwise), corrected over the rows; in the rows that differ, every pair of strategies is
+  tested, Holm within the row.
 - Calibrated weights: each cell of Table 8 against the same cell of Table 5 (beta = 1); better, worse, within
-  noise (`kdgrid.analysis.cell_stats.paired_test_of_cells`).
+  noise (`kdgrid.analysis.cell_stats.paired_test_of_cells`: the paired t-test over seeds with two or more).
 
+Every claim is thus tested at the method level (training-seed variance in the null) when every cell it uses ran
+two or more seeds, and is labelled run-to-run otherwise: one-seed tests resample dev examples only, and under a
+method-level null with seed noise they reject far more often than their level (the simulations in the tests
+measure both).
 Each claim's tests are corrected together (Holm, or Benjamini-Hochberg on request) at
 `kdgrid.analysis.cell_stats.ALPHA`. Only cells whose rows carry per-example predictions take part; the plain counts
 (`kdgrid.analysis.tables_conclusions`) stay beside these.
@@ -21,6 +27,7 @@ Each claim's tests are corrected together (Holm, or Benjamini-Hochberg on reques
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -99,10 +106,14 @@ def one_layer_test(
 
     The null is "within each knowledge type, the strategy makes no difference", with the choice of the best of 2
     and of 3 redone in every draw:
+    - two or more seeds in every cell (method level): the cells' per-seed scores shuffled between the strategies
+      of a knowledge type, within each seed when the cells ran the same seeds (paired: a component a seed gives
+      every cell cancels), else all runs pooled and dealt back (`_shuffled_seed_means`). Training-seed variance
+      is then in the null; the floor also counts how few distinct shuffles a few seeds allow;
     - one seed per cell, accuracy: exact per-example shuffles of which strategy made which prediction
-      (`_shuffled_binary_accuracy`);
-    - otherwise: Gaussian draws around each knowledge type's mean score with the cells' covariance (over seeds:
-      s^2 / K per cell; one seed: the paired bootstrap covariance over dev examples from ``bank``).
+      (`_shuffled_binary_accuracy`), a run-to-run test;
+    - otherwise: Gaussian draws around each knowledge type's mean score with the paired bootstrap covariance
+      over dev examples from ``bank`` (run-to-run).
     p = 2 min(#{D* >= D} + 1, #{D* <= D} + 1) / (R + 1), at most 1."""
     by_type: dict[str, list[Cell]] = {}
     for cell in cells:
@@ -119,6 +130,23 @@ def one_layer_test(
         return values[..., one_rows].max(axis=-1) - values[..., other_rows].max(axis=-1)
 
     rng = np.random.default_rng(seed)
+    if all(len(p) >= 2 for _, p in runs):  # method level: the seeds' own scores, strategies shuffled per seed
+        per_seed = [_by_seed(c, stats.full_scores(metric, g, p)) for c, (g, p) in zip(ordered, runs, strict=True)]
+        observed = float(statistic(np.array([np.mean(list(s.values())) for s in per_seed])))
+        blocks, start, arrangements = [], 0, 1.0
+        for members in by_type.values():
+            block = per_seed[start : start + len(members)]
+            one = [c.config["strategy"] in ONE_LAYER_STRATEGIES for c in members]
+            shuffled, distinct = _shuffled_seed_means(block, one, rng, resamples)
+            blocks.append(shuffled)
+            arrangements *= distinct
+            start += len(members)
+        null = statistic(np.concatenate(blocks, axis=1))
+        above, below = int(np.sum(null >= observed - 1e-12)), int(np.sum(null <= observed + 1e-12))
+        p_value = min(1.0, 2.0 * (min(above, below) + 1) / (resamples + 1))
+        # the identity arrangement alone has probability 1 / arrangements: p cannot go below about twice that
+        floor = min(1.0, 2.0 * max(1.0 / (resamples + 1), 1.0 / arrangements))
+        return observed - float(np.mean(null)), max(p_value, floor), floor
     if metric == "accuracy" and all(len(p) == 1 for _, p in runs):
         observed = float(statistic(np.array([float((p[0] == g).mean()) for g, p in runs])))
         blocks, start = [], 0
@@ -131,13 +159,10 @@ def one_layer_test(
         scores = [stats.full_scores(metric, g, p) for g, p in runs]
         values = np.array([s.mean() for s in scores])
         observed = float(statistic(values))
-        if all(len(s) > 1 for s in scores):
-            covariance = np.diag([np.var(s, ddof=1) / len(s) for s in scores])
-        else:
-            bank = bank or ReplicateBank(stats.DEFAULT_TEST_RESAMPLES, seed)
-            register_cells(bank, ordered, predictions)
-            replicates = np.stack([replicate_means(bank, c, predictions) for c in ordered], axis=1)
-            covariance = np.cov(replicates, rowvar=False)
+        bank = bank or ReplicateBank(stats.DEFAULT_TEST_RESAMPLES, seed)
+        register_cells(bank, ordered, predictions)
+        replicates = np.stack([replicate_means(bank, c, predictions) for c in ordered], axis=1)
+        covariance = np.cov(replicates, rowvar=False)
         centres, start = np.empty(len(ordered)), 0
         for members in by_type.values():
             centres[start : start + len(members)] = values[start : start + len(members)].mean()
@@ -148,6 +173,44 @@ def one_layer_test(
     p_value = min(1.0, 2.0 * (min(above, below) + 1) / (resamples + 1))
     centre = float(np.mean(null))  # the direction is against the null's own centre, not 0
     return observed - centre, p_value, 2.0 / (resamples + 1)
+
+
+SeedKey = tuple[float, int]  # (seed, how many runs of the cell had that seed before): a run repeated stays apart
+
+
+def _by_seed(cell: Cell, scores: np.ndarray) -> dict[SeedKey, float]:
+    """A cell's per-seed scores ``[K]`` (in its rows' order) keyed by seed (position when it has no seeds); two
+    cells pair run by run exactly when their keys are the same."""
+    seeds = cell.seeds if len(cell.seeds) == len(scores) else tuple(float(j) for j in range(len(scores)))
+    keys = [(float(s), sum(float(t) == float(s) for t in seeds[:j])) for j, s in enumerate(seeds)]
+    return {key: float(v) for key, v in zip(keys, scores, strict=True)}
+
+
+def _shuffled_seed_means(
+    cells: list[dict[SeedKey, float]], one_layer: list[bool], rng: np.random.Generator, resamples: int
+) -> tuple[np.ndarray, float]:
+    """``([R, k], arrangements)``: one knowledge type's k cells' mean scores after R draws of "the strategy makes
+    no difference" at the method level, and how many distinct splits of the scores between its First-1/Last-1
+    cells (``one_layer``, one flag a cell) and the others the draws choose from (what bounds the smallest p).
+
+    - the cells ran the same seeds (paired): within each seed, which strategy made which score is shuffled (a
+      component the seed gives every cell cancels, as in a paired test);
+    - otherwise: the runs of all k cells are pooled and dealt back, each cell keeping its number of seeds.
+    Cells: seed -> score (`_by_seed`)."""
+    k = len(cells)
+    if all(c.keys() == cells[0].keys() for c in cells):
+        seeds = sorted(cells[0])
+        scores = np.array([[c[s] for s in seeds] for c in cells])  # [k, K]
+        order = np.argsort(rng.random((resamples, k, len(seeds))), axis=1)  # a permutation per (draw, seed)
+        shuffled = np.take_along_axis(np.broadcast_to(scores, order.shape), order, axis=1)
+        return shuffled.mean(axis=2), float(math.comb(k, sum(one_layer))) ** len(seeds)
+    pooled = np.concatenate([np.array(list(c.values())) for c in cells])
+    sizes = [len(c) for c in cells]
+    order = np.argsort(rng.random((resamples, len(pooled))), axis=1)
+    dealt = pooled[order]
+    bounds = np.cumsum([0, *sizes])
+    means = np.stack([dealt[:, a:b].mean(axis=1) for a, b in itertools.pairwise(bounds)], axis=1)
+    return means, float(math.comb(len(pooled), sum(n for n, one in zip(sizes, one_layer, strict=True) if one)))
 
 
 def _shuffled_binary_accuracy(correct: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
@@ -203,7 +266,8 @@ def strategies_omnibus(
     bank: ReplicateBank | None = None,
 ) -> stats.OmnibusTest | None:
     """One test that the cells (k >= 2 strategies of one condition and knowledge type) have the same score:
-    ANOVA over seed scores when every cell ran two or more seeds (method level); otherwise over examples:
+    over seed scores when every cell ran two or more seeds (method level: the paired, seeds-as-blocks ANOVA when
+    they ran the same seeds, else the one-way ANOVA); otherwise over examples (run-to-run):
     Friedman on per-example correctness for accuracy (Cochran's Q with one seed each), for other metrics a Wald
     chi-square test of equal scores with the paired bootstrap covariance over dev examples (``bank``: replicates
     shared with the tests). None when a cell has no predictions."""
@@ -212,7 +276,11 @@ def strategies_omnibus(
         return None
     metric = cells[0].config["metric"]
     if all(len(predicted) > 1 for _, predicted in runs):
-        return stats.anova_over_seeds([stats.full_scores(metric, gold, p) for gold, p in runs])
+        per_seed = [_by_seed(c, stats.full_scores(metric, g, p)) for c, (g, p) in zip(cells, runs, strict=True)]
+        if all(s.keys() == per_seed[0].keys() for s in per_seed):  # the same seeds: seeds are blocks
+            seeds = sorted(per_seed[0])
+            return stats.anova_over_paired_seeds([[s[j] for j in seeds] for s in per_seed])
+        return stats.anova_over_seeds([list(s.values()) for s in per_seed])
     if metric == "accuracy":
         return stats.friedman_over_examples(np.stack([(p == g[None]).mean(axis=0) for g, p in runs]))
     bank = bank or ReplicateBank(resamples, seed)

@@ -422,7 +422,7 @@ class OmnibusTest:
 
     statistic: float
     p_value: float
-    method: str  # "cochran" (Friedman over examples), "anova" (over seeds), "wald" (bootstrap covariance)
+    method: str  # "cochran" (over examples), "anova" / "anova-paired" (over seeds), "wald" (bootstrap)
     floor: float = 0.0
 
 
@@ -463,6 +463,30 @@ def anova_over_seeds(per_seed: Sequence[ArrayLike]) -> OmnibusTest:
         return OmnibusTest(math.inf, 1.0 if np.ptp(means) < 1e-12 else 0.0, "anova")
     result = scipy_stats.f_oneway(*groups)
     return OmnibusTest(float(result.statistic), float(result.pvalue), "anova")
+
+
+def anova_over_paired_seeds(per_seed: ArrayLike) -> OmnibusTest:
+    """Two-way ANOVA without replication of k candidates that ran the same K seeds, per-seed scores ``[k, K]``
+    (row i: candidate i, column j: seed j of every candidate): the seeds are blocks, so a component that seed j
+    adds to every candidate's score (its data order, its initialisation) cancels, and only each run's own
+    component is noise. ``F = MS_candidates / MS_residual`` with k - 1 and (k - 1)(K - 1) degrees of freedom;
+    exact under Gaussian run components of equal variance (the repeated-measures F-test). Zero residual: p is 1
+    for equal means, 0 otherwise."""
+    scores = np.asarray(per_seed, dtype=np.float64)
+    if scores.ndim != 2 or scores.shape[0] < 2 or scores.shape[1] < 2:
+        raise ValueError(f"a paired ANOVA needs [k >= 2 candidates, K >= 2 seeds] scores, got {scores.shape}")
+    k, n_seeds = scores.shape
+    grand = scores.mean()
+    candidate_effects = scores.mean(axis=1) - grand
+    seed_effects = scores.mean(axis=0) - grand
+    residual = scores - grand - candidate_effects[:, None] - seed_effects[None, :]
+    between = n_seeds * float(np.sum(candidate_effects**2)) / (k - 1)
+    error = float(np.sum(residual**2)) / ((k - 1) * (n_seeds - 1))
+    if error <= 1e-30:
+        return OmnibusTest(math.inf, 1.0 if np.ptp(candidate_effects) < 1e-12 else 0.0, "anova-paired")
+    statistic = between / error
+    p_value = float(scipy_stats.f.sf(statistic, k - 1, (k - 1) * (n_seeds - 1)))
+    return OmnibusTest(statistic, p_value, "anova-paired")
 
 
 def wald_equal(values: ArrayLike, replicates: ArrayLike) -> OmnibusTest:

@@ -98,6 +98,7 @@ class Cell:
     test_method: str = ""  # which test gave p_vs_reference (`kdgrid.analysis.stats.TEST_METHODS`)
     p_raw: float = math.nan  # a sweep's table: the test's p before the correction (p_vs_reference is after)
     uncertainty: str = ""  # a sweep's table: `kdgrid.analysis.seed_level.SEED_LEVEL` or `RUN_TO_RUN`, "" untested
+    pending: tuple[str, ...] = ()  # a report's sweep table: trials listed for this cell with no row yet (`PENDING_MARK`)
 
     @property
     def has_interval(self) -> bool:
@@ -137,6 +138,11 @@ class Agreement:
     def share_inside(self) -> float:
         """The share of the cells with an interval whose published value lies inside it (NaN when none)."""
         return self.inside / self.with_interval if self.with_interval else math.nan
+
+
+PENDING_MARK = "…"
+"""What a cell whose trials are all pending shows (after its number where some are done): a report's sweep table
+and its heat maps (`kdgrid.analysis.sweep_pending`)."""
 
 
 @dataclass

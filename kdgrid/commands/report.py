@@ -25,7 +25,7 @@ def report(
     ] = None,
     sweep: Annotated[
         list[str] | None,
-        typer.Option("--sweep", help="Only this sweep's rows (its name or file); repeat for several."),
+        typer.Option("--sweep", help="Only this sweep's rows (its name or file: a file also places its pending trials in their table cells); repeat for several."),
     ] = None,
     compare: Annotated[
         str, typer.Option(help="`paper`: the published number beside ours in the paper's tables; `none`.")

@@ -29,6 +29,7 @@ import pandas as pd
 
 from kdgrid.analysis.figures import write_figures
 from kdgrid.analysis.sweep_figures import sweep_figures
+from kdgrid.analysis.sweep_pending import pending_fields, place_pending
 from kdgrid.analysis.sweep_tables import (
     SweepTable,
     build_sweep_table,
@@ -48,6 +49,7 @@ from kdgrid.report.pages import failures_page, figures_page, overview_page, tabl
 from kdgrid.report.rows import StoreRows
 from kdgrid.report.staging import ReportWriteError, StagedFiles
 from kdgrid.report.static_files import asset_paths
+from kdgrid.report.sweep_files import SweepFiles
 from kdgrid.report.trial_intervals import TrialIntervals
 from kdgrid.report.trial_list import trial_list_page
 from kdgrid.report.trial_page import trial_fingerprints, trial_page, trial_page_name
@@ -157,9 +159,8 @@ class ReportWriter:
         self._figures_key: str | None = None
         self._figure_files: list[Path] = []
         self._sweep_tables: list[SweepTable] = []
-        self._intervals = TrialIntervals(
-            self.store
-        )  # each row's interval once, however many updates  # the last update's tables of sweeps in no paper table
+        self._sweep_files = SweepFiles(sweeps)  # where a pending trial's cell is read from
+        self._intervals = TrialIntervals(self.store)  # each row's interval once, however many updates
         self._figures_pending = False  # done rows arrived since the figures were last drawn
         self._written = False  # the first update writes every page (and the assets)
         self._failed = False  # the last update could not be written: the folder shows the one before
@@ -327,12 +328,13 @@ class ReportWriter:
                 continue
             try:
                 built = build_sweep_table(runs, choose_layout(runs.axes), sweeps.predictions)
-                waiting = sorted({t for (name, _), ids in data.pending.items() if name == sweep for t in ids})
+                waiting = {t: study for (name, study), ids in data.pending.items() if name == sweep for t in ids}
                 if waiting:
-                    built.view.notes.append(
-                        f"pending: {len(waiting)} trial(s) of this sweep have no row yet; the cells (and columns) "
-                        "they belong to are missing, or average fewer seeds, until they are done"
+                    fields = pending_fields(
+                        self._sweep_files.trials(sweep), waiting, "study" in runs.runs.columns
                     )
+                    placed = place_pending(built, {t: fields.get(t) for t in sorted(waiting)})
+                    built.view.notes.append(placed.note())
                 self._sweep_tables.append(built)
                 views.append(built.view)
             except KdgridError as error:

@@ -47,7 +47,7 @@ td.missing { color: var(--muted); }
 .findings h3.better { color: var(--ok); } .findings h3.worse, .findings h3.degenerate { color: var(--bad); }
 .runs { font-size: 11px; color: var(--muted); white-space: nowrap; }
 table.settings td:last-child { font-variant-numeric: tabular-nums; }
-.state-pending, .state-running { color: var(--wait); }
+.state-pending, .state-running, td.pending, span.pending { color: var(--wait); }
 .bar { display: inline-flex; width: 160px; height: 10px; background: var(--line); border-radius: 3px; overflow: hidden;
   vertical-align: middle; }
 .bar .done { background: var(--ok); } .bar .failed { background: var(--bad); } .bar .running { background: var(--wait); }

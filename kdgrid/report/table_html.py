@@ -1,7 +1,7 @@
 """A paper table (`kdgrid.analysis.tables.TableView`) as HTML, laid out as `kdgrid tables` prints it.
 
 Numbers use `kdgrid.analysis.render`'s conventions (4 decimals, ``mean±std`` over seeds, facts with 4 significant digits,
-``-`` for missing, the best value of each block in bold, ``ours / published (difference)`` once compared). Where a
+``-`` for missing (``…`` where a sweep's trials of the cell are pending), the best value of each block in bold, ``ours / published (difference)`` once compared). Where a
 cell carries an interval and a significance test, they are shown under its number: ``[low, high]``, a mark for a
 significant difference from the block's reference (▲ better, ▼ worse, its p-value in the tooltip) and † for a
 degenerate student (chance-level: its number is not evidence of anything).
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from kdgrid.analysis.render import agreement_text, cell_parts, legend
 from kdgrid.analysis.stats import TEST_METHODS
-from kdgrid.analysis.tables import Block, Cell, Column, TableView
+from kdgrid.analysis.tables import PENDING_MARK, Block, Cell, Column, TableView
 from kdgrid.report.html import esc
 from kdgrid.report.trial_page import trial_page_name
 
@@ -45,9 +45,22 @@ def _trial_links(cell: Cell, trial_of_row: TrialOfRow) -> list[str]:
     return [name for name in pages if name]
 
 
+def pending_html(cell: Cell) -> str:
+    """`PENDING_MARK` for a cell whose sweep lists trials with no row yet (its tooltip says how many), after the
+    cell's number where some of its runs are done; empty for a cell with none pending."""
+    if not cell.pending:
+        return ""
+    done = f"{cell.n_seeds} done, " if not cell.missing else "no run done yet, "
+    title = f"{done}{len(cell.pending)} trial(s) pending: listed by the sweep, no row yet"
+    return f'<span class="pending" title="{esc(title)}">{PENDING_MARK}</span>'
+
+
 def _cell_html(cell: Cell, column: Column, compared: bool, trial_of_row: TrialOfRow) -> str:
+    if cell.missing and cell.pending:
+        return f'<td class="num pending">{pending_html(cell)}</td>'
     ours, suffix = cell_parts(cell, column, compared)
     text = f"<b>{esc(ours)}</b>" if cell.bold else esc(ours)
+    text += pending_html(cell)
     links = [] if cell.missing or column.fact else _trial_links(cell, trial_of_row)
     if len(links) == 1:
         text = f'<a href="{esc(links[0])}" title="this run\'s trial page">{text}</a>'

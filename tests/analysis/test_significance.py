@@ -14,8 +14,8 @@ from kdgrid.analysis import stats
 from kdgrid.analysis.cell_stats import attach_uncertainty
 from kdgrid.analysis.compare import attach_paper
 from kdgrid.analysis.render import render
-from kdgrid.analysis.significant_conclusions import strategies_omnibus
-from kdgrid.analysis.tables import Column, build_view, get_spec
+from kdgrid.analysis.significant_conclusions import one_layer_test, strategies_omnibus
+from kdgrid.analysis.tables import Cell, Column, build_view, get_spec
 from kdgrid.analysis.tables_report import UncertaintyOptions, build_report
 from kdgrid.analysis.tidy import aggregate_seeds
 from kdgrid.errors import ConfigError
@@ -115,6 +115,86 @@ def test_anova_over_seeds_and_the_wald_test():
     assert result.statistic == pytest.approx(0.03**2 / 2e-4, rel=0.02)
     assert result.p_value == pytest.approx(scipy_stats.chi2.sf(4.5, 1), rel=0.1) and result.method == "wald"
     assert stats.wald_equal([0.8, 0.8, 0.8], np.zeros((10, 3))).p_value == 1.0
+
+
+def test_the_paired_anova_over_seeds_against_hand_values():
+    # candidate effects -1, 0, 1 (SS 6 on 2 df), seed effects -1, 1/3, 2/3, residual SS 4/3 on 4 df: F = 3 / (1/3)
+    scores = [[1.0, 2.0, 3.0], [2.0, 3.0, 4.0], [3.0, 5.0, 4.0]]
+    result = stats.anova_over_paired_seeds(scores)
+    assert result.statistic == pytest.approx(9.0) and result.method == "anova-paired"
+    assert result.p_value == pytest.approx(scipy_stats.f.sf(9.0, 2, 4))
+    # two candidates: the paired t-test, F = t^2
+    a, b = [0.71, 0.74, 0.69, 0.73], [0.70, 0.71, 0.69, 0.70]
+    assert stats.anova_over_paired_seeds([a, b]).p_value == pytest.approx(scipy_stats.ttest_rel(a, b).pvalue)
+    # a component each seed gives every candidate cancels; the one-way ANOVA counts it as noise
+    shifted = np.array(scores) + np.array([0.0, 10.0, -7.0])
+    assert stats.anova_over_paired_seeds(shifted).p_value == pytest.approx(result.p_value)
+    assert stats.anova_over_seeds(list(shifted)).p_value > 0.5
+    assert stats.anova_over_paired_seeds([[0.7, 0.8], [0.7, 0.8]]).p_value == 1.0
+    with pytest.raises(ValueError, match="paired ANOVA"):
+        stats.anova_over_paired_seeds([[0.7], [0.8]])
+
+
+def runs_scoring(*accuracies: float) -> np.ndarray:
+    """``[K, N]``: one run per accuracy, right on exactly that share of the examples."""
+    return np.stack([np.where(np.arange(N) < round(a * N), GOLD, 1 - GOLD) for a in accuracies])
+
+
+def test_the_first1_last1_test_with_seeds_shuffles_strategies_within_each_seed():
+    """First-1 beats Last, Skip, First and Last-1 by 2 points in every one of 5 seeds, while the seeds move every
+    cell together by up to 20 points: within each seed the 2 points are never reached by a shuffle."""
+    shifts = (0.0, 0.2, -0.1, 0.15, -0.05)
+    base = {"First": 0.70, "Last": 0.70, "Skip": 0.69, "First-1": 0.72, "Last-1": 0.70}
+    cells, outcome = [], {}
+    for strategy, accuracy in base.items():
+        row_ids = tuple(f"{strategy}/{j}" for j in range(len(shifts)))
+        cells.append(
+            Cell(
+                value=accuracy,
+                row_ids=row_ids,
+                seeds=tuple(float(j) for j in range(len(shifts))),
+                config={"metric": "accuracy", "dev_set": "validation", "knowledge": "cos", "strategy": strategy},
+            )
+        )
+        for row_id, run in zip(row_ids, runs_scoring(*(accuracy + s for s in shifts)), strict=True):
+            outcome[row_id] = {"validation": DevSetPredictions(GOLD, run, None, FINGERPRINT)}
+    difference, p_value, floor = one_layer_test(cells, outcome, resamples=2000, seed=0)
+    # a shuffle matches it only when the top score of every seed lands on one First-1/Last-1 cell: 2 / 5^5
+    assert difference > 0 and p_value <= 0.005 and floor == pytest.approx(2 / 2001)
+    # two strategies, two seeds: 4 distinct shuffles, so p cannot go below 2 / 4 whatever the difference
+    two = [
+        Cell(value=0.0, row_ids=c.row_ids[:2], seeds=c.seeds[:2], config=c.config)
+        for c in cells
+        if c.config["strategy"] in ("First", "First-1")
+    ]
+    difference, p_value, floor = one_layer_test(two, outcome, resamples=2000, seed=0)
+    assert difference > 0 and floor == 0.5 and p_value >= 0.5
+    # the same scores under seeds no other cell ran: nothing to pair, all runs pooled, the shifts are noise
+    first1 = cells[3]
+    cells[3] = Cell(value=0.72, row_ids=first1.row_ids, seeds=(10.0, 11.0, 12.0, 13.0, 14.0), config=first1.config)
+    assert one_layer_test(cells, outcome, resamples=2000, seed=0)[1] > 0.2
+
+
+def test_strategies_omnibus_with_the_same_seeds_uses_them_as_blocks():
+    shifts = (0.0, 0.1, -0.08)
+    cells, outcome = [], {}
+    for strategy, accuracy in (("First", 0.70), ("Last", 0.71), ("Skip", 0.72)):
+        row_ids = tuple(f"{strategy}/{j}" for j in range(3))
+        cells.append(
+            Cell(
+                value=accuracy,
+                row_ids=row_ids,
+                seeds=(0.0, 1.0, 2.0),
+                config={"metric": "accuracy", "dev_set": "validation", "knowledge": "cos", "strategy": strategy},
+            )
+        )
+        for row_id, run in zip(row_ids, runs_scoring(*(accuracy + s for s in shifts)), strict=True):
+            outcome[row_id] = {"validation": DevSetPredictions(GOLD, run, None, FINGERPRINT)}
+    result = strategies_omnibus(cells, outcome)
+    assert result.method == "anova-paired" and result.p_value < 1e-6
+    cells[0] = Cell(value=0.70, row_ids=cells[0].row_ids, seeds=(5.0, 6.0, 7.0), config=cells[0].config)
+    unpaired = strategies_omnibus(cells, outcome)  # other seeds: nothing to pair, the one-way ANOVA
+    assert unpaired.method == "anova" and unpaired.p_value > 0.5
 
 
 # --- families, corrections and the notes ----------------------------------------------------------------------
