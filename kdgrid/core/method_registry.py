@@ -19,7 +19,9 @@ method: they ask every registered `MethodSpec`:
 - ``hooks``: its part in a student's training (``"module:function"``: the function builds the trial's
   `kdgrid.core.step_hooks.StepHooks`; imported on first use, for the trials it is ``uses``-d by);
 - ``evaluates_only``: whether a trial trains nothing in its job (it evaluates a student trained by another
-  trial, loaded after the job's students are freed: the estimate counts none of its training memory).
+  trial, loaded after the job's students are freed: the estimate counts none of its training memory);
+- ``presets``: its recipes a sweep study can name (``preset: paper``, `Preset`): the Trial fields and options the
+  recipe sets on the trials that use the method, where the study leaves them unset (`kdgrid.grid.presets`).
 
 The built-ins register on the first import of any ``kdgrid.core`` module (`kdgrid.core.__init__` loads the list
 in `kdgrid.core.methods`), so every process that reads a registry knows them, as it knows a plugin it loaded.
@@ -30,7 +32,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from kdgrid.core.step_hooks import StepHooks
 
@@ -84,6 +86,27 @@ class MethodMemory:
 
 
 @dataclass(frozen=True)
+class Preset:
+    """A method's recipe under a name a sweep study can set (``preset: paper``).
+
+    Attributes:
+        name: the preset's name (``paper``: the recipe of the method's paper).
+        fields: Trial fields it sets, ``(field, value)`` pairs as a sweep file writes them (``("lr", 0.05)``).
+        options: trial options it sets, ``(option, value)`` pairs.
+        adapted: what of the paper's recipe had to be adapted to BERT-style students (and why), or what it
+            leaves to the study; shown in the docs' table of methods.
+        applies: which of the method's trials it applies to (None: every trial the method ``uses``), e.g. the
+            projector ensemble's recipe to ensembles only, not to every projection.
+    """
+
+    name: str
+    fields: tuple[tuple[str, Any], ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+    adapted: str = ""
+    applies: Callable[[Trial], bool] | None = None
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     """One method.
 
@@ -99,6 +122,7 @@ class MethodSpec:
         hooks: ``"module:function"``, the function ``trial -> StepHooks`` of its part in the training step.
         evaluates_only: whether a trial of it trains nothing in its job (None: every trial trains).
         depends_on: the methods whose modules its own may import (a declared dependency).
+        presets: its named recipes (`Preset`), each applied to the trials it ``uses`` by a study naming it.
     """
 
     name: str
@@ -112,6 +136,7 @@ class MethodSpec:
     hooks: str | None = None
     evaluates_only: Callable[[Trial], bool] | None = None
     depends_on: tuple[str, ...] = field(default=())
+    presets: tuple[Preset, ...] = ()
 
 
 METHODS: dict[str, MethodSpec] = {}
@@ -147,6 +172,16 @@ def method_rules(stage: Stage) -> Iterable[Rule]:
 def run_rules(stage: Stage, facts: TrialFacts) -> list[str]:
     """The problems every method's rules at ``stage`` find in a trial."""
     return [problem for rule in method_rules(stage) for problem in rule(facts)]
+
+
+def preset_names() -> list[str]:
+    """The names of every registered method's presets, sorted."""
+    return sorted({preset.name for spec in METHODS.values() for preset in spec.presets})
+
+
+def presets_named(name: str) -> list[tuple[MethodSpec, Preset]]:
+    """Each registered method with a preset called ``name``, with that preset, in registration order."""
+    return [(spec, preset) for spec in METHODS.values() for preset in spec.presets if preset.name == name]
 
 
 def learns_beside_the_student(trial: Trial) -> bool:

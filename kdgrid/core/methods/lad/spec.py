@@ -16,7 +16,7 @@ from typing import Any
 
 from kdgrid.core.knowledge import KNOWLEDGE, canonical_knowledge
 from kdgrid.core.matching import get_strategy, nominal_pairs, register_strategy
-from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
+from kdgrid.core.method_registry import MethodSpec, Preset, TrialFacts, register_method
 from kdgrid.core.options import register_option
 from kdgrid.core.step_hooks import StepHooks
 from kdgrid.errors import KdgridError
@@ -135,5 +135,14 @@ register_method(
         rules=(("options", form_rule),),
         uses=lambda trial: bool(trial.knowledge) and _strategy(trial) == LAD,
         hooks="kdgrid.core.methods.lad.spec:step_hooks",
+        presets=(
+            Preset(
+                "paper",
+                options=(("learned_lr_scale", 100),),
+                adapted="the gate blocks learn at 100 x the student's learning rate (learned_lr_scale): the paper "
+                "states no separate rate; at 1 x the gates barely move in a few hundred steps (kdgrid's "
+                "adaptation)",
+            ),
+        ),
     )
 )
