@@ -97,10 +97,10 @@ register_method(
         presets=(
             Preset(
                 "paper",
-                fields=(("alpha", 0.5),),
+                fields=(("alpha", 0.5), ("temperature", 1)),
                 options=((MASK_BY, MASKEDKD), (MASK_FRACTION, 0.5)),
                 adapted="MaskedKD's criterion (the student's [CLS] attention) removing half of the teacher's "
-                "input tokens, gold labels at 0.5; patches become tokens; applies to teacher-side masking only",
+                "input tokens, gold labels at 0.5, temperature 1; patches become tokens; applies to teacher-side masking only",
                 applies=lambda trial: trial.option(MASK_INPUT) == "teacher",
             ),
         ),

@@ -129,11 +129,11 @@ register_method(
         presets=(
             Preset(
                 "paper",
-                fields=(("knowledge", ["cos"]),),
+                fields=(("knowledge", ["cos"]), ("beta", 25), ("soft_weight", 0.0), ("alpha", 1.0)),
                 options=((PROJECTOR_MEMBER, "relu_linear"),),
-                adapted="the authors' ensemble: relu_linear members and the cosine feature loss (knowledge cos, set "
-                "where the study names no knowledge); ReLU members were made for post-ReLU CNN features and "
-                "clip BERT's signed hidden states",
+                adapted="the authors' ensemble: relu_linear members, 25 x the cosine feature loss beside the task's "
+                "cross-entropy, no soft labels (knowledge cos where the study names none); ReLU members were made "
+                "for post-ReLU CNN features and clip BERT's signed hidden states",
                 applies=lambda trial: trial.projection == "ensemble",
             ),
         ),
