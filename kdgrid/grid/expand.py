@@ -484,6 +484,15 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
                 f"{preset.value!r} preset, or the study writes every value it would set "
                 "(docs/method_references.md lists the presets); remove it",
             )
+    top = [study.preset for study in spec.studies if study.preset and not study.preset.where.startswith("studies.")]
+    if top and not presets:
+        problems.add(
+            source,
+            top[0].where,
+            f"preset {top[0].value!r} sets nothing: no trial of the sweep uses a method with a {top[0].value!r} "
+            "preset, or the studies write every value it would set (docs/method_references.md lists the "
+            "presets); remove it",
+        )
     if references:
         chained = resolve_references(
             references, [(p.trial, p.study) for p in trials], studies=[s.name for s in spec.studies],

@@ -135,6 +135,12 @@ def test_a_study_preset_that_sets_nothing_is_refused(tmp_path: Path, study: str)
         load_sweep(path)
 
 
+def test_a_top_level_preset_that_sets_nothing_anywhere_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "preset: paper\nfixed: {knowledge: []}\n")  # no studies: one study, `main`
+    with pytest.raises(ConfigError, match=r"s\.yaml: preset: preset 'paper' sets nothing: no trial of the sweep"):
+        load_sweep(path)
+
+
 def test_every_preset_value_is_valid_on_a_trial_of_its_method() -> None:
     """Each declared preset names Trial fields and registered options only (a typo would silently set a
     field no trial reads)."""
