@@ -482,7 +482,7 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
                 preset.where,
                 f"preset {preset.value!r} sets nothing here: no trial of the study uses a method with a "
                 f"{preset.value!r} preset, or the study writes every value it would set "
-                "(docs/method_references.md lists the presets); remove it",
+                "(`kdgrid methods` lists the presets); remove it",
             )
     top = [study.preset for study in spec.studies if study.preset and not study.preset.where.startswith("studies.")]
     if top and not presets:
@@ -490,7 +490,7 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
             source,
             top[0].where,
             f"preset {top[0].value!r} sets nothing: no trial of the sweep uses a method with a {top[0].value!r} "
-            "preset, or the studies write every value it would set (docs/method_references.md lists the "
+            "preset, or the studies write every value it would set (`kdgrid methods` lists the "
             "presets); remove it",
         )
     if references:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -161,3 +162,13 @@ def test_plan_shows_what_a_preset_set(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["plan", str(path), "--store", str(tmp_path / "store")])
     assert result.exit_code == 0, result.output
     assert "preset paper in study dot set: lr=0.05, options.dot_delta=0.075" in result.output
+
+
+def test_methods_lists_each_preset() -> None:
+    result = CliRunner().invoke(app, ["methods", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = {entry["name"]: entry["presets"] for entry in json.loads(result.output)}
+    assert listed["dot"] == {"paper": {"lr": 0.05, "options.dot_delta": 0.075}}
+    assert listed["grad_split"] == {}  # a method without a preset
+    text = CliRunner().invoke(app, ["methods"]).output
+    assert "preset paper: sets soft_weight=1.0, alpha=1.0" in text
