@@ -245,6 +245,7 @@ def _summary(sweep: Sweep, state: SweepState, max_group_size: int, budget: Memor
         "estimate": estimate.to_dict(),
         "prior_estimate": prior.to_dict(),
         "axes": sweep_axes(all_trials),
+        "presets": sweep.presets,
         "job_split": job_split(all_trials, jobs, max_group_size, budget.gb),
         "stages": stage_summary(job_stages(jobs), sweep.study_of()),  # teacher assistants before their students
     }
@@ -414,6 +415,11 @@ def _print_axes_and_jobs(summary: dict[str, Any], console: Console) -> None:
         more = f", ... ({len(values) - SHOWN_AXIS_VALUES} more)" if len(values) > SHOWN_AXIS_VALUES else ""
         console.print(
             f"axis {name} ({len(values)}): {shown}{more}", markup=False, highlight=False, soft_wrap=True
+        )
+    for study, preset in summary.get("presets", {}).items():
+        values = ", ".join(f"{key}={value}" for key, value in preset["set"].items())
+        console.print(
+            f"preset {preset['preset']} in study {study} set: {values}", markup=False, highlight=False, soft_wrap=True
         )
     split = summary["job_split"]
     differing = ", ".join(f"{name} ({n})" for name, n in split["group_fields_differing"].items())

@@ -23,6 +23,8 @@ method: they ask every registered `MethodSpec`:
 - ``own_loss``: whether a trial trains on the method's own loss in place of eq. 9 (its hooks give the terms:
   `kdgrid.core.step_hooks.StepHooks.own_values`), so that soft_weight = 0, alpha = 0 and no knowledge still
   leave it something to learn from.
+- ``presets``: its recipes a sweep study can name (``preset: paper``, `Preset`): the Trial fields and options the
+  recipe sets on the trials that use the method, where the study leaves them unset (`kdgrid.grid.presets`).
 
 The built-ins register on the first import of any ``kdgrid.core`` module (`kdgrid.core.__init__` loads the list
 in `kdgrid.core.methods`), so every process that reads a registry knows them, as it knows a plugin it loaded.
@@ -33,7 +35,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from kdgrid.core.step_hooks import StepHooks
 
@@ -87,6 +89,27 @@ class MethodMemory:
 
 
 @dataclass(frozen=True)
+class Preset:
+    """A method's recipe under a name a sweep study can set (``preset: paper``).
+
+    Attributes:
+        name: the preset's name (``paper``: the recipe of the method's paper).
+        fields: Trial fields it sets, ``(field, value)`` pairs as a sweep file writes them (``("lr", 0.05)``).
+        options: trial options it sets, ``(option, value)`` pairs.
+        adapted: what of the paper's recipe had to be adapted to BERT-style students (and why), or what it
+            leaves to the study; shown in the docs' table of methods.
+        applies: which of the method's trials it applies to (None: every trial the method ``uses``), e.g. the
+            projector ensemble's recipe to ensembles only, not to every projection.
+    """
+
+    name: str
+    fields: tuple[tuple[str, Any], ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+    adapted: str = ""
+    applies: Callable[[Trial], bool] | None = None
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     """One method.
 
@@ -103,6 +126,7 @@ class MethodSpec:
         evaluates_only: whether a trial of it trains nothing in its job (None: every trial trains).
         own_loss: whether a trial of it trains on the method's own loss in place of eq. 9 (None: never).
         depends_on: the methods whose modules its own may import (a declared dependency).
+        presets: its named recipes (`Preset`), each applied to the trials it ``uses`` by a study naming it.
     """
 
     name: str
@@ -117,6 +141,7 @@ class MethodSpec:
     evaluates_only: Callable[[Trial], bool] | None = None
     own_loss: Callable[[Trial], bool] | None = None
     depends_on: tuple[str, ...] = field(default=())
+    presets: tuple[Preset, ...] = ()
 
 
 METHODS: dict[str, MethodSpec] = {}
@@ -152,6 +177,16 @@ def method_rules(stage: Stage) -> Iterable[Rule]:
 def run_rules(stage: Stage, facts: TrialFacts) -> list[str]:
     """The problems every method's rules at ``stage`` find in a trial."""
     return [problem for rule in method_rules(stage) for problem in rule(facts)]
+
+
+def preset_names() -> list[str]:
+    """The names of every registered method's presets, sorted."""
+    return sorted({preset.name for spec in METHODS.values() for preset in spec.presets})
+
+
+def presets_named(name: str) -> list[tuple[MethodSpec, Preset]]:
+    """Each registered method with a preset called ``name``, with that preset, in registration order."""
+    return [(spec, preset) for spec in METHODS.values() for preset in spec.presets if preset.name == name]
 
 
 def learns_beside_the_student(trial: Trial) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 from kdgrid.core.trial_rules import combination_problems, trial_problems, value_problems
 from kdgrid.errors import ConfigError
 from kdgrid.grid.limits import DEFAULT_MAX_TRIALS
+from kdgrid.grid.presets import as_settings, preset_values, protected_keys
 from kdgrid.grid.spec import SEEDS_KEY, Located, Override, Problems, StudySpec, SweepSpec, parse_sweep
 from kdgrid.grid.stages import Reference, is_reference, resolve_references
 from kdgrid.grid.values import InvalidValue, drop_unused_fields, normalize, rule_candidates
@@ -58,6 +59,9 @@ class Sweep:
         repeated: grid points that were the same trial as an earlier one and were merged.
         seeds: the sweep's ``seeds: N`` (student seeds per cell, sharing one data order), None when not set.
         table: the table the sweep file declares (its ``table:`` key: ``"5"``, ``"demo"``), None when none.
+        presets: per study, what its preset (``preset: paper``, `kdgrid.grid.presets`) set on its trials:
+            ``{study: {"preset": name, "set": {field or "options.NAME": value}}}``; studies it set nothing on
+            are absent.
     """
 
     name: str
@@ -69,6 +73,7 @@ class Sweep:
     repeated: int
     seeds: int | None = None
     table: str | None = None
+    presets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def study_of(self) -> dict[str, str]:
         return {p.trial.trial_id: p.study for p in self.trials}
@@ -160,6 +165,26 @@ class _StudyExpander:
                 self.overrides.append(compiled)
         self.excludes = [r for r in (normalizer.rule(rule) for rule in study.exclude) if r is not None]
         self.missing_reported: set[str] = set()
+        self.preset_set: dict[str, Any] = {}  # what the study's preset set on its trials: key -> value
+
+    def _preset(self, trial: Trial | None, config: dict[str, Any], protected: set[str]) -> Trial | None:
+        """``trial`` with the study's preset applied (`kdgrid.grid.presets`): its values set where the study
+        leaves them unset, canonicalised as the file's own are, and the trial rebuilt; ``trial`` when none."""
+        if trial is None or self.study.preset is None:
+            return trial
+        raw = preset_values(trial, self.study.preset.value, protected)
+        if not raw:
+            return trial
+        located = {k: Located(v, self.study.preset.source, self.study.preset.where) for k, v in
+                   as_settings(raw).items()}  # fmt: skip
+        settings, bad = self.normalizer.settings(located)
+        if bad:
+            return None
+        self.preset_set.update(raw)
+        config = {name: getattr(trial, name) for name in Trial.field_names()}
+        set_fields(config, settings)
+        drop_unused_fields(config)
+        return Trial(**config)
 
     def _override(self, override: Override) -> tuple[dict[str, list[Any]], dict[str, Any]] | None:
         when = self.normalizer.rule(override.when)
@@ -193,7 +218,7 @@ class _StudyExpander:
         for point in points:
             config = dict(self.fixed)
             set_fields(config, dict(zip(fields, point, strict=True)))
-            trial = self._finish(config, where)
+            trial = self._preset(self._finish(config, where), config, set(self.study.protected))
             if trial is None:
                 yield None, where, False
                 continue
@@ -206,7 +231,8 @@ class _StudyExpander:
                 continue
             config = dict(self.fixed)
             set_fields(config, settings)
-            yield self._finish(config, entry_where), entry_where, True
+            protected = set(self.study.protected) | protected_keys([{k: v.value for k, v in entry.items()}])
+            yield self._preset(self._finish(config, entry_where), config, protected), entry_where, True
 
 
 def set_fields(config: dict[str, Any], settings: dict[str, Any]) -> None:
@@ -414,6 +440,7 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
     grid_points = 0
     checked: dict[tuple[Any, ...], list[str]] = {}
     references: list[Reference] = []
+    presets: dict[str, dict[str, Any]] = {}
     for study in spec.studies:
         expander = _StudyExpander(study, normalizer, problems, source)
         for point, where, _ in expander.grid():
@@ -446,6 +473,26 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
                     continue
                 seen[trial_id] = study.name
                 trials.append(PlannedTrial(trial, study.name))
+        preset = study.preset
+        if expander.preset_set and preset is not None:
+            presets[study.name] = {"preset": preset.value, "set": dict(sorted(expander.preset_set.items()))}
+        elif preset is not None and preset.where.startswith("studies."):
+            problems.add(
+                source,
+                preset.where,
+                f"preset {preset.value!r} sets nothing here: no trial of the study uses a method with a "
+                f"{preset.value!r} preset, or the study writes every value it would set "
+                "(`kdgrid methods` lists the presets); remove it",
+            )
+    top = [study.preset for study in spec.studies if study.preset and not study.preset.where.startswith("studies.")]
+    if top and not presets:
+        problems.add(
+            source,
+            top[0].where,
+            f"preset {top[0].value!r} sets nothing: no trial of the sweep uses a method with a {top[0].value!r} "
+            "preset, or the studies write every value it would set (`kdgrid methods` lists the "
+            "presets); remove it",
+        )
     if references:
         chained = resolve_references(
             references, [(p.trial, p.study) for p in trials], studies=[s.name for s in spec.studies],
@@ -464,6 +511,7 @@ def expand(spec: SweepSpec, problems: Problems, *, max_trials: int = DEFAULT_MAX
         repeated=grid_points - len(trials),
         seeds=spec.seeds,
         table=spec.table,
+        presets=presets,
     )
 
 

@@ -17,6 +17,9 @@ A sweep file (the reference: docs/sweeps.md) has these top-level keys:
                  (`kdgrid.grid.expand.seed_variants`, docs/seeds.md); not with a ``seed`` axis
 ``table``        the table its trials are laid out in: one of `kdgrid.paper.TABLES` (``5``, ``"demo"``); recorded
                  in the store with the sweep's membership (`kdgrid.store.membership`). Not part of any trial
+``preset``       the name of a recipe every method declares for itself (``paper``: each method's paper recipe),
+                 set on the trials that use the method where the study leaves a field unset
+                 (`kdgrid.grid.presets`); a study may name its own. Its values become the trials' own
 ``plugins``      list of module names imported (`kdgrid.plugins.load_plugins`) as the file is read, before any
                  name is checked: the modules that register the sweep's own knowledge functions, strategies or
                  options; the executors hand them to every job's process. Not part of any trial (nor its id)
@@ -37,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from kdgrid.grid.presets import PRESET_KEY, preset_problem, protected_keys
 from kdgrid.paper import TABLES
 from kdgrid.plugins import load_plugins
 from kdgrid.suggest import did_you_mean
@@ -58,8 +62,9 @@ TOP_KEYS = (
     SEEDS_KEY,
     PLUGINS_KEY,
     TABLE_KEY,
+    PRESET_KEY,
 )
-STUDY_KEYS = ("description", "fixed", "axes", "overrides", "include", "exclude")
+STUDY_KEYS = ("description", "fixed", "axes", "overrides", "include", "exclude", PRESET_KEY)
 OVERRIDE_KEYS = ("when", "set")
 FRAGMENT_KEYS = ("description", "fixed", "overrides")  # what an `extends` file may hold
 TRIAL_FIELDS: tuple[str, ...] = Trial.field_names()
@@ -256,6 +261,8 @@ class StudySpec:
     include: list[dict[str, Located]] = field(default_factory=list)
     exclude: list[dict[str, Located]] = field(default_factory=list)
     include_where: list[str] = field(default_factory=list)
+    preset: Located | None = None  # ``preset: NAME`` (the study's, else the top level's), checked
+    protected: frozenset[str] = frozenset()  # what the study itself writes, which a preset leaves alone
 
 
 @dataclass
@@ -341,6 +348,22 @@ def _plugins(value: Any, source: str, problems: Problems) -> tuple[str, ...]:
     modules = tuple(name.strip() for name in value)
     load_plugins(modules, source=f"the sweep file {source}")
     return modules
+
+
+def _preset(data: Mapping[str, Any], source: str, where: str, problems: Problems) -> Located | None:
+    """The ``preset`` key of a level (None when not written, or refused: reported)."""
+    if PRESET_KEY not in data:
+        return None
+    at = _join(where, PRESET_KEY)
+    problem = preset_problem(data[PRESET_KEY])
+    if problem is not None:
+        problems.add(source, at, problem)
+        return None
+    return Located(data[PRESET_KEY], source, at)
+
+
+def _raw(settings: dict[str, Located]) -> dict[str, Any]:
+    return {key: located.value for key, located in settings.items()}
 
 
 def _check_seed_axis(seeds: int | None, studies: list[StudySpec], source: str, problems: Problems) -> None:
@@ -585,6 +608,9 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
     top_fixed = layer_settings(_unswept(base_fixed, top_axes), own_fixed)
     top_overrides = base_overrides + _overrides(data.get("overrides"), source, "overrides", problems)
     top_exclude = _rules(data.get("exclude"), source, "exclude", problems)
+    top_preset = _preset(data, source, "", problems)
+    # What a preset may not replace: any axis and any override's `set` (the study's own fixed is added below).
+    top_protected = protected_keys([_raw(top_axes), *(_raw(o.set) for o in top_overrides)])
     studies_data = _mapping(data.get("studies"), source, "studies", problems)
     studies: list[StudySpec] = []
     if not studies_data:
@@ -599,6 +625,8 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
                 include=include,
                 exclude=top_exclude,
                 include_where=[f"include[{i}]" for i in range(len(include))],
+                preset=top_preset,
+                protected=frozenset(top_protected),
             )
         )
     elif "include" in data:
@@ -616,17 +644,23 @@ def parse_sweep(path: Path | str, problems: Problems) -> SweepSpec | None:
         fixed = layer_settings(_unswept(top_fixed, own_axes), own_fixed)
         axes = {**{k: v for k, v in top_axes.items() if k not in own_fixed}, **own_axes}
         include = _rules(body.get("include"), source, f"{where}.include", problems)
+        study_overrides = _overrides(body.get("overrides"), source, f"{where}.overrides", problems)
+        study_preset = _preset(body, source, where, problems)
+        protected = top_protected | protected_keys(
+            [_raw(own_fixed), _raw(own_axes), *(_raw(o.set) for o in study_overrides)]
+        )
         studies.append(
             StudySpec(
                 name=str(study_name),
                 description=str(body.get("description", "")),
                 fixed=fixed,
                 axes=axes,
-                overrides=top_overrides
-                + _overrides(body.get("overrides"), source, f"{where}.overrides", problems),
+                overrides=top_overrides + study_overrides,
                 include=include,
                 exclude=top_exclude + _rules(body.get("exclude"), source, f"{where}.exclude", problems),
                 include_where=[f"{where}.include[{i}]" for i in range(len(include))],
+                preset=study_preset if PRESET_KEY in body else top_preset,
+                protected=frozenset(protected),
             )
         )
     seeds = _seeds(data, source, problems)

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, register_example_weight
-from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
+from kdgrid.core.method_registry import MethodSpec, Preset, TrialFacts, register_method
 from kdgrid.core.options import EXAMPLE_WEIGHT, register_option
 from kdgrid.core.step_hooks import StepHooks
 
@@ -146,5 +146,14 @@ register_method(
         rules=(("options", function_rule),),
         uses=lambda trial: trial.option(EXAMPLE_WEIGHT) == ADAKD,
         hooks="kdgrid.core.methods.adakd.spec:step_hooks",
+        presets=(
+            Preset(
+                "paper",
+                fields=(("soft_weight", 1.0), ("alpha", 1.0)),
+                adapted="the paper's unweighted trade-off (soft_weight = alpha = 1: each instance's weight alone "
+                "splits its distillation and task losses); the paper's ASR models and optimizer are not "
+                "transferable: the study's are kept",
+            ),
+        ),
     )
 )

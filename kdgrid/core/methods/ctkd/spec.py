@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
+from kdgrid.core.method_registry import MethodMemory, MethodSpec, Preset, TrialFacts, register_method
 from kdgrid.core.options import MIN_TEMPERATURE, register_option, schedule_option
 from kdgrid.core.schedules import NO_TEMPERATURE_LEARNER, TEMPERATURE_LEARNER, register_temperature_learner
 from kdgrid.number_range import NumberRange
@@ -195,6 +195,15 @@ register_method(
         rules=(("options", learner_rule),),
         memory=learner_memory,
         uses=lambda trial: trial.option(TEMPERATURE_LEARNER) == CTKD,
+        presets=(
+            Preset(
+                "paper",
+                options=((CTKD_FORM, PAPER_FORM),),
+                adapted="the authors' temperature module and schedule (the defaults, written into the trial); their "
+                "SGD at lr 0.05 is a CIFAR recipe that leaves a random BERT-tiny at chance (as DOT's does): the "
+                "study's optimizer and learning rate are kept",
+            ),
+        ),
         hooks="kdgrid.core.methods.ctkd.temperature:step_hooks",
     )
 )

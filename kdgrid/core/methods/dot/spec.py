@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
+from kdgrid.core.method_registry import MethodSpec, Preset, TrialFacts, register_method
 from kdgrid.core.optimizers import GRADIENT_SPLITTING, OPTIMIZER, optimizer_problem, register_optimizer
 from kdgrid.core.options import register_option
 from kdgrid.number_range import NumberRange
@@ -110,5 +110,15 @@ register_method(
         uses=lambda trial: trial.option(OPTIMIZER) == DOT,
         hooks="kdgrid.core.methods.dot.optimizer:step_hooks",
         depends_on=("grad_split",),
+        presets=(
+            Preset(
+                "paper",
+                fields=(("lr", 0.05),),
+                options=((DOT_DELTA, DEFAULT_DOT_DELTA),),
+                adapted="the paper's SGD (momentum 0.9, Delta 0.075) at its CIFAR learning rate 0.05; no learning "
+                "rate of the paper is for BERT-style students (docs/method_references.md measures DOT against SGD "
+                "with momentum at matched rates)",
+            ),
+        ),
     )
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
+from kdgrid.core.method_registry import MethodMemory, MethodSpec, Preset, TrialFacts, register_method
 from kdgrid.core.model.ssm.rules import bert_only
 from kdgrid.core.options import register_option
 from kdgrid.suggest import choice_problem
@@ -86,5 +86,13 @@ register_method(
         memory=second_head_memory,
         uses=lambda trial: bool(trial.option(DUAL_HEAD)),
         hooks="kdgrid.core.methods.dual_head.heads:step_hooks",
+        presets=(
+            Preset(
+                "paper",
+                fields=(("temperature", 2),),
+                adapted="the authors' temperature 2 (their CIFAR runs); their SGD schedule is not applied: the "
+                "study's optimizer and learning rate are kept",
+            ),
+        ),
     )
 )

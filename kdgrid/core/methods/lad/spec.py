@@ -16,7 +16,7 @@ from typing import Any
 
 from kdgrid.core.knowledge import known_specs
 from kdgrid.core.matching import nominal_pairs, register_strategy, strategy_name
-from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
+from kdgrid.core.method_registry import MethodSpec, Preset, TrialFacts, register_method
 from kdgrid.core.options import register_option
 from kdgrid.core.step_hooks import StepHooks
 from kdgrid.suggest import choice_problem
@@ -118,5 +118,14 @@ register_method(
         rules=(("options", form_rule),),
         uses=lambda trial: bool(trial.knowledge) and strategy_name(trial.strategy) == LAD,
         hooks="kdgrid.core.methods.lad.spec:step_hooks",
+        presets=(
+            Preset(
+                "paper",
+                options=(("learned_lr_scale", 0.05),),
+                adapted="the gate blocks learn at 1/20 of the student's learning rate (learned_lr_scale 0.05), the "
+                "top of the authors' 1/20 to 1/100 (their own AdamW for the gates); their weight decay 0.01 and "
+                "mu are not options: the study's are kept",
+            ),
+        ),
     )
 )

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdgrid.core.knowledge import distilled_knowledge, placed_terms
-from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
+from kdgrid.core.method_registry import MethodSpec, Preset, TrialFacts, register_method
 from kdgrid.core.model.ssm.rules import bert_only
 from kdgrid.core.options import register_option
 from kdgrid.errors import ConfigError
@@ -323,5 +323,14 @@ register_method(
         rules=(("combination", curriculum_rule),),
         uses=lambda trial: trial.option(LAYER_CURRICULUM) is not None,
         hooks="kdgrid.core.methods.layer_curriculum.hooks:step_hooks",
+        presets=(
+            Preset(
+                "paper",
+                options=((LAYER_CURRICULUM_LAST, CLASSIFIER_LAST), (LAYER_CURRICULUM_OPTIMIZER, "fresh")),
+                adapted="the paper's classifier last stage and a fresh optimizer per stage, written into the trial; "
+                "its equal stages are the boundaries [1/(K+1), ..., K/(K+1)] for K layer stages, which the study "
+                "names itself (the option that turns the method on)",
+            ),
+        ),
     )
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdgrid.core.method_registry import MethodSpec, TrialFacts, register_method
+from kdgrid.core.method_registry import MethodSpec, Preset, TrialFacts, register_method
 from kdgrid.core.options import register_option
 from kdgrid.number_range import FRACTION_OPEN
 from kdgrid.suggest import choice_problem
@@ -87,5 +87,15 @@ register_method(
         rules=(("combination", masking_rule),),
         uses=lambda trial: trial.option(MASK_INPUT) is not None,
         hooks="kdgrid.core.methods.masking.masks:step_hooks",
+        presets=(
+            Preset(
+                "paper",
+                fields=(("alpha", 0.5), ("temperature", 1)),
+                options=((MASK_BY, MASKEDKD), (MASK_FRACTION, 0.5)),
+                adapted="MaskedKD's criterion (the student's [CLS] attention) removing half of the teacher's "
+                "input tokens, gold labels at 0.5, temperature 1; patches become tokens; applies to teacher-side masking only",
+                applies=lambda trial: trial.option(MASK_INPUT) == "teacher",
+            ),
+        ),
     )
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdgrid.core.choices import DEFAULT_ENSEMBLE_MEMBERS
-from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
+from kdgrid.core.method_registry import MethodMemory, MethodSpec, Preset, TrialFacts, register_method
 from kdgrid.core.options import register_option
 from kdgrid.suggest import choice_problem
 from kdgrid.trial import Trial
@@ -123,5 +123,16 @@ register_method(
         memory=ensemble_memory,
         uses=lambda trial: bool(trial.knowledge) and trial.projection != "none",
         hooks="kdgrid.core.methods.projectors.spectral:step_hooks",
+        presets=(
+            Preset(
+                "paper",
+                fields=(("knowledge", ["cos"]), ("beta", 25), ("soft_weight", 0.0), ("alpha", 1.0)),
+                options=((PROJECTOR_MEMBER, "relu_linear"),),
+                adapted="the authors' ensemble: relu_linear members, 25 x the cosine feature loss beside the task's "
+                "cross-entropy, no soft labels (knowledge cos where the study names none); ReLU members were made "
+                "for post-ReLU CNN features and clip BERT's signed hidden states",
+                applies=lambda trial: trial.projection == "ensemble",
+            ),
+        ),
     )
 )
