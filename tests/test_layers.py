@@ -170,3 +170,21 @@ def test_the_core_keeps_its_registries_at_the_top_and_everything_else_in_rooms()
     assert len(modules) <= 15, modules
     rooms = {m.name for m in top if m.ispkg}
     assert rooms == set(_contract("core-rooms")["layers"])
+
+
+def test_no_import_cycle_even_counting_type_only_imports(tmp_path: Path) -> None:
+    """The contracts ignore imports under ``TYPE_CHECKING``; a cycle made of them is still a cycle a reader must
+    untangle: with them counted, the no-cycles contract still holds."""
+    lint = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    config = (ROOT / "pyproject.toml").read_text()
+    assert "exclude_type_checking_imports = true" in config
+    counted = tmp_path / "contracts.toml"
+    counted.write_text(config.replace("exclude_type_checking_imports = true", "exclude_type_checking_imports = false"))
+    done = subprocess.run(
+        [lint, "--config", str(counted), "--no-cache", "--contract", "no-cycles"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert "no import cycle between sibling packages or modules KEPT" in done.stdout, done.stdout[-3000:]

@@ -19,13 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from kdgrid.errors import KdgridError
 from kdgrid.file_digest import file_sha256
-
-if TYPE_CHECKING:
-    from kdgrid.core.model.shapes import StudentShape
 
 WEIGHTS_FILE = "model.safetensors"  # what `save_pretrained` writes; its hash is the row's record
 MANIFEST_FILE = "kdgrid_student.json"  # the trial id and weights hash beside them, for people and `store check`
@@ -36,9 +33,11 @@ TEACHER_SHA256 = "teacher_weights_sha256"  # a dependant's row: the hash of the 
 
 @dataclass(frozen=True)
 class PlannedAssistant:
-    """An assistant as a sweep plans it: its student's shape and its task."""
+    """An assistant as a sweep plans it: its student's shape (a `kdgrid.core.model.shapes` shape, kept as the
+    planner declared it and read back by `kdgrid.core.model.shapes.resolve_teacher`; typed ``Any`` here, since
+    the shapes module imports this one) and its task."""
 
-    shape: StudentShape
+    shape: Any
     task: str
 
 
@@ -54,7 +53,7 @@ _PLANNED: dict[str, PlannedAssistant] = {}
 _TRAINED: dict[str, TrainedAssistant] = {}
 
 
-def declare_planned(trial_id: str, shape: StudentShape, task: str) -> None:
+def declare_planned(trial_id: str, shape: Any, task: str) -> None:
     """Say what trial ``trial_id`` will train (its student's shape, its task), for planning its dependants."""
     _PLANNED[trial_id] = PlannedAssistant(shape, task)
 
