@@ -34,7 +34,7 @@ from kdgrid.core.schedules import (
 )
 from kdgrid.core.teacher.options import TEACHER_GATE, TEACHER_LABEL_ORDER, gate_problem, label_order_problem
 from kdgrid.errors import KdgridError
-from kdgrid.number_range import POSITIVE
+from kdgrid.number_range import POSITIVE, NumberRange
 from kdgrid.suggest import did_you_mean
 from kdgrid.trial import DATA_SEED, SEED_LIMIT
 
@@ -116,8 +116,10 @@ class OptionSpec:
             return None
         if self.check is not None:
             return self.check(value)
-        fits = _fits(self.kind, value) and (self.minimum is None or value >= self.minimum)
-        if fits and self.below is not None and value >= self.below:
+        fits = _fits(self.kind, value) and (
+            self.kind not in ("int", "number") or NumberRange(low=self.minimum, integer=self.kind == "int").contains(value)
+        )
+        if fits and self.below is not None and not NumberRange(high=self.below, high_open=True).contains(value):
             return (
                 f"option {self.name}={value!r} is invalid; allowed: below {self.below:.0f} ({self.meaning})"
             )

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from kdgrid.errors import ConfigError
+from kdgrid.number_range import NumberRange
 from kdgrid.suggest import did_you_mean
 
 S = TypeVar("S", bound="ExecutorSettings")
@@ -163,7 +164,7 @@ def _boolean(value: Any, key: str) -> bool:
 def _whole_number(value: Any, key: str, minimum: int, maximum: int) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+    if not NumberRange(low=minimum, high=maximum, integer=True).contains(value):
         raise ConfigError(f"{key}: expected a whole number >= {minimum} and <= {maximum}, got {value!r}")
     return value
 
@@ -174,6 +175,6 @@ def _number(value: Any, key: str, *, positive: bool) -> float:
         number = float(value) if not isinstance(value, bool) else math.nan
     except (TypeError, ValueError):
         number = math.nan
-    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+    if not NumberRange(low=0, low_open=positive).contains(number):
         raise ConfigError(f"{key}: expected a number {'>' if positive else '>='} 0, got {value!r}")
     return number
