@@ -469,6 +469,7 @@ def figures(
     Example: kdgrid figures --store results --out figs, or kdgrid figures --sweep my_study --out figs"""
     sweep = one_sweep(sweeps)
     if sweep is not None:
+        from kdgrid.analysis.seed_curves import seed_curve_figures
         from kdgrid.analysis.sweep_figures import sweep_figures
         from kdgrid.analysis.sweep_tables import sweep_table
 
@@ -478,6 +479,8 @@ def figures(
             store, sweep, kind=kind, rows=rows, cols=cols, reference=reference, intervals="on"
         )
         written = sweep_figures(built, folder)
+        if written and built.runs is not None:  # each cell's seeds overlaid, beside its difference
+            written += seed_curve_figures(built.runs, store, folder)
         if not written:
             raise KdgridError(f"sweep {sweep!r} has no cell tested against a reference: nothing to plot")
         for path in written:
