@@ -164,3 +164,13 @@ def test_diagnosis_false_alarms_smoke(tmp_path: Path) -> None:
     report = run_script("diagnosis_false_alarms", tmp_path)
     assert report["learned"] + report["not_learned"] + report["failed"] == report["config"]["trials"] == 8
     assert report["config"]["teacher_dev"]["validation"]["accuracy"] > 0.75  # the teacher learned the task
+
+
+def test_analysis_latency_smoke(tmp_path: Path) -> None:
+    figures = run_script("analysis_latency", tmp_path)["figures"]
+    assert figures["trials"] == 8  # 2 knowledge types x 2 learning rates x 2 seeds
+    assert positive(figures["tables --sweep"]["median_s"])
+    for build in [*figures["report (first build)"], figures["report (nothing new)"]]:
+        # the time the report prints is its own command's: never more than the process's wall time
+        assert positive(build["printed_s"]) and build["printed_s"] <= build["wall_s"]
+    assert figures["export mlflow"]["runs"] == 8 and positive(figures["export mlflow"]["runs_per_s"])
