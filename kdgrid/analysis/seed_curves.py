@@ -117,7 +117,7 @@ def seed_curve_figure(cells: Sequence[CellCurves], title: str) -> Figure:
         losses = [value for seed in cell.seeds for value in seed.loss]
         if losses and min(losses) > 0:
             top.set_yscale("log")
-        top.set_title(cell.label, fontsize=9, wrap=True)
+        top.set_title(cell.label, fontsize=9)
         top.set_xlabel("optimizer step")
         top.set_ylabel(LOSS_LABEL if column == 0 else "")
         bottom.set_xlabel("epoch")
@@ -155,8 +155,8 @@ def seed_curve_figures(runs: SweepRuns, store_dir: Path, out_dir: Path) -> list[
         figure = seed_curve_figure(part, f"{runs.sweep}: the seeds of each cell{where}")
         first = CELLS_PER_FIGURE * (index - 1) + 1
         stem = out_dir / f"{figure_slug(runs.sweep)}_seedcurves_{index}_cells-{first}-to-{first + len(part) - 1}"
-        for suffix in (".png", ".pdf"):
-            figure.savefig(stem.with_suffix(suffix), dpi=200, bbox_inches="tight")
+        for suffix in (".png", ".pdf"):  # laid out by tight_layout: a "tight" bounding box would draw it again
+            figure.savefig(stem.with_suffix(suffix), dpi=200)
             written.append(stem.with_suffix(suffix))
         plt.close(figure)
     return written
