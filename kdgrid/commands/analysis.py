@@ -454,7 +454,8 @@ def figures(
         typer.Option(
             "--sweep",
             help="This sweep's figures (docs/tables.md): a forest plot of each cell's difference from the "
-            "reference, and a heat map of the rows x columns coloured by that difference, with marks and intervals.",
+            "reference, a heat map of the rows x columns coloured by that difference, with marks and intervals, and "
+            "each cell's seeds overlaid (training loss by step, dev score by epoch).",
         ),
     ] = None,
     rows: Annotated[str | None, typer.Option(help="With --sweep: as `kdgrid tables --rows`.")] = None,
