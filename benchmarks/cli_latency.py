@@ -10,6 +10,11 @@ without rows reads no Parquet file; its time is the command's own). After each c
 whether torch and transformers were imported (``-X importtime`` on one more run), so a figure can be read as
 "imports" or "work". The machine's load is recorded beside the figures: on a busy shared machine they vary.
 
+The commands run as an installed kdgrid runs: with Python's compiled-bytecode cache (``PYTHONDONTWRITEBYTECODE`` is
+removed from their environment, else every start compiles each module from source again) and after one untimed
+warm-up run of each command in each checkout (which writes that cache and ``kdgrid sweeps``' listing); ``--smoke``
+skips the warm-up.
+
 ``--baseline DIR``: another checkout of kdgrid (e.g. ``git worktree add /tmp/before main``) timed in the same run
 with the same interpreter, each repeat of a command run there and here in turn, so that a changing load falls on
 both columns alike ("before" and "after" side by side). Its kdgrid is the one imported: a fresh process puts its
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -33,12 +39,14 @@ from rich.console import Console
 from rich.table import Table
 
 HEAVY = ("torch", "transformers")
+# an installed kdgrid starts from compiled bytecode: a shell that turns the cache off would time compilation
+ENVIRONMENT = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _run(argv: list[str], cwd: Path) -> float:
     """Wall seconds of ``argv`` in a fresh process in ``cwd`` (it must exit 0)."""
     started = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=ENVIRONMENT)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(
@@ -55,9 +63,15 @@ def _summary(seconds: list[float]) -> dict[str, Any]:
     }
 
 
-def timed(argv: list[str], repeats: int, baseline: Path | None = None) -> dict[str, Any]:
+def timed(
+    argv: list[str], repeats: int, baseline: Path | None = None, *, warm_up: bool = True
+) -> dict[str, Any]:
     """Median / min wall seconds of ``argv`` run ``repeats`` times in fresh processes (each must exit 0); with
-    ``baseline``, also in that checkout, in turn with each run here (its figures under ``baseline``)."""
+    ``baseline``, also in that checkout, in turn with each run here (its figures under ``baseline``). ``warm_up``:
+    one untimed run in each checkout first (see the module)."""
+    if warm_up:
+        for cwd in (ROOT, *([baseline] if baseline is not None else [])):
+            _run(argv, cwd)
     here, there = [], []
     for _ in range(repeats):
         if baseline is not None:
@@ -68,7 +82,9 @@ def timed(argv: list[str], repeats: int, baseline: Path | None = None) -> dict[s
 
 def heavy_imports(argv: list[str]) -> dict[str, bool]:
     """Which of `HEAVY` the command ``argv`` (``python ...``) imports, from ``-X importtime``'s report."""
-    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]], cwd=ROOT, capture_output=True, text=True, env=ENVIRONMENT
+    )
     names = {
         line.rsplit("|", 1)[-1].strip()
         for line in done.stderr.splitlines()
@@ -112,7 +128,7 @@ def main() -> None:
             commands = {name: argv for name, argv in commands.items() if args.only in name}
         figures = {}
         for name, argv in commands.items():
-            figures[name] = timed(argv, repeats, args.baseline)
+            figures[name] = timed(argv, repeats, args.baseline, warm_up=not args.smoke)
             if name.startswith(("kdgrid", "import kdgrid")):
                 figures[name]["imports"] = heavy_imports(argv)
     table = Table(title=f"wall time of a fresh process ({repeats} run(s), median)")

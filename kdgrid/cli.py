@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from kdgrid import command_clock
 from kdgrid.commands import analysis, assets, core, export, methods, prefetch, pretrain, report, store, sweep
 from kdgrid.commands.help_style import plain_help
 from kdgrid.errors import EXIT_USER_ERROR, KdgridError
@@ -67,7 +68,9 @@ def wants_help(argv: list[str] | None) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point (``argv`` None: this process's command line, and its clock counts from the
+    process's loading of kdgrid: `kdgrid.command_clock`)."""
+    command_clock.start(whole_process=argv is None)
     try:
         try:
             load_plugins()  # entry points and KDGRID_PLUGINS: their names are known to every command
@@ -82,6 +85,8 @@ def main(argv: list[str] | None = None) -> None:
     except (KdgridError, OSError) as error:
         print_error(error)
         sys.exit(EXIT_USER_ERROR)
+    finally:
+        command_clock.stop()
 
 
 if __name__ == "__main__":

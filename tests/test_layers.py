@@ -143,6 +143,15 @@ def test_plan_and_status_import_no_heavy_module(command: str, sweep: str, rows: 
     assert sorted(imported & set(NOT_FOR_PLANNING)) == []
 
 
+@pytest.mark.parametrize("command", ["plan", "status"])
+def test_plan_and_status_of_a_new_store_do_not_import_pandas(command: str, tmp_path: Path) -> None:
+    """A store without rows is not read (`kdgrid.grid.state.sweep_state`), so pandas (a third of a second, the
+    largest part of the front door's measured start-up: benchmarks/cli_latency.py) is not imported."""
+    imported = _modules_imported_by(["-m", "kdgrid.cli", command, "table5_single_match", "--store", str(tmp_path)])
+    assert "kdgrid.grid.state" in imported  # the command ran
+    assert "pandas" not in imported
+
+
 def test_the_import_report_sees_a_heavy_module() -> None:
     """The check above can fail: importing the tokenizer module shows it and transformers in the report."""
     imported = _modules_imported_by(["-c", "import kdgrid.core.data.tokenization"])

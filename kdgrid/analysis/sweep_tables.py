@@ -343,6 +343,7 @@ class SweepTable:
     values: dict[str, list[str]]
     differences: list[Difference] = dataclasses.field(default_factory=list)
     main_blocks: int = 0  # the view's first blocks laid out by rows x columns (marginals and pairs follow)
+    runs: SweepRuns | None = None  # the runs it was built from (the seed-curve figures draw their rows)
 
 
 def parse_sweep_reference(
@@ -479,7 +480,7 @@ def build_sweep_table(
             parsed = _soft_labels_study(view, values["study"], parsed)
     main_blocks = list(view.blocks)
     if not intervals:
-        return SweepTable(view, layout, parsed, values, [], main_blocks=len(main_blocks))
+        return SweepTable(view, layout, parsed, values, [], main_blocks=len(main_blocks), runs=runs)
     scores = {
         (str(r), str(d), str(m)): float(v)
         for r, d, m, v in zip(frame["row_id"], frame["dev_set"], frame["metric"], frame["value"], strict=True)
@@ -543,7 +544,7 @@ def build_sweep_table(
             f"{len(pair_tests)} pairs ({_pair_family_words(family, pair_families)})"
         )
     view.notes.extend(warnings)
-    return SweepTable(view, layout, parsed, values, found.differences, main_blocks=len(main_blocks))
+    return SweepTable(view, layout, parsed, values, found.differences, main_blocks=len(main_blocks), runs=runs)
 
 
 _CORRECTION_NAMES = {"holm": "Holm", "fdr": "Benjamini-Hochberg"}

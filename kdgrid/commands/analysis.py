@@ -524,7 +524,8 @@ def figures(
         typer.Option(
             "--sweep",
             help="This sweep's figures (docs/tables.md): a forest plot of each cell's difference from the "
-            "reference, and a heat map of the rows x columns coloured by that difference, with marks and intervals.",
+            "reference, a heat map of the rows x columns coloured by that difference, with marks and intervals, and "
+            "each cell's seeds overlaid (training loss by step, dev score by epoch).",
         ),
     ] = None,
     rows: Annotated[str | None, typer.Option(help="With --sweep: as `kdgrid tables --rows`.")] = None,
@@ -539,6 +540,7 @@ def figures(
     Example: kdgrid figures --store results --out figs, or kdgrid figures --sweep my_study --out figs"""
     sweep = one_sweep(sweeps)
     if sweep is not None:
+        from kdgrid.analysis.seed_curves import seed_curve_figures
         from kdgrid.analysis.sweep_figures import sweep_figures
         from kdgrid.analysis.sweep_tables import sweep_table
 
@@ -548,6 +550,8 @@ def figures(
             store, sweep, kind=kind, rows=rows, cols=cols, reference=reference, intervals="on"
         )
         written = sweep_figures(built, folder)
+        if written and built.runs is not None:  # each cell's seeds overlaid, beside its difference
+            written += seed_curve_figures(built.runs, store, folder)
         if not written:
             raise KdgridError(f"sweep {sweep!r} has no cell tested against a reference: nothing to plot")
         for path in written:

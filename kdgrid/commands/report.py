@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from kdgrid import command_clock
+
 
 def report(
     store: Annotated[Path, typer.Option("--store", help="The results store.")] = Path("results"),
@@ -41,7 +43,7 @@ def report(
     """Write a self-contained HTML report of the store: open <out>/index.html in a browser (no server needed).
 
     Example: kdgrid report --store results --out results-report --watch"""
-    started = time.perf_counter()  # the printed time is the command's (reading the store included)
+    started = command_clock.started()  # the printed time is the command's (loading kdgrid and the store included)
     from kdgrid.report.build import ReportWriter, default_out
     from kdgrid.report.rows import require_store
     from kdgrid.report.watch import (

@@ -292,10 +292,9 @@ def _stale_dependants(store: Path, study_of: dict[str, str]) -> dict[str, str]:
 
 def _print_stale(stale: dict[str, str], sweep: str) -> None:
     """One line counting the stale dependants and how to train them again, then the first few with why."""
-    from kdgrid.store.stale_teachers import describe
-
     if not stale:
         return
+    from kdgrid.store.stale_teachers import describe  # pandas: imported only when there is something to say
     typer.echo(
         f"stale: {len(stale):,} done trial(s) learnt from a teacher that no longer exists; "
         f"`kdgrid resume {sweep} --stale-dependants` trains them again"
@@ -573,7 +572,8 @@ def _show(sweep_path: Path, store: Path, options: PlanOptions, view: _View) -> N
     running = running_trials(state, spec.study_of()) if with_failures else []
     degenerate = _degenerate(state, store, spec.study_of()) if with_failures else []
     overfit = _projector_overfit(state, store, spec.study_of()) if with_failures else []
-    stale = _stale_dependants(store, spec.study_of()) if with_failures else {}
+    # stale dependants are done trials: a sweep without any needs no read of the store's rows
+    stale = _stale_dependants(store, spec.study_of()) if with_failures and state.done else {}
     diagnosed = _diagnosed(state, store, spec.study_of()) if with_failures else []
     if options.as_json:
         extra: dict[str, Any] = (

@@ -16,10 +16,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
+from kdgrid import store as store_rows  # its readers (pandas, pyarrow) are imported when first called
 from kdgrid.core.data import get_task
 from kdgrid.core.methods.projectors.overfit import EXTRA_KEY as OVERFIT_KEY
 from kdgrid.core.training.degenerate import degenerate_reasons
@@ -28,10 +27,12 @@ from kdgrid.errors import KdgridError
 from kdgrid.grid.expand import Sweep
 from kdgrid.store import layout
 from kdgrid.store.claims import Claim, live_claims
-from kdgrid.store.read import latest_done_rows, latest_state, read_store, read_table
 from kdgrid.store.step_curves import row_diagnosis
 from kdgrid.trial import Trial
 from kdgrid.trial_labels import HARD_ONLY, SOFT_ONLY, knowledge_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STATE_COLUMNS = (
     "trial_id",
@@ -83,13 +84,32 @@ def one_line(text: Any, limit: int = 200) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def _holds_no_rows(store: Path) -> bool:
+    """Whether ``store`` has nothing a read would list: it is missing, or a folder whose ``rows/`` and
+    ``compacted/`` are missing or hold no visible entry (no row file, and no stray for a read to report). Such a
+    store is not read at all, so that ``plan`` and ``status`` of a new store do not import pandas; a
+    store that is a file, or whose ``rows/`` is a file, is read (the read refuses or reports it)."""
+    if not store.exists():
+        return True
+    if not store.is_dir():
+        return False
+    folders = (layout.rows_dir(store), layout.compacted_dir(store))
+    return all(not folder.exists() or (folder.is_dir() and not layout.listed_entries(folder)) for folder in folders)
+
+
 def sweep_state(sweep: Sweep, store_dir: Path | str) -> SweepState:
     """Classify the sweep's trials by the store's rows."""
+    if _holds_no_rows(Path(store_dir)):  # nothing to read: every trial pending (or running), and no timings
+        state = SweepState(pending=[planned.trial for planned in sweep.trials])
+        _move_running(state, Path(store_dir))
+        return state
     loose = len(layout.visible_files(layout.rows_dir(Path(store_dir))))
-    frame = read_store(store_dir, STATE_COLUMNS, flatten_scores=False, open_row_file=_open_for_state(loose))
+    frame = store_rows.read_store(
+        store_dir, STATE_COLUMNS, flatten_scores=False, open_row_file=_open_for_state(loose)
+    )
     ids = {p.trial.trial_id for p in sweep.trials}
     mine = frame[frame["trial_id"].isin(ids)]
-    states = latest_state(mine)
+    states = store_rows.latest_state(mine)
     state = SweepState()
     for planned in sweep.trials:
         trial = planned.trial
@@ -108,7 +128,7 @@ def sweep_state(sweep: Sweep, store_dir: Path | str) -> SweepState:
     _move_running(state, Path(store_dir))
     # one timing per trial: a trial trained twice (a stalled holder's row, two merged stores) counts by the row
     # every command counts it by, its latest done row
-    latest = latest_done_rows(frame)
+    latest = store_rows.latest_done_rows(frame)
     state.timings = latest[latest["wall_time_s"].notna()][["student", "task", "wall_time_s"]]
     return state
 
@@ -130,9 +150,9 @@ def degenerate_trials(state: SweepState, store_dir: Path | str) -> dict[str, lis
     done = {t.trial_id for t in state.done}
     if not done:
         return {}
-    table = read_table(store_dir)  # every default column: fills the read cache (see the docstring)
+    table = store_rows.read_table(store_dir)  # every default column: fills the read cache (see the docstring)
     frame = table.select(list(DEGENERATE_COLUMNS)).to_pandas()
-    rows = latest_done_rows(frame[frame["trial_id"].isin(done)]).set_index("trial_id")
+    rows = store_rows.latest_done_rows(frame[frame["trial_id"].isin(done)]).set_index("trial_id")
     found: dict[str, list[str]] = {}
     for trial in state.done:
         if trial.trial_id not in rows.index:
@@ -154,8 +174,8 @@ def projector_overfit_trials(state: SweepState, store_dir: Path | str) -> dict[s
     done = {t.trial_id for t in state.done}
     if not done:
         return {}
-    frame = read_table(store_dir).select(list(OVERFIT_COLUMNS)).to_pandas()
-    rows = latest_done_rows(frame[frame["trial_id"].isin(done)]).set_index("trial_id")
+    frame = store_rows.read_table(store_dir).select(list(OVERFIT_COLUMNS)).to_pandas()
+    rows = store_rows.latest_done_rows(frame[frame["trial_id"].isin(done)]).set_index("trial_id")
     found: dict[str, str] = {}
     for trial in state.done:
         if trial.trial_id in rows.index and isinstance(rows.loc[trial.trial_id]["extra_json"], str):
@@ -176,10 +196,10 @@ def diagnosed_trials(state: SweepState, store_dir: Path | str) -> dict[str, list
     done = {t.trial_id for t in state.done}
     if not done:
         return {}
-    table = read_table(store_dir)
+    table = store_rows.read_table(store_dir)
     names = [name for name in DIAGNOSIS_COLUMNS if name in table.column_names]
     frame = table.select(names).to_pandas()
-    rows = latest_done_rows(frame[frame["trial_id"].isin(done)]).set_index("trial_id")
+    rows = store_rows.latest_done_rows(frame[frame["trial_id"].isin(done)]).set_index("trial_id")
     found: dict[str, list[Flag]] = {}
     for trial in state.done:
         if trial.trial_id not in rows.index:

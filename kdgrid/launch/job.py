@@ -46,13 +46,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kdgrid import store as store_rows  # its readers (pandas, pyarrow) are imported when first called
 from kdgrid.core.job import phases
 from kdgrid.grid.plan import checkpoint_dir_for
 from kdgrid.launch.progress import EpochLines, planned_seconds, print_line
 from kdgrid.plugins import load_plugins
 from kdgrid.store import layout
 from kdgrid.store.claims import read_claims, release, stale_reason
-from kdgrid.store.read import trial_states
 from kdgrid.store.run_ledger import RUNS_DIR, read_ledger
 from kdgrid.store.write import failure_result, write_result
 from kdgrid.trial import Trial
@@ -212,7 +212,7 @@ class RunRows:
     def states(self, among: Container[str] | None = None) -> dict[str, str]:
         """trial id -> ``done`` / ``failed`` for the trials with a row from this run (`trial_states`), only
         those of ``among`` (trial ids) when given."""
-        return trial_states(row for row in self.rows if among is None or row[0] in among)
+        return store_rows.trial_states(row for row in self.rows if among is None or row[0] in among)
 
     def without_rows(self, trials: Iterable[Trial]) -> list[Trial]:
         """The trials with no row (done or failed) from this run, order kept."""

@@ -41,13 +41,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kdgrid import store as store_rows  # its readers (pandas, pyarrow) are imported when first called
 from kdgrid.errors import ConfigError
 from kdgrid.launch.assistant_worker import ASSISTANT_FAILED, JobChain
 from kdgrid.launch.job import JobFn, accepts_keyword, accepts_on_step, row_studies, write_failure_rows
 from kdgrid.plugins import load_plugins
 from kdgrid.result import TrialResult
 from kdgrid.store.claims import Claim, HeldClaims, claim_trials
-from kdgrid.store.read import done_trial_ids
 from kdgrid.store.write import StoreWriteError, write_result
 from kdgrid.trial import Trial
 
@@ -105,7 +105,7 @@ def _still_to_train(
 ) -> list[Trial]:
     """The trials this process claimed and that have no done row (a concurrent run may have finished one between
     its planning and this claim: its row was written before its claim was released); says what it leaves."""
-    done = done_trial_ids(store) if held.claims else set()
+    done = store_rows.done_trial_ids(store) if held.claims else set()
     for trial_id in [t for t in held if t in done]:
         held.release(trial_id)
     mine = [trial for trial in trials if trial.trial_id in held]

@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from kdgrid.analysis.figures import write_figures
+from kdgrid.analysis.seed_curves import seed_curve_figures
 from kdgrid.analysis.sweep_figures import sweep_figures
 from kdgrid.analysis.sweep_pending import pending_fields, place_pending
 from kdgrid.analysis.sweep_tables import (
@@ -367,8 +368,10 @@ class ReportWriter:
         self._figures_key, self._figures_drawn_at, self._figures_pending = key, now, False
         folder = staged.folder()  # drawn aside, put in place with the rest of the update
         drawn = write_figures(tidy, folder, views=views) if len(done) else []
-        for table in self._sweep_tables:  # a user's own sweep: its forest plots and heat maps
+        for table in self._sweep_tables:  # a user's own sweep: its forest plots and heat maps, its seeds' curves
             drawn += sweep_figures(table, folder)
+            if table.runs is not None:
+                drawn += seed_curve_figures(table.runs, self.store, folder)
         self._figure_files = staged.adopt(drawn, folder, self.out / FIGURES_DIR)
         update.figures = len(self._figure_files)
         return self._figure_files

@@ -291,7 +291,7 @@ def tables_page(
     return page("Tables", body, current="tables.html", refresh_s=refresh_s)
 
 
-SWEEP_FIGURE_KINDS = {"forest": "forest plot", "heatmap": "heat map"}
+SWEEP_FIGURE_KINDS = {"forest": "forest plot", "heatmap": "heat map", "seedcurves": "the seeds of each cell"}
 
 
 def figure_title(stem: str, sweeps: Iterable[str] = ()) -> str:

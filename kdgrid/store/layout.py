@@ -29,6 +29,7 @@ ROWS_DIR = "rows"
 COMPACTED_DIR = "compacted"
 CHECKPOINTS_DIR = "_checkpoints"
 READ_CACHE_DIR = "_read_cache"
+CHECK_COMMAND = "kdgrid store check"  # lists and quarantines what a read leaves out (kdgrid.store.listing)
 SUFFIX = ".parquet"
 
 
@@ -82,6 +83,18 @@ def visible_names(folder: Path) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         return []  # no folder yet, or a file in its place (`kdgrid.store.listing` reports that)
     return sorted(n for n in names if n.endswith(SUFFIX) and not n.startswith((".", "_")))
+
+
+HIDDEN_PREFIXES = (".", "_")  # names a read never lists: temporary files, the read cache, quarantine
+
+
+def listed_entries(folder: Path) -> list[str]:
+    """The names of every entry of ``folder`` a read lists (`kdgrid.store.listing`): row files and strays
+    alike, hidden and temporary names skipped; none when the folder is missing or a file."""
+    try:
+        return sorted(name for name in os.listdir(folder) if not name.startswith(HIDDEN_PREFIXES))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def visible_files(folder: Path) -> list[Path]:

@@ -40,12 +40,12 @@ import pyarrow.parquet as pq
 from kdgrid.atomic_files import write_file_atomically
 from kdgrid.errors import KdgridError
 from kdgrid.store import layout
+from kdgrid.store.layout import CHECK_COMMAND
 from kdgrid.store.schema import SCHEMA, STATUSES
 
 logger = logging.getLogger("kdgrid.store")
 
 IDENTITY_COLUMNS = ("row_id", "trial_id", "status")  # without them a row cannot be told apart or classified
-CHECK_COMMAND = "kdgrid store check"
 QUARANTINE_DIR = "_quarantine"
 MAX_NAMED_IN_WARNING = 5
 VERIFY_FORMAT = 1  # bump when `content_problem` changes what it accepts: older verifications are then ignored
@@ -158,7 +158,7 @@ def content_problem(path: Path, *, loose: bool) -> str | None:
 def _entries(folder: Path) -> list[os.DirEntry[str]]:
     try:
         return sorted(
-            (e for e in os.scandir(folder) if not e.name.startswith((".", "_"))), key=lambda e: e.name
+            (e for e in os.scandir(folder) if not e.name.startswith(layout.HIDDEN_PREFIXES)), key=lambda e: e.name
         )
     except FileNotFoundError:
         return []

@@ -40,7 +40,7 @@ from urllib.parse import quote
 
 from kdgrid.atomic_files import write_file_atomically
 from kdgrid.errors import KdgridError
-from kdgrid.store.listing import CHECK_COMMAND
+from kdgrid.store.layout import CHECK_COMMAND
 
 logger = logging.getLogger("kdgrid.store")
 

@@ -17,12 +17,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import pyarrow.compute as pc
-
+from kdgrid import store as store_rows  # its readers (pandas, pyarrow) are imported when first called
 from kdgrid.core.data import get_task
 from kdgrid.diagnosis import Flag, diagnose, record_from_epochs
 from kdgrid.errors import KdgridError
-from kdgrid.store.read import StoreSchemaError, read_table
 from kdgrid.store.schema import STEP_CURVES_COLUMN
 
 _COLUMNS = ("row_id", STEP_CURVES_COLUMN)
@@ -37,8 +35,8 @@ def read_step_curves(store_dir: Path | str, row_ids: Iterable[str]) -> dict[str,
     wanted = set(row_ids)
     if not wanted or not Path(store_dir).exists():
         return {}
-    table = read_table(store_dir, _COLUMNS, row_ids=wanted)
-    found = table.filter(pc.is_valid(table.column(STEP_CURVES_COLUMN)))
+    table = store_rows.read_table(store_dir, _COLUMNS, row_ids=wanted)
+    found = table.filter(table.column(STEP_CURVES_COLUMN).is_valid())
     answer: dict[str, dict[str, Any]] = {}
     for row_id, text in zip(
         found.column("row_id").to_pylist(), found.column(STEP_CURVES_COLUMN).to_pylist(), strict=True
@@ -46,7 +44,8 @@ def read_step_curves(store_dir: Path | str, row_ids: Iterable[str]) -> dict[str,
         try:
             answer[row_id] = json.loads(text)
         except ValueError as error:
-            raise StoreSchemaError(f"row {row_id} of {store_dir}: unreadable step curves ({error})") from error
+            message = f"row {row_id} of {store_dir}: unreadable step curves ({error})"
+            raise store_rows.StoreSchemaError(message) from error
     return answer
 
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kdgrid import store as store_rows  # its readers (pandas, pyarrow) are imported when first called
 from kdgrid.atomic_files import write_file_atomically
 from kdgrid.core.model.trained_teacher import WEIGHTS_SHA256
-from kdgrid.store.read import read_table, trial_states
 
 STUDENTS_DIR = "_students"
 WANTED_SUFFIX = ".wanted"
@@ -61,9 +61,9 @@ def assistant_record(store: Path, trial_id: str) -> AssistantRecord:
     latest done row recorded of its kept student, or its latest failure."""
     if not Path(store).exists():
         return AssistantRecord("pending")
-    table = read_table(store, ["trial_id", "status", "extra_json", "error_type", "error_message", "written_at"])
+    table = store_rows.read_table(store, ["trial_id", "status", "extra_json", "error_type", "error_message", "written_at"])
     rows = [row for row in table.to_pylist() if row["trial_id"] == trial_id]
-    state = trial_states((row["trial_id"], row["status"]) for row in rows).get(trial_id, "pending")
+    state = store_rows.trial_states((row["trial_id"], row["status"]) for row in rows).get(trial_id, "pending")
     rows.sort(key=lambda row: str(row["written_at"] or ""))
     if state == "done":
         extra = json.loads([row for row in rows if row["status"] == "done"][-1]["extra_json"] or "{}")

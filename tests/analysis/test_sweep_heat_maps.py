@@ -84,10 +84,13 @@ def test_the_report_draws_a_users_sweep_figures(store: Path, tmp_path: Path) -> 
             "my-study_forest_1_sst2.png",
             "my-study_heatmap_1_sst2.pdf",
             "my-study_heatmap_1_sst2.png",
+            "my-study_seedcurves_1_cells-1-to-4.pdf",  # each cell's seeds overlaid (analysis.seed_curves)
+            "my-study_seedcurves_1_cells-1-to-4.png",
         ]
-        and update.figures == 4
+        and update.figures == 6
     )
     page = (out / "figures.html").read_text()
     # the heading names the sweep as written (my_study), not its file-name slug
     assert "Sweep my_study: heat map, sst2" in page and 'src="figures/my-study_heatmap_1_sst2.png"' in page
+    assert "<h2>Sweep my_study: the seeds of each cell, cells 1 to 4</h2>" in page
     assert not any(p.suffix == ".png" for p in store.rglob("*"))

@@ -253,10 +253,12 @@ def test_differences_from_the_reference_and_the_forest_plot(store: Path, tmp_pat
             "my-study_forest_1_sst2.png",
             "my-study_heatmap_1_sst2.pdf",
             "my-study_heatmap_1_sst2.png",
+            "my-study_seedcurves_1_cells-1-to-4.pdf",  # each cell's seeds overlaid (analysis.seed_curves)
+            "my-study_seedcurves_1_cells-1-to-4.png",
         ]
-        and "4 file(s)" in printed
+        and "6 file(s)" in printed
     )
-    for png in (files[1], files[3]):
+    for png in (files[1], files[3], files[5]):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (store / "figures").exists()
 

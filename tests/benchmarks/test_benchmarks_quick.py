@@ -181,3 +181,14 @@ def test_ssm_length_smoke(tmp_path: Path) -> None:
     assert report["rows"]["ssm"]["64"]["student"].startswith("ssm-")
     for ratio in report["ratios"].values():  # side by side: every length has both, and their ratios
         assert positive(ratio["time"])
+
+
+def test_analysis_latency_smoke(tmp_path: Path) -> None:
+    figures = run_script("analysis_latency", tmp_path)["figures"]
+    assert figures["trials"] == 8  # 2 knowledge types x 2 learning rates x 2 seeds
+    assert positive(figures["tables --sweep"]["median_s"])
+    for build in [*figures["report (first build)"], figures["report (nothing new)"]]:
+        # the time the report prints is its own command's: never more than the process's wall time
+        assert positive(build["printed_s"]) and build["printed_s"] <= build["wall_s"]
+    exported = figures["export mlflow"]
+    assert exported["runs"] == 8 and positive(exported["runs_per_s"]) and positive(exported["again_s"])

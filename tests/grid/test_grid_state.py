@@ -77,3 +77,27 @@ def test_a_trial_trained_twice_counts_once_in_the_timings_by_its_latest_done_row
     assert sorted(state.timings["wall_time_s"]) == [200.0, 300.0]  # the duplicate's first row is not a third
     # a new bert-tiny trial on a third task: the student's median over two trials, (200 + 300) / 2, not 200
     assert estimate_cost([Trial(task="qqp", teacher="bert-base", student="bert-tiny")], state.timings).seconds == 250
+
+
+def test_a_store_without_rows_is_all_pending_without_a_read_and_a_stray_is_still_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new store (missing, or its folders empty) is not read: every trial pending, no timings. One whose
+    ``rows/`` holds anything visible is read as before, so a stray file there is still reported."""
+    sweep_path = tmp_path / "s.yaml"
+    sweep_path.write_text(json.dumps({"fixed": {"teacher": "bert-base", "student": "bert-tiny"},
+                                      "axes": {"task": ["rte", "mrpc"]}}))  # fmt: skip
+    sweep = load_sweep(sweep_path)
+    trials = [p.trial for p in sweep.trials]
+    store = tmp_path / "store"
+    for made in ([], ["rows", "compacted"]):  # missing, then with empty rows/ and compacted/
+        for folder in made:
+            (store / folder).mkdir(parents=True)
+        state = sweep_state(sweep, store)
+        assert (state.pending, state.done, state.failed, state.running) == (trials, [], [], [])
+        assert state.timings is None and estimate_cost(state.pending, state.timings).seconds is None
+    (store / "rows" / "notes.txt").write_text("not a row")
+    with caplog.at_level("WARNING", logger="kdgrid.store"):
+        state = sweep_state(sweep, store)
+    assert state.pending == trials
+    assert "notes.txt" in caplog.text  # read, and the stray named
