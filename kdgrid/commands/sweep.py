@@ -875,20 +875,6 @@ def _forget_stale_dependants(sweep: Path, store: Path, max_trials: int) -> None:
     )
 
 
-def sweep_purpose(description: str, path: Path) -> str:
-    """A sweep's one-line purpose: its ``description:``, else the first line of its leading comment."""
-    if description.strip():
-        return " ".join(description.split())
-    with contextlib.suppress(OSError):
-        for line in path.read_text().splitlines():
-            if not line.startswith("#"):
-                break
-            text = line.lstrip("#").strip()
-            if text:
-                return text
-    return ""
-
-
 def sweeps(
     as_json: Annotated[
         bool,
