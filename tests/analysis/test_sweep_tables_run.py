@@ -110,6 +110,7 @@ def test_its_forest_plot_is_written_where_asked_not_into_the_store(
     )
     assert code == 0, err
     pngs = sorted(out.glob("*.png"))
-    assert [p.name.split("_")[1] for p in pngs] == ["forest", "heatmap"] and "4 file(s)" in printed
+    # the forest plot, the heat map and, the cells having several seeds, their seeds overlaid (PNG and PDF each)
+    assert [p.name.split("_")[1] for p in pngs] == ["forest", "heatmap", "seedcurves"] and "6 file(s)" in printed
     assert all(p.stat().st_size > 1000 for p in pngs)
     assert not any(path.suffix in (".png", ".pdf") for path in store.rglob("*"))
