@@ -46,8 +46,8 @@ COUNTS = {
     "reaugkd.yaml": (546, 546),
     # 3 seeds x (soft labels, relation alone, ReAugKD, 7 evaluation-only)
     "reaugkd_offline.yaml": (30, 30),
-    # 21 methods, references and assistant cells x 5 seeds, offline (sweeps/methods.yaml says which share a pass)
-    "methods.yaml": (105, 105),
+    # 21 methods, references and assistant cells + 5 paper-recipe cells, x 5 seeds, offline
+    "methods.yaml": (130, 130),
     # Flex-KD, projected hidden_mse, CKA and soft labels only x 3 seeds, offline
     "flex_kd.yaml": (12, 12),
     # MOHAWK: 3 seeds x (6 stage trials of the three chains + an SSM from scratch + a Transformer of equal size)
