@@ -1,22 +1,26 @@
 """Why DOT and the layer curriculum fail at the methods study's recipe: small real runs that separate the causes.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/method_failures.py [--task synthetic|polarity] [--epochs 3]
-        [--json PATH]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/method_failures.py [--task synthetic|polarity]
+        [--teacher small|minilm] [--cases all|dot|curriculum] [--seeds 1] [--epochs 3] [--json PATH]
 
-A small teacher (4 x 64, random, MiniLM's vocabulary) is fine-tuned by kdgrid's own `finetune_teacher`, in a
-temporary ``KDGRID_CACHE``, on ``--task``: ``synthetic`` (`SYNTHETIC_TASK`, a generated task whose label is a
-marker word) or ``polarity`` (the offline sentence-polarity task, copied from the kdgrid cache: run `kdgrid
-demo` or `kdgrid fetch` first). The methods study's MiniLM teacher fine-tuned on polarity is not used: fine-tuning
-it takes longer than these runs. Then one job (one teacher pass) trains random BERT-tiny students (2 x 128) with
-the methods study's recipe: batch 32, 2,000 training sentences, ``--epochs`` epochs, lr 1e-3 (AdamW) unless
-stated, temperature 1, alpha 0.1, ``beta: auto``, hidden states.
+``--teacher small`` (default): a small teacher (4 x 64, random, MiniLM's vocabulary) is fine-tuned by kdgrid's
+own `finetune_teacher`, in a temporary ``KDGRID_CACHE``, on ``--task``: ``synthetic`` (`SYNTHETIC_TASK`, a
+generated task whose label is a marker word) or ``polarity`` (the offline sentence-polarity task, copied from the
+kdgrid cache: run `kdgrid demo` or `kdgrid assets fetch` first). ``--teacher minilm``: the methods study's own
+teacher, MiniLM-L6 fine-tuned on polarity, read from the kdgrid cache (`kdgrid teacher finetune polarity` makes
+it; polarity only). Then one job (one teacher pass) trains random BERT-tiny students (2 x 128) with the methods
+study's recipe: batch 32, 2,000 training sentences, ``--epochs`` epochs, lr 1e-3 (AdamW) unless stated,
+temperature 1, alpha 0.1, ``beta: auto``, hidden states; ``--seeds N`` students (seeds 0..N-1) per row.
 
 - DOT against SGD with momentum at matched learning rates (`LEARNING_RATES`): ``optimizer: dot`` (Delta 0.075,
   the paper's) and ``optimizer: dot`` with ``dot_delta: 0`` (both momenta 0.9: SGD with momentum 0.9 on the sum
   of the two gradients), hidden states at Last-1; AdamW at lr 1e-3 beside them.
 - The layer curriculum's stage length as an axis (`BOUNDARIES`), hidden states at Dilatation, under the paper's
   form (classifier last stage, a fresh optimizer per stage) and kdgrid's earlier one (``layer_curriculum_last:
-  all``, ``layer_curriculum_optimizer: shared``); the same strategy without a curriculum beside them.
+  all``, ``layer_curriculum_optimizer: shared``); at the methods study's boundaries (`STUDY_BOUNDARIES`) also
+  the two crossed forms (a whole-student last stage with a fresh optimizer; the classifier last stage with the
+  shared one), which separate the last stage's kind from the optimizer's state; the same strategy without a
+  curriculum beside them.
 
 For each student: its dev accuracy; the soft and hard losses (unweighted) at the first recorded point of the last
 stage and at the end, from its step curves; the learning rate at the last stage's first point; and, on 256 dev
@@ -43,6 +47,13 @@ from typing import Any
 SYNTHETIC_TASK = "synthetic-single-binary-n2000-d500"
 LEARNING_RATES = (0.01, 0.05, 0.15)
 BOUNDARIES = ((0.02, 0.04), (0.1, 0.2), (0.2, 0.4))
+STUDY_BOUNDARIES = (0.2, 0.4)  # sweeps/methods.yaml's curriculum
+CURRICULUM_FORMS = {  # name: (layer_curriculum_last, layer_curriculum_optimizer)
+    "paper": ("classifier", "fresh"),
+    "old": ("all", "shared"),
+    "all+fresh": ("all", "fresh"),
+    "classifier+shared": ("classifier", "shared"),
+}
 PROBE_SENTENCES = 256
 
 
@@ -62,16 +73,23 @@ def _term(curves: dict[str, Any], name: str, index: int) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=("synthetic", "polarity"), default="synthetic")
+    parser.add_argument("--teacher", choices=("small", "minilm"), default="small")
+    parser.add_argument("--cases", choices=("all", "dot", "curriculum"), default="all")
+    parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.teacher == "minilm" and args.task != "polarity":
+        parser.error("--teacher minilm is the methods study's teacher, fine-tuned on polarity: use --task polarity")
     folder = Path(tempfile.mkdtemp(prefix="kdgrid-failures-"))
     home_cache = Path(os.environ.get("KDGRID_CACHE", Path.home() / ".cache" / "kdgrid")).expanduser()
-    os.environ["KDGRID_CACHE"] = str(folder / "cache")  # before kdgrid reads it
+    if args.teacher == "small":
+        os.environ["KDGRID_CACHE"] = str(folder / "cache")  # before kdgrid reads it
     task = SYNTHETIC_TASK
     if args.task == "polarity":
         task = "polarity"
-        shutil.copytree(home_cache / "polarity", folder / "cache" / "polarity")
+        if args.teacher == "small":
+            shutil.copytree(home_cache / "polarity", folder / "cache" / "polarity")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
     from _common import teacher_path
@@ -81,30 +99,44 @@ def main() -> None:
     from kdgrid.core.data.synthetic import generate_examples
     from kdgrid.core.model.models import bert_config
     from kdgrid.core.model.shapes import student_shape
-    from kdgrid.core.model.teacher_cache import TeacherRecipe
+    from kdgrid.core.model.teacher_cache import TeacherRecipe, cached_teacher, finetuned_teacher_dir
     from kdgrid.core.teacher.finetune import finetune_teacher
     from kdgrid.core.training.train import run_job
     from kdgrid.trial import Trial
 
     started = time.perf_counter()
-    base = teacher_path("tiny")
-    record = finetune_teacher(task, base=base, recipe=TeacherRecipe(lr=1e-3, epochs=4, batch_size=32,
-                                                                      max_length=64))  # fmt: skip
+    if args.teacher == "minilm":
+        finetuned_teacher_dir("polarity")  # refuses, naming the command, when it is not cached
+        record = cached_teacher("polarity")
+        assert record is not None
+        base = str(record.path)
+    else:
+        base = teacher_path("tiny")
+        record = finetune_teacher(task, base=base, recipe=TeacherRecipe(lr=1e-3, epochs=4, batch_size=32,
+                                                                          max_length=64))  # fmt: skip
     common: dict[str, Any] = dict(task=task, max_train_samples=2000, teacher=str(record.path), student="bert-tiny", init="random",
                                   batch_size=32, max_length=64, epochs=args.epochs, temperature=1, alpha=0.1,
-                                  beta="auto", seed=0, knowledge=("hidden_mse",))  # fmt: skip
-    labelled: list[tuple[str, Trial]] = [("adamw lr 1e-3, Last-1", Trial(**common, strategy="Last-1", lr=1e-3))]
-    for lr in LEARNING_RATES:
-        for name, delta in (("dot", 0.075), ("sgd-momentum", 0.0)):
-            options = {"optimizer": "dot", "dot_delta": delta}
-            labelled.append((f"{name} lr {lr}", Trial(**common, strategy="Last-1", lr=lr, options=options)))
-    labelled.append(("no curriculum, Dilatation", Trial(**common, strategy="Dilatation", lr=1e-3)))
-    for boundaries in BOUNDARIES:
-        for form, extra in (("paper", {}), ("old", {"layer_curriculum_last": "all",
-                                                     "layer_curriculum_optimizer": "shared"})):  # fmt: skip
-            options = {"layer_curriculum": list(boundaries), **extra}
-            label = f"curriculum {list(boundaries)} {form}"
-            labelled.append((label, Trial(**common, strategy="Dilatation", lr=1e-3, options=options)))
+                                  beta="auto", knowledge=("hidden_mse",))  # fmt: skip
+    labelled: list[tuple[str, Trial]] = []
+    for seed in range(args.seeds):
+        def add(label: str, seed: int = seed, **fields: Any) -> None:
+            suffix = f" s{seed}" if args.seeds > 1 else ""
+            labelled.append((label + suffix, Trial(**common, seed=seed, **fields)))
+
+        add("adamw lr 1e-3, Last-1", strategy="Last-1", lr=1e-3)
+        if args.cases in ("all", "dot"):
+            for lr in LEARNING_RATES:
+                for name, delta in (("dot", 0.075), ("sgd-momentum", 0.0)):
+                    add(f"{name} lr {lr}", strategy="Last-1", lr=lr, options={"optimizer": "dot", "dot_delta": delta})
+        if args.cases in ("all", "curriculum"):
+            add("no curriculum, Dilatation", strategy="Dilatation", lr=1e-3)
+            for boundaries in BOUNDARIES:
+                forms = CURRICULUM_FORMS if boundaries == STUDY_BOUNDARIES else ("paper", "old")
+                for form in forms:
+                    last, optimizer = CURRICULUM_FORMS[form]
+                    options = {"layer_curriculum": list(boundaries), "layer_curriculum_last": last,
+                               "layer_curriculum_optimizer": optimizer}  # fmt: skip
+                    add(f"curriculum {list(boundaries)} {form}", strategy="Dilatation", lr=1e-3, options=options)
 
     if args.task == "polarity":
         with open(folder / "cache" / "polarity" / "dev.csv", newline="") as handle:
@@ -156,16 +188,17 @@ def main() -> None:
             "cls_variance": variances.get(trial.trial_id),
             "error": (result.error_message or "")[:160] or None,
         })
-    header = f"{'run':38} {'acc':>6} {'soft@st':>8} {'soft@end':>8} {'hard@st':>8} {'hard@end':>8} {'lr@st':>9}  [CLS] var/layer"
+    header = f"{'run':44} {'acc':>6} {'soft@st':>8} {'soft@end':>8} {'hard@st':>8} {'hard@end':>8} {'lr@st':>9}  [CLS] var/layer"
     print(header)
     for row in rows:
         def f(value: Any, width: int = 8) -> str:
             return f"{value:>{width}.4g}" if isinstance(value, float) else f"{'-':>{width}}"
 
-        print(f"{row['run']:38} {f(row['accuracy'], 6)} {f(row['soft_start'])} {f(row['soft_end'])} "
+        print(f"{row['run']:44} {f(row['accuracy'], 6)} {f(row['soft_start'])} {f(row['soft_end'])} "
               f"{f(row['hard_start'])} {f(row['hard_end'])} {f(row['lr_last_stage'], 9)}  "
               f"{row['cls_variance']}{'  ' + row['error'] if row['error'] else ''}")  # fmt: skip
-    report = {"machine": machine(), "task": task, "teacher_dev": record.dev_scores, "epochs": args.epochs,
+    report = {"machine": machine(), "task": task, "teacher": args.teacher, "teacher_dev": record.dev_scores,
+              "cases": args.cases, "seeds": args.seeds, "epochs": args.epochs,
               "ln2": round(math.log(2), 4), "rows": rows, "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     print(json.dumps({k: v for k, v in report.items() if k != "rows"}, default=str))
     shutil.rmtree(folder, ignore_errors=True)
