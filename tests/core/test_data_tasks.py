@@ -1,4 +1,5 @@
-"""The task registry: the paper's GLUE tasks, polarity, synthetic names and clear errors."""
+"""The task registry: the paper's GLUE tasks, the offline polarity and uncertainty tasks, synthetic names and clear
+errors."""
 
 from __future__ import annotations
 
@@ -72,6 +73,28 @@ def test_missing_polarity_asset_names_the_fetch_command(tmp_path, monkeypatch) -
     monkeypatch.setenv("KDGRID_CACHE", str(tmp_path))
     with pytest.raises(AssetMissingError, match="kdgrid assets fetch"):
         load_splits("polarity")
+
+
+def test_uncertainty_is_a_local_task_on_the_deduplicated_conll2010_split() -> None:
+    task = get_task("Uncertainty")
+    assert (task.name, task.source, task.text_keys) == ("uncertainty", "local", ("text",))
+    assert (task.num_labels, task.metrics, task.primary_metric) == (2, ("accuracy",), "accuracy")
+    assert task.dev_sets == ("validation",)
+    assert task.param("asset") == "uncertainty" and not task.is_regression
+    assert "CoNLL-2010" in task.description and "1 certain, 0 uncertain" in task.description
+    splits = load_splits("uncertainty")
+    assert {name: len(split) for name, split in splits.items()} == {"train": 1957, "validation": 1000}
+    assert sum(splits["validation"]["label"]) == 500 and sum(splits["train"]["label"]) == 962
+    assert not set(splits["train"]["text"]) & set(splits["validation"]["text"])
+    hedged = "Earths and clays may have provided prehistoric peoples with some of their first medicines."
+    rows = {t: y for split in splits.values() for t, y in zip(split["text"], split["label"], strict=True)}
+    assert rows[hedged] == 0 and rows["Prelingual deafness"] == 1
+
+
+def test_missing_uncertainty_asset_names_the_fetch_command(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("KDGRID_CACHE", str(tmp_path))
+    with pytest.raises(AssetMissingError, match=r"uncertainty corpus .*kdgrid assets fetch"):
+        load_splits("uncertainty")
 
 
 def test_spec_validation_rejects_inconsistent_specs() -> None:

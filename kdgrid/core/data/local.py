@@ -14,8 +14,8 @@ A spec is a YAML or JSON file, or a dict::
     format: csv                       # optional; default from each file's extension
 
 Every split other than ``train`` is a dev set, in the order written (``dev_sets`` may reorder them). The offline
-polarity task is such a spec whose files come from `kdgrid.assets.polarity_files` (fetched by
-``kdgrid assets fetch``).
+tasks ``polarity`` and ``uncertainty`` are such specs whose files come from the offline corpus of that name
+(`kdgrid.assets.corpus_files`, fetched by ``kdgrid assets fetch``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from kdgrid.assets import polarity_files
+from kdgrid.assets import CORPORA, UNCERTAINTY, corpus_files
 from kdgrid.core.data.spec import TRAIN_SPLIT, TaskSpec
 from kdgrid.errors import ConfigError, KdgridError
 from kdgrid.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS
@@ -61,7 +61,7 @@ FORMATS: dict[str, str] = {
 }
 SPEC_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json")
 # Files that a spec names through an offline asset instead of paths (resolved only when the data is loaded).
-ASSETS: tuple[str, ...] = ("polarity",)
+ASSETS: tuple[str, ...] = tuple(CORPORA)
 
 POLARITY_SPEC: dict[str, Any] = {
     "name": "polarity",
@@ -71,6 +71,11 @@ POLARITY_SPEC: dict[str, Any] = {
     "num_labels": 2,
     "metrics": ["accuracy"],
     "description": "Pang & Lee sentence polarity (offline SST-2 stand-in; 1 positive, 0 negative)",
+}
+UNCERTAINTY_SPEC: dict[str, Any] = {
+    **POLARITY_SPEC,
+    "name": "uncertainty",
+    "description": UNCERTAINTY.description,
 }
 
 
@@ -117,7 +122,7 @@ def task_from_spec(
         spec: the mapping described in the module docstring.
         base_dir: relative file paths are resolved against it (default: the current directory).
         where: how errors name the spec (its file path).
-        asset: instead of ``files``, take the files from this offline asset (``polarity``).
+        asset: instead of ``files``, take the files from this offline corpus (one of `ASSETS`).
     Raises:
         ConfigError: naming the key and the allowed values, or the missing file.
     """
@@ -272,13 +277,16 @@ def task_from_file(path: str | Path) -> TaskSpec:
 
 
 POLARITY_TASK: TaskSpec = task_from_spec(POLARITY_SPEC, where="built-in polarity spec", asset="polarity")
+UNCERTAINTY_TASK: TaskSpec = task_from_spec(
+    UNCERTAINTY_SPEC, where="built-in uncertainty spec", asset="uncertainty"
+)
 
 
 def task_files(task: TaskSpec) -> dict[str, Path]:
     """Split name -> file of a local task (resolving an asset; raises AssetMissingError naming the fetch command)."""
     asset = task.param("asset")
-    if asset == "polarity":
-        found = polarity_files()
+    if asset is not None:
+        found = corpus_files(asset)
         return {TRAIN_SPLIT: found.train, "validation": found.dev}
     return {split: Path(path) for split, path in task.param("files")}
 
@@ -386,7 +394,7 @@ def _file_problems(task: TaskSpec, stamps: tuple[tuple[str, int, int], ...]) -> 
 def local_data_problems(task: TaskSpec) -> list[str]:
     """Why a local task's data files cannot train and evaluate a trial (empty when they can): each split read
     as training reads it (readable, the columns present, at least one example, labels in range). Read once per
-    task and process. Tasks of other sources, and the offline polarity asset (checked by its checksum when
+    task and process. Tasks of other sources, and the offline corpora (checked by their checksums when
     fetched), give no problems."""
     if task.source != "local" or task.param("files") is None:
         return []

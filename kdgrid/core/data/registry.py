@@ -1,7 +1,7 @@
 """Task names -> `TaskSpec`, and `load_splits`, which reads a task's data whatever its source.
 
-Known names: the paper's eight GLUE tasks, ``polarity`` (the offline local task) and the generated
-``synthetic-*`` tasks. `get_task` also accepts a path to a local task spec file (YAML / JSON) and any
+Known names: the paper's eight GLUE tasks, ``polarity`` and ``uncertainty`` (the offline local tasks) and the
+generated ``synthetic-*`` tasks. `get_task` also accepts a path to a local task spec file (YAML / JSON) and any
 ``synthetic-{shape}-{kind}[-n..][-d..][-s..]`` name.
 """
 
@@ -11,13 +11,24 @@ from pathlib import Path
 from typing import Any
 
 from kdgrid.core.data.glue import GLUE_TASKS, load_glue_splits
-from kdgrid.core.data.local import POLARITY_TASK, is_spec_path, load_local_splits, task_from_file
+from kdgrid.core.data.local import (
+    POLARITY_TASK,
+    UNCERTAINTY_TASK,
+    is_spec_path,
+    load_local_splits,
+    task_from_file,
+)
 from kdgrid.core.data.spec import TaskSpec
 from kdgrid.core.data.synthetic import default_synthetic_tasks, load_synthetic_splits, parse_synthetic_name
 from kdgrid.errors import ConfigError
 from kdgrid.suggest import did_you_mean
 
-TASKS: dict[str, TaskSpec] = {**GLUE_TASKS, POLARITY_TASK.name: POLARITY_TASK, **default_synthetic_tasks()}
+TASKS: dict[str, TaskSpec] = {
+    **GLUE_TASKS,
+    POLARITY_TASK.name: POLARITY_TASK,
+    UNCERTAINTY_TASK.name: UNCERTAINTY_TASK,
+    **default_synthetic_tasks(),
+}
 PAPER_TASKS: tuple[str, ...] = tuple(GLUE_TASKS)
 
 
