@@ -70,6 +70,7 @@ def test_every_bundled_paper_sweep_declares_the_table_its_name_gave() -> None:
         assert declared.pop(study) is None
     assert declared.pop("assistants.yaml") is None  # not a paper study: `kdgrid tables --sweep assistants` lays it out
     assert declared.pop("methods.yaml") is None  # the literature's methods: `kdgrid tables --sweep methods`
+    assert declared.pop("methods_copied.yaml") is None  # their second testbed: `kdgrid tables --sweep methods_copied`
     assert declared.pop("mohawk.yaml") is None  # SSM students by MOHAWK: `kdgrid tables --sweep mohawk`
     # ReAugKD's sweeps are another paper's: no table of this one (`kdgrid tables --sweep`)
     assert declared.pop("reaugkd.yaml") is None and declared.pop("reaugkd_offline.yaml") is None

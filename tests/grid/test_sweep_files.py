@@ -48,6 +48,8 @@ COUNTS = {
     "reaugkd_offline.yaml": (30, 30),
     # 21 methods, references and assistant cells + 5 paper-recipe cells, x 5 seeds, offline
     "methods.yaml": (130, 130),
+    # the same less the assistant chain (19 + 5 paper-recipe cells) x 2 tasks x 5 seeds, weight-copied students
+    "methods_copied.yaml": (240, 240),
     # Flex-KD, projected hidden_mse, CKA and soft labels only x 3 seeds, offline
     "flex_kd.yaml": (12, 12),
     # MOHAWK: 3 seeds x (6 stage trials of the three chains + an SSM from scratch + a Transformer of equal size)
@@ -239,7 +241,7 @@ def test_the_mohawk_sweep_chains_each_stage_to_the_stage_before_seed_by_seed() -
     trials = [p.trial for p in sweep.trials]
     # `kdgrid plan` says why: the budgets and each chained trial's source (a field only those trials' groups have)
     split = job_split(trials, plan_jobs(trials), 1000, None)
-    assert split["group_fields_differing"] == {"epochs": 2, "max_train_samples": 3, "init_source": 10}
+    assert split["group_fields_differing"] == {"max_train_samples": 3, "init_source": 10}
     stages = job_stages(plan_jobs(trials))
     assert [sorted({study_of(sweep, t) for job in stage for t in job}) for stage in stages] == [
         ["ssm_scratch", "stage1", "stage2_only", "stage3_only", "transformer"],
