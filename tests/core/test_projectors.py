@@ -113,7 +113,9 @@ def _features(width: int):
 
 def test_method_options_are_checked_with_the_allowed_values() -> None:
     problems = option_problems([("optimizer", "adam"), ("dot_delta", 0.2), ("projector_members", 1)], ())
-    assert problems[0] == "option optimizer='adam' is invalid; allowed: adamw, dot; did you mean 'adamw'?"
+    assert problems[0] == (
+        "option optimizer='adam' is invalid; allowed: adamw, dot, dot_adam; did you mean 'adamw' or 'dot_adam'?"
+    )
     assert problems[1].startswith("option dot_delta=0.2 is invalid; allowed: a number in [0, 0.1)")
     assert problems[2].startswith("option projector_members=1 is invalid; allowed: an integer >= 2")
     assert option_problems([("projector_members", 17)], ())[0].startswith(
@@ -134,7 +136,7 @@ def test_method_combinations_are_refused_before_anything_runs() -> None:
     spectral = method_problems(Trial(**base, options={"projector_spectral": 0.1}))
     assert spectral and "needs knowledge with a projection" in spectral[0]
     assert method_problems(Trial(**base, options={"dot_delta": 0.05})) == [
-        "option dot_delta is only for optimizer 'dot'"
+        "option dot_delta is only for optimizer 'dot' or 'dot_adam'"
     ]
     no_task = method_problems(Trial(**base, alpha=0.0, options={"optimizer": "dot"}))
     assert no_task and no_task[0].startswith("optimizer 'dot' needs both a task gradient (alpha > 0, here 0)")

@@ -1,6 +1,6 @@
 """The projector and gradient-conflict methods through run_job on a tiny teacher and student: they train, their
-numbers reach the row, logging the cosine changes nothing, and DOT with an ensemble and a dual head resumes bit
-for bit."""
+numbers reach the row, logging the cosine changes nothing, and DOT with an ensemble and a dual head (and kdgrid's
+Adam form of DOT) resume bit for bit."""
 
 from __future__ import annotations
 
@@ -80,6 +80,29 @@ def test_dot_with_an_ensemble_and_a_dual_head_resumes_bit_for_bit(
     assert resumed.extra["resumed_from_epoch"] == 2
     assert resumed.curve == straight.curve
     assert resumed.extra["grad_cosine"] == straight.extra["grad_cosine"]
+    for key, value in straight_weights[trial.trial_id].items():
+        assert torch.equal(value, resumed_weights[trial.trial_id][key]), key
+
+
+def test_dot_adam_trains_records_kdgrids_form_and_resumes_bit_for_bit(
+    teacher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kdgrid's Adam form of DOT at the AdamW rate, with a projection (distillation gradient only): it trains, its
+    row says it measured kdgrid's extension, and its three moments per parameter survive a checkpoint."""
+    trial = make_trial(
+        teacher, knowledge=("hidden_mse",), strategy="Last", epochs=3, options={"optimizer": "dot_adam"}
+    )
+    (straight,), straight_weights = run([trial])
+    assert straight.status == "done", straight.error_message
+    assert straight.extra["formulation"] == {"optimizer": "dot_adam (kdgrid's Adam form of DOT, not the paper's)"}
+    assert straight.extra["projection_params"] > 0  # a one-sided parameter stepped too
+    assert all(math.isfinite(v) for point in straight.curve for v in point["loss_terms"].values())
+
+    with preempted_in_epoch(monkeypatch, 2):
+        run([trial], checkpoint_dir=tmp_path)
+    (resumed,), resumed_weights = run([trial], checkpoint_dir=tmp_path)
+    assert resumed.extra["resumed_from_epoch"] == 2
+    assert resumed.curve == straight.curve
     for key, value in straight_weights[trial.trial_id].items():
         assert torch.equal(value, resumed_weights[trial.trial_id][key]), key
 

@@ -34,6 +34,8 @@ def formulation(**fields: object) -> dict[str, str]:
         ({"knowledge": ("hidden_mse",), "strategy": "LAD"}, {"lad_form": "gates"}),
         ({"knowledge": ("hidden_mse",), "strategy": "ALP-KD"}, {"alp_kd_tokens": "cls"}),
         ({"knowledge": ("hidden_mse",), "strategy": "Last", "options": {"optimizer": "dot"}}, {"dot_form": "paper"}),
+        ({"knowledge": ("hidden_mse",), "strategy": "Last", "options": {"optimizer": "dot_adam"}},
+         {"optimizer": "dot_adam (kdgrid's Adam form of DOT, not the paper's)"}),
         ({"knowledge": ("hidden_mse",), "strategy": "Dilatation", "options": {"layer_curriculum": [0.2, 0.4]}},
          {"layer_curriculum_last": "classifier", "layer_curriculum_optimizer": "fresh"}),
     ],

@@ -21,7 +21,7 @@ only (a projection has no task gradient) steps by the option ``dot_form``:
 - ``kdgrid`` (kdgrid's earlier form): the missing gradient counts as zero, both buffers decay by their own
   momenta and both step the parameter, the weight decay on the task side. The learning rate is the trial's ``lr``, scaled
 by the usual warm-up/decay schedule: DOT is SGD, so its learning rate is SGD's (the paper's CIFAR runs: 0.05 to
-0.1), not AdamW's.
+0.1), not AdamW's. kdgrid's own Adam form of it (not the paper's) is `kdgrid.core.methods.dot.adam`.
 """
 
 from __future__ import annotations
@@ -34,10 +34,13 @@ import torch
 from kdgrid.core.methods.dot.spec import (
     DEFAULT_DOT_DELTA,
     DEFAULT_DOT_FORM,
+    DOT_ADAM,
+    DOT_ADAM_FORMULATION,
     DOT_FORM,
     DOT_FORMS,
     DOT_MOMENTUM,
 )
+from kdgrid.core.optimizers import OPTIMIZER
 from kdgrid.core.step_hooks import StepHooks
 from kdgrid.errors import ConfigError
 
@@ -112,20 +115,26 @@ class DOT(torch.optim.Optimizer):
 
 
 class DotHooks(StepHooks):
-    """DOT's check once its student is set up: SGD's momenta take no fp16 loss scaling (the split gradients
-    reach the optimizer unscaled); and which form of its one-sided step the row measured."""
+    """The check of DOT (or kdgrid's Adam form, ``dot_adam``) once its student is set up: no fp16 loss scaling
+    (the split gradients reach the optimizer unscaled, so a scaler would neither unscale them nor see an
+    overflow); and what the row measured: DOT's one-sided form, or that ``dot_adam`` is kdgrid's extension."""
 
     def __init__(self, trial: Any) -> None:
+        self.optimizer = str(trial.option(OPTIMIZER))
         self.form = str(trial.option(DOT_FORM) or DEFAULT_DOT_FORM)
 
     def formulation(self, objective: Any) -> dict[str, str]:
+        if self.optimizer == DOT_ADAM:
+            return {OPTIMIZER: DOT_ADAM_FORMULATION}
         return {DOT_FORM: self.form}
 
     def set_up(self, run: Any, job: Any) -> None:
         if run.scaler is not None:
-            raise ConfigError("optimizer 'dot' takes no fp16 loss scaling: run it with KDGRID_AMP=bf16 or off")
+            raise ConfigError(
+                f"optimizer {self.optimizer!r} takes no fp16 loss scaling: run it with KDGRID_AMP=bf16 or off"
+            )
 
 
 def step_hooks(trial: Any) -> DotHooks:
-    """The hooks of a trial with ``optimizer: dot``."""
+    """The hooks of a trial with ``optimizer: dot`` or ``dot_adam``."""
     return DotHooks(trial)

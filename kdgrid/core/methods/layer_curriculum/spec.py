@@ -42,6 +42,7 @@ from typing import Any
 from kdgrid.core.knowledge import distilled_knowledge, placed_terms
 from kdgrid.core.method_registry import MethodSpec, Preset, TrialFacts, register_method
 from kdgrid.core.model.ssm.rules import bert_only
+from kdgrid.core.optimizers import GRADIENT_SPLITTING, OPTIMIZER
 from kdgrid.core.options import register_option
 from kdgrid.errors import ConfigError
 
@@ -135,10 +136,11 @@ def curriculum_problems(trial: Any, pairs: list[tuple[int, int]] | None) -> list
             f"a strategy and knowledge other than soft_label and hard_label; here strategy {trial.strategy!r}, "
             f"knowledge {list(trial.knowledge)}"
         )
-    if trial.option("optimizer") == "dot" or trial.option("grad_cosine_batches") is not None:
+    if trial.option(OPTIMIZER) in GRADIENT_SPLITTING or trial.option("grad_cosine_batches") is not None:
+        splitting = ", ".join(repr(name) for name in sorted(GRADIENT_SPLITTING))
         problems.append(
-            f"option {LAYER_CURRICULUM} cannot go with optimizer 'dot' or grad_cosine_batches: its layer stages "
-            "have no task gradient"
+            f"option {LAYER_CURRICULUM} cannot go with optimizer {splitting} or grad_cosine_batches: its layer "
+            "stages have no task gradient"
         )
     if pairs is not None and not problems:
         try:

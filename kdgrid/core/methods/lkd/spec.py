@@ -9,6 +9,7 @@ from typing import Any
 
 from kdgrid.core.knowledge import distilled_knowledge
 from kdgrid.core.method_registry import MethodMemory, MethodSpec, TrialFacts, register_method
+from kdgrid.core.optimizers import GRADIENT_SPLITTING, OPTIMIZER
 from kdgrid.core.options import register_option
 from kdgrid.number_range import NumberRange
 from kdgrid.trial import LKD_HOLDOUT, Trial
@@ -43,7 +44,7 @@ def lkd_problems(trial: Any) -> list[str]:
     clashing = [
         name
         for name, on in (
-            ("optimizer dot", trial.option("optimizer") == "dot"),
+            (f"optimizer {trial.option(OPTIMIZER)}", trial.option(OPTIMIZER) in GRADIENT_SPLITTING),
             ("grad_cosine_batches", trial.option("grad_cosine_batches") is not None),
             ("layer_curriculum", trial.option("layer_curriculum") is not None),
         )
