@@ -76,7 +76,7 @@ def test_one_row_per_study_against_soft_labels_with_intervals_and_marks(store: P
     assert (built.layout.rows, built.layout.cols, built.layout.blocks) == (("study",), (), ())
     order = list(load_sweep(SWEEPS / "methods.yaml").studies)  # the file's order (the paper-recipe cells last)
     main = built.view.blocks[0]
-    assert main.rows == order and order[0] == "soft_labels" and len(order) == 26
+    assert main.rows == order and order[0] == "soft_labels" and len(order) == 27
     column = main.columns[0]
     reference, lad, dot = (main.cell(s, column) for s in ("soft_labels", "lad", "dot"))
     assert reference.is_reference and reference.n_seeds == 5 and reference.value == pytest.approx(0.7)

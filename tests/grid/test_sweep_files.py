@@ -46,10 +46,10 @@ COUNTS = {
     "reaugkd.yaml": (546, 546),
     # 3 seeds x (soft labels, relation alone, ReAugKD, 7 evaluation-only)
     "reaugkd_offline.yaml": (30, 30),
-    # 21 methods, references and assistant cells + 5 paper-recipe cells, x 5 seeds, offline
-    "methods.yaml": (130, 130),
-    # the same less the assistant chain (19 + 5 paper-recipe cells) x 2 tasks x 5 seeds, weight-copied students
-    "methods_copied.yaml": (240, 240),
+    # 22 methods, references and assistant cells + 5 paper-recipe cells, x 5 seeds, offline
+    "methods.yaml": (135, 135),
+    # the same less the assistant chain (20 + 5 paper-recipe cells) x 2 tasks x 5 seeds, weight-copied students
+    "methods_copied.yaml": (250, 250),
     # Flex-KD, projected hidden_mse, CKA and soft labels only x 3 seeds, offline
     "flex_kd.yaml": (12, 12),
     # MOHAWK: 3 seeds x (6 stage trials of the three chains + an SSM from scratch + a Transformer of equal size)
