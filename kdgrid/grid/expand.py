@@ -212,7 +212,8 @@ class _StudyExpander:
     def grid(self) -> Iterable[tuple[Trial | None, str, bool]]:
         """(trial or None, where, is_include) for each grid point, excluded points skipped."""
         fields = [f for f, _ in self.axes]
-        where = f"studies.{self.study.name}" if self.study.name != "main" else "axes"
+        # where a grid point's problem is reported: its study, or the top level's axes (its fixed part without them)
+        where = f"studies.{self.study.name}" if self.study.name != "main" else "axes" if self.axes else "fixed"
         # No axes: the grid is the one point `fixed` describes, unless the study lists its trials in `include`.
         points = [] if not self.axes and self.study.include else itertools.product(*(v for _, v in self.axes))
         for point in points:

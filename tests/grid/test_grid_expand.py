@@ -492,6 +492,11 @@ def test_a_trial_file_and_a_sweep_give_the_same_trial_and_the_same_combination_p
         load_sweep(write(tmp_path, "bad.yaml", f"fixed: {impossible}\n"))
     with pytest.raises(ConfigError) as from_trial:
         read_trials(write(tmp_path, "bad-trial.yaml", f"- {impossible}\n"))
+    # a sweep without axes: its one grid point is what `fixed` wrote, so the problem is located there
+    assert "bad.yaml: fixed: trial {task=rte" in str(from_sweep.value)
+    with pytest.raises(ConfigError) as with_axes:
+        load_sweep(write(tmp_path, "axes.yaml", f"fixed: {impossible}\naxes: {{lr: [1.0e-4, 2.0e-4]}}\n"))
+    assert "axes.yaml: axes: knowledge ['cos'] needs a `strategy`" in str(with_axes.value)
     sweep_line = str(from_sweep.value).splitlines()[1].split(": trial {", 1)[1]
     trial_line = str(from_trial.value).splitlines()[1].split(": trial {", 1)[1]
     assert "needs a `strategy`" in sweep_line and sweep_line == trial_line
