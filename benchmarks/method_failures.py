@@ -96,6 +96,7 @@ def main() -> None:
     from _machine import machine
     from transformers import AutoTokenizer, BertForSequenceClassification
 
+    from kdgrid.assets import polarity_files
     from kdgrid.core.data.synthetic import generate_examples
     from kdgrid.core.model.models import bert_config
     from kdgrid.core.model.shapes import student_shape
@@ -139,7 +140,7 @@ def main() -> None:
                     add(f"curriculum {list(boundaries)} {form}", strategy="Dilatation", lr=1e-3, options=options)
 
     if args.task == "polarity":
-        with open(folder / "cache" / "polarity" / "dev.csv", newline="") as handle:
+        with open(polarity_files().dev, newline="") as handle:  # the cache KDGRID_CACHE names now
             sentences = [row["text"] for row in csv.DictReader(handle)][:PROBE_SENTENCES]
     else:
         sentences = [e["sentence"] for e in generate_examples("single", "binary", PROBE_SENTENCES,
