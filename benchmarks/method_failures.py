@@ -10,7 +10,8 @@ kdgrid cache: run `kdgrid demo` or `kdgrid assets fetch` first). ``--teacher min
 teacher, MiniLM-L6 fine-tuned on polarity, read from the kdgrid cache (`kdgrid teacher finetune polarity` makes
 it; polarity only). Then one job (one teacher pass) trains random BERT-tiny students (2 x 128) with the methods
 study's recipe: batch 32, 2,000 training sentences, ``--epochs`` epochs, lr 1e-3 (AdamW) unless stated,
-temperature 1, alpha 0.1, ``beta: auto``, hidden states; ``--seeds N`` students (seeds 0..N-1) per row.
+temperature 1, alpha 0.1, ``beta: auto``, hidden states; ``--seeds N`` students (seeds 0..N-1) per row, all on
+one data order (``data_seed: 0``, as the methods study's seeds).
 
 - DOT against SGD with momentum at matched learning rates (`LEARNING_RATES`): ``optimizer: dot`` (Delta 0.075,
   the paper's) and ``optimizer: dot`` with ``dot_delta: 0`` (both momenta 0.9: SGD with momentum 0.9 on the sum
@@ -120,9 +121,11 @@ def main() -> None:
                                   beta="auto", knowledge=("hidden_mse",))  # fmt: skip
     labelled: list[tuple[str, Trial]] = []
     for seed in range(args.seeds):
-        def add(label: str, seed: int = seed, **fields: Any) -> None:
+        def add(label: str, seed: int = seed, options: dict[str, Any] | None = None, **fields: Any) -> None:
             suffix = f" s{seed}" if args.seeds > 1 else ""
-            labelled.append((label + suffix, Trial(**common, seed=seed, **fields)))
+            # one data order for every seed (data_seed 0): one job, one teacher pass; a seed varies the init
+            shared = {"data_seed": 0, **(options or {})}
+            labelled.append((label + suffix, Trial(**common, seed=seed, options=shared, **fields)))
 
         add("adamw lr 1e-3, Last-1", strategy="Last-1", lr=1e-3)
         if args.cases in ("all", "dot"):

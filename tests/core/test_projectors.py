@@ -150,6 +150,20 @@ def test_method_combinations_are_refused_before_anything_runs() -> None:
     assert term_problems(with_spectral, 0) and term_problems(with_spectral, 2) == []
 
 
+@pytest.mark.parametrize("kind", ["mlp", "ensemble"])
+def test_a_projection_kind_no_term_uses_is_refused_not_trained_as_linear(kind: str) -> None:
+    # A student of the teacher's width has nothing projected: an mlp or ensemble projection would silently train
+    # as the linear trial (a row under the projector's name measuring none); the default linear one stays allowed.
+    base = {"task": "polarity", "teacher": "minilm-l6", "student": "w384-l2-h12-f1536", "init": "preload"}
+    projected = Trial(**base, knowledge=("hidden_mse",), strategy="Last-1", projection=kind)
+    assert term_problems(projected, 0) == [
+        f"projection {kind!r} is never used: no loss term of this trial is projected (same widths, or knowledge "
+        "that compares the two sides in their own widths); leave it unset"
+    ]
+    assert term_problems(projected, 1) == []
+    assert term_problems(Trial(**base, knowledge=("hidden_mse",), strategy="Last-1"), 0) == []
+
+
 def test_memory_counts_every_member_of_an_ensemble() -> None:
     # bert-tiny (width 128) against bert-base (768) on Last: 2 pairs of hidden_mse, each one projection.
     common = {"task": "sst2", "teacher": "bert-base", "student": "bert-tiny", "knowledge": ("hidden_mse",)}

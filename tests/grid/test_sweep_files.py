@@ -48,8 +48,8 @@ COUNTS = {
     "reaugkd_offline.yaml": (30, 30),
     # 22 methods, references and assistant cells + 5 paper-recipe cells, x 5 seeds, offline
     "methods.yaml": (135, 135),
-    # the same less the assistant chain (20 + 5 paper-recipe cells) x 2 tasks x 5 seeds, weight-copied students
-    "methods_copied.yaml": (250, 250),
+    # the same less the assistant chain and the projectors (17 + 4 paper-recipe cells) x 2 tasks x 5 seeds, weight-copied students
+    "methods_copied.yaml": (210, 210),
     # Flex-KD, projected hidden_mse, CKA and soft labels only x 3 seeds, offline
     "flex_kd.yaml": (12, 12),
     # MOHAWK: 3 seeds x (6 stage trials of the three chains + an SSM from scratch + a Transformer of equal size)

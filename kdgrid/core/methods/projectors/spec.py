@@ -64,14 +64,22 @@ def projector_rule(facts: TrialFacts) -> list[str]:
     return problems
 
 
-def spectral_terms_rule(facts: TrialFacts) -> list[str]:
-    """A spectral penalty with no projection to regularise (same widths, or no knowledge that is projected)."""
-    if facts.trial.option(PROJECTOR_SPECTRAL) is not None and facts.projected_terms == 0:
-        return [
-            f"option {PROJECTOR_SPECTRAL} regularises projections, but no loss term of this trial is projected "
-            "(same widths, or knowledge that compares the two sides in their own widths)"
-        ]
-    return []
+NOTHING_PROJECTED = "no loss term of this trial is projected (same widths, or knowledge that compares the two sides in their own widths)"
+
+
+def projected_terms_rule(facts: TrialFacts) -> list[str]:
+    """What a projector method would change where nothing is projected: a spectral penalty with no projection to
+    regularise, or a non-default projection kind (``mlp``, ``ensemble``) that no loss term uses, whose trial would
+    silently train as the same trial with a linear projection (a row under the method's name measuring none)."""
+    trial = facts.trial
+    if facts.projected_terms != 0:
+        return []
+    problems: list[str] = []
+    if trial.option(PROJECTOR_SPECTRAL) is not None:
+        problems.append(f"option {PROJECTOR_SPECTRAL} regularises projections, but {NOTHING_PROJECTED}")
+    if trial.projection in ("mlp", "ensemble"):
+        problems.append(f"projection {trial.projection!r} is never used: {NOTHING_PROJECTED}; leave it unset")
+    return problems
 
 
 def ensemble_memory(facts: TrialFacts) -> MethodMemory:
@@ -119,7 +127,7 @@ register_method(
         paper="Chen et al., Improved Feature Distillation via Projector Ensemble, NeurIPS 2022; Yoshida & "
         "Miyato, Spectral Norm Regularization, arXiv:1705.10941, 2017",
         options=(PROJECTOR_MEMBERS, PROJECTOR_MEMBER, PROJECTOR_SPECTRAL),
-        rules=(("combination", projector_rule), ("terms", spectral_terms_rule)),
+        rules=(("combination", projector_rule), ("terms", projected_terms_rule)),
         memory=ensemble_memory,
         uses=lambda trial: bool(trial.knowledge) and trial.projection != "none",
         hooks="kdgrid.core.methods.projectors.spectral:step_hooks",
