@@ -32,15 +32,16 @@ the step count.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 
+from kdgrid.core.methods.dot.optimizer import SplitGradients
 from kdgrid.core.methods.dot.spec import DEFAULT_DOT_DELTA, DOT_ADAM_BETAS, DOT_ADAM_EPS
 
 
-class DotAdam(torch.optim.Optimizer):
+class DotAdam(SplitGradients, torch.optim.Optimizer):
     """AdamW with DOT's split first moments (kdgrid's extension; the module says how it steps);
     `set_gradients` before each `step`."""
 
@@ -61,28 +62,10 @@ class DotAdam(torch.optim.Optimizer):
         super().__init__(
             params, {"lr": lr, "betas": betas, "delta": delta, "eps": eps, "weight_decay": weight_decay}
         )
-        self._split: tuple[dict[torch.Tensor, torch.Tensor], dict[torch.Tensor, torch.Tensor]] | None = None
-
-    def set_gradients(
-        self,
-        params: Sequence[torch.Tensor],
-        task: Sequence[torch.Tensor | None],
-        distill: Sequence[torch.Tensor | None],
-    ) -> None:
-        """The next step's task and distillation gradients of ``params`` (None: no gradient on that side)."""
-        self._split = (
-            {p: g for p, g in zip(params, task, strict=True) if g is not None},
-            {p: g for p, g in zip(params, distill, strict=True) if g is not None},
-        )
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]
-        if self._split is None:
-            raise RuntimeError(
-                "DotAdam.step needs the task and distillation gradients: call set_gradients first"
-            )
-        task, distill = self._split
-        self._split = None
+        task, distill = self.take_gradients()
         for group in self.param_groups:
             lr, (beta1, beta2), delta = group["lr"], group["betas"], group["delta"]
             eps, wd = group["eps"], group["weight_decay"]

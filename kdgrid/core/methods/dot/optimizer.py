@@ -45,7 +45,35 @@ from kdgrid.core.step_hooks import StepHooks
 from kdgrid.errors import ConfigError
 
 
-class DOT(torch.optim.Optimizer):
+class SplitGradients:
+    """What DOT's optimizers share: the step's task and distillation gradients, given apart before each step
+    (`set_gradients`) and taken once by the step (`take_gradients`)."""
+
+    _split: tuple[dict[torch.Tensor, torch.Tensor], dict[torch.Tensor, torch.Tensor]] | None = None
+
+    def set_gradients(
+        self,
+        params: Sequence[torch.Tensor],
+        task: Sequence[torch.Tensor | None],
+        distill: Sequence[torch.Tensor | None],
+    ) -> None:
+        """The next step's task and distillation gradients of ``params`` (None: no gradient on that side)."""
+        self._split = (
+            {p: g for p, g in zip(params, task, strict=True) if g is not None},
+            {p: g for p, g in zip(params, distill, strict=True) if g is not None},
+        )
+
+    def take_gradients(self) -> tuple[dict[torch.Tensor, torch.Tensor], dict[torch.Tensor, torch.Tensor]]:
+        """(task, distillation) gradients by parameter, for this step only; refused when none were given."""
+        if self._split is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.step needs the task and distillation gradients: call set_gradients first"
+            )
+        split, self._split = self._split, None
+        return split
+
+
+class DOT(SplitGradients, torch.optim.Optimizer):
     """SGD with separate task and distillation momenta; `set_gradients` before each `step`."""
 
     def __init__(
@@ -65,26 +93,10 @@ class DOT(torch.optim.Optimizer):
         super().__init__(
             params, {"lr": lr, "momentum": momentum, "delta": delta, "weight_decay": weight_decay}
         )
-        self._split: tuple[dict[torch.Tensor, torch.Tensor], dict[torch.Tensor, torch.Tensor]] | None = None
-
-    def set_gradients(
-        self,
-        params: Sequence[torch.Tensor],
-        task: Sequence[torch.Tensor | None],
-        distill: Sequence[torch.Tensor | None],
-    ) -> None:
-        """The next step's task and distillation gradients of ``params`` (None: no gradient on that side)."""
-        self._split = (
-            {p: g for p, g in zip(params, task, strict=True) if g is not None},
-            {p: g for p, g in zip(params, distill, strict=True) if g is not None},
-        )
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]
-        if self._split is None:
-            raise RuntimeError("DOT.step needs the task and distillation gradients: call set_gradients first")
-        task, distill = self._split
-        self._split = None
+        task, distill = self.take_gradients()
         for group in self.param_groups:
             lr, mu, delta, wd = group["lr"], group["momentum"], group["delta"], group["weight_decay"]
             for p in group["params"]:
