@@ -6,8 +6,9 @@ forward pass (shared by the job's students) plus, per student, a forward and a b
 FLOPs). Forward FLOPs per sequence: `kdgrid.core.model.shapes.StudentShape.flops_per_sequence`, from the student's
 shape and the teacher's (`kdgrid.core.trial_rules.teacher_shape`: its config where this machine has it, else the
 shape declared for a paper teacher). Training examples: the GLUE training-set sizes, a synthetic task's own size,
-capped by ``max_train_samples``; a trial whose task's size is unknown here (a local task without a cap) is left
-out and counted.
+an offline corpus's training split as its ``split.json`` records it (once fetched), capped by
+``max_train_samples``; a trial whose task's size is unknown here (a local task of your own files without a cap, a
+corpus not fetched yet) is left out and counted.
 
 The speed: ``KDGRID_FLOPS_PER_S`` when set; else the offline demo's measured time (`DEMO_SECONDS`, the 52 trials
 from a fresh clone on 2 idle CPU cores) against the demo sweep's own FLOP count by the same formula, so that the
@@ -19,17 +20,19 @@ are done (`kdgrid.grid.state.estimate_cost`).
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kdgrid.assets import corpus_files
 from kdgrid.core.data import get_task
 from kdgrid.core.model.shapes import student_shape
 from kdgrid.core.trial_rules import teacher_shape
 from kdgrid.env_numbers import positive_from_env
-from kdgrid.errors import ConfigError
+from kdgrid.errors import AssetMissingError, ConfigError
 from kdgrid.trial import Trial
 
 # Training-set sizes of the GLUE tasks (the `datasets` "glue" configurations' train splits; Wang et al. 2018).
@@ -50,6 +53,16 @@ SPEED_ENV = "KDGRID_FLOPS_PER_S"
 TRAINING_FACTOR = 3  # forward + backward ~ 3 forward passes
 
 
+@functools.cache
+def corpus_train_size(name: str) -> int | None:
+    """Training examples of an offline corpus, as its split recorded them when it was fetched (None before)."""
+    try:
+        record = json.loads(corpus_files(name).split.read_text())
+    except AssetMissingError:
+        return None
+    return int(record["train_size"])
+
+
 def train_examples(trial: Trial) -> int | None:
     """Training examples one epoch of ``trial`` reads, or None where this machine cannot tell without its data."""
     spec = get_task(trial.task)
@@ -58,6 +71,8 @@ def train_examples(trial: Trial) -> int | None:
         size = GLUE_TRAIN_EXAMPLES.get(spec.name)
     elif spec.source == "synthetic":
         size = int(spec.param("train_size"))
+    elif spec.param("asset") is not None:
+        size = corpus_train_size(str(spec.param("asset")))
     cap = trial.max_train_samples
     if cap is not None:
         return cap if size is None else min(size, cap)

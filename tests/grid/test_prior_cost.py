@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from kdgrid.grid.prior_cost import (
     DEMO_SECONDS,
     GLUE_TRAIN_EXAMPLES,
     SPEED_ENV,
+    corpus_train_size,
     job_flops,
     prior_cost,
     speed,
@@ -49,9 +51,26 @@ def test_training_examples_glue_synthetic_capped_and_unknown() -> None:
     capped = Trial(task="mnli", teacher="bert-base", student="bert-tiny", max_train_samples=500)
     assert train_examples(capped) == 500
     assert train_examples(Trial(task="synthetic-single-binary-n96", teacher="t", student="bert-tiny")) == 96
-    local = Trial(task="polarity", teacher="minilm-l6", student="bert-tiny")
-    assert train_examples(local) is None  # a local task's size needs its files
+
+
+def test_an_offline_corpus_is_priced_from_its_recorded_split_once_fetched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KDGRID_CACHE", str(tmp_path))
+    corpus_train_size.cache_clear()
+    local = Trial(task="uncertainty", teacher="minilm-l6", student="bert-tiny")
+    assert train_examples(local) is None  # not fetched: its size needs its files
     assert prior_cost([[local]]).unpriced_trials == 1
+    corpus_train_size.cache_clear()
+    folder = tmp_path / "uncertainty"
+    folder.mkdir()
+    for name in ("train.csv", "dev.csv"):
+        (folder / name).write_text("text,label\n")
+    (folder / "split.json").write_text(json.dumps({"train_size": 1957, "dev_size": 1000}))
+    assert train_examples(local) == 1957
+    assert train_examples(Trial(task="uncertainty", teacher="minilm-l6", student="bert-tiny", max_train_samples=500)) == 500
+    assert prior_cost([[local]]).unpriced_trials == 0
+    corpus_train_size.cache_clear()
 
 
 def test_the_speed_is_the_demos_unless_given_and_a_bad_value_is_refused(
