@@ -288,7 +288,8 @@ def test_assets_status_lists_both_corpora(tmp_path, monkeypatch):
 
     source = (assets.corpus_dir("uncertainty") / "source.csv").read_bytes()
     monkeypatch.setenv("KDGRID_CACHE", str(tmp_path))
-    monkeypatch.setenv("COLUMNS", "250")
+    # wide enough that no cell wraps, whatever the length of the temporary folder's path in the messages
+    monkeypatch.setenv("COLUMNS", "2000")
     assets.install_corpus(assets.UNCERTAINTY, source)
     result = CliRunner().invoke(app, ["assets", "status"])
     assert result.exit_code == 0, result.output
