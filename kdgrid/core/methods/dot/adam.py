@@ -65,43 +65,38 @@ class DotAdam(SplitGradients, torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]
-        task, distill = self.take_gradients()
-        for group in self.param_groups:
+        for group, p, g_task, g_kd in self.split_steps():
             lr, (beta1, beta2), delta = group["lr"], group["betas"], group["delta"]
             eps, wd = group["eps"], group["weight_decay"]
-            for p in group["params"]:
-                g_task, g_kd = task.get(p), distill.get(p)
-                if g_task is None and g_kd is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = torch.tensor(0.0)
-                    state["task_moment"] = torch.zeros_like(p)
-                    state["distill_moment"] = torch.zeros_like(p)
-                    state["second_moment"] = torch.zeros_like(p)
-                    # the product of the betas each first moment has been decayed by (its bias correction: 1 - it)
-                    # (plain floats: a checkpoint restores them as they were, where a tensor would be cast to the
-                    # parameter's dtype)
-                    state["task_decay"], state["distill_decay"] = 1.0, 1.0
-                state["step"] += 1
-                t = float(state["step"])
-                if wd:
-                    p.mul_(1 - lr * wd)  # AdamW's decoupled decay, before the moments' step
-                both = g_task is not None and g_kd is not None
-                # (gradient, its first moment, that moment's decay product, its beta); one side only: AdamW's beta1
-                sides = []
-                if g_task is not None:
-                    sides.append((g_task, "task_moment", "task_decay", beta1 - delta if both else beta1))
-                if g_kd is not None:
-                    sides.append((g_kd, "distill_moment", "distill_decay", beta1 + delta if both else beta1))
-                total = sum(g for g, *_ in sides)
-                v = state["second_moment"]
-                v.mul_(beta2).addcmul_(total, total, value=1 - beta2)
-                denom = (v.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)  # sqrt(v_hat) + eps, as torch's AdamW
-                update = torch.zeros_like(p)
-                for g, moment, decay, beta in sides:
-                    m = state[moment]
-                    m.mul_(beta).add_(g, alpha=1 - beta)
-                    state[decay] *= beta
-                    update.add_(m, alpha=1 / (1 - state[decay]))
-                p.addcdiv_(update, denom, value=-lr)
+            state = self.state[p]
+            if not state:
+                state["step"] = torch.tensor(0.0)
+                state["task_moment"] = torch.zeros_like(p)
+                state["distill_moment"] = torch.zeros_like(p)
+                state["second_moment"] = torch.zeros_like(p)
+                # the product of the betas each first moment has been decayed by (its bias correction: 1 - it)
+                # (plain floats: a checkpoint restores them as they were, where a tensor would be cast to the
+                # parameter's dtype)
+                state["task_decay"], state["distill_decay"] = 1.0, 1.0
+            state["step"] += 1
+            t = float(state["step"])
+            if wd:
+                p.mul_(1 - lr * wd)  # AdamW's decoupled decay, before the moments' step
+            both = g_task is not None and g_kd is not None
+            # (gradient, its first moment, that moment's decay product, its beta); one side only: AdamW's beta1
+            sides = []
+            if g_task is not None:
+                sides.append((g_task, "task_moment", "task_decay", beta1 - delta if both else beta1))
+            if g_kd is not None:
+                sides.append((g_kd, "distill_moment", "distill_decay", beta1 + delta if both else beta1))
+            total = sum(g for g, *_ in sides)
+            v = state["second_moment"]
+            v.mul_(beta2).addcmul_(total, total, value=1 - beta2)
+            denom = (v.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)  # sqrt(v_hat) + eps, as torch's AdamW
+            update = torch.zeros_like(p)
+            for g, moment, decay, beta in sides:
+                m = state[moment]
+                m.mul_(beta).add_(g, alpha=1 - beta)
+                state[decay] *= beta
+                update.add_(m, alpha=1 / (1 - state[decay]))
+            p.addcdiv_(update, denom, value=-lr)

@@ -26,7 +26,7 @@ by the usual warm-up/decay schedule: DOT is SGD, so its learning rate is SGD's (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -43,6 +43,9 @@ from kdgrid.core.methods.dot.spec import (
 from kdgrid.core.optimizers import OPTIMIZER
 from kdgrid.core.step_hooks import StepHooks
 from kdgrid.errors import ConfigError
+
+# one parameter's step: its parameter group, the parameter, its task and its distillation gradient (None: none)
+SplitStep = tuple[dict[str, Any], torch.Tensor, torch.Tensor | None, torch.Tensor | None]
 
 
 class SplitGradients:
@@ -72,6 +75,16 @@ class SplitGradients:
         split, self._split = self._split, None
         return split
 
+    def split_steps(self) -> Iterator[SplitStep]:
+        """This step's (parameter group, parameter, task gradient, distillation gradient), for every parameter
+        with a gradient on at least one side (None: none on that side); takes the gradients (`take_gradients`)."""
+        task, distill = self.take_gradients()
+        for group in self.param_groups:  # type: ignore[attr-defined]  # the torch.optim.Optimizer mixed in
+            for p in group["params"]:
+                g_task, g_kd = task.get(p), distill.get(p)
+                if g_task is not None or g_kd is not None:
+                    yield group, p, g_task, g_kd
+
 
 class DOT(SplitGradients, torch.optim.Optimizer):
     """SGD with separate task and distillation momenta; `set_gradients` before each `step`."""
@@ -96,34 +109,29 @@ class DOT(SplitGradients, torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]
-        task, distill = self.take_gradients()
-        for group in self.param_groups:
+        for group, p, g_task, g_kd in self.split_steps():
             lr, mu, delta, wd = group["lr"], group["momentum"], group["delta"], group["weight_decay"]
-            for p in group["params"]:
-                g_task, g_kd = task.get(p), distill.get(p)
-                if g_task is None and g_kd is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["task_momentum"] = torch.zeros_like(p)
-                    state["distill_momentum"] = torch.zeros_like(p)
-                v_task, v_kd = state["task_momentum"], state["distill_momentum"]
-                if self.form == "paper" and (g_task is None or g_kd is None):  # one side: the authors' step
-                    buffer, grad = (v_task, g_task) if g_kd is None else (v_kd, g_kd)
-                    buffer.mul_(mu).add_(grad)
-                    if wd:
-                        buffer.add_(p, alpha=wd)
-                    p.sub_(buffer, alpha=lr)
-                    continue
-                v_task.mul_(mu - delta)
-                if g_task is not None:
-                    v_task.add_(g_task)
+            state = self.state[p]
+            if not state:
+                state["task_momentum"] = torch.zeros_like(p)
+                state["distill_momentum"] = torch.zeros_like(p)
+            v_task, v_kd = state["task_momentum"], state["distill_momentum"]
+            if self.form == "paper" and (g_task is None or g_kd is None):  # one side: the authors' step
+                buffer, grad = (v_task, g_task) if g_kd is None else (v_kd, g_kd)
+                buffer.mul_(mu).add_(grad)
                 if wd:
-                    v_task.add_(p, alpha=wd)
-                v_kd.mul_(mu + delta)
-                if g_kd is not None:
-                    v_kd.add_(g_kd)
-                p.sub_(v_task + v_kd, alpha=lr)
+                    buffer.add_(p, alpha=wd)
+                p.sub_(buffer, alpha=lr)
+                continue
+            v_task.mul_(mu - delta)
+            if g_task is not None:
+                v_task.add_(g_task)
+            if wd:
+                v_task.add_(p, alpha=wd)
+            v_kd.mul_(mu + delta)
+            if g_kd is not None:
+                v_kd.add_(g_kd)
+            p.sub_(v_task + v_kd, alpha=lr)
 
 
 class DotHooks(StepHooks):
