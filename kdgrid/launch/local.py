@@ -257,7 +257,13 @@ class LocalExecutor(Executor):
         watch = RunRows.start(store, f"local-{uuid.uuid4().hex}", run_id=current_run())
         started = time.monotonic()
         title = _progress_title(launch.sweep, study_of)
-        progress = run_progress(len(study_of), title=title, jobs=len(launch.jobs), enabled=self.settings.progress)
+        progress = run_progress(
+            len(study_of),
+            title=title,
+            jobs=len(launch.jobs),
+            enabled=self.settings.progress,
+            job_trials=[list(job.trials) for job in launch.jobs],
+        )
         try:
             with progress:
                 if self.workers() == 0:

@@ -21,8 +21,11 @@ measured seconds per step plus the remaining evaluations (one per epoch) at the 
 `EVAL_GUESS` of an epoch's training time before the first is measured; before that, the plan's estimate
 (`kdgrid.grid.prior_cost`) less the time the job has run; ``?`` when neither is known or the plan's estimate is
 spent. A job function that names no phase (a fake in tests, a plugin) keeps the plain rate: the time since the
-job started over the steps it ran. The heartbeat's run ETA is the running job's ETA plus the trials outside it at
-the seconds per trial measured so far (of finished trials, else of the running job's projected end).
+job started over the steps it ran. The heartbeat's run ETA is the running job's ETA plus the jobs not started yet:
+where the plan priced every job (`planned_seconds`), their planned seconds times the ratio measured so far of
+true to planned seconds (the finished jobs' and the running job's projected total), so that a sweep whose jobs
+differ in students, task or length is timed by what each job will cost; else the trials outside the running job
+at the seconds per trial measured so far (of finished trials, else of the running job's projected end).
 """
 
 from __future__ import annotations
@@ -253,10 +256,17 @@ class PlainProgress:
         stream: IO[str] | None = None,
         interval_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        planned: Sequence[float | None] | None = None,
     ) -> None:
+        """``planned``: each job's planned seconds, in the order of their indices (`planned_seconds`; None where
+        the plan cannot price one); without it the run's ETA counts trials."""
         self.total = total
         self.title = title
         self.jobs = jobs
+        self.planned: list[float | None] = list(planned) if planned is not None else [None] * jobs
+        self.ended_jobs: set[int] = set()
+        self.ended_s = 0.0  # seconds the ended jobs ran
+        self.current_index: int | None = None
         self.stream = stream
         self.interval_s = heartbeat_s() if interval_s is None else interval_s
         self.clock = clock
@@ -294,27 +304,57 @@ class PlainProgress:
         eta = elapsed / progress * (self.total - progress) if progress > 0 else None
         job_eta = job.eta() if job is not None and job.phase_name is not None else None
         if job is not None and job_eta is not None:  # a job naming its phases: its own ETA, then the rest
-            outside = self.total - finished - job.trials
             job_elapsed = self.clock() - job.started
-            per_trial = (elapsed - job_elapsed) / finished if finished else (job_elapsed + job_eta) / job.trials
-            eta = job_eta + max(0, outside) * per_trial
+            later = self.planned_later(job_elapsed + job_eta)
+            if later is not None:
+                eta = job_eta + later
+            else:
+                outside = self.total - finished - job.trials
+                per_trial = (elapsed - job_elapsed) / finished if finished else (job_elapsed + job_eta) / job.trials
+                eta = job_eta + max(0, outside) * per_trial
         at = f"; {job.where.split(' (')[0]} at {job.position()}" if job is not None else ""
         return (
             f"{PREFIX}{self.title}: {finished:,}/{self.total:,} trials finished (done {done:,}, failed "
             f"{failed:,}), {remaining:,} remaining; {duration(elapsed)} elapsed, ETA {duration(eta)}{at}"
         )
 
+    def planned_later(self, running_total_s: float) -> float | None:
+        """Seconds the jobs not started yet will take: their planned seconds times the measured over planned
+        seconds of the jobs ended and the running one (``running_total_s``: its projected total); None unless
+        the plan priced all of them."""
+        index = self.current_index
+        if index is None or not 1 <= index <= len(self.planned):
+            return None
+        measured = [i for i in (*self.ended_jobs, index) if 1 <= i <= len(self.planned)]
+        later = [i for i in range(1, len(self.planned) + 1) if i not in self.ended_jobs and i != index]
+        plans = [self.planned[i - 1] for i in (*measured, *later)]
+        if any(plan is None or plan <= 0 for plan in plans):
+            return None
+        planned_measured = sum(self.planned[i - 1] or 0.0 for i in measured)
+        ratio = (self.ended_s + running_total_s) / planned_measured
+        return ratio * sum(self.planned[i - 1] or 0.0 for i in later)
+
     def start_job(self, index: int, job: Sequence[Trial]) -> EpochLines:
         """The ``on_step`` of job ``index`` (1-based), which prints its phase and epoch lines."""
+        known = self.planned[index - 1] if 1 <= index <= len(self.planned) else None
         self.current = EpochLines(
-            job, index=index, jobs=self.jobs, emit=self.emit, clock=self.clock, planned_s=planned_seconds(job)
+            job,
+            index=index,
+            jobs=self.jobs,
+            emit=self.emit,
+            clock=self.clock,
+            planned_s=known if known is not None else planned_seconds(job),
         )
+        self.current_index = index
         return self.current
 
     def job_ended(self, index: int, job: Sequence[Trial], trial_states: Mapping[str, str]) -> None:
         """One line for a job that ended, with the run's counts."""
         self.states = dict(trial_states)
-        self.current = None  # its trials are counted as finished now
+        if self.current is not None and self.current_index == index:
+            self.ended_s += self.clock() - self.current.started
+            self.ended_jobs.add(index)
+        self.current, self.current_index = None, None  # its trials are counted as finished now
         ids = {trial.trial_id for trial in job}
         mine = {trial_id: state for trial_id, state in trial_states.items() if trial_id in ids}
         done, failed, _ = counts(mine, len(ids))
@@ -424,14 +464,22 @@ RunProgress = PlainProgress | LiveProgress | NoProgress
 
 
 def run_progress(
-    total: int, *, title: str, jobs: int, enabled: bool, stream: IO[str] | None = None
+    total: int,
+    *,
+    title: str,
+    jobs: int,
+    enabled: bool,
+    stream: IO[str] | None = None,
+    job_trials: Sequence[Sequence[Trial]] | None = None,
 ) -> RunProgress:
     """The progress of a run of ``total`` trials in ``jobs`` jobs: none when not ``enabled`` (or nothing to
-    run), a live bar when ``stream`` (default stdout) is a terminal, else plain lines."""
+    run), a live bar when ``stream`` (default stdout) is a terminal, else plain lines, whose run ETA weighs the
+    jobs not started by the plan's estimate of each (``job_trials``: the jobs' trials, in order)."""
     if not enabled or not jobs:
         return NoProgress()
     stream = stream or sys.stdout
     console = Console(file=stream)
     if console.is_terminal:
         return LiveProgress(total, title=title, console=console)
-    return PlainProgress(total, title=title, jobs=jobs, stream=stream)
+    planned = [planned_seconds(trials) for trials in job_trials] if job_trials is not None else None
+    return PlainProgress(total, title=title, jobs=jobs, stream=stream, planned=planned)

@@ -23,6 +23,7 @@ from kdgrid.launch.progress import (
     PlainProgress,
     duration,
     heartbeat_s,
+    planned_seconds,
     run_progress,
 )
 from kdgrid.store.claims import HeldClaims, claim_path, progress_path, read_claims, try_claim
@@ -146,6 +147,14 @@ def test_a_terminal_gets_the_live_bar_a_log_the_lines_and_off_is_off() -> None:
     assert isinstance(run_progress(3, title="s", jobs=1, enabled=True, stream=Terminal()), LiveProgress)
     assert isinstance(run_progress(3, title="s", jobs=1, enabled=False, stream=io.StringIO()), NoProgress)
     assert isinstance(run_progress(0, title="s", jobs=0, enabled=True, stream=io.StringIO()), NoProgress)
+
+
+def test_a_logged_run_knows_each_jobs_planned_seconds_in_job_order() -> None:
+    jobs = [[make_trial(0)], [make_trial(1), make_trial(2)]]
+    progress = run_progress(3, title="s", jobs=2, enabled=True, stream=io.StringIO(), job_trials=jobs)
+    assert isinstance(progress, PlainProgress)
+    assert progress.planned == [planned_seconds(jobs[0]), planned_seconds(jobs[1])]
+    assert progress.planned[0] is not None and progress.planned[1] > progress.planned[0]  # two students cost more
 
 
 def test_a_local_run_into_a_log_writes_a_line_per_epoch_and_job(

@@ -98,6 +98,45 @@ def test_the_heartbeat_says_the_phase_and_uses_the_jobs_eta() -> None:
     assert "ETA 34s; job 1/1 at step 5/20" in progress.heartbeat_line()
 
 
+def train_five_steps(on_step: EpochLines, clock: FakeClock) -> None:
+    """Five training steps of 2 s each of a one-epoch, 20-step job: its own ETA is then 15 x 2 s plus one
+    evaluation guessed at 10% of the epoch's 40 s, 34 s."""
+    on_step.phase(phases.TRAINING)
+    for step in range(1, 6):
+        clock.now += 2
+        on_step(step, 20)
+
+
+def test_the_run_eta_weighs_the_jobs_not_started_by_their_planned_cost() -> None:
+    """Jobs of unequal cost (planned 100, 300 and 200 s): the first ran in 50 s, the second is at step 5/20 after
+    10 s, 34 s to go. Measured over planned so far: (50 + 44) / (100 + 300); the third job's 200 planned seconds
+    at that ratio: 47 s; the run's ETA 34 + 47 = 81 s (counting trials alike would price the third job as the
+    first, 50 s)."""
+    clock, out = FakeClock(), io.StringIO()
+    progress = PlainProgress(
+        12, title="s", jobs=3, stream=out, interval_s=3600, clock=clock, planned=[100.0, 300.0, 200.0]
+    )
+    progress.start_job(1, job(epochs=1, students=4))
+    clock.now += 50
+    progress.job_ended(1, [], {f"a{i}": "done" for i in range(4)})
+    on_step = progress.start_job(2, job(epochs=1, students=4))
+    assert on_step.planned_s == 300.0  # the plan given, not priced again
+    train_five_steps(on_step, clock)
+    assert on_step.eta() == 34.0
+    expected = 34 + (50 + 10 + 34) / (100 + 300) * 200
+    assert round(expected) == 81 and "ETA 1m21s; job 2/3 at step 5/20" in progress.heartbeat_line()
+
+
+def test_the_run_eta_counts_trials_when_a_job_is_not_priced() -> None:
+    """One job the plan could not price (a task of unknown size): the run's ETA falls back to seconds per trial,
+    here the running job's projected 44 s over its 4 trials, for the 4 trials of the job not started."""
+    clock, out = FakeClock(), io.StringIO()
+    progress = PlainProgress(8, title="s", jobs=2, stream=out, interval_s=3600, clock=clock, planned=[100.0, None])
+    on_step = progress.start_job(1, job(epochs=1, students=4))
+    train_five_steps(on_step, clock)
+    assert "ETA 1m18s; job 1/2 at step 5/20" in progress.heartbeat_line()  # 34 + 4 x 44 / 4 = 78 s
+
+
 def test_a_real_job_names_its_phases_in_order_and_its_epoch_losses(teacher: str) -> None:
     from kdgrid.core.training.train import run_job
     from tests.tiny_trials import tiny_trial
