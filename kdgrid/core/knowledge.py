@@ -408,3 +408,19 @@ def placed_terms(
             if pair is None or not (attention and 0 in pair)
         ]
     return placed
+
+
+def is_projected(name: str, student_width: int, teacher_width: int) -> bool:
+    """Whether a knowledge's terms go through a projection: it compares the two sides in the teacher's width
+    (``needs_projection``) and the widths differ."""
+    return bool(get_knowledge(name).needs_projection) and student_width != teacher_width
+
+
+def projected_term_count(
+    names: Sequence[str], strategy_pairs: Sequence[tuple[int, int]], student_width: int, teacher_width: int
+) -> int:
+    """How many knowledge terms of a trial (`placed_terms`) go through a projection (`is_projected`): what the
+    methods' ``terms`` rules read, counted as the objective builds the terms.
+
+    Raises ConfigError for an unknown name."""
+    return sum(is_projected(name, student_width, teacher_width) for name, _ in placed_terms(names, strategy_pairs))

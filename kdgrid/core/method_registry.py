@@ -10,8 +10,9 @@ method: they ask every registered `MethodSpec`:
 
 - ``rules``: what the method refuses before anything runs, at one of the `STAGES` of
   `kdgrid.core.trial_rules.trial_problems` (``options``: once every option is well-formed; ``values``: with the
-  task's kind; ``combination``: with the two shapes and the layer pairs, where known) or, for ``terms``, of the
-  trainer's set-up once the loss terms are known (`kdgrid.core.training.trial_setup.set_up_trial`);
+  task's kind; ``combination``: with the two shapes and the layer pairs, where known; ``terms``: with the
+  number of projected loss terms, counted from the shapes and pairs as the objective builds the terms
+  (`kdgrid.core.knowledge.projected_term_count`), so ``plan`` and the trainer refuse alike);
 - ``learns``: whether a trial has a learned part of this method's beside the student (its parameters then take
   ``learned_lr_scale``);
 - ``memory``: what one of its trials adds to a job's memory (`MethodMemory`: parameters, and bytes per parameter

@@ -32,7 +32,7 @@ import huggingface_hub.constants
 from kdgrid.core.choices import PROJECTIONS
 from kdgrid.core.data import TaskSpec, get_task
 from kdgrid.core.data.local import is_spec_path, local_data_problems
-from kdgrid.core.knowledge import known_specs
+from kdgrid.core.knowledge import distilled_knowledge, known_specs, projected_term_count
 from kdgrid.core.matching import canonical_strategy, get_strategy, layer_pairs
 from kdgrid.core.method_registry import TrialFacts, run_rules, trains_on_own_loss
 from kdgrid.core.method_registry import learns_beside_the_student as method_learns
@@ -375,11 +375,26 @@ def _combination_rules(trial: Trial, student: StudentShape, teacher: StudentShap
         methods.append(GENERAL_DISTILLATION_NEEDS_INIT_FROM)
     if teacher is None:
         return problems + methods
-    problems += methods
+    problems += methods + static_term_problems(trial, student, teacher, pairs)
     if trial.init == "preload" and not trial.init_from:
         problems += preload_problems(student, teacher, trial.teacher)
     problems += relation_heads_problems(trial, student, teacher)
     return problems
+
+
+def static_term_problems(
+    trial: Trial, student: StudentShape, teacher: StudentShape, pairs: list[tuple[int, int]] | None
+) -> list[str]:
+    """The methods' ``terms`` rules (`method_term_problems`) wherever the shapes tell how many loss terms are
+    projected (`projected_term_count`), so that ``plan`` refuses what the trainer would (a projection kind no
+    term uses); nothing where the strategy's pairs are unknown or a knowledge name is (reported elsewhere)."""
+    if pairs is None and distilled_knowledge(trial.knowledge):
+        return []
+    try:
+        projected = projected_term_count(trial.knowledge, pairs or [], student.width, teacher.width)
+    except KdgridError:
+        return []
+    return method_term_problems(trial, projected)
 
 
 def combination_problems(trial: Trial, shapes: Shapes | None = None) -> list[str]:

@@ -21,6 +21,14 @@ from kdgrid.errors import ConfigError
 from kdgrid.grid.spec import MAX_YAML_NODES, Problems, load_yaml
 
 BASE = {"task": "rte", "teacher": "bert-base", "student": "bert-tiny"}
+# a student of the teacher's width, its layers copied, matched on hidden states: no term is projected
+SAME_WIDTHS = {
+    "teacher": "minilm-l6",
+    "student": "w384-l2-h12-f1536",
+    "init": "preload",
+    "knowledge": "hidden_mse",
+    "strategy": "Last-1",
+}
 BINARY = bytes(range(128, 256)) * 4  # not UTF-8 from its first byte
 
 
@@ -232,6 +240,9 @@ def test_markup_in_a_message_is_printed_literally(tmp_path: Path) -> None:
             ["pkd.scale='huge'", "sum, mean"],
         ),
         ({"options": {"pkd.scale": "mean"}}, ["'pkd.scale'", "does not use"]),
+        # nothing projected (no knowledge term; or a student of the teacher's width): the trainer's terms rule
+        ({"projection": "mlp"}, ["projection 'mlp' is never used", "leave it unset"]),
+        ({**SAME_WIDTHS, "projection": "ensemble"}, ["projection 'ensemble' is never used", "same widths"]),
     ],
     ids=lambda value: json.dumps(value) if isinstance(value, dict) else None,
 )

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from kdgrid.core.example_weights import DEFAULT_EXAMPLE_WEIGHT, ExampleBatch, normalised_weights
-from kdgrid.core.knowledge import distilled_knowledge, get_knowledge, placed_terms, term_name
+from kdgrid.core.knowledge import distilled_knowledge, get_knowledge, is_projected, placed_terms, term_name
 from kdgrid.core.losses import compute_knowledge
 from kdgrid.core.losses.logits import (
     soft_label_per_example,
@@ -114,7 +114,7 @@ def knowledge_terms(
             raise ConfigError(
                 f"knowledge {spec.name!r} has no option(s) {unknown}; allowed: {sorted(spec.options()) or 'none'}"
             )
-        projected[spec.name] = bool(spec.needs_projection) and student.width != teacher.width
+        projected[spec.name] = is_projected(spec.name, student.width, teacher.width)
         if projected[spec.name] and trial.projection == "none":
             raise ConfigError(
                 f"knowledge {spec.name!r} needs a projection from the student's width {student.width} to the "
