@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from kdgrid.core.knowledge import KNOWLEDGE, KnowledgeSpec, canonical_knowledge
+from kdgrid.core.knowledge import KNOWLEDGE, KnowledgeSpec, canonical_knowledge, projected_term_count
 from kdgrid.core.matching import get_strategy, layer_pairs, mapping_context
 from kdgrid.core.method_registry import TrialFacts, evaluates_only, method_memory
 from kdgrid.core.model.shapes import TEACHERS, StudentShape, student_shape
@@ -160,15 +160,10 @@ def projected_terms(trial: Trial) -> int:
     teacher = teacher_shape(trial.teacher, trial.task)
     if student.width == teacher.width or trial.projection == "none":
         return 0
-    pairs = len(_pairs(trial, student, teacher))
-    terms = 0
-    for name in trial.knowledge:
-        feature = knowledge_feature(name)
-        if projected_knowledge(name):
-            terms += pairs if feature in LAYERED_FEATURES else 1
-        elif feature is None:
-            terms += pairs
-    return terms
+    pairs = _pairs(trial, student, teacher)
+    known = [name for name in trial.knowledge if _spec(name) is not None]
+    unknown = len(trial.knowledge) - len(known)  # refused at validation; counted as projected on every pair
+    return projected_term_count(known, pairs, student.width, teacher.width) + unknown * len(pairs)
 
 
 def _learnable(trial: Trial) -> bool:
