@@ -171,13 +171,18 @@ class SweepRuns:
                     varying.setdefault(str(study), []).append(axis)
         return varying
 
-    def study_rows(self) -> tuple[str, ...] | None:
+    def study_rows(self, columns: Sequence[str] = ()) -> tuple[str, ...] | None:
         """The rows of the layout by study, where the studies are the design's cells: several studies, each one
-        value of every axis except at most one study, which may be a small grid of its own (an evaluation over k
-        and beta beside the methods it is compared with). The study, then that grid's axes; None otherwise."""
+        value of every axis (but the ``columns`` axes, laid across) except at most one study, which may be a small
+        grid of its own (an evaluation over k and beta beside the methods it is compared with). The study, then
+        that grid's axes; None otherwise."""
         if len(self.studies) < 2:
             return None
-        varying = self._varying_within()
+        varying = {
+            study: kept
+            for study, axes in self._varying_within().items()
+            if (kept := [axis for axis in axes if axis not in columns])
+        }
         if len(varying) > 1:
             return None
         return ("study", *(axis for axes in varying.values() for axis in axes))
@@ -500,9 +505,15 @@ def build_sweep_table(
     )
     warnings: list[str] = []
     pair_tests: list[PairTest] = []
+    marginals = False
     for block in main_blocks:
-        if len(layout.axes) > 1:
-            for axis in layout.axes:
+        # marginals along the axes with two or more values in the block: an axis of one value there (the task of
+        # a `--cols task` table, whose blocks part the tasks; a field asked for part-way through a sweep) would
+        # only repeat the cells
+        marginal_axes = [axis for axis in layout.axes if len(set(_axis_values(block, axis))) > 1]
+        if len(marginal_axes) > 1:
+            marginals = True
+            for axis in marginal_axes:
                 view.blocks.append(_marginal_block(block, layout, axis, values[axis], numbers))
                 warnings.extend(_crossovers(block, layout, axis, values[axis], numbers))
         if pairs:
@@ -532,7 +543,7 @@ def build_sweep_table(
             "and its own family)"
         )
     view.notes.extend(found.notes)
-    if len(layout.axes) > 1:
+    if marginals:
         view.notes.append(
             "mean: each value of an axis averaged over the block's cells with it (the other axes), per seed where "
             "they ran the same seeds; its interval from the same procedure as the cells'"
@@ -556,6 +567,11 @@ def _pair_family_words(family: str, families: int) -> str:
 
 def _pair_p_column(correction: str) -> Column:
     return Column(f"p ({'Holm' if correction == 'holm' else 'BH'})", fact=True)
+
+
+def _axis_values(block: Block, axis: str) -> list[str]:
+    """The values of ``axis`` among the block's cells with a number."""
+    return [c.config.get(axis) for c in block.cells.values() if not c.missing]
 
 
 def _members(block: Block, axis: str, value: str) -> list[Cell]:
@@ -619,6 +635,7 @@ def _pair_block(
 
 
 _RUN_COLUMNS = ("trial_id", "row_id", "value", "seed", "degenerate", "teacher_agreement")
+_NOT_AXES = ("dev_set", "metric", "study")  # columns of the runs beside the trial's fields, never asked as one
 
 
 def _title(runs: SweepRuns, layout: SweepLayout) -> str:
@@ -720,14 +737,18 @@ def sweep_table(
         raise KdgridError(f"the store {store_dir} has no rows" + (" matching --where" if where else ""))
     runs = sweep_runs(store_df, read_memberships(store_dir, skip_bad=True), sweep, kind)
     asked = {*_axis_list(rows), *_axis_list(cols)}
-    study_rows = runs.study_rows()
+    # a field asked for that the done trials share (a sweep part-way through: one task done so far) is laid out
+    # as an axis of one value, where naming it is no mistake
+    axes = [*runs.axes, *sorted((asked & set(runs.runs.columns)) - {*runs.axes, *_RUN_COLUMNS, *_NOT_AXES})]
+    study_rows = runs.study_rows(_axis_list(cols))
     if runs.studies and ("study" in asked or (not asked and study_rows is not None)):
-        layout = choose_layout([*runs.axes, "study"], rows or "study", cols or "")
-        if layout.rows == ("study",) and not layout.cols and study_rows is not None:
-            # every other axis is fixed by the study, or varies inside its one grid: rows, no blocks
-            layout = SweepLayout(study_rows, (), ())
+        layout = choose_layout([*axes, "study"], rows or "study", cols or "")
+        if layout.rows == ("study",) and study_rows is not None:
+            # every other axis but the columns' is fixed by the study, or varies inside its one grid: rows, no
+            # blocks (the methods by task: --rows study --cols task)
+            layout = SweepLayout(study_rows, layout.cols, ())
     else:
-        layout = choose_layout(runs.axes, rows, cols)
+        layout = choose_layout(axes, rows, cols)
     # the stored predictions are the best epoch's: a last-epoch table never reads them
     loaded = load_predictions(store_dir, runs.runs["row_id"]) if intervals != "off" else {}
     predictions = loaded if kind == "best" else {}

@@ -35,13 +35,18 @@ def predictions(share: float, seed: int) -> np.ndarray:
     return np.where(right, GOLD, 1 - GOLD)
 
 
-def write_methods_store(path: Path, *, finished_in_reverse: bool = False) -> Path:
-    """The methods sweep's trials as done rows (predictions by `SHARES`) and its membership, the rows written in
-    the file's order or, as jobs may finish them, in reverse."""
-    sweep = load_sweep(SWEEPS / "methods.yaml")
+def write_methods_store(
+    path: Path, *, finished_in_reverse: bool = False, name: str = "methods", tasks: tuple[str, ...] = ()
+) -> Path:
+    """The bundled sweep ``name``'s trials as done rows (predictions by `SHARES`) and its membership, the rows
+    written in the file's order or, as jobs may finish them, in reverse; only those of ``tasks`` where given (a
+    sweep part-way through)."""
+    sweep = load_sweep(SWEEPS / f"{name}.yaml")
     studies = sweep.study_of()
     planned_trials = list(reversed(sweep.trials)) if finished_in_reverse else sweep.trials
     for planned in planned_trials:
+        if tasks and planned.trial.task not in tasks:
+            continue
         trial, study = planned.trial, studies[planned.trial.trial_id]
         student = predictions(SHARES.get(study, 0.7), trial.seed)
         accuracy = float((student == GOLD).mean())
@@ -50,8 +55,8 @@ def write_methods_store(path: Path, *, finished_in_reverse: bool = False) -> Pat
             last_scores={"validation": {"accuracy": accuracy}}, best_epoch=1,
         )  # fmt: skip
         outcome = {"validation": DevSetPredictions(GOLD, student, predictions(0.9, 0), FINGERPRINT)}
-        write_result(path, dataclasses.replace(result, predictions=outcome), sweep="methods", study=study)
-    record_membership(path, "methods", studies, studies=tuple(sweep.studies))
+        write_result(path, dataclasses.replace(result, predictions=outcome), sweep=name, study=study)
+    record_membership(path, name, studies, studies=tuple(sweep.studies))
     return path
 
 
@@ -165,3 +170,24 @@ def test_one_study_with_a_grid_of_its_own_gets_rows_by_study_and_that_grid(tmp_p
     better = main.cell("hidden · 0.01", column)
     assert better.value == pytest.approx(0.9) and better.significant and better.direction == 1
     assert not main.cell("hidden · 0.001", column).significant
+
+
+@pytest.mark.parametrize("tasks", [(), ("polarity",)], ids=["both tasks", "part-way: polarity only"])
+def test_methods_by_task_get_one_row_per_study_and_a_column_per_task(tmp_path: Path, tasks: tuple) -> None:
+    """The second testbed's layout, `--rows study --cols task`: the studies fix every axis but the task, so the
+    rows are the studies and the task the column, no blocks of other axes (a table's blocks still part its tasks,
+    each its own dev set and its own family of tests against its soft-labels reference). Part-way through (one
+    task done), the same layout with the one task."""
+    path = write_methods_store(tmp_path / "store", name="methods_copied", tasks=tasks)
+    built = sweep_table(path, "methods_copied", rows="study", cols="task", resamples=100, test_resamples=200)
+    assert (built.layout.rows, built.layout.cols, built.layout.blocks) == (("study",), ("task",), ())
+    main = built.view.blocks[: built.main_blocks]
+    assert len(built.view.blocks) == built.main_blocks  # no marginal: the rows are studies, not a grid
+    expected = list(tasks) or ["polarity", "uncertainty"]
+    assert [[column.label for column in block.columns] for block in main] == [[task] for task in expected]
+    for block in main:
+        assert block.rows == list(load_sweep(SWEEPS / "methods_copied.yaml").studies)
+        (column,) = block.columns
+        assert block.cell("soft_labels", column).is_reference
+        assert block.cell("lad", column).significant and block.cell("lad", column).direction > 0  # 0.85 vs 0.7
+        assert math.isclose(block.cell("dot", column).value, 0.55)

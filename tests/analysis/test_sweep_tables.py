@@ -169,9 +169,9 @@ def test_reference_and_axes_are_checked_against_the_sweep(store: Path) -> None:
     ):
         sweep_table(store, SWEEP, reference="knowledge=pkd")
     with pytest.raises(
-        ConfigError, match=r"--cols .temperature. is not an axis of this sweep; .*: knowledge, lr"
+        ConfigError, match=r"--cols .temprature. is not an axis of this sweep; .*: knowledge, lr"
     ):
-        sweep_table(store, SWEEP, cols="temperature")
+        sweep_table(store, SWEEP, cols="temprature")
     with pytest.raises(KdgridError, match="no trials of sweep 'nope'; its sweeps: my_study"):
         sweep_table(store, "nope")
 
@@ -210,12 +210,21 @@ def test_the_cli_table_of_a_renamed_sweep_as_csv_and_terminal(store: Path, capsy
     assert "0.8000±0.0000 ref" in out and "0.6000±0.0000 ▼" in out and "mean over lr" in out
 
 
+def test_a_field_every_done_trial_shares_is_laid_out_as_one_column(store: Path) -> None:
+    """A sweep part-way through (one task of two done so far) still gets its table by task: a field asked for that
+    the done trials share is an axis of one value, not refused as a mistake."""
+    built = sweep_table(store, SWEEP, rows="knowledge", cols="task", resamples=100, test_resamples=100)
+    assert (built.layout.rows, built.layout.cols, built.layout.blocks) == (("knowledge",), ("task",), ("lr",))
+    for block in built.view.blocks:
+        assert [column.label for column in block.columns] == ["sst2"]
+
+
 def test_the_cli_refuses_what_a_sweep_table_cannot_do(store: Path, capsys) -> None:
     for args, message in (
         (["--rows", "lr"], "--rows lays out a sweep's own table: give it with --sweep NAME"),
         (["--sweep", SWEEP, "--compare", "paper"], "has no published numbers"),
         (
-            ["--sweep", SWEEP, "--rows", "epochs"],
+            ["--sweep", SWEEP, "--rows", "epohcs"],
             "its axes (the fields that vary between its trials): knowledge, lr",
         ),
         (["5", "--sweep", SWEEP], "not both"),
