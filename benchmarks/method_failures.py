@@ -1,7 +1,8 @@
 """Why DOT and the layer curriculum fail at the methods study's recipe: small real runs that separate the causes.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/method_failures.py [--task synthetic|polarity]
-        [--teacher small|minilm] [--cases all|dot|curriculum] [--seeds 1] [--epochs 3] [--json PATH]
+        [--teacher small|minilm] [--student tiny|copied] [--cases all|dot|curriculum] [--seeds 1] [--epochs 3]
+        [--json PATH]
 
 ``--teacher small`` (default): a small teacher (4 x 64, random, MiniLM's vocabulary) is fine-tuned by kdgrid's
 own `finetune_teacher`, in a temporary ``KDGRID_CACHE``, on ``--task``: ``synthetic`` (`SYNTHETIC_TASK`, a
@@ -11,7 +12,9 @@ teacher, MiniLM-L6 fine-tuned on polarity, read from the kdgrid cache (`kdgrid t
 it; polarity only). Then one job (one teacher pass) trains random BERT-tiny students (2 x 128) with the methods
 study's recipe: batch 32, 2,000 training sentences, ``--epochs`` epochs, lr 1e-3 (AdamW) unless stated,
 temperature 1, alpha 0.1, ``beta: auto``, hidden states; ``--seeds N`` students (seeds 0..N-1) per row, all on
-one data order (``data_seed: 0``, as the methods study's seeds).
+one data order (``data_seed: 0``, as the methods study's seeds). ``--student copied`` (with ``--teacher minilm``)
+trains the second testbed's students instead (`sweeps/methods_copied.yaml`): 2 layers of the teacher's width
+copied from its first two (``init: preload``), on the whole training split (use ``--epochs 2``, the testbed's).
 
 - DOT against SGD with momentum at matched learning rates (`LEARNING_RATES`): ``optimizer: dot`` (Delta 0.075,
   the paper's) and ``optimizer: dot`` with ``dot_delta: 0`` (both momenta 0.9: SGD with momentum 0.9 on the sum
@@ -56,6 +59,10 @@ CURRICULUM_FORMS = {  # name: (layer_curriculum_last, layer_curriculum_optimizer
     "classifier+shared": ("classifier", "shared"),
 }
 PROBE_SENTENCES = 256
+STUDENTS: dict[str, dict[str, Any]] = {  # --student: the first testbed's, the second's (sweeps/methods_copied.yaml)
+    "tiny": {"student": "bert-tiny", "init": "random", "max_train_samples": 2000},
+    "copied": {"student": "w384-l2-h12-f1536", "init": "preload", "max_train_samples": None},
+}
 
 
 def _point_at(curves: dict[str, Any], step: float) -> int:
@@ -75,6 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=("synthetic", "polarity"), default="synthetic")
     parser.add_argument("--teacher", choices=("small", "minilm"), default="small")
+    parser.add_argument("--student", choices=tuple(STUDENTS), default="tiny")
     parser.add_argument("--cases", choices=("all", "dot", "curriculum"), default="all")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=3)
@@ -82,6 +90,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.teacher == "minilm" and args.task != "polarity":
         parser.error("--teacher minilm is the methods study's teacher, fine-tuned on polarity: use --task polarity")
+    if args.student == "copied" and args.teacher != "minilm":
+        parser.error("--student copied copies the layers of the methods study's teacher: use --teacher minilm")
     folder = Path(tempfile.mkdtemp(prefix="kdgrid-failures-"))
     home_cache = Path(os.environ.get("KDGRID_CACHE", Path.home() / ".cache" / "kdgrid")).expanduser()
     if args.teacher == "small":
@@ -116,9 +126,9 @@ def main() -> None:
         base = teacher_path("tiny")
         record = finetune_teacher(task, base=base, recipe=TeacherRecipe(lr=1e-3, epochs=4, batch_size=32,
                                                                           max_length=64))  # fmt: skip
-    common: dict[str, Any] = dict(task=task, max_train_samples=2000, teacher=str(record.path), student="bert-tiny", init="random",
-                                  batch_size=32, max_length=64, epochs=args.epochs, temperature=1, alpha=0.1,
-                                  beta="auto", knowledge=("hidden_mse",))  # fmt: skip
+    common: dict[str, Any] = dict(task=task, teacher=str(record.path), **STUDENTS[args.student], batch_size=32,
+                                  max_length=64, epochs=args.epochs, temperature=1, alpha=0.1, beta="auto",
+                                  knowledge=("hidden_mse",))  # fmt: skip
     labelled: list[tuple[str, Trial]] = []
     for seed in range(args.seeds):
         def add(label: str, seed: int = seed, options: dict[str, Any] | None = None, **fields: Any) -> None:
@@ -163,14 +173,15 @@ def main() -> None:
     def on_model(trial: Trial, model: Any) -> None:
         variances[trial.trial_id] = cls_variance(model)
 
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        untrained = BertForSequenceClassification(bert_config(student_shape("bert-tiny"), 2))
-    init_variance = cls_variance(untrained)
+    rows = []
+    if args.student == "tiny":  # the [CLS] variance a random student starts from (a copied one starts trained)
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            untrained = BertForSequenceClassification(bert_config(student_shape("bert-tiny"), 2))
+        rows.append({"run": "untrained BERT-tiny (seed 0)", "status": "-", "accuracy": None,
+                     "cls_variance": cls_variance(untrained), "soft_start": None, "soft_end": None,
+                     "hard_start": None, "hard_end": None, "lr_last_stage": None, "error": None})  # fmt: skip
     results = run_job([trial for _, trial in labelled], device="cpu", on_model=on_model)
-    rows = [{"run": "untrained BERT-tiny (seed 0)", "status": "-", "accuracy": None, "cls_variance": init_variance,
-             "soft_start": None, "soft_end": None, "hard_start": None, "hard_end": None, "lr_last_stage": None,
-             "error": None}]  # fmt: skip
     for (label, trial), result in zip(labelled, results, strict=True):
         curves = result.step_curves or {"steps": [], "terms": {}, "lr": []}
         boundaries = trial.option("layer_curriculum")
@@ -202,7 +213,7 @@ def main() -> None:
               f"{f(row['hard_start'])} {f(row['hard_end'])} {f(row['lr_last_stage'], 9)}  "
               f"{row['cls_variance']}{'  ' + row['error'] if row['error'] else ''}")  # fmt: skip
     report = {"machine": machine(), "task": task, "teacher": args.teacher, "teacher_dev": record.dev_scores,
-              "cases": args.cases, "seeds": args.seeds, "epochs": args.epochs,
+              "student": args.student, "cases": args.cases, "seeds": args.seeds, "epochs": args.epochs,
               "ln2": round(math.log(2), 4), "rows": rows, "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     print(json.dumps({k: v for k, v in report.items() if k != "rows"}, default=str))
     shutil.rmtree(folder, ignore_errors=True)
