@@ -94,8 +94,8 @@ def test_its_terminal_table_shows_the_reference_and_a_wrong_axis_is_refused(stor
     assert "ref" in out and "lr, mean over temperature" in words and "temperature, mean over lr" in words
     assert "±" in out  # three seeds a cell
     code, _, err = run_kdgrid(
-        capsys, "tables", "--sweep", SWEEP, "--store", str(store), "--rows", "knowledge"
-    )
+        capsys, "tables", "--sweep", SWEEP, "--store", str(store), "--rows", "knowlege"
+    )  # not a field of its trials (a field they all share would be laid out as one value)
     assert code == 2 and "its axes (the fields that vary between its trials): temperature, lr" in " ".join(
         err.split()
     )
