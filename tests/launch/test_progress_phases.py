@@ -83,21 +83,6 @@ def test_before_the_steps_are_timed_the_plans_estimate_stands_in() -> None:
     assert on_step.eta() is None  # the plan's estimate is spent: unknown, not 0
 
 
-def test_the_heartbeat_says_the_phase_and_uses_the_jobs_eta() -> None:
-    clock, out = FakeClock(), io.StringIO()
-    progress = PlainProgress(2, title="demo", jobs=1, stream=out, interval_s=3600, clock=clock)
-    on_step = progress.start_job(1, job(epochs=1))
-    on_step.phase(phases.CALIBRATING)
-    clock.now += 30
-    assert progress.heartbeat_line().endswith("job 1/1 at calibrating beta: auto")
-    on_step.phase(phases.TRAINING)
-    for step in range(1, 6):
-        clock.now += 2
-        on_step(step, 20)
-    # 15 steps x 2 s + one evaluation guessed at 10% of the epoch's 40 s
-    assert "ETA 34s; job 1/1 at step 5/20" in progress.heartbeat_line()
-
-
 def train_five_steps(on_step: EpochLines, clock: FakeClock) -> None:
     """Five training steps of 2 s each of a one-epoch, 20-step job: its own ETA is then 15 x 2 s plus one
     evaluation guessed at 10% of the epoch's 40 s, 34 s."""
@@ -105,6 +90,18 @@ def train_five_steps(on_step: EpochLines, clock: FakeClock) -> None:
     for step in range(1, 6):
         clock.now += 2
         on_step(step, 20)
+
+
+def test_the_heartbeat_says_the_phase_and_uses_the_jobs_eta() -> None:
+    clock, out = FakeClock(), io.StringIO()
+    progress = PlainProgress(2, title="demo", jobs=1, stream=out, interval_s=3600, clock=clock)
+    on_step = progress.start_job(1, job(epochs=1))
+    on_step.phase(phases.CALIBRATING)
+    clock.now += 30
+    assert progress.heartbeat_line().endswith("job 1/1 at calibrating beta: auto")
+    train_five_steps(on_step, clock)
+    # 15 steps x 2 s + one evaluation guessed at 10% of the epoch's 40 s
+    assert "ETA 34s; job 1/1 at step 5/20" in progress.heartbeat_line()
 
 
 def test_the_run_eta_weighs_the_jobs_not_started_by_their_planned_cost() -> None:
