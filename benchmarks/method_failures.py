@@ -1,15 +1,15 @@
 """Why DOT and the layer curriculum fail at the methods study's recipe: small real runs that separate the causes.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/method_failures.py [--task synthetic|polarity]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/method_failures.py [--task synthetic|polarity|uncertainty]
         [--teacher small|minilm] [--student tiny|copied] [--cases all|dot|curriculum] [--seeds 1] [--epochs 3]
         [--json PATH]
 
 ``--teacher small`` (default): a small teacher (4 x 64, random, MiniLM's vocabulary) is fine-tuned by kdgrid's
 own `finetune_teacher`, in a temporary ``KDGRID_CACHE``, on ``--task``: ``synthetic`` (`SYNTHETIC_TASK`, a
-generated task whose label is a marker word) or ``polarity`` (the offline sentence-polarity task, copied from the
-kdgrid cache: run `kdgrid demo` or `kdgrid assets fetch` first). ``--teacher minilm``: the methods study's own
-teacher, MiniLM-L6 fine-tuned on polarity, read from the kdgrid cache (`kdgrid teacher finetune polarity` makes
-it; polarity only). Then one job (one teacher pass) trains random BERT-tiny students (2 x 128) with the methods
+generated task whose label is a marker word) or an offline corpus, ``polarity`` or ``uncertainty`` (copied from
+the kdgrid cache: run `kdgrid demo` or `kdgrid assets fetch` first). ``--teacher minilm``: the methods study's own
+teacher, MiniLM-L6 fine-tuned on the corpus, read from the kdgrid cache (`kdgrid teacher finetune polarity` or
+`... uncertainty` makes it; a corpus only). Then one job (one teacher pass) trains random BERT-tiny students (2 x 128) with the methods
 study's recipe: batch 32, 2,000 training sentences, ``--epochs`` epochs, lr 1e-3 (AdamW) unless stated,
 temperature 1, alpha 0.1, ``beta: auto``, hidden states; ``--seeds N`` students (seeds 0..N-1) per row, all on
 one data order (``data_seed: 0``, as the methods study's seeds). ``--student copied`` (with ``--teacher minilm``)
@@ -48,6 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kdgrid.assets import CORPORA, corpus_files  # reads KDGRID_CACHE only when called
+
 SYNTHETIC_TASK = "synthetic-single-binary-n2000-d500"
 LEARNING_RATES = (0.01, 0.05, 0.15)
 BOUNDARIES = ((0.02, 0.04), (0.1, 0.2), (0.2, 0.4))
@@ -80,7 +82,7 @@ def _term(curves: dict[str, Any], name: str, index: int) -> float | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", choices=("synthetic", "polarity"), default="synthetic")
+    parser.add_argument("--task", choices=("synthetic", *CORPORA), default="synthetic")
     parser.add_argument("--teacher", choices=("small", "minilm"), default="small")
     parser.add_argument("--student", choices=tuple(STUDENTS), default="tiny")
     parser.add_argument("--cases", choices=("all", "dot", "curriculum"), default="all")
@@ -88,8 +90,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    if args.teacher == "minilm" and args.task != "polarity":
-        parser.error("--teacher minilm is the methods study's teacher, fine-tuned on polarity: use --task polarity")
+    if args.teacher == "minilm" and args.task not in CORPORA:
+        parser.error(f"--teacher minilm is the methods studies' teacher, fine-tuned on a corpus: use --task "
+                     f"{' or '.join(CORPORA)}")  # fmt: skip
     if args.student == "copied" and args.teacher != "minilm":
         parser.error("--student copied copies the layers of the methods study's teacher: use --teacher minilm")
     folder = Path(tempfile.mkdtemp(prefix="kdgrid-failures-"))
@@ -97,17 +100,16 @@ def main() -> None:
     if args.teacher == "small":
         os.environ["KDGRID_CACHE"] = str(folder / "cache")  # before kdgrid reads it
     task = SYNTHETIC_TASK
-    if args.task == "polarity":
-        task = "polarity"
+    if args.task in CORPORA:
+        task = args.task
         if args.teacher == "small":
-            shutil.copytree(home_cache / "polarity", folder / "cache" / "polarity")
+            shutil.copytree(home_cache / task, folder / "cache" / task)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
     from _common import teacher_path
     from _machine import machine
     from transformers import AutoTokenizer, BertForSequenceClassification
 
-    from kdgrid.assets import polarity_files
     from kdgrid.core.data.synthetic import generate_examples
     from kdgrid.core.model.models import bert_config
     from kdgrid.core.model.shapes import student_shape
@@ -118,8 +120,8 @@ def main() -> None:
 
     started = time.perf_counter()
     if args.teacher == "minilm":
-        finetuned_teacher_dir("polarity")  # refuses, naming the command, when it is not cached
-        record = cached_teacher("polarity")
+        finetuned_teacher_dir(task)  # refuses, naming the command, when it is not cached
+        record = cached_teacher(task)
         assert record is not None
         base = str(record.path)
     else:
@@ -152,8 +154,8 @@ def main() -> None:
                                "layer_curriculum_optimizer": optimizer}  # fmt: skip
                     add(f"curriculum {list(boundaries)} {form}", strategy="Dilatation", lr=1e-3, options=options)
 
-    if args.task == "polarity":
-        with open(polarity_files().dev, newline="") as handle:  # the cache KDGRID_CACHE names now
+    if args.task in CORPORA:
+        with open(corpus_files(task).dev, newline="") as handle:  # the cache KDGRID_CACHE names now
             sentences = [row["text"] for row in csv.DictReader(handle)][:PROBE_SENTENCES]
     else:
         sentences = [e["sentence"] for e in generate_examples("single", "binary", PROBE_SENTENCES,
