@@ -1,7 +1,7 @@
 """How much of the teacher's label signal survives each teacher-masking method, per task of the second testbed.
 
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/masked_teacher_signal.py [--tasks polarity uncertainty]
-        [--json PATH]
+        [--smoke] [--json PATH]
 
 The methods study on weight-copied students (`sweeps/methods_copied.yaml`) finds MaskedKD's criterion (the
 ``maskedkd_paper`` study) worse than soft labels on ``uncertainty`` and not on ``polarity``. A teacher that sees a
@@ -20,6 +20,10 @@ whole training split (the first epoch in the study's order, batch 32), through k
 For each: the teacher's accuracy against the gold labels, its mean probability of the gold label (temperature 1,
 the study's), and how often its prediction agrees with the whole-input teacher's. The task's teacher must be in the
 kdgrid cache (`kdgrid teacher finetune polarity`, `... uncertainty`).
+
+``--smoke`` (the benchmark tests' mode: it shows that the script runs, not what masking costs): the same variants
+on the synthetic task's first 256 training examples, with the benchmarks' tiny teacher (4 x 64) fine-tuned on it by
+kdgrid in a temporary ``KDGRID_CACHE``, and a student copied from its first two layers.
 """
 
 from __future__ import annotations
@@ -27,11 +31,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from _common import teacher_path
 from _machine import machine
 
 from kdgrid.bundled_sweeps import require_sweep
@@ -41,12 +48,16 @@ from kdgrid.core.job.loaded_job import load_job
 from kdgrid.core.methods.masking.masks import teacher_input
 from kdgrid.core.model.runtime import make_runtime
 from kdgrid.core.model.shapes import student_shape
+from kdgrid.core.model.teacher_cache import TeacherRecipe
+from kdgrid.core.teacher.finetune import finetune_teacher
 from kdgrid.grid import load_sweep
 from kdgrid.trial import Trial, data_order_seed
 
 SWEEP = "methods_copied"
 MASKED_STUDIES = ("mask_teacher", "maskedkd_paper")  # the sweep's studies that mask the teacher's input
 RANDOM_HALF = {"mask_input": "teacher", "mask_by": "random", "mask_fraction": 0.5}
+SMOKE_TASK = "synthetic-single-binary-n2000-d500"
+SMOKE_SENTENCES = 256
 
 
 def study_trials(task: str) -> dict[str, Trial]:
@@ -60,8 +71,27 @@ def study_trials(task: str) -> dict[str, Trial]:
     return found
 
 
-def signal(task: str) -> dict[str, Any]:
-    trials = study_trials(task)
+def smoke_trials() -> dict[str, Trial]:
+    """`study_trials`' three trials on the synthetic task: the tiny teacher fine-tuned on it (in the kdgrid cache
+    ``KDGRID_CACHE`` names), a 2-layer student copied from it; the teacher-masking options as the sweep's studies
+    set them (MaskedKD's by its preset)."""
+    record = finetune_teacher(SMOKE_TASK, base=teacher_path("tiny"),
+                              recipe=TeacherRecipe(lr=1e-3, epochs=4, batch_size=32, max_length=32))  # fmt: skip
+    plain = Trial(task=SMOKE_TASK, teacher=str(record.path), student="w64-l2-h2-f128", init="preload",
+                  batch_size=32, max_length=32, epochs=1, temperature=1, alpha=0.1, knowledge=(),
+                  max_train_samples=SMOKE_SENTENCES)  # fmt: skip
+    return {
+        "soft_labels": plain,
+        "mask_teacher": dataclasses.replace(plain, options={"mask_input": "teacher"}),
+        "maskedkd_paper": dataclasses.replace(
+            plain, alpha=0.5, options={"mask_input": "teacher", "mask_by": "maskedkd", "mask_fraction": 0.5}
+        ),
+    }
+
+
+def signal(task: str, trials: dict[str, Trial]) -> dict[str, Any]:
+    """The teacher's accuracy, gold-label probability and agreement with its whole-input self, per variant, over
+    one epoch of ``task``'s training split; ``trials``: `study_trials`' (or `smoke_trials`') by study name."""
     plain = trials["soft_labels"]
     variants: dict[str, Trial] = {
         "whole": plain,
@@ -114,16 +144,24 @@ def signal(task: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=["polarity", "uncertainty"])
+    parser.add_argument(
+        "--smoke", action="store_true", help="the synthetic task and a tiny teacher (see above)"
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     started = time.perf_counter()
-    reports = [signal(task) for task in args.tasks]
+    if args.smoke:
+        with tempfile.TemporaryDirectory(prefix="kdgrid-masked-signal-") as folder:
+            os.environ["KDGRID_CACHE"] = folder  # kdgrid reads it when it first needs the cache
+            reports = [signal(SMOKE_TASK, smoke_trials())]
+    else:
+        reports = [signal(task, study_trials(task)) for task in args.tasks]
     print(f"{'task':12} {'teacher input':16} {'accuracy':>9} {'p(gold)':>8} {'agrees':>7}")
     for report in reports:
         for name, row in report["variants"].items():
             print(f"{report['task']:12} {name:16} {row['teacher_accuracy']:>9.4f} {row['gold_probability']:>8.4f} "
                   f"{row['agrees_with_whole']:>7.4f}")  # fmt: skip
-    result = {"machine": machine(), "sweep": SWEEP, "tasks": reports,
+    result = {"machine": machine(), "sweep": SWEEP, "smoke": args.smoke, "tasks": reports,
               "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     print(json.dumps({k: v for k, v in result.items() if k != "tasks"}, default=str))
     if args.json:

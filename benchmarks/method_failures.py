@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/method_failures.py [--task synthetic|polarity|uncertainty]
         [--teacher small|minilm] [--student tiny|copied] [--cases all|dot|curriculum] [--seeds 1] [--epochs 3]
-        [--json PATH]
+        [--smoke] [--json PATH]
 
 ``--teacher small`` (default): a small teacher (4 x 64, random, MiniLM's vocabulary) is fine-tuned by kdgrid's
 own `finetune_teacher`, in a temporary ``KDGRID_CACHE``, on ``--task``: ``synthetic`` (`SYNTHETIC_TASK`, a
@@ -32,6 +32,10 @@ sentences after training, the variance across sentences of the [CLS] hidden stat
 over dimensions), which is ~0 where the representation collapsed. ln 2 = 0.693 is the soft loss of a student at
 chance against a teacher that is sure (temperature 1). The first row is a freshly initialised BERT-tiny (seed 0),
 untrained: the [CLS] variance a student starts from.
+
+``--smoke`` (the benchmark tests' mode: it shows that the script runs, not why anything fails): the synthetic task
+and the small teacher, one seed, one epoch on 256 sentences, DOT and SGD at lr 0.05 only, the curriculum at the
+study's boundaries in the paper's form only.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ SYNTHETIC_TASK = "synthetic-single-binary-n2000-d500"
 LEARNING_RATES = (0.01, 0.05, 0.15)
 BOUNDARIES = ((0.02, 0.04), (0.1, 0.2), (0.2, 0.4))
 STUDY_BOUNDARIES = (0.2, 0.4)  # sweeps/methods.yaml's curriculum
+SMOKE_LEARNING_RATES = (0.05,)  # --smoke: the study's DOT rate only
+SMOKE_SENTENCES = 256  # --smoke: training sentences per student
 CURRICULUM_FORMS = {  # name: (layer_curriculum_last, layer_curriculum_optimizer)
     "paper": ("classifier", "fresh"),
     "old": ("all", "shared"),
@@ -88,8 +94,15 @@ def main() -> None:
     parser.add_argument("--cases", choices=("all", "dot", "curriculum"), default="all")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="the smallest run of every case (see above)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.smoke and (args.task, args.teacher, args.student) != ("synthetic", "small", "tiny"):
+        parser.error("--smoke runs the synthetic task with the small teacher and BERT-tiny students only")
+    if args.smoke:
+        args.seeds, args.epochs = 1, 1
+    learning_rates = SMOKE_LEARNING_RATES if args.smoke else LEARNING_RATES
+    boundaries_axis = (STUDY_BOUNDARIES,) if args.smoke else BOUNDARIES
     if args.teacher == "minilm" and args.task not in CORPORA:
         parser.error(f"--teacher minilm is the methods studies' teacher, fine-tuned on a corpus: use --task "
                      f"{' or '.join(CORPORA)}")  # fmt: skip
@@ -128,7 +141,8 @@ def main() -> None:
         base = teacher_path("tiny")
         record = finetune_teacher(task, base=base, recipe=TeacherRecipe(lr=1e-3, epochs=4, batch_size=32,
                                                                           max_length=64))  # fmt: skip
-    common: dict[str, Any] = dict(task=task, teacher=str(record.path), **STUDENTS[args.student], batch_size=32,
+    students = {**STUDENTS[args.student], **({"max_train_samples": SMOKE_SENTENCES} if args.smoke else {})}
+    common: dict[str, Any] = dict(task=task, teacher=str(record.path), **students, batch_size=32,
                                   max_length=64, epochs=args.epochs, temperature=1, alpha=0.1, beta="auto",
                                   knowledge=("hidden_mse",))  # fmt: skip
     labelled: list[tuple[str, Trial]] = []
@@ -141,13 +155,14 @@ def main() -> None:
 
         add("adamw lr 1e-3, Last-1", strategy="Last-1", lr=1e-3)
         if args.cases in ("all", "dot"):
-            for lr in LEARNING_RATES:
+            for lr in learning_rates:
                 for name, delta in (("dot", 0.075), ("sgd-momentum", 0.0)):
                     add(f"{name} lr {lr}", strategy="Last-1", lr=lr, options={"optimizer": "dot", "dot_delta": delta})
         if args.cases in ("all", "curriculum"):
             add("no curriculum, Dilatation", strategy="Dilatation", lr=1e-3)
-            for boundaries in BOUNDARIES:
+            for boundaries in boundaries_axis:
                 forms = CURRICULUM_FORMS if boundaries == STUDY_BOUNDARIES else ("paper", "old")
+                forms = ("paper",) if args.smoke else forms
                 for form in forms:
                     last, optimizer = CURRICULUM_FORMS[form]
                     options = {"layer_curriculum": list(boundaries), "layer_curriculum_last": last,
@@ -216,6 +231,7 @@ def main() -> None:
               f"{row['cls_variance']}{'  ' + row['error'] if row['error'] else ''}")  # fmt: skip
     report = {"machine": machine(), "task": task, "teacher": args.teacher, "teacher_dev": record.dev_scores,
               "student": args.student, "cases": args.cases, "seeds": args.seeds, "epochs": args.epochs,
+              "smoke": args.smoke,
               "ln2": round(math.log(2), 4), "rows": rows, "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     print(json.dumps({k: v for k, v in report.items() if k != "rows"}, default=str))
     shutil.rmtree(folder, ignore_errors=True)

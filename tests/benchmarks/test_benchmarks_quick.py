@@ -192,3 +192,37 @@ def test_analysis_latency_smoke(tmp_path: Path) -> None:
         assert positive(build["printed_s"]) and build["printed_s"] <= build["wall_s"]
     exported = figures["export mlflow"]
     assert exported["runs"] == 8 and positive(exported["runs_per_s"]) and positive(exported["again_s"])
+
+
+def test_method_failures_smoke(tmp_path: Path) -> None:
+    report = run_script("method_failures", tmp_path)
+    assert report["smoke"] and report["teacher_dev"]["validation"]["accuracy"] > 0.75  # the teacher learned
+    runs = {row["run"]: row for row in report["rows"]}
+    # every case of the full run, at its smallest: DOT against SGD at the study's lr, the curriculum in its
+    # paper form at the study's boundaries beside no curriculum, AdamW, and the untrained probe
+    assert list(runs) == ["untrained BERT-tiny (seed 0)", "adamw lr 1e-3, Last-1", "dot lr 0.05",
+                          "sgd-momentum lr 0.05", "no curriculum, Dilatation",
+                          "curriculum [0.2, 0.4] paper"]  # fmt: skip
+    for name, row in runs.items():
+        assert len(row["cls_variance"]) == 3  # the embeddings and BERT-tiny's two layers
+        if name.startswith("untrained"):
+            continue
+        assert row["status"] == "done" and 0 <= row["accuracy"] <= 1
+        assert positive(row["soft_end"]) and positive(row["hard_end"])
+    curriculum = runs["curriculum [0.2, 0.4] paper"]
+    assert curriculum["last_stage_step"] > 0  # the classifier stage starts after the layer stages
+
+
+def test_masked_teacher_signal_smoke(tmp_path: Path) -> None:
+    report = run_script("masked_teacher_signal", tmp_path)
+    assert report["smoke"] and len(report["tasks"]) == 1
+    task = report["tasks"][0]
+    assert task["sentences"] == 256
+    variants = task["variants"]
+    assert sorted(variants) == ["mask_teacher", "maskedkd_paper", "random 50%", "whole"]
+    assert variants["whole"]["agrees_with_whole"] == 1.0
+    assert variants["whole"]["teacher_accuracy"] > 0.75  # the fine-tuned teacher on its whole input
+    for figures in variants.values():
+        assert all(0 <= value <= 1 for value in figures.values())
+    # masking half the input at random takes evidence away from a teacher that reads a marker word
+    assert variants["random 50%"]["agrees_with_whole"] < 1.0
