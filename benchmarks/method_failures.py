@@ -9,12 +9,13 @@ own `finetune_teacher`, in a temporary ``KDGRID_CACHE``, on ``--task``: ``synthe
 generated task whose label is a marker word) or an offline corpus, ``polarity`` or ``uncertainty`` (copied from
 the kdgrid cache: run `kdgrid demo` or `kdgrid assets fetch` first). ``--teacher minilm``: the methods study's own
 teacher, MiniLM-L6 fine-tuned on the corpus, read from the kdgrid cache (`kdgrid teacher finetune polarity` or
-`... uncertainty` makes it; a corpus only). Then one job (one teacher pass) trains random BERT-tiny students (2 x 128) with the methods
-study's recipe: batch 32, 2,000 training sentences, ``--epochs`` epochs, lr 1e-3 (AdamW) unless stated,
-temperature 1, alpha 0.1, ``beta: auto``, hidden states; ``--seeds N`` students (seeds 0..N-1) per row, all on
-one data order (``data_seed: 0``, as the methods study's seeds). ``--student copied`` (with ``--teacher minilm``)
-trains the second testbed's students instead (`sweeps/methods_copied.yaml`): 2 layers of the teacher's width
-copied from its first two (``init: preload``), on the whole training split (use ``--epochs 2``, the testbed's).
+`... uncertainty` makes it; a corpus only). Then one job (one teacher pass) trains random BERT-tiny students
+(2 x 128) with the methods study's recipe: batch 32, 2,000 training sentences, ``--epochs`` epochs, lr 1e-3
+(AdamW) unless stated, temperature 1, alpha 0.1, ``beta: auto``, hidden states; ``--seeds N`` students (seeds
+0..N-1) per row, all on one data order (``data_seed: 0``, as the methods study's seeds). ``--student copied``
+(with ``--teacher minilm``) trains the second testbed's students instead (`sweeps/methods_copied.yaml`): 2 layers
+of the teacher's width copied from its first two (``init: preload``), on the whole training split (use ``--epochs
+2``, the testbed's).
 
 - DOT against SGD with momentum at matched learning rates (`LEARNING_RATES`): ``optimizer: dot`` (Delta 0.075,
   the paper's) and ``optimizer: dot`` with ``dot_delta: 0`` (both momenta 0.9: SGD with momentum 0.9 on the sum
