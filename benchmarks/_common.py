@@ -24,7 +24,9 @@ from _machine import machine as torch_free_machine
 # The benchmark teachers have random classifier heads (they time steps, not accuracy): their trials say so, and
 # the teacher gate (`kdgrid.core.teacher.gate`) is skipped for them.
 from kdgrid.core.model.models import bert_config
+from kdgrid.core.model.teacher_cache import TeacherRecipe, TeacherRecord
 from kdgrid.core.options import MAX_DEV_SAMPLES
+from kdgrid.core.teacher.finetune import finetune_teacher
 from kdgrid.core.teacher.options import NOT_MEANT_TO_BE_ACCURATE
 
 BERT_BASE = "bert-base"
@@ -73,6 +75,14 @@ def teacher_path(name: str) -> str:
             BertForSequenceClassification(bert_config(shape, 2)).save_pretrained(path)
         AutoTokenizer.from_pretrained(teacher_dir()).save_pretrained(path)
     return str(path)
+
+
+def finetuned_tiny_teacher(task: str, max_length: int) -> TeacherRecord:
+    """The ``tiny`` teacher fine-tuned by kdgrid on ``task`` (lr 1e-3, 4 epochs, batch 32, ``max_length``
+    tokens), cached in the kdgrid cache ``KDGRID_CACHE`` names: the teacher of the benchmarks that need one that
+    learned its task (accurate enough to pass the teacher gate), not one that only times steps."""
+    recipe = TeacherRecipe(lr=1e-3, epochs=4, batch_size=32, max_length=max_length)
+    return finetune_teacher(task, base=teacher_path(TINY), recipe=recipe)
 
 
 def bench_options(dev_examples: int) -> dict[str, Any]:

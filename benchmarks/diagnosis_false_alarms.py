@@ -44,11 +44,9 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="kdgrid-diagnosis-"))
     os.environ["KDGRID_CACHE"] = str(folder / "cache")  # before kdgrid reads it
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import teacher_path
+    from _common import finetuned_tiny_teacher
     from _machine import machine
 
-    from kdgrid.core.model.teacher_cache import TeacherRecipe
-    from kdgrid.core.teacher.finetune import finetune_teacher
     from kdgrid.core.training.train import run_job
     from kdgrid.store import read_store, write_result
     from kdgrid.store.step_curves import row_diagnosis
@@ -57,8 +55,7 @@ def main() -> None:
     knowledge = KNOWLEDGE[:2] if args.smoke else KNOWLEDGE
     seeds, epochs = (1, 1) if args.smoke else (args.seeds, args.epochs)
     started = time.perf_counter()
-    record = finetune_teacher(TASK, base=teacher_path("tiny"),
-                              recipe=TeacherRecipe(lr=1e-3, epochs=4, batch_size=32, max_length=32))  # fmt: skip
+    record = finetuned_tiny_teacher(TASK, max_length=32)
     teacher = str(record.path)
     common: dict[str, Any] = dict(task=TASK, teacher=teacher, student="w64-l2-h2-f128", init="random",
                                   batch_size=32, max_length=32, epochs=epochs, lr=1e-3, beta="auto")  # fmt: skip

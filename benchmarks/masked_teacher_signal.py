@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _common import teacher_path
+from _common import finetuned_tiny_teacher
 from _machine import machine
 
 from kdgrid.bundled_sweeps import require_sweep
@@ -48,9 +48,8 @@ from kdgrid.core.job.loaded_job import load_job
 from kdgrid.core.methods.masking.masks import teacher_input
 from kdgrid.core.model.runtime import make_runtime
 from kdgrid.core.model.shapes import student_shape
-from kdgrid.core.model.teacher_cache import TeacherRecipe
-from kdgrid.core.teacher.finetune import finetune_teacher
 from kdgrid.grid import load_sweep
+from kdgrid.grid.presets import as_settings, preset_values
 from kdgrid.trial import Trial, data_order_seed
 
 SWEEP = "methods_copied"
@@ -71,22 +70,24 @@ def study_trials(task: str) -> dict[str, Trial]:
     return found
 
 
+def with_preset(trial: Trial, name: str) -> Trial:
+    """``trial`` with what the registered methods' preset ``name`` sets on it (`kdgrid.grid.presets`), as a
+    sweep's ``preset: NAME`` would, no key of the trial protected."""
+    settings = as_settings(preset_values(trial, name, set()))
+    options = {**dict(trial.options), **settings.pop("options", {})}
+    return dataclasses.replace(trial, **settings, options=options)
+
+
 def smoke_trials() -> dict[str, Trial]:
     """`study_trials`' three trials on the synthetic task: the tiny teacher fine-tuned on it (in the kdgrid cache
-    ``KDGRID_CACHE`` names), a 2-layer student copied from it; the teacher-masking options as the sweep's studies
-    set them (MaskedKD's by its preset)."""
-    record = finetune_teacher(SMOKE_TASK, base=teacher_path("tiny"),
-                              recipe=TeacherRecipe(lr=1e-3, epochs=4, batch_size=32, max_length=32))  # fmt: skip
+    ``KDGRID_CACHE`` names), a 2-layer student copied from it; the teacher masked as the sweep's studies mask it
+    (MaskedKD's trial: the masked teacher under the paper preset)."""
+    record = finetuned_tiny_teacher(SMOKE_TASK, max_length=32)
     plain = Trial(task=SMOKE_TASK, teacher=str(record.path), student="w64-l2-h2-f128", init="preload",
                   batch_size=32, max_length=32, epochs=1, temperature=1, alpha=0.1, knowledge=(),
                   max_train_samples=SMOKE_SENTENCES)  # fmt: skip
-    return {
-        "soft_labels": plain,
-        "mask_teacher": dataclasses.replace(plain, options={"mask_input": "teacher"}),
-        "maskedkd_paper": dataclasses.replace(
-            plain, alpha=0.5, options={"mask_input": "teacher", "mask_by": "maskedkd", "mask_fraction": 0.5}
-        ),
-    }
+    masked = dataclasses.replace(plain, options={"mask_input": "teacher"})
+    return {"soft_labels": plain, "mask_teacher": masked, "maskedkd_paper": with_preset(masked, "paper")}
 
 
 def signal(task: str, trials: dict[str, Trial]) -> dict[str, Any]:

@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kdgrid.assets import CORPORA, corpus_files  # reads KDGRID_CACHE only when called
+from kdgrid.assets import CORPORA, cache_dir, corpus_files  # they read KDGRID_CACHE only when called
 
 SYNTHETIC_TASK = "synthetic-single-binary-n2000-d500"
 LEARNING_RATES = (0.01, 0.05, 0.15)
@@ -110,7 +110,7 @@ def main() -> None:
     if args.student == "copied" and args.teacher != "minilm":
         parser.error("--student copied copies the layers of the methods study's teacher: use --teacher minilm")
     folder = Path(tempfile.mkdtemp(prefix="kdgrid-failures-"))
-    home_cache = Path(os.environ.get("KDGRID_CACHE", Path.home() / ".cache" / "kdgrid")).expanduser()
+    home_cache = cache_dir()  # read before the small teacher's temporary cache replaces it
     if args.teacher == "small":
         os.environ["KDGRID_CACHE"] = str(folder / "cache")  # before kdgrid reads it
     task = SYNTHETIC_TASK
@@ -120,15 +120,14 @@ def main() -> None:
             shutil.copytree(home_cache / task, folder / "cache" / task)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
-    from _common import teacher_path
+    from _common import finetuned_tiny_teacher
     from _machine import machine
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     from kdgrid.core.data.synthetic import generate_examples
     from kdgrid.core.model.models import bert_config
     from kdgrid.core.model.shapes import student_shape
-    from kdgrid.core.model.teacher_cache import TeacherRecipe, cached_teacher, finetuned_teacher_dir
-    from kdgrid.core.teacher.finetune import finetune_teacher
+    from kdgrid.core.model.teacher_cache import cached_teacher, finetuned_teacher_dir
     from kdgrid.core.training.train import run_job
     from kdgrid.trial import Trial
 
@@ -139,9 +138,8 @@ def main() -> None:
         assert record is not None
         base = str(record.path)
     else:
-        base = teacher_path("tiny")
-        record = finetune_teacher(task, base=base, recipe=TeacherRecipe(lr=1e-3, epochs=4, batch_size=32,
-                                                                          max_length=64))  # fmt: skip
+        record = finetuned_tiny_teacher(task, max_length=64)
+        base = str(record.path)
     students = {**STUDENTS[args.student], **({"max_train_samples": SMOKE_SENTENCES} if args.smoke else {})}
     common: dict[str, Any] = dict(task=task, teacher=str(record.path), **students, batch_size=32,
                                   max_length=64, epochs=args.epochs, temperature=1, alpha=0.1, beta="auto",
@@ -162,8 +160,10 @@ def main() -> None:
         if args.cases in ("all", "curriculum"):
             add("no curriculum, Dilatation", strategy="Dilatation", lr=1e-3)
             for boundaries in boundaries_axis:
-                forms = CURRICULUM_FORMS if boundaries == STUDY_BOUNDARIES else ("paper", "old")
-                forms = ("paper",) if args.smoke else forms
+                if args.smoke:
+                    forms = ("paper",)
+                else:
+                    forms = CURRICULUM_FORMS if boundaries == STUDY_BOUNDARIES else ("paper", "old")
                 for form in forms:
                     last, optimizer = CURRICULUM_FORMS[form]
                     options = {"layer_curriculum": list(boundaries), "layer_curriculum_last": last,
