@@ -41,6 +41,7 @@ import torch
 from _common import finetuned_tiny_teacher
 from _machine import machine
 
+from kdgrid.assets import CORPORA
 from kdgrid.bundled_sweeps import require_sweep
 from kdgrid.core.data.batching import train_batches
 from kdgrid.core.job.init import build_student
@@ -144,7 +145,7 @@ def signal(task: str, trials: dict[str, Trial]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=["polarity", "uncertainty"])
+    parser.add_argument("--tasks", nargs="+", choices=tuple(CORPORA), default=list(CORPORA))
     parser.add_argument(
         "--smoke", action="store_true", help="the synthetic task and a tiny teacher (see above)"
     )
